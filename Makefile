@@ -1,0 +1,42 @@
+# The two set-up commands: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP_RUN := $(VENV)/.installed-run
+STAMP_DEV := $(VENV)/.installed-dev
+DATA_DIR ?= $(CURDIR)/data
+
+.PHONY: run test lint typecheck unit venv clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP_RUN): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(STAMP_DEV): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $@ $(STAMP_RUN)
+
+venv: $(STAMP_DEV)
+
+# The main job. Until the broker exists this runs the store benchmark on the data dir.
+run: $(STAMP_RUN)
+	$(BIN)/rocketq bench store --dir $(DATA_DIR)/bench-store --size 1024 --messages 200000 --batch 32
+
+lint: $(STAMP_DEV)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP_DEV)
+	$(BIN)/mypy cluster storage nameserver broker replication sdk bench chaos
+
+unit: $(STAMP_DEV)
+	$(BIN)/pytest -q
+
+test: lint typecheck unit
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

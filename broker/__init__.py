@@ -1,0 +1,5 @@
+"""The broker process: gRPC services, send/pull/offset/admin processors, long polling,
+retry and dead letters, delay levels, transactions, order locks and filters.
+
+May import ``cluster``, ``storage`` and ``replication``.
+"""

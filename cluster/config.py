@@ -1,0 +1,403 @@
+"""Config loading for every component, and the store's config.
+
+A component's config is one frozen dataclass with RocketMQ's names in snake_case and its
+defaults. :func:`load_config` builds one from four layers, later ones winning::
+
+    defaults < TOML file < environment (ROCKETQ_<KEY>) < overrides (CLI flags)
+
+Supported field types are ``bool``, ``int``, ``float``, ``str`` and ``Literal[...]``. A
+field may declare checks in its metadata: ``min`` and ``max`` (numbers), ``multiple_of``
+(ints) and ``check`` (a function from the value to a reason string, or None when fine).
+Every problem raises :class:`~cluster.errors.ConfigError` naming where the value came
+from, the key, the bad value and what would be accepted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import ipaddress
+import json
+import math
+import os
+import tomllib
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+
+from cluster.errors import ConfigError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
+
+ENV_PREFIX: Final = "ROCKETQ_"
+_TRUE: Final = frozenset({"true", "1", "yes"})
+_FALSE: Final = frozenset({"false", "0", "no"})
+
+
+class _Invalid(Exception):
+    """A value a field cannot take; carries the reason, the caller adds where it came from."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    """What one config field accepts, read from its type hint and metadata."""
+
+    name: str
+    kind: type | None  # bool, int, float or str; None for a Literal
+    choices: tuple[object, ...]  # a Literal's values
+    default: object  # dataclasses.MISSING when the field is required
+    meta: Mapping[str, object]
+
+
+@functools.cache
+def _specs(cls: type[Any]) -> dict[str, _Spec]:
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        raise TypeError(f"{cls!r} is not a dataclass")
+    hints = typing.get_type_hints(cls)
+    specs: dict[str, _Spec] = {}
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        hint = hints[f.name]
+        if typing.get_origin(hint) is Literal:
+            kind, choices = None, typing.get_args(hint)
+        elif hint in (bool, int, float, str):
+            kind, choices = hint, ()
+        else:
+            raise TypeError(f"{cls.__name__}.{f.name}: unsupported config type {hint!r}")
+        specs[f.name] = _Spec(f.name, kind, choices, f.default, f.metadata)
+    return specs
+
+
+def _show(value: object) -> str:
+    """A value as it would be written in TOML, for messages and :func:`dump_toml`."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    if isinstance(value, int | float):
+        return repr(value)
+    return repr(value)
+
+
+def _expected(spec: _Spec, *, text: bool) -> str:
+    if spec.kind is None:
+        what = "must be one of " + ", ".join(str(c) for c in spec.choices)
+    elif spec.kind is bool:
+        what = "must be one of true, false, 1, 0, yes, no" if text else "must be true or false"
+    else:
+        what = {int: "must be an integer", float: "must be a number", str: "must be a string"}[
+            spec.kind
+        ]
+    if spec.default is not dataclasses.MISSING:
+        what += f" (default {_show(spec.default)})"
+    return what
+
+
+def _convert(spec: _Spec, value: object, *, text: bool) -> object:
+    """``value`` as the field's type; strings are parsed when ``text`` (env and flags)."""
+    if text and isinstance(value, str) and spec.kind is not str:
+        return _parse(spec, value)
+    if spec.kind is None:
+        if value not in spec.choices or isinstance(value, bool):
+            raise _Invalid(_expected(spec, text=False))
+        return value
+    if spec.kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if type(value) is not spec.kind and not (
+        spec.kind is not bool and isinstance(value, spec.kind) and not isinstance(value, bool)
+    ):
+        raise _Invalid(_expected(spec, text=False))
+    return value
+
+
+def _parse(spec: _Spec, raw: str) -> object:
+    word = raw.strip()
+    if spec.kind is None:
+        for choice in spec.choices:
+            if str(choice) == word:
+                return choice
+    elif spec.kind is bool:
+        if word.lower() in _TRUE:
+            return True
+        if word.lower() in _FALSE:
+            return False
+    elif spec.kind is int or spec.kind is float:
+        try:
+            return spec.kind(word)
+        except ValueError:
+            pass
+    raise _Invalid(_expected(spec, text=True))
+
+
+def _check(spec: _Spec, value: object) -> None:
+    """The field's metadata checks: finite floats, ``min``/``max``, ``multiple_of``, ``check``."""
+    meta = spec.meta
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _Invalid("must be a finite number")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        low, high = meta.get("min"), meta.get("max")
+        too_low = isinstance(low, int | float) and value < low
+        too_high = isinstance(high, int | float) and value > high
+        if too_low or too_high:
+            if low is not None and high is not None:
+                raise _Invalid(f"must be between {low} and {high}")
+            raise _Invalid(f"must be at least {low}" if too_low else f"must be at most {high}")
+        step = meta.get("multiple_of")
+        if isinstance(step, int) and isinstance(value, int) and value % step:
+            hint = max(value - value % step, step)
+            raise _Invalid(f"must be a multiple of {step}, e.g. {hint}")
+    check = meta.get("check")
+    if callable(check):
+        reason = check(value)
+        if reason:
+            raise _Invalid(str(reason))
+
+
+def _accept(spec: _Spec, value: object, where: str, *, text: bool) -> object:
+    """The checked value, or a ConfigError saying ``where = value: what to write instead``."""
+    try:
+        converted = _convert(spec, value, text=text)
+        _check(spec, converted)
+    except _Invalid as exc:
+        raise ConfigError(f"{where} = {_show(value)}: {exc}") from None
+    return converted
+
+
+def _unknown(where: str, key: str, known: list[str], render: Callable[[str], str]) -> ConfigError:
+    close = difflib.get_close_matches(key, known, n=3)
+    if close:
+        hint = "did you mean " + " or ".join(render(c) for c in close) + "?"
+    else:
+        hint = "remove it; known keys: " + ", ".join(render(k) for k in known)
+    return ConfigError(f"{where}: unknown key {key!r}; {hint}")
+
+
+def _read_file(path: str | os.PathLike[str], section: str | None) -> tuple[str, dict[str, Any]]:
+    """(label for messages, the table holding this config's keys)."""
+    name = os.fspath(path)
+    try:
+        with open(path, "rb") as fh:
+            doc = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{name}: config file not found; check the path") from None
+    except OSError as exc:
+        raise ConfigError(f"{name}: cannot read config file ({exc.strerror})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{name}: invalid TOML: {exc}; fix the file at that place") from None
+    if section is None:
+        return name, doc
+    table = doc.get(section, {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{name}: {section!r} must be a table; write it as [{section}]")
+    return f"{name} [{section}]", table
+
+
+def load_config(
+    cls: type[T],
+    path: str | os.PathLike[str] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, object] | None = None,
+    section: str | None = None,
+    strict_env: bool = True,
+) -> T:
+    """Build ``cls`` from its defaults, a TOML file, the environment and overrides.
+
+    ``section`` names the file's table holding the keys (other tables are then ignored);
+    without it the keys are top-level and any other key is an error. ``env`` defaults to
+    ``os.environ``; ``ROCKETQ_<KEY>`` sets ``key``. With ``strict_env`` an unknown
+    ``ROCKETQ_*`` variable is an error; pass False when one environment feeds several
+    configs. ``overrides`` are CLI flags by field name (dashes allowed); None means unset.
+    """
+    specs = _specs(cls)
+    known = list(specs)
+    values: dict[str, object] = {}
+
+    if path is not None:
+        label, table = _read_file(path, section)
+        for key, value in table.items():
+            if key not in specs:
+                raise _unknown(label, key, known, lambda k: k)
+            values[key] = _accept(specs[key], value, f"{label}: {key}", text=False)
+
+    environ = os.environ if env is None else env
+    for var, raw in environ.items():
+        if not var.startswith(ENV_PREFIX):
+            continue
+        key = var[len(ENV_PREFIX) :].lower()
+        where = f"environment variable {var}"
+        if key not in specs or var != ENV_PREFIX + key.upper():
+            if strict_env:
+                raise _unknown(where, key, known, lambda k: ENV_PREFIX + k.upper())
+            continue
+        values[key] = _accept(specs[key], raw, where, text=True)
+
+    for name, value in (overrides or {}).items():
+        if value is None:
+            continue
+        key = name.replace("-", "_")
+        where = "flag --" + key.replace("_", "-")
+        if key not in specs:
+            raise _unknown(where, key, known, lambda k: "--" + k.replace("_", "-"))
+        values[key] = _accept(specs[key], value, where, text=True)
+
+    for key, spec in specs.items():
+        if spec.default is dataclasses.MISSING and key not in values:
+            raise ConfigError(
+                f"{cls.__name__}: {key} is required; set it in the config file, "
+                f"as {ENV_PREFIX}{key.upper()} or with --{key.replace('_', '-')}"
+            )
+    return cls(**values)
+
+
+def validate_config(cfg: DataclassInstance) -> None:
+    """Check every field's type and metadata; call it from a config's ``__post_init__``."""
+    for key, spec in _specs(type(cfg)).items():
+        _accept(spec, getattr(cfg, key), f"{type(cfg).__name__}: {key}", text=False)
+
+
+def config_to_dict(cfg: DataclassInstance) -> dict[str, object]:
+    """The config's fields by name, in declaration order."""
+    return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+
+
+def dump_toml(cfg: DataclassInstance, *, section: str | None = None) -> str:
+    """The config as TOML that :func:`load_config` reads back (under ``[section]`` if given)."""
+    lines = [f"[{section}]"] if section is not None else []
+    for key, value in config_to_dict(cfg).items():
+        if not isinstance(value, bool | int | float | str):
+            raise TypeError(f"{type(cfg).__name__}.{key}: cannot write {value!r} as TOML")
+        lines.append(f"{key} = {_show(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def _check_delete_when(value: object) -> str | None:
+    parts = str(value).split(";")
+    if all(p.strip().isdigit() and 0 <= int(p) <= 23 for p in parts):
+        return None
+    return 'must be hours of the day 0-23 separated by ";", e.g. "04" or "01;04;23"'
+
+
+def _check_store_host(value: object) -> str | None:
+    host, sep, port = str(value).rpartition(":")
+    try:
+        ipaddress.IPv4Address(host)
+        ok = bool(sep) and port.isdigit() and 0 < int(port) < 65536
+    except ValueError:
+        ok = False
+    return None if ok else 'must be an IPv4 address and port "a.b.c.d:port", e.g. "10.0.0.5:10911"'
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    """The message store's settings (RocketMQ's ``MessageStoreConfig``)."""
+
+    # Root of all store files.
+    store_path_root_dir: str = str(Path.home() / "store")
+    # CommitLog segment directory; empty means <root>/commitlog.
+    store_path_commit_log: str = ""
+    # ConsumeQueue directory; empty means <root>/consumequeue.
+    store_path_consume_queue: str = ""
+    # Index file directory; empty means <root>/index.
+    store_path_index: str = ""
+    # Size of one CommitLog segment in bytes (1 GiB).
+    mapped_file_size_commit_log: int = field(default=1073741824, metadata={"min": 4096})
+    # Size of one ConsumeQueue segment: 300000 entries of 20 bytes.
+    mapped_file_size_consume_queue: int = field(
+        default=300000 * 20, metadata={"min": 20, "multiple_of": 20}
+    )
+    # Largest message body accepted, in bytes (4 MiB).
+    max_message_size: int = field(default=4194304, metadata={"min": 1})
+    # Whether a send waits for fsync (SYNC_FLUSH) or returns once in the page cache.
+    flush_disk_type: Literal["ASYNC_FLUSH", "SYNC_FLUSH"] = "ASYNC_FLUSH"
+    # How long a SYNC_FLUSH send waits for its flush, in ms.
+    sync_flush_timeout: int = field(default=5000, metadata={"min": 1})
+    # Period of the CommitLog flush thread, in ms.
+    flush_interval_commit_log: int = field(default=500, metadata={"min": 0})
+    # Dirty pages the CommitLog needs before a periodic flush.
+    flush_commit_log_least_pages: int = field(default=4, metadata={"min": 0})
+    # After this many ms the CommitLog is flushed whatever its dirty pages.
+    flush_commit_log_thorough_interval: int = field(default=10000, metadata={"min": 0})
+    # Period of the ConsumeQueue flush thread, in ms.
+    flush_interval_consume_queue: int = field(default=1000, metadata={"min": 0})
+    # Dirty pages a ConsumeQueue needs before a periodic flush.
+    flush_consume_queue_least_pages: int = field(default=2, metadata={"min": 0})
+    # After this many ms ConsumeQueues are flushed whatever their dirty pages.
+    flush_consume_queue_thorough_interval: int = field(default=60000, metadata={"min": 0})
+    # Whether messages are indexed by key for query-by-key.
+    message_index_enable: bool = True
+    # Hash slots per index file.
+    max_hash_slot_num: int = field(default=5000000, metadata={"min": 1})
+    # Index entries per index file.
+    max_index_num: int = field(default=20000000, metadata={"min": 1})
+    # Most messages one query-by-key returns.
+    default_query_max_num: int = field(default=32, metadata={"min": 0})
+    # Hours a CommitLog segment is kept after its last write.
+    file_reserved_time: int = field(default=72, metadata={"min": 0})
+    # Hours of the day when expired files are deleted, e.g. "04" or "01;04;23".
+    delete_when: str = field(default="04", metadata={"check": _check_delete_when})
+    # Disk usage percent above which expired files are deleted at any hour.
+    disk_max_used_space_ratio: int = field(default=75, metadata={"min": 10, "max": 95})
+    # Disk usage ratio above which the oldest files are deleted even if not expired.
+    disk_space_clean_forcibly_ratio: float = field(default=0.85, metadata={"min": 0.1, "max": 1.0})
+    # Disk usage ratio above which writes are refused.
+    disk_space_warning_level_ratio: float = field(default=0.90, metadata={"min": 0.1, "max": 1.0})
+    # Pause between two CommitLog segment deletions, in ms.
+    delete_commit_log_files_interval: int = field(default=100, metadata={"min": 0})
+    # Pause between two ConsumeQueue segment deletions, in ms.
+    delete_consume_queue_files_interval: int = field(default=100, metadata={"min": 0})
+    # A segment still referenced this many ms after its deletion began is destroyed anyway.
+    destroy_mapped_file_interval_forcibly: int = field(default=120000, metadata={"min": 0})
+    # Period of the retention (clean expired files) task, in ms.
+    clean_resource_interval: int = field(default=10000, metadata={"min": 0})
+    # Whether recovery verifies each record's CRC.
+    check_crc_on_recover: bool = True
+    # Most bytes one pull returns from memory.
+    max_transfer_bytes_on_message_in_memory: int = field(default=262144, metadata={"min": 1})
+    # Most messages one pull returns from memory.
+    max_transfer_count_on_message_in_memory: int = field(default=32, metadata={"min": 1})
+    # A write holding the CommitLog lock longer than this many ms marks the page cache busy.
+    os_page_cache_busy_timeout_mills: int = field(default=1000, metadata={"min": 0})
+    # Address written into records and message ids: IPv4 "a.b.c.d:port".
+    store_host: str = field(default="127.0.0.1:10911", metadata={"check": _check_store_host})
+
+    def __post_init__(self) -> None:
+        validate_config(self)
+
+    @property
+    def commit_log_dir(self) -> str:
+        return self.store_path_commit_log or os.path.join(self.store_path_root_dir, "commitlog")
+
+    @property
+    def consume_queue_dir(self) -> str:
+        return self.store_path_consume_queue or os.path.join(
+            self.store_path_root_dir, "consumequeue"
+        )
+
+    @property
+    def index_dir(self) -> str:
+        return self.store_path_index or os.path.join(self.store_path_root_dir, "index")
+
+    @property
+    def checkpoint_path(self) -> str:
+        return os.path.join(self.store_path_root_dir, "checkpoint")
+
+    @property
+    def abort_path(self) -> str:
+        return os.path.join(self.store_path_root_dir, "abort")
+
+    @property
+    def config_dir(self) -> str:
+        return os.path.join(self.store_path_root_dir, "config")
+
+    @property
+    def delete_hours(self) -> tuple[int, ...]:
+        """The hours of the day (0-23) in ``delete_when``."""
+        return tuple(int(part) for part in self.delete_when.split(";"))

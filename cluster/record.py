@@ -1,0 +1,345 @@
+"""The CommitLog record: RocketMQ 4.x's layout, big-endian, IPv4 hosts.
+
+Field order and sizes (total fixed part 91 bytes)::
+
+    TOTALSIZE 4 | MAGICCODE 4 | BODYCRC 4 | QUEUEID 4 | FLAG 4 | QUEUEOFFSET 8 |
+    PHYSICALOFFSET 8 | SYSFLAG 4 | BORNTIMESTAMP 8 | BORNHOST 4+4 | STORETIMESTAMP 8 |
+    STOREHOST 4+4 | RECONSUMETIMES 4 | PREPAREDTRANSACTIONOFFSET 8 | BODY 4+n |
+    TOPIC 1+n | PROPERTIES 2+n
+
+A producer encodes each message with this layout (store-side fields zero); the broker
+stamps queue id, offsets, store time and host and the body CRC in place, and a pull
+returns the bytes as they lie in the CommitLog. :func:`decode_records` turns them into
+``MessageExt`` objects for the SDK and tools; nothing on the broker's hot path does.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import socket
+import struct
+import zlib
+from collections.abc import Iterator, Mapping
+from typing import Final
+
+from cluster.errors import MessageIllegalError, PropertiesSizeExceededError
+from cluster.message import (
+    KEY_SEPARATOR,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    SYSTEM_PROPERTY_NAMES,
+    Message,
+    MessageExt,
+)
+from cluster.message_id import encode_offset_msg_id
+
+MESSAGE_MAGIC_CODE: Final = 0xDAA320A7
+BLANK_MAGIC_CODE: Final = 0xCBD43194
+END_FILE_MIN_BLANK_LENGTH: Final = 4 + 4
+FIXED_SIZE: Final = 91
+MAX_TOPIC_LENGTH: Final = 127
+MAX_PROPERTIES_LENGTH: Final = 32767
+TOPIC_PATTERN: Final = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+NAME_VALUE_SEPARATOR: Final = "\x01"
+PROPERTY_SEPARATOR: Final = "\x02"
+
+# Field positions inside a record.
+POS_TOTAL_SIZE: Final = 0
+POS_MAGIC: Final = 4
+POS_BODY_CRC: Final = 8
+POS_QUEUE_ID: Final = 12
+POS_FLAG: Final = 16
+POS_QUEUE_OFFSET: Final = 20
+POS_PHYSICAL_OFFSET: Final = 28
+POS_SYS_FLAG: Final = 36
+POS_BORN_TIMESTAMP: Final = 40
+POS_BORN_HOST: Final = 48
+POS_STORE_TIMESTAMP: Final = 56
+POS_STORE_HOST: Final = 64
+POS_RECONSUME_TIMES: Final = 72
+POS_PREPARED_TX_OFFSET: Final = 76
+POS_BODY_LENGTH: Final = 84
+POS_BODY: Final = 88
+
+# The whole fixed header up to the body length, in one unpack.
+HEADER: Final = struct.Struct(">iIIiiqqiq4sIq4sIiqi")
+assert HEADER.size == POS_BODY
+# Size, magic, sys flag and body length: what a writer needs to validate a record.
+SIZE_MAGIC_SYSFLAG_BODYLEN: Final = struct.Struct(">iI28xi44xi")
+SIZE_MAGIC: Final = struct.Struct(">iI")
+BLANK: Final = struct.Struct(">iI")
+INT: Final = struct.Struct(">i")
+UINT: Final = struct.Struct(">I")
+USHORT: Final = struct.Struct(">H")
+LONG: Final = struct.Struct(">q")
+# Store-side stamps, each over contiguous fields.
+STAMP_CRC_QUEUE_ID: Final = struct.Struct(">Ii")
+STAMP_OFFSETS: Final = struct.Struct(">qq")
+STAMP_STORE: Final = struct.Struct(">q8s")
+
+
+def encode_host(address: str) -> bytes:
+    """``"10.0.0.1:10911"`` -> 8 bytes (IPv4 4 + port 4), as records and ids carry it."""
+    host, sep, port = address.rpartition(":")
+    if not sep:
+        raise ValueError(f"address {address!r} has no port; expected 'a.b.c.d:port'")
+    try:
+        return socket.inet_aton(host) + struct.pack(">i", int(port))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"address {address!r} is not an IPv4 'a.b.c.d:port'") from exc
+
+
+def decode_host(raw: bytes) -> str:
+    ip, port = raw[:4], struct.unpack(">i", raw[4:8])[0]
+    return f"{socket.inet_ntoa(ip)}:{port}"
+
+
+def check_topic(topic: str) -> bytes:
+    """The topic's bytes, or MessageIllegalError naming what is wrong with it."""
+    raw = topic.encode()
+    if not raw:
+        raise MessageIllegalError("the topic is empty; give the message a topic name")
+    if len(raw) > MAX_TOPIC_LENGTH:
+        raise MessageIllegalError(
+            f"topic {topic[:40]!r}... is {len(raw)} bytes; the store allows at most "
+            f"{MAX_TOPIC_LENGTH}"
+        )
+    if not TOPIC_PATTERN.match(topic):
+        raise MessageIllegalError(
+            f"topic {topic!r} has illegal characters; use only letters, digits, '%', '|', "
+            "'-' and '_'"
+        )
+    return raw
+
+
+@functools.lru_cache(maxsize=4096)
+def tags_hash_code(tags: str) -> int:
+    """Java's ``String.hashCode`` of the tags, as RocketMQ stores it in the ConsumeQueue."""
+    units = tags.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def encode_properties(props: Mapping[str, str]) -> bytes:
+    """``key\\x01value\\x02`` pairs; separators inside keys or values are refused."""
+    parts = []
+    for k, v in props.items():
+        if not k:
+            raise MessageIllegalError("a property name is empty")
+        for text in (k, v):
+            if NAME_VALUE_SEPARATOR in text or PROPERTY_SEPARATOR in text:
+                raise MessageIllegalError(
+                    f"property {k!r} contains the reserved characters \\x01 or \\x02"
+                )
+        parts.append(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}")
+    raw = "".join(parts).encode()
+    if len(raw) > MAX_PROPERTIES_LENGTH:
+        raise PropertiesSizeExceededError(
+            f"the message properties are {len(raw)} bytes encoded; at most "
+            f"{MAX_PROPERTIES_LENGTH} fit in a record (shorten keys, tags or user properties)"
+        )
+    return raw
+
+
+def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
+    text = bytes(raw).decode(errors="replace")
+    out: dict[str, str] = {}
+    for pair in text.split(PROPERTY_SEPARATOR):
+        if pair:
+            k, _, v = pair.partition(NAME_VALUE_SEPARATOR)
+            out[k] = v
+    return out
+
+
+def property_value(raw: bytes, name: bytes) -> bytes | None:
+    """One property's value straight from encoded properties, without decoding them all."""
+    needle = name + b"\x01"
+    at = raw.find(needle)
+    while at > 0 and raw[at - 1] != 2:
+        at = raw.find(needle, at + 1)
+    if at < 0:
+        return None
+    start = at + len(needle)
+    end = raw.find(b"\x02", start)
+    return raw[start : end if end >= 0 else len(raw)]
+
+
+def message_properties(msg: Message, uniq_id: str | None) -> dict[str, str]:
+    """All properties of a producer's message: system ones from its fields, then user ones."""
+    for name in msg.properties:
+        if name in SYSTEM_PROPERTY_NAMES:
+            raise MessageIllegalError(
+                f"user property {name!r} is a reserved system property name; rename it"
+            )
+    props: dict[str, str] = {}
+    if msg.tags:
+        props[PROPERTY_TAGS] = msg.tags
+    if msg.keys:
+        for key in msg.keys:
+            if KEY_SEPARATOR in key:
+                raise MessageIllegalError(f"key {key!r} contains a space; keys are space-separated")
+        props[PROPERTY_KEYS] = KEY_SEPARATOR.join(msg.keys)
+    if msg.delay_level > 0:
+        props[PROPERTY_DELAY_TIME_LEVEL] = str(msg.delay_level)
+    if uniq_id:
+        props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq_id
+    props.update(msg.properties)
+    return props
+
+
+def encode_record(
+    *,
+    topic: bytes,
+    body: bytes,
+    properties: bytes,
+    born_timestamp: int,
+    born_host: bytes,
+    queue_id: int = 0,
+    flag: int = 0,
+    sys_flag: int = 0,
+    reconsume_times: int = 0,
+    prepared_transaction_offset: int = 0,
+    queue_offset: int = 0,
+    physical_offset: int = 0,
+    store_timestamp: int = 0,
+    store_host: bytes = b"\0" * 8,
+    body_crc: int | None = None,
+) -> bytes:
+    """One record. Store-side fields default to zero; the broker stamps them."""
+    total = FIXED_SIZE + len(body) + len(topic) + len(properties)
+    crc = zlib.crc32(body) if body_crc is None else body_crc
+    return b"".join(
+        (
+            HEADER.pack(
+                total,
+                MESSAGE_MAGIC_CODE,
+                crc,
+                queue_id,
+                flag,
+                queue_offset,
+                physical_offset,
+                sys_flag,
+                born_timestamp,
+                born_host[:4],
+                int.from_bytes(born_host[4:8], "big"),
+                store_timestamp,
+                store_host[:4],
+                int.from_bytes(store_host[4:8], "big"),
+                reconsume_times,
+                prepared_transaction_offset,
+                len(body),
+            ),
+            body,
+            bytes((len(topic),)),
+            topic,
+            USHORT.pack(len(properties)),
+            properties,
+        )
+    )
+
+
+def encode_message(
+    msg: Message,
+    *,
+    born_timestamp: int,
+    born_host: bytes,
+    uniq_id: str | None = None,
+    queue_id: int = 0,
+    sys_flag: int = 0,
+) -> bytes:
+    """A producer's message as a record ready to send (one blob; a batch concatenates them)."""
+    topic = check_topic(msg.topic)
+    props = encode_properties(message_properties(msg, uniq_id))
+    return encode_record(
+        topic=topic,
+        body=msg.body,
+        properties=props,
+        born_timestamp=born_timestamp,
+        born_host=born_host,
+        queue_id=queue_id,
+        flag=msg.flag,
+        sys_flag=sys_flag,
+    )
+
+
+def decode_record(buf: bytes | memoryview, pos: int = 0) -> MessageExt:
+    """Decode the record at ``pos``; raises MessageIllegalError if it is not a valid record."""
+    view = memoryview(buf)
+    if len(view) - pos < FIXED_SIZE:
+        raise MessageIllegalError(f"record at {pos} is truncated ({len(view) - pos} bytes)")
+    (
+        total,
+        magic,
+        body_crc,
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        sys_flag,
+        born_ts,
+        born_ip,
+        born_port,
+        store_ts,
+        store_ip,
+        store_port,
+        reconsume,
+        prepared,
+        body_len,
+    ) = HEADER.unpack_from(view, pos)
+    if magic != MESSAGE_MAGIC_CODE:
+        raise MessageIllegalError(f"record at {pos} has magic code {magic:#x}, not a message")
+    if total < FIXED_SIZE or pos + total > len(view) or body_len < 0:
+        raise MessageIllegalError(f"record at {pos} has a bad size {total}")
+    p = pos + POS_BODY
+    body = bytes(view[p : p + body_len])
+    p += body_len
+    topic_len = view[p]
+    topic = bytes(view[p + 1 : p + 1 + topic_len]).decode(errors="replace")
+    p += 1 + topic_len
+    (props_len,) = USHORT.unpack_from(view, p)
+    if FIXED_SIZE + body_len + topic_len + props_len != total:
+        raise MessageIllegalError(f"record at {pos} has inconsistent field lengths")
+    props = decode_properties(view[p + 2 : p + 2 + props_len])
+    store_host_raw = store_ip + store_port.to_bytes(4, "big")
+    return MessageExt(
+        topic=topic,
+        body=body,
+        properties=props,
+        queue_id=queue_id,
+        queue_offset=queue_offset,
+        commit_log_offset=physical_offset,
+        store_size=total,
+        sys_flag=sys_flag,
+        flag=flag,
+        body_crc=body_crc,
+        born_timestamp=born_ts,
+        born_host=decode_host(born_ip + born_port.to_bytes(4, "big")),
+        store_timestamp=store_ts,
+        store_host=decode_host(store_host_raw),
+        reconsume_times=reconsume,
+        prepared_transaction_offset=prepared,
+        offset_msg_id=encode_offset_msg_id(store_host_raw, physical_offset),
+    )
+
+
+def iter_records(buf: bytes | memoryview) -> Iterator[tuple[int, int]]:
+    """(position, size) of each record in a blob of concatenated records."""
+    view = memoryview(buf)
+    pos, end = 0, len(view)
+    while pos < end:
+        if end - pos < 8:
+            raise MessageIllegalError(f"trailing {end - pos} bytes after the last record")
+        size, magic = SIZE_MAGIC.unpack_from(view, pos)
+        if magic != MESSAGE_MAGIC_CODE or size < FIXED_SIZE or pos + size > end:
+            raise MessageIllegalError(f"record at {pos} is not a valid message record")
+        yield pos, size
+        pos += size
+
+
+def decode_records(buf: bytes | memoryview) -> list[MessageExt]:
+    return [decode_record(buf, pos) for pos, _ in iter_records(buf)]

@@ -1,0 +1,1 @@
+"""DLedger-style Raft: leader election and a replicated CommitLog with automatic failover."""

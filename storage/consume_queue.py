@@ -1,0 +1,233 @@
+"""ConsumeQueue: one per topic and queue, 20-byte entries pointing into the CommitLog.
+
+Entry n lies at n * 20: CommitLog offset (8), record size (4), tag hash code (8). Files
+hold ``mapped_file_size_consume_queue`` bytes (300,000 entries) and are named by the byte
+offset of their first entry, under ``consumequeue/<topic>/<queueId>/``.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from storage.mapped_file import MappedFile, MappedFileQueue
+
+log = logging.getLogger(__name__)
+
+CQ_UNIT_SIZE: Final = 20
+ENTRY: Final = struct.Struct(">qiq")
+# A gap filler, as RocketMQ writes before the first entry of a queue created mid-way.
+_BLANK_SIZE: Final = 0x7FFFFFFF
+
+
+class ConsumeQueue:
+    def __init__(self, topic: str, queue_id: int, directory: Path, file_size: int) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.files = MappedFileQueue(directory, file_size)
+        self.file_size = file_size
+        # End of the newest CommitLog record this queue indexes (re-dispatch skips below it).
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+
+    def load(self) -> None:
+        self.files.load()
+        self._recover_positions()
+
+    def _recover_positions(self) -> None:
+        """Find the end of the written entries in the last file (binary search over the
+        sparse zero tail) and the queue's max physical offset."""
+        last = self.files.last
+        if last is None:
+            return
+        buf = last.buf
+        lo, hi = 0, self.file_size // CQ_UNIT_SIZE
+        while lo < hi:
+            mid = (lo + hi) // 2
+            _, size, _ = ENTRY.unpack_from(buf, mid * CQ_UNIT_SIZE)
+            if size > 0:
+                lo = mid + 1
+            else:
+                hi = mid
+        last.wrote_position = last.flushed_position = lo * CQ_UNIT_SIZE
+        if lo == 0 and len(self.files.files) > 1:
+            # An empty newest file after a full one: the end is in the previous file.
+            prev = self.files.files[-2]
+            offset, size, _ = ENTRY.unpack_from(prev.buf, self.file_size - CQ_UNIT_SIZE)
+            self.max_physic_offset = offset + size
+        elif lo > 0:
+            offset, size, _ = ENTRY.unpack_from(buf, (lo - 1) * CQ_UNIT_SIZE)
+            self.max_physic_offset = offset + size if size != _BLANK_SIZE else -1
+        self._skip_blank_prefix()
+
+    def _skip_blank_prefix(self) -> None:
+        first = self.files.files[0]
+        pos = 0
+        while pos < first.wrote_position:
+            _, size, _ = ENTRY.unpack_from(first.buf, pos)
+            if size != _BLANK_SIZE:
+                break
+            pos += CQ_UNIT_SIZE
+        self.min_logic_offset = first.file_from_offset + pos
+
+    # -- writing -------------------------------------------------------------------------
+
+    def put(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+        """Write entry ``cq_offset``; False if it is already there (re-dispatch)."""
+        if offset + size <= self.max_physic_offset:
+            return False
+        expect = cq_offset * CQ_UNIT_SIZE
+        mf = self.files.last
+        if mf is None:
+            mf = self.files.create(expect - expect % self.file_size)
+            self.min_logic_offset = expect
+            self._fill_blank(mf, 0, expect - mf.file_from_offset)
+        elif mf.is_full:
+            mf = self.files.create(mf.end_offset)
+        current = mf.wrote_offset
+        if expect < current:
+            log.warning(
+                "consume queue %s-%d: entry %d already built (at %d), skipped",
+                self.topic,
+                self.queue_id,
+                cq_offset,
+                current // CQ_UNIT_SIZE,
+            )
+            return False
+        if expect != current:
+            log.warning(
+                "[BUG] consume queue %s-%d: expected entry %d but the queue ends at %d; "
+                "filling the gap",
+                self.topic,
+                self.queue_id,
+                cq_offset,
+                current // CQ_UNIT_SIZE,
+            )
+            while expect >= mf.end_offset:
+                self._fill_blank(mf, mf.wrote_position, mf.file_size)
+                mf = self.files.create(mf.end_offset)
+            self._fill_blank(mf, mf.wrote_position, expect - mf.file_from_offset)
+        pos = mf.wrote_position
+        ENTRY.pack_into(mf.buf, pos, offset, size, tags_code)
+        mf.wrote_position = pos + CQ_UNIT_SIZE
+        self.max_physic_offset = offset + size
+        return True
+
+    @staticmethod
+    def _fill_blank(mf: MappedFile, start: int, end: int) -> None:
+        for pos in range(start, end, CQ_UNIT_SIZE):
+            ENTRY.pack_into(mf.buf, pos, 0, _BLANK_SIZE, 0)
+        mf.wrote_position = max(mf.wrote_position, end)
+
+    # -- reading -------------------------------------------------------------------------
+
+    @property
+    def max_offset(self) -> int:
+        """The next entry number to be written (max offset in queue)."""
+        return self.files.max_offset // CQ_UNIT_SIZE
+
+    @property
+    def min_offset(self) -> int:
+        return self.min_logic_offset // CQ_UNIT_SIZE
+
+    def entries(self, start: int, max_count: int) -> memoryview | None:
+        """Up to ``max_count`` entries from entry ``start``, within one file."""
+        byte_offset = start * CQ_UNIT_SIZE
+        mf = self.files.find(byte_offset)
+        if mf is None:
+            return None
+        pos = byte_offset - mf.file_from_offset
+        end = min(mf.wrote_position, pos + max_count * CQ_UNIT_SIZE)
+        if pos >= end:
+            return None
+        return memoryview(mf.buf)[pos:end]
+
+    def entry(self, index: int) -> tuple[int, int, int] | None:
+        view = self.entries(index, 1)
+        if view is None:
+            return None
+        offset, size, code = ENTRY.unpack_from(view, 0)
+        return offset, size, code
+
+    def offset_by_time(self, timestamp_ms: int, store_time: Callable[[int], int]) -> int:
+        """The first entry stored at or after ``timestamp_ms`` (binary search through the
+        CommitLog's store timestamps); max offset if every entry is older."""
+        lo, hi = self.min_offset, self.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            e = self.entry(mid)
+            ts = store_time(e[0]) if e is not None and e[1] != _BLANK_SIZE else -1
+            if ts < 0:
+                # Points to a deleted record or a gap: it is older than anything stored.
+                lo = mid + 1
+            elif ts < timestamp_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    # -- repair and retention ------------------------------------------------------------
+
+    def truncate_dirty(self, max_phy_offset: int) -> None:
+        """Drop trailing entries that point at or past ``max_phy_offset``."""
+        while True:
+            last = self.files.last
+            if last is None:
+                self.max_physic_offset = -1
+                return
+            pos = last.wrote_position
+            while pos > 0:
+                offset, size, _ = ENTRY.unpack_from(last.buf, pos - CQ_UNIT_SIZE)
+                if size == _BLANK_SIZE or offset + size <= max_phy_offset:
+                    break
+                pos -= CQ_UNIT_SIZE
+            if pos > 0 or len(self.files.files) == 1:
+                if pos != last.wrote_position:
+                    last.truncate_to(pos)
+                if pos > 0:
+                    offset, size, _ = ENTRY.unpack_from(last.buf, pos - CQ_UNIT_SIZE)
+                    self.max_physic_offset = offset + size if size != _BLANK_SIZE else -1
+                else:
+                    self.max_physic_offset = -1
+                    self.min_logic_offset = last.file_from_offset
+                return
+            self.files.files.pop()
+            last.destroy()
+
+    def correct_min_offset(self, commit_log_min_offset: int) -> None:
+        """Move the min offset past entries whose records were deleted."""
+        first = self.files.files[0] if self.files.files else None
+        if first is None:
+            return
+        pos = max(0, self.min_logic_offset - first.file_from_offset)
+        while pos < first.wrote_position:
+            offset, size, _ = ENTRY.unpack_from(first.buf, pos)
+            if size != _BLANK_SIZE and offset >= commit_log_min_offset:
+                break
+            pos += CQ_UNIT_SIZE
+        self.min_logic_offset = max(self.min_logic_offset, first.file_from_offset + pos)
+
+    def delete_expired(self, commit_log_min_offset: int) -> int:
+        """Delete files whose every entry points below the CommitLog's min offset."""
+        count = 0
+        for mf in self.files.files[:-1]:
+            offset, size, _ = ENTRY.unpack_from(mf.buf, self.file_size - CQ_UNIT_SIZE)
+            if size == _BLANK_SIZE or offset + size <= commit_log_min_offset:
+                count += 1
+            else:
+                break
+        deleted = self.files.delete_first(count)
+        self.correct_min_offset(commit_log_min_offset)
+        return deleted
+
+    def flush(self) -> None:
+        self.files.flush()
+
+    def close(self) -> None:
+        self.files.close()
+
+    def destroy(self) -> None:
+        self.files.destroy()

@@ -1,0 +1,223 @@
+"""The dispatcher ("reput"): follows the CommitLog up to the committed offset and builds
+ConsumeQueue and IndexFile entries, then tells arrival listeners (long polling).
+
+The committed offset is the caller's: without replication it moves with every append;
+with replication it moves only when the record is safe, so a consumer never sees an
+entry that could be rolled back. Re-dispatching a range (recovery) is harmless: queues
+and the index skip what they already hold.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from cluster.record import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, POS_BODY, USHORT, tags_hash_code
+from storage.commitlog import CommitLog, QueueKey
+from storage.consume_queue import ConsumeQueue
+from storage.index_file import IndexService
+
+log = logging.getLogger(__name__)
+
+# size, magic, queue id, queue offset, sys flag, store timestamp, body length.
+_DISPATCH: Final = struct.Struct(">iI4xi4xq8xi16xq8x4x8xi")
+assert _DISPATCH.size == POS_BODY
+
+TagsCodeFn = Callable[[bytes, bytes, int], int]
+"""(topic, encoded properties, store timestamp) -> the ConsumeQueue's tag code."""
+ArrivalListener = Callable[[bytes, int, int, int], None]
+"""(topic, queue id, next queue offset, tag code), called after a batch of dispatch."""
+
+
+def property_value(props: bytes, name: bytes) -> bytes | None:
+    """One property's value straight from ``key\\x01value\\x02`` pairs."""
+    at = props.find(name)
+    while at >= 0:
+        end_name = at + len(name)
+        if (at == 0 or props[at - 1] == 2) and props[end_name : end_name + 1] == b"\x01":
+            end = props.find(b"\x02", end_name + 1)
+            return props[end_name + 1 : end if end >= 0 else len(props)]
+        at = props.find(name, at + 1)
+    return None
+
+
+class TagsCode:
+    """The default tag code: Java's hashCode of the TAGS property, cached per tag."""
+
+    def __init__(self) -> None:
+        self._cache: dict[bytes, int] = {}
+
+    def __call__(self, topic: bytes, props: bytes, store_timestamp: int) -> int:
+        tags = property_value(props, b"TAGS")
+        if not tags:
+            return 0
+        code = self._cache.get(tags)
+        if code is None:
+            code = tags_hash_code(tags.decode(errors="replace"))
+            if len(self._cache) < 65536:
+                self._cache[tags] = code
+        return code
+
+
+class ConsumeQueueTable:
+    """Every ConsumeQueue of the store, keyed by (topic bytes, queue id)."""
+
+    def __init__(self, directory: Path, file_size: int) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.queues: dict[QueueKey, ConsumeQueue] = {}
+
+    def load(self) -> None:
+        if not self.directory.exists():
+            return
+        for topic_dir in sorted(self.directory.iterdir()):
+            if not topic_dir.is_dir():
+                continue
+            for queue_dir in sorted(topic_dir.iterdir()):
+                if not queue_dir.name.isdigit():
+                    log.warning("ignoring %s: queue directories are numbers", queue_dir)
+                    continue
+                cq = ConsumeQueue(topic_dir.name, int(queue_dir.name), queue_dir, self.file_size)
+                cq.load()
+                self.queues[(topic_dir.name.encode(), cq.queue_id)] = cq
+
+    def get(self, topic: bytes, queue_id: int) -> ConsumeQueue | None:
+        return self.queues.get((topic, queue_id))
+
+    def get_or_create(self, topic: bytes, queue_id: int) -> ConsumeQueue:
+        key = (topic, queue_id)
+        cq = self.queues.get(key)
+        if cq is None:
+            name = topic.decode()
+            cq = ConsumeQueue(name, queue_id, self.directory / name / str(queue_id), self.file_size)
+            self.queues[key] = cq
+        return cq
+
+    def flush(self) -> None:
+        for cq in list(self.queues.values()):
+            cq.flush()
+
+    def close(self) -> None:
+        for cq in self.queues.values():
+            cq.close()
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        commitlog: CommitLog,
+        queues: ConsumeQueueTable,
+        index: IndexService | None,
+        tags_code: TagsCodeFn,
+    ) -> None:
+        self.commitlog = commitlog
+        self.queues = queues
+        self.index = index
+        self.tags_code = tags_code
+        self.listeners: list[ArrivalListener] = []
+        self.reput_offset = 0
+        self.committed_offset = 0
+        # (offset, store timestamp) of the newest dispatched record, for the checkpoint.
+        self.last_dispatched: tuple[int, int] = (0, 0)
+
+    @property
+    def behind(self) -> int:
+        return self.committed_offset - self.reput_offset
+
+    def run(self, max_records: int = 4096) -> int:
+        """Dispatch up to ``max_records`` records below the committed offset."""
+        done = 0
+        arrivals: dict[QueueKey, tuple[int, int]] | None = {} if self.listeners else None
+        files = self.commitlog.files
+        while done < max_records and self.reput_offset < self.committed_offset:
+            mf = files.find(self.reput_offset)
+            if mf is None:
+                if self.reput_offset < files.min_offset:
+                    log.warning(
+                        "dispatch behind too much: %d is below the CommitLog min offset %d",
+                        self.reput_offset,
+                        files.min_offset,
+                    )
+                    self.reput_offset = files.min_offset
+                    continue
+                break
+            base = mf.file_from_offset
+            limit = min(mf.wrote_position, self.committed_offset - base)
+            done, pos, end_of_file = self._run_segment(
+                mf.buf, base, self.reput_offset - base, limit, done, max_records, arrivals
+            )
+            self.reput_offset = mf.end_offset if end_of_file else base + pos
+            if not end_of_file and pos >= limit:
+                break
+        if arrivals:
+            for (topic, qid), (next_offset, code) in arrivals.items():
+                for listener in self.listeners:
+                    listener(topic, qid, next_offset, code)
+        return done
+
+    def _run_segment(
+        self,
+        buf: mmap.mmap,
+        base: int,
+        pos: int,
+        limit: int,
+        done: int,
+        max_records: int,
+        arrivals: dict[QueueKey, tuple[int, int]] | None,
+    ) -> tuple[int, int, bool]:
+        """-> (records done, position reached, whether the segment's end was reached)."""
+        unpack = _DISPATCH.unpack_from
+        ushort = USHORT.unpack_from
+        queues = self.queues.queues
+        get_or_create = self.queues.get_or_create
+        tags_code = self.tags_code
+        index = self.index
+        last_ts = self.last_dispatched[1]
+        start_pos = pos
+        while pos < limit and done < max_records:
+            size, magic, qid, qoff, sys_flag, store_ts, body_len = unpack(buf, pos)
+            if magic != MESSAGE_MAGIC_CODE:
+                if magic != BLANK_MAGIC_CODE:
+                    log.error(
+                        "[BUG] dispatch found no record at CommitLog offset %d; skipping to "
+                        "the next segment",
+                        base + pos,
+                    )
+                if pos != start_pos:
+                    self.last_dispatched = (base + pos, last_ts)
+                return done, pos, True
+            tp = pos + POS_BODY + body_len
+            tl = buf[tp]
+            topic = buf[tp + 1 : tp + 1 + tl]
+            pp = tp + 1 + tl
+            (plen,) = ushort(buf, pp)
+            props = buf[pp + 2 : pp + 2 + plen]
+            tx = sys_flag & 0xC
+            if tx == 0 or tx == 0x8:
+                cq = queues.get((topic, qid)) or get_or_create(topic, qid)
+                code = tags_code(topic, props, store_ts)
+                if cq.put(base + pos, size, code, qoff) and arrivals is not None:
+                    arrivals[(topic, qid)] = (qoff + 1, code)
+            if index is not None and tx != 0xC:
+                # KEYS and UNIQ_KEY, found inline: this runs once per stored message.
+                at = props.find(b"KEYS\x01")
+                keys: list[bytes] = []
+                if at >= 0 and (at == 0 or props[at - 1] == 2):
+                    end = props.find(b"\x02", at + 5)
+                    keys = props[at + 5 : end if end >= 0 else plen].split(b" ")
+                at = props.find(b"UNIQ_KEY\x01")
+                if at >= 0 and (at == 0 or props[at - 1] == 2):
+                    end = props.find(b"\x02", at + 9)
+                    keys.append(props[at + 9 : end if end >= 0 else plen])
+                if keys:
+                    index.build(topic, keys, base + pos, store_ts)
+            last_ts = store_ts
+            pos += size
+            done += 1
+        if pos != start_pos:
+            self.last_dispatched = (base + pos, last_ts)
+        return done, pos, False

@@ -1,0 +1,506 @@
+"""The message store: one object that appends, dispatches, flushes, recovers and reads.
+
+Lifecycle: ``await store.start()`` loads and recovers (blocking work on a thread), then
+runs the flush threads and the dispatch and cleanup tasks on the event loop;
+``await store.shutdown()`` drains dispatch, flushes everything, writes the checkpoint with
+the clean-shutdown offsets and removes the abort file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from cluster.config import StoreConfig
+from cluster.errors import ServiceNotAvailableError
+from cluster.message_id import decode_offset_msg_id
+from cluster.record import INT, POS_BODY, POS_BODY_LENGTH, USHORT, check_topic, encode_host
+from storage.checkpoint import Checkpoint, CheckpointFile
+from storage.commitlog import AppendResult, CommitLog
+from storage.consume_queue import CQ_UNIT_SIZE, ENTRY
+from storage.dispatch import (
+    ArrivalListener,
+    ConsumeQueueTable,
+    Dispatcher,
+    TagsCode,
+    TagsCodeFn,
+    property_value,
+)
+from storage.flush import CommitLogFlusher, LogicsFlusher
+from storage.index_file import IndexService
+from storage.recovery import RecoveryResult, recover
+from storage.results import GetResult, GetStatus, PutResult, PutStatus
+from storage.retention import CleanReport, CleanService, disk_used_ratio
+
+log = logging.getLogger(__name__)
+
+# RocketMQ scans at least this many ConsumeQueue bytes per pull (800 entries) when filtering.
+_MIN_FILTER_SCAN_BYTES = 16000
+_BLANK_CQ_SIZE = 0x7FFFFFFF
+
+
+class MessageStore:
+    def __init__(
+        self,
+        config: StoreConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+        auto_commit: bool = True,
+        tags_code: TagsCodeFn | None = None,
+        disk_ratio: Callable[[Path], float] = disk_used_ratio,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.auto_commit = auto_commit
+        root = Path(config.store_path_root_dir)
+        self.root = root
+        self.commitlog = CommitLog(
+            Path(config.commit_log_dir),
+            file_size=config.mapped_file_size_commit_log,
+            max_message_size=config.max_message_size,
+            store_host=encode_host(config.store_host),
+            clock_ms=self._clock_ms,
+        )
+        self.queues = ConsumeQueueTable(
+            Path(config.consume_queue_dir), config.mapped_file_size_consume_queue
+        )
+        self.index = (
+            IndexService(
+                Path(config.index_dir), config.max_hash_slot_num, config.max_index_num, clock=clock
+            )
+            if config.message_index_enable
+            else None
+        )
+        self.dispatcher = Dispatcher(
+            self.commitlog, self.queues, self.index, tags_code or TagsCode()
+        )
+        self.flusher = CommitLogFlusher(
+            self.commitlog,
+            sync=config.flush_disk_type == "SYNC_FLUSH",
+            interval_ms=config.flush_interval_commit_log,
+            least_pages=config.flush_commit_log_least_pages,
+            thorough_interval_ms=config.flush_commit_log_thorough_interval,
+        )
+        self.logics_flusher = LogicsFlusher(config.flush_interval_consume_queue, self.flush_logics)
+        self.cleaner = CleanService(
+            config,
+            self.commitlog,
+            self.queues,
+            self.index,
+            clock_ms=self._clock_ms,
+            disk_ratio=disk_ratio,
+        )
+        self.checkpoint_file: CheckpointFile | None = None
+        self.recovery: RecoveryResult | None = None
+        self.running = False
+        self.writable = True
+        self.read_only_reason = ""
+        self._topics: dict[str, bytes] = {}
+        self._dispatch_wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._last_logics_ts = 0
+        self._last_index_ts = 0
+
+    def _clock_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self.load)
+        loop = asyncio.get_running_loop()
+        self.flusher.start(loop)
+        self.logics_flusher.start()
+        self.running = True
+        self._tasks = [
+            loop.create_task(self._dispatch_loop(), name="store-dispatch"),
+            loop.create_task(self._clean_loop(), name="store-clean"),
+        ]
+
+    def load(self) -> RecoveryResult:
+        """Load every file and recover; blocking (``start`` runs it on a thread)."""
+        cfg = self.config
+        self.root.mkdir(parents=True, exist_ok=True)
+        abort = Path(cfg.abort_path)
+        last_exit_ok = not abort.exists()
+        self.checkpoint_file = CheckpointFile(Path(cfg.checkpoint_path))
+        cp = self.checkpoint_file.read()
+        self.commitlog.files.load()
+        self.queues.load()
+        if self.index is not None:
+            self.index.load(last_exit_ok, cp.index_msg_timestamp)
+        result = recover(
+            self.commitlog,
+            self.queues,
+            cp,
+            last_exit_ok=last_exit_ok,
+            check_crc=cfg.check_crc_on_recover,
+            with_index=self.index is not None,
+        )
+        self.recovery = result
+        # Clean-shutdown offsets are valid once: a crash from here on must not trust them.
+        cp.clean_max_phy_offset = cp.clean_dispatched_offset = -1
+        self.checkpoint_file.write(cp)
+        abort.touch()
+        _fsync_dir(abort.parent)
+        max_offset = result.max_offset
+        if self.auto_commit:
+            committed = max_offset
+        else:
+            dispatched = max(
+                (cq.max_physic_offset for cq in self.queues.queues.values()), default=0
+            )
+            committed = min(max_offset, max(cp.confirm_phy_offset, dispatched))
+        self.dispatcher.reput_offset = max(result.dispatch_from, self.commitlog.min_offset, 0)
+        self.dispatcher.committed_offset = committed
+        while self.dispatcher.run(1 << 20):
+            pass
+        self._rebuild_queue_table(result)
+        self.flusher.flushed = (max_offset, cp.physic_msg_timestamp)
+        self._last_logics_ts = cp.logics_msg_timestamp
+        self._last_index_ts = cp.index_msg_timestamp
+        for cq in self.queues.queues.values():
+            cq.correct_min_offset(self.commitlog.min_offset)
+        log.info(
+            "store loaded from %s: CommitLog [%d, %d), %d queues, %s recovery",
+            self.root,
+            self.commitlog.min_offset,
+            max_offset,
+            len(self.queues.queues),
+            "fast" if result.fast else f"scanned {result.scanned_records} records",
+        )
+        return result
+
+    def _rebuild_queue_table(self, result: RecoveryResult) -> None:
+        table = self.commitlog.queue_table
+        table.clear()
+        for key, cq in self.queues.queues.items():
+            table[key] = cq.max_offset
+        for key, next_offset in result.queue_offsets.items():
+            if next_offset > table.get(key, 0):
+                table[key] = next_offset
+
+    async def shutdown(self) -> None:
+        """Stop cleanly: everything flushed, checkpoint written, abort file removed."""
+        if not self.running:
+            return
+        self.running = False
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        while self.dispatcher.run(1 << 20):
+            pass
+        await asyncio.to_thread(self._shutdown_blocking)
+
+    def _shutdown_blocking(self) -> None:
+        self.flusher.stop()
+        self.logics_flusher.stop()
+        self.flush_logics(clean=True)
+        self.commitlog.files.close()
+        self.queues.close()
+        if self.index is not None:
+            self.index.close()
+        if self.checkpoint_file is not None:
+            self.checkpoint_file.close()
+        Path(self.config.abort_path).unlink(missing_ok=True)
+        _fsync_dir(Path(self.config.abort_path).parent)
+
+    def crash(self) -> None:
+        """Stop without the clean-shutdown steps (tests): abort file and checkpoint stay."""
+        self.running = False
+        for task in self._tasks:
+            task.cancel()
+        self.flusher._stopping = True
+        self.logics_flusher._stopping = True
+
+    def flush_logics(self, *, clean: bool = False) -> None:
+        """Flush ConsumeQueues and the index, then the checkpoint (flush thread)."""
+        dispatched = self.dispatcher.last_dispatched
+        self.queues.flush()
+        if dispatched[1]:
+            self._last_logics_ts = dispatched[1]
+        if self.index is not None:
+            self._last_index_ts = self.index.flush() or self._last_index_ts
+        if self.checkpoint_file is None:
+            return
+        cp = Checkpoint(
+            physic_msg_timestamp=self.flusher.flushed[1],
+            logics_msg_timestamp=self._last_logics_ts,
+            index_msg_timestamp=self._last_index_ts,
+            confirm_phy_offset=self.dispatcher.committed_offset,
+        )
+        if clean:
+            cp.clean_max_phy_offset = self.commitlog.max_offset
+            cp.clean_dispatched_offset = self.dispatcher.reput_offset
+        self.checkpoint_file.write(cp)
+
+    async def _dispatch_loop(self) -> None:
+        while True:
+            await self._dispatch_wake.wait()
+            self._dispatch_wake.clear()
+            while self.dispatcher.run(1024):
+                await asyncio.sleep(0)
+
+    async def _clean_loop(self) -> None:
+        interval = self.config.clean_resource_interval / 1000
+        while True:
+            await asyncio.sleep(interval)
+            self.clean()
+
+    def clean(self) -> CleanReport:
+        """One retention run (every ``clean_resource_interval``; tests call it directly)."""
+        report = self.cleaner.run()
+        if report.commit_log_files and self.dispatcher.reput_offset < self.commitlog.min_offset:
+            self.dispatcher.reput_offset = self.commitlog.min_offset
+        return report
+
+    # -- writing -------------------------------------------------------------------------
+
+    def _check_writable(self) -> None:
+        if not self.running:
+            raise ServiceNotAvailableError("the message store is not running")
+        if not self.writable:
+            raise ServiceNotAvailableError(
+                f"the message store is read-only ({self.read_only_reason or 'slave'})"
+            )
+        if self.cleaner.disk_full:
+            raise ServiceNotAvailableError(
+                f"the disk holding {self.commitlog.files.directory} is nearly full; free space "
+                "or lower file_reserved_time"
+            )
+
+    def topic_bytes(self, topic: str) -> bytes:
+        raw = self._topics.get(topic)
+        if raw is None:
+            raw = check_topic(topic)
+            if len(self._topics) < 100_000:
+                self._topics[topic] = raw
+        return raw
+
+    def append(
+        self, blob: bytes | bytearray | memoryview, topic: str, queue_id: int
+    ) -> AppendResult:
+        """Append a batch now (no flush wait). Raises on bad input; nothing is written then."""
+        self._check_writable()
+        result = self.commitlog.append(blob, self.topic_bytes(topic), queue_id)
+        if self.auto_commit:
+            self.dispatcher.committed_offset = result.end_offset
+            self._dispatch_wake.set()
+        return result
+
+    async def put(
+        self, blob: bytes | bytearray | memoryview, topic: str, queue_id: int
+    ) -> PutResult:
+        """Append a batch and, under SYNC_FLUSH, wait for its group-commit fsync."""
+        result = self.append(blob, topic, queue_id)
+        if not self.flusher.sync:
+            return PutResult(PutStatus.PUT_OK, result)
+        fut = self.flusher.wait_flushed(result.end_offset)
+        try:
+            await asyncio.wait_for(fut, self.config.sync_flush_timeout / 1000)
+        except TimeoutError:
+            log.warning(
+                "flush of CommitLog offset %d took longer than sync_flush_timeout %d ms",
+                result.end_offset,
+                self.config.sync_flush_timeout,
+            )
+            return PutResult(PutStatus.FLUSH_DISK_TIMEOUT, result)
+        return PutResult(PutStatus.PUT_OK, result)
+
+    def commit(self, offset: int) -> None:
+        """Let dispatch follow the CommitLog up to ``offset`` (replication's commit point)."""
+        offset = min(offset, self.commitlog.max_offset)
+        if offset > self.dispatcher.committed_offset:
+            self.dispatcher.committed_offset = offset
+            self._dispatch_wake.set()
+
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        self.dispatcher.listeners.append(listener)
+
+    # -- reading -------------------------------------------------------------------------
+
+    @property
+    def max_phy_offset(self) -> int:
+        return self.commitlog.max_offset
+
+    @property
+    def min_phy_offset(self) -> int:
+        return self.commitlog.min_offset
+
+    @property
+    def committed_offset(self) -> int:
+        return self.dispatcher.committed_offset
+
+    @property
+    def dispatch_behind_bytes(self) -> int:
+        return self.dispatcher.behind
+
+    def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get(topic.encode(), queue_id)
+        return cq.min_offset if cq is not None else 0
+
+    def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get(topic.encode(), queue_id)
+        return cq.max_offset if cq is not None else 0
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        cq = self.queues.get(topic.encode(), queue_id)
+        if cq is None:
+            return 0
+        return cq.offset_by_time(timestamp_ms, self.commitlog.store_timestamp_at)
+
+    def store_time_in_queue(self, topic: str, queue_id: int, offset: int) -> int:
+        cq = self.queues.get(topic.encode(), queue_id)
+        entry = cq.entry(offset) if cq is not None else None
+        return self.commitlog.store_timestamp_at(entry[0]) if entry else -1
+
+    def get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        max_count: int = 32,
+        max_bytes: int | None = None,
+        tag_filter: Callable[[int], bool] | None = None,
+        record_filter: Callable[[memoryview], bool] | None = None,
+    ) -> GetResult:
+        """Records of one queue from ``offset``, as RocketMQ's getMessage answers a pull."""
+        cq = self.queues.get(topic.encode(), queue_id)
+        if cq is None:
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        lo, hi = cq.min_offset, cq.max_offset
+        if hi == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
+        if offset < lo:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
+        if offset == hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+        if offset > hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)
+        max_bytes = max_bytes or self.config.max_transfer_bytes_on_message_in_memory
+        scan = max(_MIN_FILTER_SCAN_BYTES // CQ_UNIT_SIZE, max_count)
+        entries = cq.entries(offset, scan)
+        result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
+        if entries is None:
+            result.status = GetStatus.OFFSET_FOUND_NULL
+            return result
+        clog = self.commitlog
+        min_phy = clog.min_offset
+        unpack = ENTRY.unpack_from
+        run_start = run_end = -1
+        count = total = 0
+        removed = False
+        pos = 0
+        n = len(entries)
+        while pos < n:
+            phy, size, code = unpack(entries, pos)
+            pos += CQ_UNIT_SIZE
+            if size == _BLANK_CQ_SIZE or phy < min_phy:
+                removed = True
+                continue
+            if total and total + size > max_bytes:
+                pos -= CQ_UNIT_SIZE
+                break
+            if tag_filter is not None and not tag_filter(code):
+                continue
+            if record_filter is not None:
+                view = clog.read(phy, size)
+                if view is None or not record_filter(view):
+                    continue
+            if phy == run_end and clog.files.find(run_start) is clog.files.find(phy):
+                run_end = phy + size
+            else:
+                if run_start >= 0:
+                    self._add_run(result, run_start, run_end)
+                run_start, run_end = phy, phy + size
+            count += 1
+            total += size
+            result.max_phy_offset_pulling = phy
+            if count >= max_count:
+                break
+        if run_start >= 0:
+            self._add_run(result, run_start, run_end)
+        result.next_begin_offset = offset + pos // CQ_UNIT_SIZE
+        result.message_count = count
+        result.buffer_total_size = total
+        if result.buffers:
+            result.status = GetStatus.FOUND
+        elif removed and not count:
+            result.status = GetStatus.MESSAGE_WAS_REMOVING
+        return result
+
+    def _add_run(self, result: GetResult, start: int, end: int) -> None:
+        view = self.commitlog.read(start, end - start)
+        if view is not None:
+            result.buffers.append(view)
+
+    def message_by_offset(self, phy_offset: int) -> memoryview | None:
+        """The record stored at a CommitLog offset."""
+        if phy_offset >= self.dispatcher.committed_offset:
+            return None
+        return self.commitlog.read_record(phy_offset)
+
+    def message_by_id(self, offset_msg_id: str) -> memoryview | None:
+        """The record an offset message id points to (its host part is not checked)."""
+        _, phy_offset = decode_offset_msg_id(offset_msg_id)
+        return self.message_by_offset(phy_offset)
+
+    def messages_by_key(
+        self,
+        topic: str,
+        key: str,
+        *,
+        max_num: int | None = None,
+        begin_ms: int = 0,
+        end_ms: int | None = None,
+    ) -> list[memoryview]:
+        """Records of ``topic`` whose KEYS (or unique id) include ``key``, newest first."""
+        if self.index is None:
+            return []
+        topic_raw, key_raw = topic.encode(), key.encode()
+        max_num = max_num or self.config.default_query_max_num
+        end_ms = end_ms if end_ms is not None else self._clock_ms() + 1000
+        found: list[memoryview] = []
+        for phy in self.index.query(topic_raw, key_raw, max_num * 2, begin_ms, end_ms):
+            view = self.message_by_offset(phy)
+            if view is None or not _record_has_key(view, topic_raw, key_raw):
+                continue  # hash collision, or an entry past a recovered tail
+            found.append(view)
+            if len(found) >= max_num:
+                break
+        return found
+
+    def queue_keys(self) -> list[tuple[str, int]]:
+        return sorted((t.decode(), q) for t, q in self.queues.queues)
+
+
+def _record_has_key(view: memoryview, topic: bytes, key: bytes) -> bool:
+    (body_len,) = INT.unpack_from(view, POS_BODY_LENGTH)
+    tp = POS_BODY + body_len
+    tl = view[tp]
+    if bytes(view[tp + 1 : tp + 1 + tl]) != topic:
+        return False
+    pp = tp + 1 + tl
+    (plen,) = USHORT.unpack_from(view, pp)
+    props = bytes(view[pp + 2 : pp + 2 + plen])
+    keys = property_value(props, b"KEYS")
+    if keys and key in keys.split(b" "):
+        return True
+    return property_value(props, b"UNIQ_KEY") == key
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,128 @@
+"""Retention: delete CommitLog segments older than ``file_reserved_time`` at the
+``delete_when`` hours, or at once when the disk fills; ConsumeQueue and index files whose
+entries all point below the CommitLog's new min offset go after them.
+
+Like RocketMQ: the newest segment is never deleted, deletion stops at the first segment
+that is not expired (never a hole in the middle), at most 10 segments per run, and it does
+not check whether the messages were consumed. Above ``disk_space_warning_level_ratio`` the
+store refuses writes until space is freed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from cluster.config import StoreConfig
+from storage.commitlog import CommitLog
+from storage.dispatch import ConsumeQueueTable
+from storage.index_file import IndexService
+
+log = logging.getLogger(__name__)
+
+DELETE_FILES_BATCH_MAX: Final = 10
+
+
+def disk_used_ratio(path: Path) -> float:
+    """The used fraction of the file system holding ``path``."""
+    st = os.statvfs(path)
+    total = st.f_blocks * st.f_frsize
+    if total == 0:
+        return 0.0
+    free = st.f_bavail * st.f_frsize
+    return 1.0 - free / total
+
+
+@dataclass(frozen=True, slots=True)
+class CleanReport:
+    commit_log_files: int
+    consume_queue_files: int
+    index_files: int
+    disk_ratio: float
+    disk_full: bool
+
+
+class CleanService:
+    def __init__(
+        self,
+        config: StoreConfig,
+        commitlog: CommitLog,
+        queues: ConsumeQueueTable,
+        index: IndexService | None,
+        *,
+        clock_ms: Callable[[], int],
+        disk_ratio: Callable[[Path], float] = disk_used_ratio,
+    ) -> None:
+        self.config = config
+        self.commitlog = commitlog
+        self.queues = queues
+        self.index = index
+        self.clock_ms = clock_ms
+        self.disk_ratio = disk_ratio
+        self.disk_full = False
+
+    def run(self) -> CleanReport:
+        cfg = self.config
+        now = self.clock_ms()
+        directory = self.commitlog.files.directory
+        ratio = self.disk_ratio(directory) if directory.exists() else 0.0
+        clean_now = ratio > cfg.disk_space_clean_forcibly_ratio
+        was_full = self.disk_full
+        self.disk_full = ratio > cfg.disk_space_warning_level_ratio
+        if self.disk_full and not was_full:
+            log.error(
+                "disk %.0f%% full (disk_space_warning_level_ratio %.2f): refusing writes until "
+                "space is freed",
+                ratio * 100,
+                cfg.disk_space_warning_level_ratio,
+            )
+        elif was_full and not self.disk_full:
+            log.info("disk back to %.0f%% used: accepting writes again", ratio * 100)
+        space_full = ratio > cfg.disk_max_used_space_ratio / 100
+        hour = time.localtime(now / 1000).tm_hour
+        time_up = hour in cfg.delete_hours
+        deleted = 0
+        if time_up or space_full or clean_now:
+            deleted = self._delete_commit_log(now, force=clean_now)
+        cq_deleted, index_deleted = self._delete_logics()
+        return CleanReport(deleted, cq_deleted, index_deleted, ratio, self.disk_full)
+
+    def _delete_commit_log(self, now: int, *, force: bool) -> int:
+        reserved_ms = self.config.file_reserved_time * 3600 * 1000
+        files = self.commitlog.files.files
+        count = 0
+        for mf in files[:-1][:DELETE_FILES_BATCH_MAX]:
+            if force or now >= mf.modified_ms() + reserved_ms:
+                count += 1
+            else:
+                break
+        if count:
+            first = files[0].path.name
+            deleted = self.commitlog.files.delete_first(count)
+            log.info(
+                "deleted %d CommitLog segment(s) from %s (file_reserved_time %d h%s); "
+                "min offset now %d",
+                deleted,
+                first,
+                self.config.file_reserved_time,
+                ", disk nearly full" if force else "",
+                self.commitlog.min_offset,
+            )
+            return deleted
+        return 0
+
+    def _delete_logics(self) -> tuple[int, int]:
+        min_offset = self.commitlog.min_offset
+        if min_offset <= 0:
+            return 0, 0
+        cq_deleted = 0
+        for cq in list(self.queues.queues.values()):
+            cq_deleted += cq.delete_expired(min_offset)
+        index_deleted = self.index.delete_below(min_offset) if self.index is not None else 0
+        self.commitlog.files.retry_hanged()
+        return cq_deleted, index_deleted
