@@ -40,7 +40,7 @@ _TRUE: Final = frozenset({"true", "1", "yes"})
 _FALSE: Final = frozenset({"false", "0", "no"})
 
 
-class _Invalid(Exception):
+class _InvalidValueError(Exception):
     """A value a field cannot take; carries the reason, the caller adds where it came from."""
 
 
@@ -81,8 +81,6 @@ def _show(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
-    if isinstance(value, int | float):
-        return repr(value)
     return repr(value)
 
 
@@ -106,14 +104,12 @@ def _convert(spec: _Spec, value: object, *, text: bool) -> object:
         return _parse(spec, value)
     if spec.kind is None:
         if value not in spec.choices or isinstance(value, bool):
-            raise _Invalid(_expected(spec, text=False))
+            raise _InvalidValueError(_expected(spec, text=False))
         return value
     if spec.kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if type(value) is not spec.kind and not (
-        spec.kind is not bool and isinstance(value, spec.kind) and not isinstance(value, bool)
-    ):
-        raise _Invalid(_expected(spec, text=False))
+    if isinstance(value, bool) != (spec.kind is bool) or not isinstance(value, spec.kind):
+        raise _InvalidValueError(_expected(spec, text=False))
     return value
 
 
@@ -133,31 +129,32 @@ def _parse(spec: _Spec, raw: str) -> object:
             return spec.kind(word)
         except ValueError:
             pass
-    raise _Invalid(_expected(spec, text=True))
+    raise _InvalidValueError(_expected(spec, text=True))
 
 
 def _check(spec: _Spec, value: object) -> None:
     """The field's metadata checks: finite floats, ``min``/``max``, ``multiple_of``, ``check``."""
     meta = spec.meta
     if isinstance(value, float) and not math.isfinite(value):
-        raise _Invalid("must be a finite number")
+        raise _InvalidValueError("must be a finite number")
     if isinstance(value, int | float) and not isinstance(value, bool):
         low, high = meta.get("min"), meta.get("max")
         too_low = isinstance(low, int | float) and value < low
         too_high = isinstance(high, int | float) and value > high
         if too_low or too_high:
             if low is not None and high is not None:
-                raise _Invalid(f"must be between {low} and {high}")
-            raise _Invalid(f"must be at least {low}" if too_low else f"must be at most {high}")
+                raise _InvalidValueError(f"must be between {low} and {high}")
+            limit = f"at least {low}" if too_low else f"at most {high}"
+            raise _InvalidValueError(f"must be {limit}")
         step = meta.get("multiple_of")
         if isinstance(step, int) and isinstance(value, int) and value % step:
             hint = max(value - value % step, step)
-            raise _Invalid(f"must be a multiple of {step}, e.g. {hint}")
+            raise _InvalidValueError(f"must be a multiple of {step}, e.g. {hint}")
     check = meta.get("check")
     if callable(check):
         reason = check(value)
         if reason:
-            raise _Invalid(str(reason))
+            raise _InvalidValueError(str(reason))
 
 
 def _accept(spec: _Spec, value: object, where: str, *, text: bool) -> object:
@@ -165,7 +162,7 @@ def _accept(spec: _Spec, value: object, where: str, *, text: bool) -> object:
     try:
         converted = _convert(spec, value, text=text)
         _check(spec, converted)
-    except _Invalid as exc:
+    except _InvalidValueError as exc:
         raise ConfigError(f"{where} = {_show(value)}: {exc}") from None
     return converted
 
@@ -188,9 +185,11 @@ def _read_file(path: str | os.PathLike[str], section: str | None) -> tuple[str, 
     except FileNotFoundError:
         raise ConfigError(f"{name}: config file not found; check the path") from None
     except OSError as exc:
-        raise ConfigError(f"{name}: cannot read config file ({exc.strerror})") from None
+        raise ConfigError(
+            f"{name}: cannot read config file ({exc.strerror}); check the path and permissions"
+        ) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{name}: invalid TOML: {exc}; fix the file at that place") from None
+        raise ConfigError(f"{name}: invalid TOML: {exc}; fix the syntax there") from None
     if section is None:
         return name, doc
     table = doc.get(section, {})
@@ -279,8 +278,8 @@ def dump_toml(cfg: DataclassInstance, *, section: str | None = None) -> str:
 
 
 def _check_delete_when(value: object) -> str | None:
-    parts = str(value).split(";")
-    if all(p.strip().isdigit() and 0 <= int(p) <= 23 for p in parts):
+    parts = [part.strip() for part in str(value).split(";")]
+    if all(p.isascii() and p.isdigit() and int(p) <= 23 for p in parts):
         return None
     return 'must be hours of the day 0-23 separated by ";", e.g. "04" or "01;04;23"'
 
@@ -289,7 +288,7 @@ def _check_store_host(value: object) -> str | None:
     host, sep, port = str(value).rpartition(":")
     try:
         ipaddress.IPv4Address(host)
-        ok = bool(sep) and port.isdigit() and 0 < int(port) < 65536
+        ok = bool(sep) and port.isascii() and port.isdigit() and 0 < int(port) < 65536
     except ValueError:
         ok = False
     return None if ok else 'must be an IPv4 address and port "a.b.c.d:port", e.g. "10.0.0.5:10911"'

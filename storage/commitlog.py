@@ -132,13 +132,15 @@ class CommitLog:
                     f"message body is {body_len} bytes; the limit is {max_body} (max_message_size)"
                 )
             tpos = pos + POS_BODY + body_len
-            if tpos + 1 + tl + 2 > pos + size or view[tpos] != tl:
+            if tpos + 3 > pos + size:
                 raise MessageIllegalError(f"record {len(meta)} of the batch has a bad layout")
-            if view[tpos + 1 : tpos + 1 + tl] != topic:
+            if view[tpos] != tl or view[tpos + 1 : tpos + 1 + tl] != topic:
                 raise MessageIllegalError(
                     "every message of a batch must have the batch's topic "
                     f"{topic.decode(errors='replace')!r}"
                 )
+            if tpos + 1 + tl + 2 > pos + size:
+                raise MessageIllegalError(f"record {len(meta)} of the batch has a bad layout")
             (props_len,) = ushort(view, tpos + 1 + tl)
             if props_len > MAX_PROPERTIES_LENGTH:
                 raise PropertiesSizeExceededError(
