@@ -305,10 +305,13 @@ class IndexService:
         return self._files[-1].end_phy_offset if self._files else 0
 
     def load(self, last_exit_ok: bool, checkpoint_index_ms: int) -> None:
-        """Open the files in name order; after a crash drop those newer than the checkpoint.
+        """Open the files in name order; after a crash drop those begun after the checkpoint.
 
         Dropped files are rebuilt when the CommitLog is dispatched again from the recovery
-        point, as in RocketMQ.
+        point. RocketMQ drops every file that *ends* after the checkpoint, which also throws
+        away the durable older entries of the file being written; this keeps that file, and
+        re-dispatch appends to it from its end offset (queries check every hit against the
+        record, so an entry past a cut CommitLog tail is never returned).
         """
         self._dir.mkdir(parents=True, exist_ok=True)
         names = sorted(
@@ -319,7 +322,7 @@ class IndexService:
         try:
             for name in names:
                 f = IndexFile(self._dir / name, self._slot_num, self._index_num, create=False)
-                if not last_exit_ok and f.end_timestamp > checkpoint_index_ms:
+                if not last_exit_ok and f.begin_timestamp > checkpoint_index_ms:
                     f.destroy()
                 else:
                     self._files.append(f)
