@@ -100,9 +100,15 @@ class CommitLog:
 
     # -- writing -------------------------------------------------------------------------
 
-    def validate(self, view: memoryview, topic: bytes) -> list[tuple[int, int, bool]]:
-        """Check every record of a batch; -> (size, body CRC, advances queue) per record."""
-        n = len(view)
+    def stamp(
+        self, buf: bytearray, topic: bytes, queue_id: int, base: int, first_qoff: int, ts: int
+    ) -> tuple[int, int]:
+        """Check every record of a batch and stamp it in place, in one pass.
+
+        ``buf`` is the writer's private copy: when a record is bad the error is raised and
+        the copy dropped, so nothing is written. -> (records, next queue offset).
+        """
+        n = len(buf)
         if n == 0:
             raise MessageIllegalError("the batch is empty")
         if n + END_FILE_MIN_BLANK_LENGTH > self.file_size:
@@ -110,38 +116,39 @@ class CommitLog:
                 f"the batch is {n} bytes, larger than a CommitLog segment ({self.file_size}); "
                 "send fewer messages per batch"
             )
+        view = memoryview(buf)
         unpack = SIZE_MAGIC_SYSFLAG_BODYLEN.unpack_from
         ushort = USHORT.unpack_from
+        stamp_crc = STAMP_CRC_QUEUE_ID.pack_into
+        stamp_offsets = STAMP_OFFSETS.pack_into
         crc32 = zlib.crc32
+        store_stamp = STAMP_STORE.pack(ts, self.store_host)
         tl = len(topic)
         max_body = self.max_message_size
-        meta: list[tuple[int, int, bool]] = []
-        append = meta.append
-        pos = 0
+        qoff = first_qoff
+        count = pos = 0
         while pos < n:
             if n - pos < FIXED_SIZE:
-                raise MessageIllegalError(f"record {len(meta)} of the batch is truncated")
-            size, magic, sys_flag, body_len = unpack(view, pos)
+                raise MessageIllegalError(f"record {count} of the batch is truncated")
+            size, magic, sys_flag, body_len = unpack(buf, pos)
             if magic != MESSAGE_MAGIC_CODE or size < FIXED_SIZE or pos + size > n:
                 raise MessageIllegalError(
-                    f"record {len(meta)} of the batch is not a message record "
+                    f"record {count} of the batch is not a message record "
                     f"(size {size}, magic {magic:#x})"
                 )
             if body_len < 0 or body_len > max_body:
                 raise MessageIllegalError(
                     f"message body is {body_len} bytes; the limit is {max_body} (max_message_size)"
                 )
-            tpos = pos + POS_BODY + body_len
-            if tpos + 3 > pos + size:
-                raise MessageIllegalError(f"record {len(meta)} of the batch has a bad layout")
-            if view[tpos] != tl or view[tpos + 1 : tpos + 1 + tl] != topic:
+            body_end = pos + POS_BODY + body_len
+            if body_end + 3 + tl > pos + size:
+                raise MessageIllegalError(f"record {count} of the batch has a bad layout")
+            if buf[body_end] != tl or view[body_end + 1 : body_end + 1 + tl] != topic:
                 raise MessageIllegalError(
                     "every message of a batch must have the batch's topic "
                     f"{topic.decode(errors='replace')!r}"
                 )
-            if tpos + 1 + tl + 2 > pos + size:
-                raise MessageIllegalError(f"record {len(meta)} of the batch has a bad layout")
-            (props_len,) = ushort(view, tpos + 1 + tl)
+            (props_len,) = ushort(buf, body_end + 1 + tl)
             if props_len > MAX_PROPERTIES_LENGTH:
                 raise PropertiesSizeExceededError(
                     f"message properties are {props_len} bytes; at most "
@@ -149,18 +156,18 @@ class CommitLog:
                 )
             if FIXED_SIZE + body_len + tl + props_len != size:
                 raise MessageIllegalError(
-                    f"record {len(meta)} of the batch: field lengths do not add up to its size"
+                    f"record {count} of the batch: field lengths do not add up to its size"
                 )
-            body_start = pos + POS_BODY
-            append(
-                (
-                    size,
-                    crc32(view[body_start : body_start + body_len]),
-                    (sys_flag & 0xC) not in _NO_QUEUE_OFFSET,
-                )
-            )
+            stamp_crc(buf, pos + 8, crc32(view[pos + POS_BODY : body_end]), queue_id)
+            if (sys_flag & 0xC) in _NO_QUEUE_OFFSET:
+                stamp_offsets(buf, pos + 20, 0, base + pos)
+            else:
+                stamp_offsets(buf, pos + 20, qoff, base + pos)
+                qoff += 1
+            buf[pos + 56 : pos + 72] = store_stamp
             pos += size
-        return meta
+            count += 1
+        return count, qoff
 
     def append(
         self, blob: bytes | bytearray | memoryview, topic: bytes, queue_id: int
@@ -172,45 +179,44 @@ class CommitLog:
         fault per fresh page that copying into the mapping costs.
         """
         buf = bytearray(blob)
-        meta = self.validate(memoryview(buf), topic)
         n = len(buf)
-        mf = self._segment_for(n)
-        wp = mf.wrote_position
-        base = mf.file_from_offset + wp
+        mf = self.files.last
+        roll = (
+            mf is None
+            or mf.is_full
+            or n + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position
+        )
+        if mf is None:
+            base = 0
+        elif roll:
+            base = mf.end_offset
+        else:
+            base = mf.file_from_offset + mf.wrote_position
         ts = self.clock_ms()
-        host = self.store_host
         key = (topic, queue_id)
-        first_qoff = qoff = self.queue_table.get(key, 0)
-        stamp_cq = STAMP_CRC_QUEUE_ID.pack_into
-        stamp_off = STAMP_OFFSETS.pack_into
-        stamp_store = STAMP_STORE.pack_into
-        p = 0
-        for size, crc, advances in meta:
-            stamp_cq(buf, p + 8, crc, queue_id)
-            if advances:
-                stamp_off(buf, p + 20, qoff, base + p)
-                qoff += 1
-            else:
-                stamp_off(buf, p + 20, 0, base + p)
-            stamp_store(buf, p + 56, ts, host)
-            p += size
+        first_qoff = self.queue_table.get(key, 0)
+        count, qoff = self.stamp(buf, topic, queue_id, base, first_qoff, ts)
+        if roll:
+            mf = self._roll(mf, ts)
+        assert mf is not None
+        wp = mf.wrote_position
         mf.write(wp, buf)
         mf.wrote_position = wp + n
         mf.last_modified_ms = ts
         self.queue_table[key] = qoff
         self.last_append = (base + n, ts)
-        return AppendResult(base, n, len(meta), first_qoff, ts)
+        return AppendResult(base, n, count, first_qoff, ts)
 
-    def _segment_for(self, n: int) -> MappedFile:
-        mf = self.files.last_writable()
+    def _roll(self, mf: MappedFile | None, ts: int) -> MappedFile:
+        """END_OF_FILE: a blank record fills the rest of the segment; a new one starts."""
+        if mf is None:
+            return self.files.create(0)
         free = mf.file_size - mf.wrote_position
-        if n + END_FILE_MIN_BLANK_LENGTH > free:
-            # END_OF_FILE: a blank record fills the rest; the batch goes to the next segment.
+        if free:
             mf.write(mf.wrote_position, BLANK.pack(free, BLANK_MAGIC_CODE))
             mf.wrote_position = mf.file_size
-            mf.last_modified_ms = self.clock_ms()
-            mf = self.files.create(mf.end_offset)
-        return mf
+            mf.last_modified_ms = ts
+        return self.files.create(mf.end_offset)
 
     # -- reading -------------------------------------------------------------------------
 

@@ -28,7 +28,8 @@ _DISPATCH: Final = struct.Struct(">iI4xi4xq8xi16xq8x4x8xi")
 assert _DISPATCH.size == POS_BODY
 
 TagsCodeFn = Callable[[bytes, bytes, int], int]
-"""(topic, encoded properties, store timestamp) -> the ConsumeQueue's tag code."""
+"""(topic, encoded properties, store timestamp) -> the ConsumeQueue's tag code, for topics
+whose code is not the tags' hash (a delay topic keeps the delivery time there)."""
 ArrivalListener = Callable[[bytes, int, int, int], None]
 """(topic, queue id, next queue offset, tag code), called after a batch of dispatch."""
 
@@ -45,21 +46,16 @@ def property_value(props: bytes, name: bytes) -> bytes | None:
     return None
 
 
-class TagsCode:
-    """The default tag code: Java's hashCode of the TAGS property, cached per tag."""
+class TagsCodeCache:
+    """Java's hashCode of a TAGS value, as the ConsumeQueue's tag code, cached per tag."""
 
     def __init__(self) -> None:
-        self._cache: dict[bytes, int] = {}
+        self.codes: dict[bytes, int] = {}
 
-    def __call__(self, topic: bytes, props: bytes, store_timestamp: int) -> int:
-        tags = property_value(props, b"TAGS")
-        if not tags:
-            return 0
-        code = self._cache.get(tags)
-        if code is None:
-            code = tags_hash_code(tags.decode(errors="replace"))
-            if len(self._cache) < 65536:
-                self._cache[tags] = code
+    def __call__(self, tags: bytes) -> int:
+        code = tags_hash_code(tags.decode(errors="replace"))
+        if len(self.codes) < 65536:
+            self.codes[tags] = code
         return code
 
 
@@ -112,12 +108,13 @@ class Dispatcher:
         commitlog: CommitLog,
         queues: ConsumeQueueTable,
         index: IndexService | None,
-        tags_code: TagsCodeFn,
+        tags_code_overrides: dict[bytes, TagsCodeFn] | None = None,
     ) -> None:
         self.commitlog = commitlog
         self.queues = queues
         self.index = index
-        self.tags_code = tags_code
+        self.tags_code_overrides = tags_code_overrides or {}
+        self.tag_codes = TagsCodeCache()
         self.listeners: list[ArrivalListener] = []
         self.reput_offset = 0
         self.committed_offset = 0
@@ -174,7 +171,9 @@ class Dispatcher:
         ushort = USHORT.unpack_from
         queues = self.queues.queues
         get_or_create = self.queues.get_or_create
-        tags_code = self.tags_code
+        overrides = self.tags_code_overrides
+        codes = self.tag_codes.codes
+        new_code = self.tag_codes
         index = self.index
         last_ts = self.last_dispatched[1]
         start_pos = pos
@@ -199,7 +198,19 @@ class Dispatcher:
             tx = sys_flag & 0xC
             if tx == 0 or tx == 0x8:
                 cq = queues.get((topic, qid)) or get_or_create(topic, qid)
-                code = tags_code(topic, props, store_ts)
+                override = overrides.get(topic) if overrides else None
+                if override is not None:
+                    code = override(topic, props, store_ts)
+                else:
+                    at = props.find(b"TAGS\x01")
+                    if at >= 0 and (at == 0 or props[at - 1] == 2):
+                        end = props.find(b"\x02", at + 5)
+                        tags = props[at + 5 : end if end >= 0 else plen]
+                        code = codes.get(tags)
+                        if code is None:
+                            code = new_code(tags)
+                    else:
+                        code = 0
                 if cq.put(base + pos, size, code, qoff) and arrivals is not None:
                     arrivals[(topic, qid)] = (qoff + 1, code)
             if index is not None and tx != 0xC:

@@ -27,7 +27,6 @@ from storage.dispatch import (
     ArrivalListener,
     ConsumeQueueTable,
     Dispatcher,
-    TagsCode,
     TagsCodeFn,
     property_value,
 )
@@ -51,7 +50,7 @@ class MessageStore:
         *,
         clock: Callable[[], float] = time.time,
         auto_commit: bool = True,
-        tags_code: TagsCodeFn | None = None,
+        tags_code_overrides: dict[bytes, TagsCodeFn] | None = None,
         disk_ratio: Callable[[Path], float] = disk_used_ratio,
     ) -> None:
         self.config = config
@@ -76,9 +75,7 @@ class MessageStore:
             if config.message_index_enable
             else None
         )
-        self.dispatcher = Dispatcher(
-            self.commitlog, self.queues, self.index, tags_code or TagsCode()
-        )
+        self.dispatcher = Dispatcher(self.commitlog, self.queues, self.index, tags_code_overrides)
         self.flusher = CommitLogFlusher(
             self.commitlog,
             sync=config.flush_disk_type == "SYNC_FLUSH",

@@ -43,8 +43,7 @@ async def test_get_messages_statuses_and_corrections(store_factory: Any) -> None
 async def test_max_bytes_and_filters(store_factory: Any) -> None:
     store: MessageStore = await store_factory()
     for i in range(12):
-        store.append(batch("T", [b"x" * 100 + bytes([i])], tags="A" if i % 3 == 0 else "B"),
-                     "T", 1)
+        store.append(batch("T", [b"x" * 100 + bytes([i])], tags="A" if i % 3 == 0 else "B"), "T", 1)
     await caught_up(store)
     size = len(batch("T", [b"x" * 101], tags="A"))
     limited = store.get_messages("T", 1, 0, max_bytes=size * 2)
@@ -55,9 +54,7 @@ async def test_max_bytes_and_filters(store_factory: Any) -> None:
     assert tagged.next_begin_offset == 12
     none = store.get_messages("T", 1, 0, tag_filter=lambda c: False)
     assert none.status is GetStatus.NO_MATCHED_MESSAGE and none.next_begin_offset == 12
-    odd = store.get_messages(
-        "T", 1, 0, record_filter=lambda v: decode_record(v).body[-1] % 2 == 1
-    )
+    odd = store.get_messages("T", 1, 0, record_filter=lambda v: decode_record(v).body[-1] % 2 == 1)
     assert [m.body[-1] for m in decode_records(odd.to_bytes())] == [1, 3, 5, 7, 9, 11]
 
 
@@ -108,8 +105,12 @@ async def test_unique_id_is_indexed(store_factory: Any) -> None:
     from tests.storage.conftest import BORN_HOST
 
     store: MessageStore = await store_factory()
-    rec = encode_message(Message("T", b"u"), born_timestamp=1, born_host=BORN_HOST,
-                         uniq_id="7F00000175CC18B4AAC259C3E2040000")
+    rec = encode_message(
+        Message("T", b"u"),
+        born_timestamp=1,
+        born_host=BORN_HOST,
+        uniq_id="7F00000175CC18B4AAC259C3E2040000",
+    )
     store.append(rec, "T", 0)
     await caught_up(store)
     (view,) = store.messages_by_key("T", "7F00000175CC18B4AAC259C3E2040000")
@@ -250,5 +251,40 @@ async def test_retention_when_the_disk_fills(tmp_path: Path) -> None:
         ratio["value"] = 0.5
         store.clean()
         store.append(batch("T", [b"x"]), "T", 0)
+    finally:
+        await store.shutdown()
+
+
+async def test_tag_code_override_per_topic(tmp_path: Path) -> None:
+    """A topic may keep something other than the tags' hash in the tag code (delay topics
+    keep the delivery time); the store calls the hook without knowing what it means."""
+
+    def delivery_time(topic: bytes, props: bytes, store_ts: int) -> int:
+        return store_ts + 5000
+
+    clock = FakeClock(1_700_000_000.0)
+    store = MessageStore(
+        small_config(tmp_path),
+        clock=clock,
+        tags_code_overrides={b"SCHEDULE_TOPIC_XXXX": delivery_time},
+    )
+    await store.start()
+    try:
+        store.append(batch("SCHEDULE_TOPIC_XXXX", [b"later"], tags="A"), "SCHEDULE_TOPIC_XXXX", 0)
+        store.append(batch("T", [b"now"], tags="A"), "T", 0)
+        await caught_up(store)
+        due = 1_700_000_000_000 + 5000
+        assert (
+            store.get_messages(
+                "SCHEDULE_TOPIC_XXXX", 0, 0, tag_filter=lambda c: c == due
+            ).message_count
+            == 1
+        )
+        assert (
+            store.get_messages(
+                "T", 0, 0, tag_filter=lambda c: c == tags_hash_code("A")
+            ).message_count
+            == 1
+        )
     finally:
         await store.shutdown()
