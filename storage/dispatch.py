@@ -206,9 +206,8 @@ class Dispatcher:
                     if at >= 0 and (at == 0 or props[at - 1] == 2):
                         end = props.find(b"\x02", at + 5)
                         tags = props[at + 5 : end if end >= 0 else plen]
-                        code = codes.get(tags)
-                        if code is None:
-                            code = new_code(tags)
+                        cached = codes.get(tags)
+                        code = new_code(tags) if cached is None else cached
                     else:
                         code = 0
                 if cq.put(base + pos, size, code, qoff) and arrivals is not None:

@@ -50,14 +50,16 @@ class CommitLogFlusher:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop the thread after one last full flush."""
+        """Stop the thread after one last full flush (any thread; waiters are woken on the
+        loop)."""
         self._stopping = True
         self._wake.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        self.flush_all()
-        self._resolve(self.flushed[0])
+        flushed = self.flush_all()
+        if self._waiters and self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._resolve, flushed)
 
     def wait_flushed(self, end_offset: int) -> asyncio.Future[bool]:
         """A future that completes once everything below ``end_offset`` is on disk."""

@@ -131,10 +131,10 @@ def test_every_field_round_trips() -> None:
 
 
 def test_message_encoding_sets_system_properties() -> None:
-    msg = Message("T", b"b", tags="TagA", keys=["k1", "k2"], properties={"region": "eu"},
-                  delay_level=3)
-    rec = encode_message(msg, born_timestamp=1, born_host=encode_host("127.0.0.1:1"),
-                         uniq_id="ABC")
+    msg = Message(
+        "T", b"b", tags="TagA", keys=["k1", "k2"], properties={"region": "eu"}, delay_level=3
+    )
+    rec = encode_message(msg, born_timestamp=1, born_host=encode_host("127.0.0.1:1"), uniq_id="ABC")
     m = decode_record(rec)
     assert m.tags == "TagA" and m.keys == ["k1", "k2"] and m.delay_level == 3
     assert m.msg_id == "ABC" and m.user_properties() == {"region": "eu"}
@@ -154,8 +154,12 @@ def test_batch_decoding_and_iteration() -> None:
 
 @pytest.mark.parametrize(
     ("topic", "match"),
-    [("", "empty"), ("a" * 128, "at most 127"), ("bad topic", "illegal characters"),
-     ("t/x", "illegal")],
+    [
+        ("", "empty"),
+        ("a" * 128, "at most 127"),
+        ("bad topic", "illegal characters"),
+        ("t/x", "illegal"),
+    ],
 )
 def test_topic_checks(topic: str, match: str) -> None:
     with pytest.raises(MessageIllegalError, match=match):
@@ -168,11 +172,15 @@ def test_properties_limits_and_reserved_names() -> None:
     with pytest.raises(MessageIllegalError, match="reserved characters"):
         encode_properties({"a": "b\x01"})
     with pytest.raises(MessageIllegalError, match="reserved system property"):
-        encode_message(Message("T", b"", properties={"UNIQ_KEY": "x"}), born_timestamp=0,
-                       born_host=encode_host("127.0.0.1:1"))
+        encode_message(
+            Message("T", b"", properties={"UNIQ_KEY": "x"}),
+            born_timestamp=0,
+            born_host=encode_host("127.0.0.1:1"),
+        )
     with pytest.raises(MessageIllegalError, match="space"):
-        encode_message(Message("T", b"", keys=["a b"]), born_timestamp=0,
-                       born_host=encode_host("127.0.0.1:1"))
+        encode_message(
+            Message("T", b"", keys=["a b"]), born_timestamp=0, born_host=encode_host("127.0.0.1:1")
+        )
 
 
 def test_property_lookup_respects_pair_boundaries() -> None:
