@@ -358,6 +358,9 @@ class StoreConfig:
     clean_resource_interval: int = field(default=10000, metadata={"min": 0})
     # Whether recovery verifies each record's CRC.
     check_crc_on_recover: bool = True
+    # Bytes of page cache a thread allocates ahead of the CommitLog writer under
+    # ASYNC_FLUSH (RocketMQ's warmMapedFileEnable, as a distance; 0 turns it off).
+    warm_mapped_file_ahead: int = field(default=8 * 1024 * 1024, metadata={"min": 0})
     # Most bytes one pull returns from memory.
     max_transfer_bytes_on_message_in_memory: int = field(default=262144, metadata={"min": 1})
     # Most messages one pull returns from memory.

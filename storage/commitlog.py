@@ -199,9 +199,7 @@ class CommitLog:
         if roll:
             mf = self._roll(mf, ts)
         assert mf is not None
-        wp = mf.wrote_position
-        mf.write(wp, buf)
-        mf.wrote_position = wp + n
+        mf.append_bytes(buf)
         mf.last_modified_ms = ts
         self.queue_table[key] = qoff
         self.last_append = (base + n, ts)
@@ -213,8 +211,7 @@ class CommitLog:
             return self.files.create(0)
         free = mf.file_size - mf.wrote_position
         if free:
-            mf.write(mf.wrote_position, BLANK.pack(free, BLANK_MAGIC_CODE))
-            mf.wrote_position = mf.file_size
+            mf.append_bytes(BLANK.pack(free, BLANK_MAGIC_CODE), fill=True)
             mf.last_modified_ms = ts
         return self.files.create(mf.end_offset)
 

@@ -178,6 +178,16 @@ class Dispatcher:
         last_ts = self.last_dispatched[1]
         start_pos = pos
         while pos < limit and done < max_records:
+            if pos + POS_BODY > limit:
+                # Too short for a message: the blank record that ends the segment.
+                magic = BLANK_MAGIC_CODE if pos + 8 <= limit else 0
+                if magic and int.from_bytes(buf[pos + 4 : pos + 8], "big") != magic:
+                    magic = 0
+                if not magic:
+                    log.error("[BUG] dispatch found no record at CommitLog offset %d", base + pos)
+                if pos != start_pos:
+                    self.last_dispatched = (base + pos, last_ts)
+                return done, pos, True
             size, magic, qid, qoff, sys_flag, store_ts, body_len = unpack(buf, pos)
             if magic != MESSAGE_MAGIC_CODE:
                 if magic != BLANK_MAGIC_CODE:

@@ -243,6 +243,14 @@ class IndexFile:
             index = prev
         return found
 
+    def clamp_end(self, max_phy_offset: int) -> None:
+        """Say that nothing at or past ``max_phy_offset`` is indexed (the CommitLog was cut
+        there), so records written there anew are indexed; stale entries stay and are
+        filtered by the caller's key check."""
+        if self._end_phy_offset >= max_phy_offset:
+            self._end_phy_offset = max(0, max_phy_offset - 1)
+            self._write_header()
+
     def is_time_matched(self, begin_ms: int, end_ms: int) -> bool:
         """Whether [begin_timestamp, end_timestamp] overlaps [begin_ms, end_ms]."""
         return begin_ms <= self._end_timestamp and end_ms >= self._begin_timestamp
@@ -419,6 +427,14 @@ class IndexService:
         with self._lock:
             self._flushed_timestamp = max(self._flushed_timestamp, newest)
             return self._flushed_timestamp
+
+    def truncate(self, max_phy_offset: int) -> None:
+        """The CommitLog was cut at ``max_phy_offset``: files that only index records past
+        it go, the rest no longer claim to cover them."""
+        while len(self._files) > 1 and self._files[-1].begin_phy_offset >= max_phy_offset:
+            self._files.pop().destroy()
+        for f in self._files:
+            f.clamp_end(max_phy_offset)
 
     def delete_below(self, min_phy_offset: int) -> int:
         """Destroy files (never the newest) whose entries all lie below ``min_phy_offset``."""

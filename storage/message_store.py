@@ -35,6 +35,7 @@ from storage.index_file import IndexService
 from storage.recovery import RecoveryResult, recover
 from storage.results import GetResult, GetStatus, PutResult, PutStatus
 from storage.retention import CleanReport, CleanService, disk_used_ratio
+from storage.warm import CommitLogWarmer
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,10 @@ class MessageStore:
             least_pages=config.flush_commit_log_least_pages,
             thorough_interval_ms=config.flush_commit_log_thorough_interval,
         )
+        self.warmer = CommitLogWarmer(
+            self.commitlog.files,
+            config.warm_mapped_file_ahead if config.flush_disk_type == "ASYNC_FLUSH" else 0,
+        )
         self.logics_flusher = LogicsFlusher(config.flush_interval_consume_queue, self.flush_logics)
         self.cleaner = CleanService(
             config,
@@ -113,6 +118,7 @@ class MessageStore:
         loop = asyncio.get_running_loop()
         self.flusher.start(loop)
         self.logics_flusher.start()
+        self.warmer.start()
         self.running = True
         self._tasks = [
             loop.create_task(self._dispatch_loop(), name="store-dispatch"),
@@ -140,6 +146,8 @@ class MessageStore:
             with_index=self.index is not None,
         )
         self.recovery = result
+        if self.index is not None:
+            self.index.truncate(result.max_offset)
         # Clean-shutdown offsets are valid once: a crash from here on must not trust them.
         cp.clean_max_phy_offset = cp.clean_dispatched_offset = -1
         self.checkpoint_file.write(cp)
@@ -198,6 +206,7 @@ class MessageStore:
         await asyncio.to_thread(self._shutdown_blocking)
 
     def _shutdown_blocking(self) -> None:
+        self.warmer.stop()
         self.flusher.stop()
         self.logics_flusher.stop()
         self.flush_logics(clean=True)
@@ -215,6 +224,7 @@ class MessageStore:
         self.running = False
         for task in self._tasks:
             task.cancel()
+        self.warmer.stop()
         self.flusher._stopping = True
         self.logics_flusher._stopping = True
 
