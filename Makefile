@@ -6,7 +6,7 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 DATA_DIR ?= $(CURDIR)/data
 
-.PHONY: run test lint typecheck unit venv clean
+.PHONY: run test lint typecheck unit venv clean proto
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ unit: $(STAMP_DEV)
 	$(BIN)/pytest -q
 
 test: lint typecheck unit
+
+# Regenerate the gRPC/protobuf modules from cluster/proto/rocketq/v1/rocketq.proto.
+proto: $(STAMP_DEV)
+	$(BIN)/python -m grpc_tools.protoc -I . --python_out=. --pyi_out=. --grpc_python_out=. \
+		cluster/proto/rocketq/v1/rocketq.proto
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
