@@ -215,16 +215,37 @@ def load_config(
     ``ROCKETQ_*`` variable is an error; pass False when one environment feeds several
     configs. ``overrides`` are CLI flags by field name (dashes allowed); None means unset.
     """
-    specs = _specs(cls)
-    known = list(specs)
+    (cfg,) = load_configs(
+        (cls,), path, env=env, overrides=overrides, section=section, strict_env=strict_env
+    )
+    return typing.cast(T, cfg)
+
+
+def load_configs(
+    classes: tuple[type[Any], ...],
+    path: str | os.PathLike[str] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, object] | None = None,
+    section: str | None = None,
+    strict_env: bool = True,
+) -> tuple[Any, ...]:
+    """Several configs from one file, environment and set of flags (a broker's broker.toml
+    holds broker and store keys side by side). Each key goes to every config that has it;
+    a key none of them has is an error."""
+    all_specs: list[dict[str, _Spec]] = [_specs(typing.cast(Any, cls)) for cls in classes]
+    merged: dict[str, _Spec] = {}
+    for specs in all_specs:
+        merged.update(specs)
+    known = list(merged)
     values: dict[str, object] = {}
 
     if path is not None:
         label, table = _read_file(path, section)
         for key, value in table.items():
-            if key not in specs:
+            if key not in merged:
                 raise _unknown(label, key, known, lambda k: k)
-            values[key] = _accept(specs[key], value, f"{label}: {key}", text=False)
+            values[key] = _accept(merged[key], value, f"{label}: {key}", text=False)
 
     environ = os.environ if env is None else env
     for var, raw in environ.items():
@@ -232,28 +253,31 @@ def load_config(
             continue
         key = var[len(ENV_PREFIX) :].lower()
         where = f"environment variable {var}"
-        if key not in specs or var != ENV_PREFIX + key.upper():
+        if key not in merged or var != ENV_PREFIX + key.upper():
             if strict_env:
                 raise _unknown(where, key, known, lambda k: ENV_PREFIX + k.upper())
             continue
-        values[key] = _accept(specs[key], raw, where, text=True)
+        values[key] = _accept(merged[key], raw, where, text=True)
 
     for name, value in (overrides or {}).items():
         if value is None:
             continue
         key = name.replace("-", "_")
         where = "flag --" + key.replace("_", "-")
-        if key not in specs:
+        if key not in merged:
             raise _unknown(where, key, known, lambda k: "--" + k.replace("_", "-"))
-        values[key] = _accept(specs[key], value, where, text=True)
+        values[key] = _accept(merged[key], value, where, text=True)
 
-    for key, spec in specs.items():
-        if spec.default is dataclasses.MISSING and key not in values:
-            raise ConfigError(
-                f"{cls.__name__}: {key} is required; set it in the config file, "
-                f"as {ENV_PREFIX}{key.upper()} or with --{key.replace('_', '-')}"
-            )
-    return cls(**values)
+    built = []
+    for cls, specs in zip(classes, all_specs, strict=True):
+        for key, spec in specs.items():
+            if spec.default is dataclasses.MISSING and key not in values:
+                raise ConfigError(
+                    f"{cls.__name__}: {key} is required; set it in the config file, "
+                    f"as {ENV_PREFIX}{key.upper()} or with --{key.replace('_', '-')}"
+                )
+        built.append(cls(**{k: v for k, v in values.items() if k in specs}))
+    return tuple(built)
 
 
 def validate_config(cfg: DataclassInstance) -> None:

@@ -1,0 +1,27 @@
+"""The nameserver's config (RocketMQ's NamesrvConfig names, snake_case)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cluster.config import validate_config
+
+
+@dataclass(frozen=True, slots=True)
+class NameServerConfig:
+    # Port of the gRPC service.
+    listen_port: int = field(default=9876, metadata={"min": 0, "max": 65535})
+    # Address the server binds (0.0.0.0 to accept other hosts, as in Kubernetes).
+    bind_address: str = "127.0.0.1"
+    # Where the KV config is persisted.
+    kv_config_path: str = str(Path.home() / "namesrv" / "kvConfig.json")
+    # A broker not heard from for this many ms is dropped (BROKER_CHANNEL_EXPIRED_TIME).
+    broker_channel_expired_time: int = field(default=120_000, metadata={"min": 1})
+    # Period of the scan for silent brokers, in ms.
+    scan_not_active_broker_interval: int = field(default=10_000, metadata={"min": 1})
+    # Fill routes' order_topic_conf from the ORDER_TOPIC_CONFIG KV namespace.
+    order_message_enable: bool = False
+
+    def __post_init__(self) -> None:
+        validate_config(self)
