@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import mmap
+import re
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -72,6 +73,8 @@ class RecordInfo:
     store_timestamp: int
     properties: bytes
 
+
+TOPIC_BYTES: Final = re.compile(rb"[%|a-zA-Z0-9_-]+")
 
 # Results of check_record besides a positive record size.
 BLANK_RECORD: Final = 0
@@ -157,6 +160,10 @@ class CommitLog:
             if FIXED_SIZE + body_len + tl + props_len != size:
                 raise MessageIllegalError(
                     f"record {count} of the batch: field lengths do not add up to its size"
+                )
+            if props_len and buf[pos + size - 1] != 2:
+                raise MessageIllegalError(
+                    f"record {count} of the batch: properties must be key\\x01value\\x02 pairs"
                 )
             stamp_crc(buf, pos + 8, crc32(view[pos + POS_BODY : body_end]), queue_id)
             if (sys_flag & 0xC) in _NO_QUEUE_OFFSET:
@@ -309,13 +316,12 @@ def check_record(
         return BAD_RECORD
     if check_crc and zlib.crc32(buf[pos + POS_BODY : tpos]) != body_crc:
         return BAD_RECORD
+    topic = bytes(buf[tpos + 1 : ppos])
+    props = bytes(buf[ppos + 2 : ppos + 2 + props_len])
+    # The CRC covers the body only: a tail torn inside topic or properties shows as zeros
+    # where a legal topic and "key\x01value\x02" pairs must be.
+    if not TOPIC_BYTES.fullmatch(topic) or (props and (props[-1] != 2 or 0 in props)):
+        return BAD_RECORD
     return RecordInfo(
-        size,
-        bytes(buf[tpos + 1 : ppos]),
-        queue_id,
-        queue_offset,
-        physical_offset,
-        sys_flag,
-        store_ts,
-        bytes(buf[ppos + 2 : ppos + 2 + props_len]),
+        size, topic, queue_id, queue_offset, physical_offset, sys_flag, store_ts, props
     )

@@ -38,29 +38,44 @@ class ConsumeQueue:
         self._recover_positions()
 
     def _recover_positions(self) -> None:
-        """Find the end of the written entries in the last file (binary search over the
-        sparse zero tail) and the queue's max physical offset."""
-        last = self.files.last
-        if last is None:
+        """Find where the written entries end, from the third-last file on (as RocketMQ):
+        a binary search over each file's zero tail; the first file that is not full holds
+        the end, and later files (never flushed before a crash) go."""
+        files = self.files.files
+        if not files:
             return
-        buf = last.buf
-        lo, hi = 0, self.file_size // CQ_UNIT_SIZE
-        while lo < hi:
-            mid = (lo + hi) // 2
-            _, size, _ = ENTRY.unpack_from(buf, mid * CQ_UNIT_SIZE)
-            if size > 0:
-                lo = mid + 1
-            else:
-                hi = mid
-        last.wrote_position = last.flushed_position = lo * CQ_UNIT_SIZE
-        if lo == 0 and len(self.files.files) > 1:
-            # An empty newest file after a full one: the end is in the previous file.
-            prev = self.files.files[-2]
-            offset, size, _ = ENTRY.unpack_from(prev.buf, self.file_size - CQ_UNIT_SIZE)
-            self.max_physic_offset = offset + size
-        elif lo > 0:
-            offset, size, _ = ENTRY.unpack_from(buf, (lo - 1) * CQ_UNIT_SIZE)
-            self.max_physic_offset = offset + size if size != _BLANK_SIZE else -1
+        units = self.file_size // CQ_UNIT_SIZE
+        end_file = len(files) - 1
+        for i in range(max(0, len(files) - 3), len(files)):
+            mf = files[i]
+            lo, hi = 0, units
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if ENTRY.unpack_from(mf.buf, mid * CQ_UNIT_SIZE)[1] > 0:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            mf.wrote_position = mf.flushed_position = lo * CQ_UNIT_SIZE
+            if lo < units:
+                end_file = i
+                break
+        for mf in files[end_file + 1 :]:
+            log.warning(
+                "consume queue %s-%d: dropping %s past the written entries",
+                self.topic,
+                self.queue_id,
+                mf.path.name,
+            )
+            mf.destroy()
+        del files[end_file + 1 :]
+        if len(files) > 1 and files[-1].wrote_position == 0:
+            files.pop().destroy()
+        last = files[-1]
+        self.max_physic_offset = -1
+        if last.wrote_position:
+            offset, size, _ = ENTRY.unpack_from(last.buf, last.wrote_position - CQ_UNIT_SIZE)
+            if size != _BLANK_SIZE:
+                self.max_physic_offset = offset + size
         self._skip_blank_prefix()
 
     def _skip_blank_prefix(self) -> None:

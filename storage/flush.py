@@ -61,6 +61,14 @@ class CommitLogFlusher:
         if self._waiters and self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._resolve, flushed)
 
+    def halt(self) -> None:
+        """Stop the thread without a last flush (a simulated crash)."""
+        self._stopping = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
     def wait_flushed(self, end_offset: int) -> asyncio.Future[bool]:
         """A future that completes once everything below ``end_offset`` is on disk."""
         loop = self._loop or asyncio.get_running_loop()

@@ -371,7 +371,9 @@ class IndexService:
         """
         files = self._files
         f = files[-1] if files else None
-        if f is not None and phy_offset < f.end_phy_offset:
+        if f is not None and (
+            phy_offset < f.end_phy_offset or (phy_offset == f.end_phy_offset and f.index_count > 1)
+        ):
             return
         prefix = self._prefixes.get(topic)
         if prefix is None:
@@ -445,6 +447,12 @@ class IndexService:
         for f in doomed:
             f.destroy()
         return len(doomed)
+
+    def release(self) -> None:
+        """Unmap and close every file without flushing (a simulated crash)."""
+        for f in self._files:
+            f._release()
+        self._files = []
 
     def close(self) -> None:
         """Flush and close every file."""

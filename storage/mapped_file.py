@@ -184,7 +184,13 @@ class MappedFileQueue:
                     "ignoring %s: not a segment (20-digit offset name)", self.directory / name
                 )
                 continue
-            mf = MappedFile(self.directory / name, self.file_size, create=False)
+            path = self.directory / name
+            if name == names[-1] and path.stat().st_size == 0:
+                # Created, then the process died before the file got its size: never used.
+                log.warning("removing %s: an empty segment left by an interrupted start", path)
+                path.unlink()
+                continue
+            mf = MappedFile(path, self.file_size, create=False)
             if self.files and mf.file_from_offset != self.files[-1].end_offset:
                 mf.close()
                 raise StoreCorruptError(

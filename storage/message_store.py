@@ -219,14 +219,28 @@ class MessageStore:
         Path(self.config.abort_path).unlink(missing_ok=True)
         _fsync_dir(Path(self.config.abort_path).parent)
 
-    def crash(self) -> None:
-        """Stop without the clean-shutdown steps (tests): abort file and checkpoint stay."""
+    async def crash(self) -> None:
+        """Stop like a killed process would (tests): no final flush, no checkpoint, the abort
+        file stays. Threads are stopped and files closed so the directory can be reopened."""
         self.running = False
         for task in self._tasks:
             task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        await asyncio.to_thread(self._crash_blocking)
+
+    def _crash_blocking(self) -> None:
         self.warmer.stop()
-        self.flusher._stopping = True
-        self.logics_flusher._stopping = True
+        self.flusher.halt()
+        self.logics_flusher.stop()
+        self.commitlog.files.close()
+        self.queues.close()
+        if self.index is not None:
+            self.index.release()
+        if self.checkpoint_file is not None:
+            self.checkpoint_file.close()
 
     def flush_logics(self, *, clean: bool = False) -> None:
         """Flush ConsumeQueues and the index, then the checkpoint (flush thread)."""

@@ -6,7 +6,11 @@ from typing import Any
 
 import pytest
 
-from cluster.errors import MessageIllegalError, PropertiesSizeExceededError, ServiceNotAvailableError
+from cluster.errors import (
+    MessageIllegalError,
+    PropertiesSizeExceededError,
+    ServiceNotAvailableError,
+)
 from cluster.message import Message
 from cluster.message_id import decode_offset_msg_id
 from cluster.record import (
@@ -48,8 +52,14 @@ async def test_append_stamps_every_store_field(store_factory: Any, clock: Any) -
 
 async def test_broker_computes_the_crc(store_factory: Any) -> None:
     store: MessageStore = await store_factory()
-    rec = encode_record(topic=b"T", body=b"payload", properties=b"", born_timestamp=1,
-                        born_host=BORN_HOST, body_crc=12345)
+    rec = encode_record(
+        topic=b"T",
+        body=b"payload",
+        properties=b"",
+        born_timestamp=1,
+        born_host=BORN_HOST,
+        body_crc=12345,
+    )
     store.append(rec, "T", 0)
     view = store.commitlog.read_record(0)
     assert view is not None
@@ -62,8 +72,14 @@ async def test_broker_computes_the_crc(store_factory: Any) -> None:
 async def test_prepared_and_rollback_records_do_not_advance_the_queue(store_factory: Any) -> None:
     store: MessageStore = await store_factory()
     blob = b"".join(
-        encode_record(topic=b"T", body=b"x", properties=b"", born_timestamp=1,
-                      born_host=BORN_HOST, sys_flag=flag)
+        encode_record(
+            topic=b"T",
+            body=b"x",
+            properties=b"",
+            born_timestamp=1,
+            born_host=BORN_HOST,
+            sys_flag=flag,
+        )
         for flag in (0, 0x4, 0x8, 0xC, 0)
     )
     store.append(blob, "T", 0)
@@ -143,8 +159,11 @@ async def test_properties_and_topic_limits(store_factory: Any) -> None:
     with pytest.raises(MessageIllegalError, match="empty"):
         store.append(b"", "T", 0)
     # A record whose properties length field says more than 32767 bytes.
-    rec = bytearray(encode_record(topic=b"T", body=b"", properties=b"a" * 40000,
-                                  born_timestamp=0, born_host=BORN_HOST))
+    rec = bytearray(
+        encode_record(
+            topic=b"T", body=b"", properties=b"a" * 40000, born_timestamp=0, born_host=BORN_HOST
+        )
+    )
     with pytest.raises(PropertiesSizeExceededError, match="32767"):
         store.append(bytes(rec), "T", 0)
     with pytest.raises(MessageIllegalError, match="at most 127"):
@@ -165,10 +184,15 @@ async def test_system_topics_and_properties_are_stored_as_given(store_factory: A
         "RETRY_TOPIC": "%RETRY%g",
         "TRAN_PREPARED_QUEUE_OFFSET": "99",
     }
-    rec = encode_record(topic=b"SCHEDULE_TOPIC_XXXX", body=b"later",
-                        properties=encode_properties(props), born_timestamp=5,
-                        born_host=BORN_HOST, reconsume_times=4,
-                        prepared_transaction_offset=1234)
+    rec = encode_record(
+        topic=b"SCHEDULE_TOPIC_XXXX",
+        body=b"later",
+        properties=encode_properties(props),
+        born_timestamp=5,
+        born_host=BORN_HOST,
+        reconsume_times=4,
+        prepared_transaction_offset=1234,
+    )
     store.append(rec, "SCHEDULE_TOPIC_XXXX", 2)
     await _dispatched(store)
     got = store.get_messages("SCHEDULE_TOPIC_XXXX", 2, 0)

@@ -269,9 +269,9 @@ def test_build_skips_messages_below_the_end_offset_and_empty_keys(tmp_path: Path
     assert s.files == []
     s.build(b"T", [b"a"], 100, T0)
     s.build(b"T", [b"a"], 50, T0)  # re-dispatch of an indexed message
-    s.build(b"T", [b"", b"a"], 100, T0)  # equal offset is built, as RocketMQ
-    assert s.query(b"T", b"a", 100, 0, 2**62) == [100, 100]
-    assert s.files[0].index_count == 3
+    s.build(b"T", [b"", b"a"], 100, T0)  # the newest indexed message again: skipped too
+    assert s.query(b"T", b"a", 100, 0, 2**62) == [100]
+    assert s.files[0].index_count == 2
     s.close()
 
 
