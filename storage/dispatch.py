@@ -177,6 +177,8 @@ class Dispatcher:
         index = self.index
         last_ts = self.last_dispatched[1]
         start_pos = pos
+        last_topic, last_qid = b"", -1
+        last_cq: ConsumeQueue | None = None
         while pos < limit and done < max_records:
             if pos + POS_BODY > limit:
                 # Too short for a message: the blank record that ends the segment.
@@ -207,7 +209,12 @@ class Dispatcher:
             props = buf[pp + 2 : pp + 2 + plen]
             tx = sys_flag & 0xC
             if tx == 0 or tx == 0x8:
-                cq = queues.get((topic, qid)) or get_or_create(topic, qid)
+                if qid != last_qid or topic != last_topic:
+                    # Records of one batch share their queue: look it up once per run.
+                    last_topic, last_qid = topic, qid
+                    last_cq = queues.get((topic, qid)) or get_or_create(topic, qid)
+                cq = last_cq
+                assert cq is not None
                 override = overrides.get(topic) if overrides else None
                 if override is not None:
                     code = override(topic, props, store_ts)
