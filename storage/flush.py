@@ -11,16 +11,18 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import threading
 import time
 from collections.abc import Callable
 
 from storage.commitlog import CommitLog
+from storage.service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
 
 
-class CommitLogFlusher:
+class CommitLogFlusher(ServiceThread):
+    name = "commitlog-flush"
+
     def __init__(
         self,
         commitlog: CommitLog,
@@ -30,6 +32,7 @@ class CommitLogFlusher:
         least_pages: int,
         thorough_interval_ms: int,
     ) -> None:
+        super().__init__()
         self.commitlog = commitlog
         self.sync = sync
         self.interval = interval_ms / 1000
@@ -38,36 +41,20 @@ class CommitLogFlusher:
         # (flushed offset, store timestamp of the newest flushed record), for the checkpoint.
         self.flushed: tuple[int, int] = (commitlog.max_offset, 0)
         self._waiters: collections.deque[tuple[int, asyncio.Future[bool]]] = collections.deque()
-        self._wake = threading.Event()
-        self._stopping = False
-        self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.fsync_count = 0
 
-    def start(self, loop: asyncio.AbstractEventLoop | None) -> None:
+    def start_on(self, loop: asyncio.AbstractEventLoop | None) -> None:
         self._loop = loop
-        self._thread = threading.Thread(target=self._run, name="commitlog-flush", daemon=True)
-        self._thread.start()
+        self.start()
 
     def stop(self) -> None:
         """Stop the thread after one last full flush (any thread; waiters are woken on the
         loop)."""
-        self._stopping = True
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        self.halt()
         flushed = self.flush_all()
         if self._waiters and self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._resolve, flushed)
-
-    def halt(self) -> None:
-        """Stop the thread without a last flush (a simulated crash)."""
-        self._stopping = True
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
 
     def wait_flushed(self, end_offset: int) -> asyncio.Future[bool]:
         """A future that completes once everything below ``end_offset`` is on disk."""
@@ -127,26 +114,15 @@ class CommitLogFlusher:
                 fut.set_result(True)
 
 
-class LogicsFlusher:
+class LogicsFlusher(ServiceThread):
     """Flushes ConsumeQueues and the index, then writes the checkpoint, on a thread."""
 
+    name = "logics-flush"
+
     def __init__(self, interval_ms: int, flush_once: Callable[[], None]) -> None:
+        super().__init__()
         self.interval = interval_ms / 1000
         self.flush_once = flush_once
-        self._wake = threading.Event()
-        self._stopping = False
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="logics-flush", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stopping = True
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
 
     def _run(self) -> None:
         while not self._stopping:

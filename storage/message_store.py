@@ -116,7 +116,7 @@ class MessageStore:
     async def start(self) -> None:
         await asyncio.to_thread(self.load)
         loop = asyncio.get_running_loop()
-        self.flusher.start(loop)
+        self.flusher.start_on(loop)
         self.logics_flusher.start()
         self.warmer.start()
         self.running = True
@@ -194,21 +194,15 @@ class MessageStore:
         """Stop cleanly: everything flushed, checkpoint written, abort file removed."""
         if not self.running:
             return
-        self.running = False
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks = []
+        await self._stop_tasks()
         while self.dispatcher.run(1 << 20):
             pass
         await asyncio.to_thread(self._shutdown_blocking)
 
     def _shutdown_blocking(self) -> None:
-        self.warmer.stop()
+        self.warmer.halt()
         self.flusher.stop()
-        self.logics_flusher.stop()
+        self.logics_flusher.halt()
         self.flush_logics(clean=True)
         self.commitlog.files.close()
         self.queues.close()
@@ -222,6 +216,10 @@ class MessageStore:
     async def crash(self) -> None:
         """Stop like a killed process would (tests): no final flush, no checkpoint, the abort
         file stays. Threads are stopped and files closed so the directory can be reopened."""
+        await self._stop_tasks()
+        await asyncio.to_thread(self._crash_blocking)
+
+    async def _stop_tasks(self) -> None:
         self.running = False
         for task in self._tasks:
             task.cancel()
@@ -229,12 +227,11 @@ class MessageStore:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
-        await asyncio.to_thread(self._crash_blocking)
 
     def _crash_blocking(self) -> None:
-        self.warmer.stop()
+        self.warmer.halt()
         self.flusher.halt()
-        self.logics_flusher.stop()
+        self.logics_flusher.halt()
         self.commitlog.files.close()
         self.queues.close()
         if self.index is not None:

@@ -11,38 +11,29 @@ it can never land on a record.
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Final
 
 from storage.mapped_file import MappedFileQueue
+from storage.service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
 
 CHUNK: Final = 256 * 1024
 
 
-class CommitLogWarmer:
+class CommitLogWarmer(ServiceThread):
+    name = "commitlog-warm"
+
     def __init__(self, files: MappedFileQueue, ahead_bytes: int) -> None:
+        super().__init__()
         self.files = files
         self.ahead = ahead_bytes
         self._zeros = bytes(CHUNK)
-        self._wake = threading.Event()
-        self._stopping = False
-        self._thread: threading.Thread | None = None
         self.warmed_bytes = 0
 
     def start(self) -> None:
-        if self.ahead <= 0:
-            return
-        self._thread = threading.Thread(target=self._run, name="commitlog-warm", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stopping = True
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        if self.ahead > 0:
+            super().start()
 
     def _run(self) -> None:
         while not self._stopping:
