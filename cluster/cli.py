@@ -97,3 +97,116 @@ def bench_store(
         typer.echo(line)
     if json_out:
         typer.echo(result.json())
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _settings(values: list[str]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="'--set'")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _announce(kind: str, port: int) -> None:
+    """One line on stdout that the launcher waits for: the server is up on this port."""
+    import json
+    import sys
+
+    sys.stdout.write(json.dumps({"ready": kind, "port": port}) + "\n")
+    sys.stdout.flush()
+
+
+@app.command("nameserver")
+def nameserver_cmd(
+    port: Annotated[
+        int | None, typer.Option("--port", "-p", help="gRPC port (0: any free).")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="TOML file of nameserver keys.")
+    ] = None,
+    bind: Annotated[str | None, typer.Option(help="Address to bind (default 127.0.0.1).")] = None,
+    kv_config_path: Annotated[str | None, typer.Option(help="Where the KV config lives.")] = None,
+    settings: Annotated[
+        list[str], typer.Option("--set", help="Any nameserver key: --set KEY=VALUE.")
+    ] = [],  # noqa: B006 - typer reads the default
+) -> None:
+    """Run a nameserver until SIGTERM or Ctrl-C."""
+    from cluster.config import load_config
+    from cluster.errors import ConfigError
+    from cluster.process import run_server, setup_logging
+    from nameserver.config import NameServerConfig
+    from nameserver.server import NameServer
+
+    overrides = {
+        "listen_port": port,
+        "bind_address": bind,
+        "kv_config_path": kv_config_path,
+        **_settings(settings),
+    }
+    try:
+        cfg = load_config(NameServerConfig, config, overrides=overrides, strict_env=False)
+    except ConfigError as exc:
+        raise _fail(str(exc), 2) from None
+    setup_logging()
+
+    async def started(server: object) -> None:
+        assert isinstance(server, NameServer)
+        _announce("nameserver", server.port)
+
+    try:
+        run_server(lambda: NameServer(cfg), started)
+    except OSError as exc:
+        raise _fail(str(exc)) from None
+
+
+@app.command("broker")
+def broker_cmd(
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="broker.toml (broker and store keys).")
+    ] = None,
+    listen_port: Annotated[int | None, typer.Option(help="gRPC port (0: any free).")] = None,
+    namesrv_addr: Annotated[
+        str | None, typer.Option("--namesrv-addr", "-n", help="Nameservers, 'a:9876;b:9876'.")
+    ] = None,
+    broker_name: Annotated[str | None, typer.Option(help="Broker group name.")] = None,
+    broker_id: Annotated[int | None, typer.Option(help="0 master, >= 1 slave.")] = None,
+    store_path_root_dir: Annotated[str | None, typer.Option(help="Store directory.")] = None,
+    settings: Annotated[
+        list[str], typer.Option("--set", help="Any broker or store key: --set KEY=VALUE.")
+    ] = [],  # noqa: B006 - typer reads the default
+) -> None:
+    """Run a broker until SIGTERM or Ctrl-C (graceful stop: unregister, flush, checkpoint)."""
+    from broker.broker import Broker
+    from broker.config import load_broker_config
+    from cluster.errors import ConfigError, RocketqError
+    from cluster.process import run_server, setup_logging
+
+    overrides = {
+        "listen_port": listen_port,
+        "namesrv_addr": namesrv_addr,
+        "broker_name": broker_name,
+        "broker_id": broker_id,
+        "store_path_root_dir": store_path_root_dir,
+        **_settings(settings),
+    }
+    try:
+        broker_cfg, store_cfg = load_broker_config(config, overrides=overrides)
+    except ConfigError as exc:
+        raise _fail(str(exc), 2) from None
+    setup_logging()
+
+    async def started(server: object) -> None:
+        assert isinstance(server, Broker)
+        _announce("broker", server.port)
+
+    try:
+        run_server(lambda: Broker(broker_cfg, store_cfg), started)
+    except (OSError, RocketqError) as exc:
+        raise _fail(str(exc)) from None

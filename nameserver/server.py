@@ -36,7 +36,7 @@ class NameServerService(pb_grpc.NameServerServicer):
         self.kv = kv
         self._channels = itertools.count(1)
 
-    async def BrokerChannel(  # noqa: N802 - gRPC method name
+    async def BrokerChannel(
         self, request_iterator: AsyncIterator[pb.BrokerChannelRequest], context: object
     ) -> AsyncIterator[pb.RegisterBrokerResult]:
         channel = next(self._channels)
@@ -88,7 +88,7 @@ class NameServerService(pb_grpc.NameServerServicer):
             status=OK, master_addr=result.master_addr, ha_server_addr=result.ha_server_addr
         )
 
-    async def UnregisterBroker(  # noqa: N802
+    async def UnregisterBroker(
         self, request: pb.UnregisterBrokerRequest, context: object
     ) -> pb.Status:
         self.routes.unregister_broker(
@@ -99,7 +99,7 @@ class NameServerService(pb_grpc.NameServerServicer):
         )
         return OK
 
-    async def GetRouteInfoByTopic(  # noqa: N802
+    async def GetRouteInfoByTopic(
         self, request: pb.GetRouteRequest, context: object
     ) -> pb.GetRouteResponse:
         route = self.routes.route(request.topic)
@@ -135,7 +135,7 @@ class NameServerService(pb_grpc.NameServerServicer):
             out.order_topic_conf = self.kv.get(ORDER_TOPIC_CONFIG, request.topic) or ""
         return pb.GetRouteResponse(status=OK, route=out)
 
-    async def GetBrokerClusterInfo(self, request: pb.Empty, context: object) -> pb.ClusterInfo:  # noqa: N802
+    async def GetBrokerClusterInfo(self, request: pb.Empty, context: object) -> pb.ClusterInfo:
         info = pb.ClusterInfo()
         for name, data in self.routes.broker_addr_table.items():
             info.broker_addr_table[name].CopyFrom(
@@ -156,16 +156,16 @@ class NameServerService(pb_grpc.NameServerServicer):
             )
         return info
 
-    async def GetAllTopicList(self, request: pb.Empty, context: object) -> pb.TopicList:  # noqa: N802
+    async def GetAllTopicList(self, request: pb.Empty, context: object) -> pb.TopicList:
         return pb.TopicList(topics=self.routes.topics())
 
-    async def PutKVConfig(self, request: pb.KVConfigRequest, context: object) -> pb.Status:  # noqa: N802
+    async def PutKVConfig(self, request: pb.KVConfigRequest, context: object) -> pb.Status:
         if not request.namespace or not request.key:
             return pb.Status(code=13, message="KV config needs a namespace and a key")
         await asyncio.to_thread(self.kv.put, request.namespace, request.key, request.value)
         return OK
 
-    async def GetKVConfig(  # noqa: N802
+    async def GetKVConfig(
         self, request: pb.KVConfigRequest, context: object
     ) -> pb.KVConfigResponse:
         value = self.kv.get(request.namespace, request.key)
@@ -175,11 +175,11 @@ class NameServerService(pb_grpc.NameServerServicer):
             )
         return pb.KVConfigResponse(status=OK, value=value)
 
-    async def DeleteKVConfig(self, request: pb.KVConfigRequest, context: object) -> pb.Status:  # noqa: N802
+    async def DeleteKVConfig(self, request: pb.KVConfigRequest, context: object) -> pb.Status:
         await asyncio.to_thread(self.kv.delete, request.namespace, request.key)
         return OK
 
-    async def DeleteTopicInNamesrv(  # noqa: N802
+    async def DeleteTopicInNamesrv(
         self, request: pb.DeleteTopicRequest, context: object
     ) -> pb.Status:
         self.routes.delete_topic(request.topic, request.cluster_name)

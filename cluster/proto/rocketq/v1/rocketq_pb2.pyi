@@ -421,11 +421,21 @@ class ClientChannelRequest(_message.Message):
     groups: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, client_id: _Optional[str] = ..., groups: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class ResetOffsetEvent(_message.Message):
+    __slots__ = ("group", "topic")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    topic: str
+    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ...) -> None: ...
+
 class ServerEvent(_message.Message):
-    __slots__ = ("consumer_ids_changed",)
+    __slots__ = ("consumer_ids_changed", "reset_offset")
     CONSUMER_IDS_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    RESET_OFFSET_FIELD_NUMBER: _ClassVar[int]
     consumer_ids_changed: str
-    def __init__(self, consumer_ids_changed: _Optional[str] = ...) -> None: ...
+    reset_offset: ResetOffsetEvent
+    def __init__(self, consumer_ids_changed: _Optional[str] = ..., reset_offset: _Optional[_Union[ResetOffsetEvent, _Mapping]] = ...) -> None: ...
 
 class TopicRequest(_message.Message):
     __slots__ = ("topic",)

@@ -1,0 +1,153 @@
+"""The broker: a message store, the managers around it, its gRPC services and its
+registration with the nameservers. ``await Broker(...).start()``; ``await stop()``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import grpc
+
+from broker.config import BrokerConfig
+from broker.consumer_manager import ConsumerManager
+from broker.consumer_offset import ConsumerOffsetManager
+from broker.flow_control import FlowControl
+from broker.long_polling import PullRequestHoldService
+from broker.pull_processor import PullProcessor
+from broker.registration import NameServerRegistration, topic_datas
+from broker.send_processor import SendProcessor
+from broker.service import add_services
+from broker.subscription_group import SubscriptionGroupManager
+from broker.topic_config import TopicConfigManager
+from cluster.config import StoreConfig
+from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from storage.message_store import MessageStore
+
+log = logging.getLogger(__name__)
+
+GRPC_OPTIONS = [
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    ("grpc.so_reuseport", 0),
+]
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, store_config: StoreConfig) -> None:
+        # Bind first: with listen_port 0 the real port is what the broker advertises and
+        # what its records and message ids carry.
+        self.server = grpc.aio.server(options=GRPC_OPTIONS)
+        self.port = self.server.add_insecure_port(f"{config.bind_address}:{config.listen_port}")
+        if self.port == 0:
+            raise OSError(
+                f"cannot listen on {config.bind_address}:{config.listen_port}; is another "
+                "broker running there? set listen_port"
+            )
+        config = replace(config, listen_port=self.port)
+        if store_config.store_host == StoreConfig().store_host:
+            store_config = replace(store_config, store_host=config.broker_addr)
+        self.config = config
+        self.store_config = store_config
+        self.store = MessageStore(store_config)
+        config_dir = Path(store_config.config_dir)
+        self.topics = TopicConfigManager(
+            config_dir / "topics.json",
+            auto_create=config.auto_create_topic_enable,
+            default_queue_nums=config.default_topic_queue_nums,
+        )
+        self.groups = SubscriptionGroupManager(
+            config_dir / "subscriptionGroup.json",
+            auto_create=config.auto_create_subscription_group,
+        )
+        self.offsets = ConsumerOffsetManager(config_dir / "consumerOffset.json")
+        self.consumers = ConsumerManager()
+        self.holds = PullRequestHoldService()
+        self.flow = FlowControl(
+            capacity=config.send_thread_pool_queue_capacity,
+            max_wait_ms=config.wait_time_mills_in_send_queue,
+            enabled=config.broker_fast_failure_enable,
+        )
+        self.send = SendProcessor(config, self.store, self.topics, self.groups, self.flow)
+        self.pull = PullProcessor(
+            config, self.store, self.topics, self.groups, self.offsets, self.holds
+        )
+        self.registration = NameServerRegistration(
+            config.namesrv_addrs,
+            identity=self._identity,
+            period_ms=config.register_name_server_period,
+        )
+        self.topics.on_change = self.registration.register_now
+        add_services(self.server, self)
+        self.boot_time = time.time()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def _identity(self) -> pb.RegisterBrokerRequest:
+        c = self.config
+        return pb.RegisterBrokerRequest(
+            cluster_name=c.broker_cluster_name,
+            broker_name=c.broker_name,
+            broker_id=c.broker_id,
+            broker_addr=c.broker_addr,
+            ha_server_addr=c.ha_server_addr,
+            topics=topic_datas(self.topics.registrable()),
+            data_version=self.topics.data_version,
+            max_phy_offset=self.store.max_phy_offset,
+        )
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self._load_configs)
+        await self.store.start()
+        self.store.add_arrival_listener(self.holds.notify)
+        await self.server.start()
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self.flow.probe()),
+            loop.create_task(self._housekeeping()),
+        ]
+        self.registration.start()
+        log.info(
+            "The broker[%s, %s] boot success. role %s, name server is %s",
+            self.config.broker_name,
+            self.config.broker_addr,
+            self.config.broker_role,
+            self.config.namesrv_addr,
+        )
+
+    def _load_configs(self) -> None:
+        self.topics.load()
+        self.groups.load()
+        self.offsets.load()
+
+    async def _housekeeping(self) -> None:
+        """Persist offsets every few seconds; drop silent clients."""
+        interval = self.config.flush_consumer_offset_interval / 1000
+        while True:
+            await asyncio.sleep(interval)
+            if self.offsets.dirty:
+                await asyncio.to_thread(self.offsets.persist)
+            self.consumers.scan_not_active(self.config.channel_expired_timeout)
+
+    async def stop(self) -> None:
+        """Graceful stop: unregister, stop serving, persist, flush and close the store."""
+        c = self.config
+        await self.registration.stop(
+            pb.UnregisterBrokerRequest(
+                cluster_name=c.broker_cluster_name,
+                broker_name=c.broker_name,
+                broker_id=c.broker_id,
+                broker_addr=c.broker_addr,
+            )
+        )
+        await self.server.stop(grace=1.0)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await asyncio.to_thread(self.offsets.persist)
+        await self.store.shutdown()
+        log.info("broker %s stopped", c.broker_name)

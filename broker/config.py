@@ -1,0 +1,104 @@
+"""The broker's config: RocketMQ's broker.conf names in snake_case with its defaults.
+
+A broker.toml holds these keys and the store's (``cluster.config.StoreConfig``) side by
+side; :func:`load_broker_config` reads both from one file, the environment and flags.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from cluster.config import StoreConfig, load_configs, validate_config
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    # Cluster this broker group belongs to.
+    broker_cluster_name: str = "DefaultCluster"
+    # Name of the broker group (master and slaves share it).
+    broker_name: str = "broker-a"
+    # 0 for the master, >= 1 for slaves.
+    broker_id: int = field(default=0, metadata={"min": 0})
+    # Nameservers, "host:port;host:port".
+    namesrv_addr: str = "127.0.0.1:9876"
+    # Port of the client/admin gRPC service.
+    listen_port: int = field(default=10911, metadata={"min": 0, "max": 65535})
+    # Address the server binds.
+    bind_address: str = "127.0.0.1"
+    # Address the broker advertises to nameservers and clients (brokerIP1).
+    broker_ip1: str = "127.0.0.1"
+    # Port of the HA service (master/slave replication).
+    ha_listen_port: int = field(default=10912, metadata={"min": 0, "max": 65535})
+    # ASYNC_MASTER, SYNC_MASTER or SLAVE.
+    broker_role: Literal["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"] = "ASYNC_MASTER"
+    # Create unknown topics on first send, from TBW102.
+    auto_create_topic_enable: bool = True
+    # Queues of an auto-created topic.
+    default_topic_queue_nums: int = field(default=4, metadata={"min": 1, "max": 1024})
+    # Create an unknown consumer group's config on first use.
+    auto_create_subscription_group: bool = True
+    # Broker-wide permission bits (6 = read and write).
+    broker_permission: int = field(default=6, metadata={"min": 0, "max": 7})
+    # ms between registrations with every nameserver (clamped to 10-60 s as RocketMQ).
+    register_name_server_period: int = field(default=30_000, metadata={"min": 1})
+    # Hold pulls that find nothing until a message arrives.
+    long_polling_enable: bool = True
+    # ms a pull with nothing to read is held at most (rocketq's default; RocketMQ's push
+    # consumer asks for 15 s).
+    long_polling_max_suspend_millis: int = field(default=15_000, metadata={"min": 0})
+    # ms a pull is held without long polling (short polling).
+    short_polling_time_mills: int = field(default=1_000, metadata={"min": 0})
+    # ms a queued send may wait before the broker answers SYSTEM_BUSY.
+    wait_time_mills_in_send_queue: int = field(default=200, metadata={"min": 1})
+    # Sends the broker holds at once before it answers SYSTEM_BUSY.
+    send_thread_pool_queue_capacity: int = field(default=10_000, metadata={"min": 1})
+    # Answer SYSTEM_BUSY when the store is slow instead of queuing without bound.
+    broker_fast_failure_enable: bool = True
+    # ms a consumer or producer may stay silent before it is dropped.
+    channel_expired_timeout: int = field(default=120_000, metadata={"min": 1})
+    # ms between persisting consumer offsets.
+    flush_consumer_offset_interval: int = field(default=5_000, metadata={"min": 1})
+    # Let consumers read from slave 1 when they are far behind.
+    slave_read_enable: bool = False
+    # Percent of memory a read may lag behind before slaves are suggested.
+    access_message_in_memory_max_ratio: int = field(default=40, metadata={"min": 1, "max": 100})
+    # Consumers sort out which tags match (TAG filtering on the broker uses hash codes).
+    filter_support_retry: bool = False
+    # Allow SQL92 subscriptions.
+    enable_property_filter: bool = False
+    # Port of the Prometheus metrics endpoint (0 = off).
+    metrics_port: int = field(default=10913, metadata={"min": 0, "max": 65535})
+
+    def __post_init__(self) -> None:
+        validate_config(self)
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def ha_server_addr(self) -> str:
+        return f"{self.broker_ip1}:{self.ha_listen_port}"
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in self.namesrv_addr.replace(",", ";").split(";") if a.strip()]
+
+
+def load_broker_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, object] | None = None,
+) -> tuple[BrokerConfig, StoreConfig]:
+    """Broker and store config from one broker.toml, ``ROCKETQ_*`` and flags. The store's
+    ``store_host`` follows the broker's advertised address unless set (with listen_port 0
+    the broker sets it once it knows its port)."""
+    broker, store = load_configs((BrokerConfig, StoreConfig), path, env=env, overrides=overrides)
+    assert isinstance(broker, BrokerConfig) and isinstance(store, StoreConfig)
+    if store.store_host == StoreConfig().store_host and broker.listen_port:
+        store = replace(store, store_host=broker.broker_addr)
+    return broker, store

@@ -1,0 +1,134 @@
+"""Pull: read a queue from an offset for a consumer group, hold the pull when there is
+nothing new (long polling), and answer with the stored record bytes as they lie."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from broker.config import BrokerConfig
+from broker.consumer_offset import ConsumerOffsetManager
+from broker.filter import tag_filter
+from broker.long_polling import PullRequestHoldService
+from broker.subscription_group import SubscriptionGroupManager
+from broker.topic_config import TopicConfigManager
+from cluster.errors import MessageIllegalError, NoPermissionError, TopicNotExistError
+from cluster.message import MASTER_ID, PERM_READ
+from storage.message_store import MessageStore
+from storage.results import GetStatus
+
+MAX_PULL_BATCH = 32
+
+
+class PullStatus(enum.IntEnum):
+    FOUND = 0
+    NO_NEW_MSG = 1
+    NO_MATCHED_MSG = 2
+    OFFSET_ILLEGAL = 3
+
+
+@dataclass(slots=True)
+class PullAnswer:
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    records: bytes = b""
+    suggest_which_broker_id: int = MASTER_ID
+
+
+class PullProcessor:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        offsets: ConsumerOffsetManager,
+        holds: PullRequestHoldService,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.holds = holds
+
+    async def pull(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        max_msg_nums: int = MAX_PULL_BATCH,
+        subscription: str = "*",
+        expression_type: str = "TAG",
+        suspend_timeout_ms: int = 0,
+        commit_offset: int | None = None,
+    ) -> PullAnswer:
+        if not self.config.broker_permission & PERM_READ:
+            raise NoPermissionError(
+                f"the broker[{self.config.broker_addr}] pulling message is forbidden"
+            )
+        group_config = self.groups.find_or_create(group)
+        if not group_config.consume_enable:
+            raise NoPermissionError(
+                f"consumer group {group} is not allowed to consume (consume_enable)"
+            )
+        config = self.topics.get(topic)
+        if config is None:
+            raise TopicNotExistError(f"topic {topic!r} does not exist on this broker")
+        if not config.readable():
+            raise NoPermissionError(f"the topic[{topic}] pulling message is forbidden")
+        if not 0 <= queue_id < config.read_queue_nums:
+            raise MessageIllegalError(
+                f"queue id {queue_id} is illegal: topic {topic} has {config.read_queue_nums} "
+                "read queues on this broker"
+            )
+        tags = tag_filter(subscription, expression_type)
+        if commit_offset is not None and commit_offset >= 0 and self.config.broker_role != "SLAVE":
+            self.offsets.commit(group, topic, queue_id, commit_offset)
+        count = max(1, min(max_msg_nums, MAX_PULL_BATCH))
+        answer = self._read(topic, queue_id, offset, count, tags)
+        if answer.status is PullStatus.NO_NEW_MSG and suspend_timeout_ms > 0:
+            wait_ms = (
+                min(suspend_timeout_ms, self.config.long_polling_max_suspend_millis)
+                if self.config.long_polling_enable
+                else self.config.short_polling_time_mills
+            )
+            if await self.holds.hold(topic.encode(), queue_id, offset, wait_ms / 1000):
+                answer = self._read(topic, queue_id, offset, count, tags)
+        return answer
+
+    def _read(self, topic: str, queue_id: int, offset: int, count: int, tags: object) -> PullAnswer:
+        result = self.store.get_messages(
+            topic,
+            queue_id,
+            offset,
+            max_count=count,
+            tag_filter=tags if callable(tags) else None,
+        )
+        s = result.status
+        lo, hi = result.min_offset, result.max_offset
+        try:
+            if s is GetStatus.FOUND:
+                return PullAnswer(
+                    PullStatus.FOUND, result.next_begin_offset, lo, hi, result.to_bytes()
+                )
+        finally:
+            result.release()
+        if s in (
+            GetStatus.NO_MATCHED_MESSAGE,
+            GetStatus.MESSAGE_WAS_REMOVING,
+            GetStatus.OFFSET_FOUND_NULL,
+        ):
+            return PullAnswer(PullStatus.NO_MATCHED_MSG, result.next_begin_offset, lo, hi)
+        if s is GetStatus.OFFSET_OVERFLOW_ONE:
+            return PullAnswer(PullStatus.NO_NEW_MSG, offset, lo, hi)
+        if s in (GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE):
+            if offset != 0:
+                return PullAnswer(PullStatus.OFFSET_ILLEGAL, 0, lo, hi)
+            return PullAnswer(PullStatus.NO_NEW_MSG, 0, lo, hi)
+        # OFFSET_TOO_SMALL or OFFSET_OVERFLOW_BADLY: the store says where to go instead.
+        return PullAnswer(PullStatus.OFFSET_ILLEGAL, result.next_begin_offset, lo, hi)

@@ -1,0 +1,158 @@
+"""Send: checks, topic auto-creation, the store append, and consumer send-back (retry and
+dead-letter queues). The records travel and are stored as one blob; nothing here builds a
+per-message object on the send path."""
+
+from __future__ import annotations
+
+import logging
+import random
+
+from broker.config import BrokerConfig
+from broker.flow_control import FlowControl
+from broker.subscription_group import SubscriptionGroupManager
+from broker.topic_config import TopicConfigManager
+from cluster.errors import (
+    FlushDiskTimeoutError,
+    MessageIllegalError,
+    NoPermissionError,
+    QueryNotFoundError,
+    ServiceNotAvailableError,
+)
+from cluster.message import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    PERM_READ,
+    PERM_WRITE,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_RETRY_TOPIC,
+    dlq_topic,
+    retry_topic,
+)
+from cluster.record import decode_record, encode_host, encode_properties, encode_record
+from storage.commitlog import AppendResult
+from storage.message_store import MessageStore
+from storage.results import PutStatus
+
+log = logging.getLogger(__name__)
+
+
+class SendProcessor:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        flow: FlowControl,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.flow = flow
+
+    def _check_writable(self) -> None:
+        if self.config.broker_role == "SLAVE":
+            raise ServiceNotAvailableError(
+                f"broker {self.config.broker_name} id {self.config.broker_id} is a slave; "
+                "send to the master"
+            )
+        if not self.config.broker_permission & PERM_WRITE:
+            raise NoPermissionError(
+                f"the broker[{self.config.broker_addr}] sending message is forbidden"
+            )
+
+    async def send(
+        self,
+        records: bytes,
+        topic: str,
+        queue_id: int,
+        *,
+        default_topic: str = "",
+        default_queue_nums: int = 0,
+    ) -> tuple[PutStatus, AppendResult]:
+        """Store a single record or a batch for one topic and queue."""
+        self._check_writable()
+        self.flow.check()
+        if topic == AUTO_CREATE_TOPIC_KEY_TOPIC:
+            raise MessageIllegalError(
+                f"the topic[{topic}] is conflict with AUTO_CREATE_TOPIC_KEY_TOPIC; "
+                "send to a topic of your own"
+            )
+        self.store.topic_bytes(topic)  # length and characters, with a clear error
+        config = self.topics.create_in_send(topic, default_topic, default_queue_nums)
+        if not config.writable():
+            raise NoPermissionError(f"the topic[{topic}] sending message is forbidden")
+        if not 0 <= queue_id < config.write_queue_nums:
+            raise MessageIllegalError(
+                f"queue id {queue_id} is illegal: topic {topic} has {config.write_queue_nums} "
+                "write queues on this broker (refresh the route)"
+            )
+        self.flow.in_flight += 1
+        try:
+            result = await self.store.put(records, topic, queue_id)
+        finally:
+            self.flow.in_flight -= 1
+        return result.status, result.append
+
+    async def send_back(
+        self,
+        group: str,
+        commit_log_offset: int,
+        delay_level: int,
+        max_reconsume_times: int,
+    ) -> AppendResult:
+        """A consumer gives a message back: to %RETRY%group with a delay level, or after
+        the group's max reconsume times to %DLQ%group."""
+        self._check_writable()
+        group_config = self.groups.find_or_create(group)
+        view = self.store.message_by_offset(commit_log_offset)
+        if view is None:
+            raise QueryNotFoundError(
+                f"no message at CommitLog offset {commit_log_offset} to send back"
+            )
+        try:
+            msg = decode_record(view)
+        finally:
+            view.release()
+        max_times = (
+            max_reconsume_times if max_reconsume_times >= 0 else group_config.retry_max_times
+        )
+        props = dict(msg.properties)
+        props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
+        props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, msg.offset_msg_id)
+        reconsume = msg.reconsume_times + 1
+        if msg.reconsume_times >= max_times or delay_level < 0:
+            target = dlq_topic(group)
+            self.topics.create_system(target, 1, PERM_READ | PERM_WRITE)
+            queue_id = 0
+            props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
+            log.info(
+                "message %s of group %s sent to %s after %d reconsumes",
+                msg.msg_id,
+                group,
+                target,
+                msg.reconsume_times,
+            )
+        else:
+            target = retry_topic(group)
+            config = self.topics.create_system(
+                target, group_config.retry_queue_nums, PERM_READ | PERM_WRITE
+            )
+            queue_id = random.randrange(config.write_queue_nums)
+            level = delay_level if delay_level > 0 else 3 + msg.reconsume_times
+            props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
+        record = encode_record(
+            topic=target.encode(),
+            body=msg.body,
+            properties=encode_properties(props),
+            born_timestamp=msg.born_timestamp,
+            born_host=encode_host(msg.born_host),
+            flag=msg.flag,
+            sys_flag=msg.sys_flag,
+            reconsume_times=reconsume,
+        )
+        result = await self.store.put(record, target, queue_id)
+        if result.status is PutStatus.FLUSH_DISK_TIMEOUT:
+            raise FlushDiskTimeoutError("the retry copy was stored but its flush timed out")
+        return result.append

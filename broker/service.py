@@ -1,0 +1,240 @@
+"""The broker's gRPC ``Broker`` service: thin adapters from protobuf requests to the
+processors, and every error turned into a status with its code and a message."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+import grpc
+
+from broker.consumer_manager import Subscription
+from broker.filter import parse_tags
+from cluster.errors import QueryNotFoundError, RocketqError
+from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from storage.results import PutStatus
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+OK = pb.Status(code=0)
+_PUT_CODES = {PutStatus.PUT_OK: 0, PutStatus.FLUSH_DISK_TIMEOUT: 10}
+
+
+def status_of(exc: BaseException) -> pb.Status:
+    if isinstance(exc, RocketqError):
+        return pb.Status(code=exc.code, message=str(exc))
+    log.exception("unexpected error handling a request")
+    return pb.Status(code=1, message=f"broker error: {type(exc).__name__}: {exc}")
+
+
+def peer_of(context: object) -> str:
+    peer = getattr(context, "peer", None)
+    return str(peer()) if callable(peer) else ""
+
+
+class BrokerService(pb_grpc.BrokerServicer):
+    def __init__(self, broker: Broker) -> None:
+        self.b = broker
+
+    async def _send_one(self, req: pb.SendRequest) -> pb.SendResponse:
+        try:
+            status, r = await self.b.send.send(
+                req.records,
+                req.topic,
+                req.queue_id,
+                default_topic=req.default_topic,
+                default_queue_nums=req.default_topic_queue_nums,
+            )
+        except Exception as exc:  # every failure becomes an answer, never a broken call
+            return pb.SendResponse(request_id=req.request_id, status=status_of(exc))
+        return pb.SendResponse(
+            request_id=req.request_id,
+            status=pb.Status(code=_PUT_CODES[status]) if status is not PutStatus.PUT_OK else OK,
+            queue_id=req.queue_id,
+            queue_offset=r.queue_offset,
+            wrote_offset=r.wrote_offset,
+            store_host=self.b.store.commitlog.store_host,
+            msg_count=r.msg_count,
+        )
+
+    async def SendMessage(self, request: pb.SendRequest, context: object) -> pb.SendResponse:
+        return await self._send_one(request)
+
+    async def SendStream(
+        self, request_iterator: AsyncIterator[pb.SendBatchRequest], context: object
+    ) -> AsyncIterator[pb.SendBatchResponse]:
+        """Many sends on one stream; each message may carry several independent sends,
+        answered together once all are done. Messages are handled concurrently."""
+        out: asyncio.Queue[pb.SendBatchResponse | None] = asyncio.Queue()
+        pending: set[asyncio.Task[None]] = set()
+
+        async def handle(batch: pb.SendBatchRequest) -> None:
+            if len(batch.requests) == 1:
+                responses = [await self._send_one(batch.requests[0])]
+            else:
+                responses = list(await asyncio.gather(*(self._send_one(r) for r in batch.requests)))
+            out.put_nowait(pb.SendBatchResponse(responses=responses))
+
+        async def reader() -> None:
+            try:
+                async for batch in request_iterator:
+                    task = asyncio.ensure_future(handle(batch))
+                    pending.add(task)
+                    task.add_done_callback(pending.discard)
+                if pending:
+                    await asyncio.gather(*list(pending))
+            finally:
+                out.put_nowait(None)
+
+        read_task = asyncio.ensure_future(reader())
+        try:
+            while (item := await out.get()) is not None:
+                yield item
+        finally:
+            read_task.cancel()
+            for task in list(pending):
+                task.cancel()
+
+    async def PullMessage(self, request: pb.PullRequest, context: object) -> pb.PullResponse:
+        try:
+            a = await self.b.pull.pull(
+                request.consumer_group,
+                request.topic,
+                request.queue_id,
+                request.queue_offset,
+                max_msg_nums=request.max_msg_nums or 32,
+                subscription=request.subscription or "*",
+                expression_type=request.expression_type or "TAG",
+                suspend_timeout_ms=request.suspend_timeout_millis,
+                commit_offset=request.commit_offset if request.has_commit_offset else None,
+            )
+        except Exception as exc:
+            return pb.PullResponse(request_id=request.request_id, status=status_of(exc))
+        return pb.PullResponse(
+            request_id=request.request_id,
+            status=OK,
+            pull_status=pb.PullStatus.Name(int(a.status)),
+            next_begin_offset=a.next_begin_offset,
+            min_offset=a.min_offset,
+            max_offset=a.max_offset,
+            suggest_which_broker_id=a.suggest_which_broker_id,
+            records=a.records,
+        )
+
+    async def Heartbeat(self, request: pb.HeartbeatRequest, context: object) -> pb.Status:
+        try:
+            cm = self.b.consumers
+            for group in request.producer_groups:
+                cm.register_producer(group, request.client_id)
+            for c in request.consumers:
+                self.b.groups.find_or_create(c.group)
+                subs = [
+                    Subscription(
+                        s.topic,
+                        s.expression or "*",
+                        s.expression_type or "TAG",
+                        parse_tags(s.expression or "*") or frozenset(),
+                        s.version,
+                    )
+                    for s in c.subscriptions
+                ]
+                cm.register_consumer(
+                    c.group,
+                    request.client_id,
+                    client_addr=peer_of(context),
+                    consume_type=c.consume_type,
+                    message_model=c.message_model,
+                    consume_from_where=c.consume_from_where,
+                    subscriptions=subs,
+                )
+        except Exception as exc:
+            return status_of(exc)
+        return OK
+
+    async def UnregisterClient(self, request: pb.HeartbeatRequest, context: object) -> pb.Status:
+        self.b.consumers.unregister_client(request.client_id, reason="it unregistered")
+        return OK
+
+    async def ClientChannel(
+        self, request: pb.ClientChannelRequest, context: object
+    ) -> AsyncIterator[pb.ServerEvent]:
+        queue = self.b.consumers.open_channel(request.client_id)
+        try:
+            yield pb.ServerEvent()  # opened: lets the client know the channel is live
+            while True:
+                event = await queue.get()
+                if event[0] == "reset":
+                    yield pb.ServerEvent(
+                        reset_offset=pb.ResetOffsetEvent(group=event[1], topic=event[2])
+                    )
+                else:
+                    yield pb.ServerEvent(consumer_ids_changed=event[1])
+        finally:
+            self.b.consumers.close_channel(request.client_id, queue)
+
+    async def GetConsumerListByGroup(
+        self, request: pb.GroupRequest, context: object
+    ) -> pb.ConsumerListResponse:
+        return pb.ConsumerListResponse(
+            status=OK, client_ids=self.b.consumers.client_ids(request.group)
+        )
+
+    async def QueryConsumerOffset(
+        self, request: pb.GroupRequest, context: object
+    ) -> pb.OffsetResponse:
+        offset = self.b.offsets.query(request.group, request.topic, request.queue_id)
+        if offset < 0:
+            err = QueryNotFoundError(
+                f"group {request.group} has no offset for {request.topic} queue {request.queue_id}"
+            )
+            return pb.OffsetResponse(status=status_of(err), offset=-1)
+        return pb.OffsetResponse(status=OK, offset=offset)
+
+    async def UpdateConsumerOffset(self, request: pb.GroupRequest, context: object) -> pb.Status:
+        if self.b.config.broker_role == "SLAVE":
+            return OK  # offsets move on the master; a slave keeps what it copied
+        self.b.offsets.commit(request.group, request.topic, request.queue_id, request.offset)
+        return OK
+
+    async def ConsumerSendMsgBack(self, request: pb.SendBackRequest, context: object) -> pb.Status:
+        try:
+            await self.b.send.send_back(
+                request.group,
+                request.commit_log_offset,
+                request.delay_level,
+                request.max_reconsume_times,
+            )
+        except Exception as exc:
+            return status_of(exc)
+        return OK
+
+    async def GetMaxOffset(self, request: pb.GroupRequest, context: object) -> pb.OffsetResponse:
+        return pb.OffsetResponse(
+            status=OK, offset=self.b.store.max_offset_in_queue(request.topic, request.queue_id)
+        )
+
+    async def GetMinOffset(self, request: pb.GroupRequest, context: object) -> pb.OffsetResponse:
+        return pb.OffsetResponse(
+            status=OK, offset=self.b.store.min_offset_in_queue(request.topic, request.queue_id)
+        )
+
+    async def SearchOffsetByTimestamp(
+        self, request: pb.GroupRequest, context: object
+    ) -> pb.OffsetResponse:
+        return pb.OffsetResponse(
+            status=OK,
+            offset=self.b.store.offset_by_time(request.topic, request.queue_id, request.timestamp),
+        )
+
+
+def add_services(server: grpc.aio.Server, broker: Broker) -> None:
+    from broker.admin_service import BrokerAdminService
+
+    pb_grpc.add_BrokerServicer_to_server(BrokerService(broker), server)  # type: ignore[no-untyped-call]
+    pb_grpc.add_BrokerAdminServicer_to_server(BrokerAdminService(broker), server)  # type: ignore[no-untyped-call]

@@ -1,0 +1,37 @@
+"""Small JSON state files (configs, offsets) written atomically: temp file, fsync, rename."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from cluster.errors import StoreCorruptError
+
+
+def write_json_atomic(path: Path, doc: Any) -> None:
+    """A crash leaves either the old file or the new one, never a torn one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    data = json.dumps(doc, indent=1, sort_keys=True).encode()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def read_json(path: Path, what: str) -> Any:
+    """The file's JSON, None if it does not exist; a clear error if it is damaged."""
+    try:
+        return json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise StoreCorruptError(
+            f"{path}: cannot read the {what} ({exc}); restore it from a backup or move it "
+            "away to start without it"
+        ) from None
