@@ -225,4 +225,44 @@ class ConfigError(RocketqError):
     name = "CONFIG_ERROR"
 
 
+
+
+# Client-side errors (RocketMQ's client exceptions); codes from 2000.
+
+
+@_register
+class ConnectBrokerError(RocketqError):
+    """The broker or nameserver could not be reached (connection refused, reset, closed)."""
+
+    code = 2001
+    name = "CONNECT_BROKER_EXCEPTION"
+    retriable = True
+
+
+@_register
+class RequestTimeoutError(RocketqError):
+    """No answer within the call's timeout."""
+
+    code = 2002
+    name = "ACCESS_BROKER_TIMEOUT"
+    retriable = True
+
+
+@_register
+class NoNameServerError(RocketqError):
+    """No nameserver address given, or none answered."""
+
+    code = 2003
+    name = "NO_NAME_SERVER_EXCEPTION"
+    retriable = True
+
+
+@_register
+class ClientStateError(RocketqError):
+    """A client used before start() or after shutdown(), or configured wrongly."""
+
+    code = 2004
+    name = "CLIENT_STATE_ERROR"
+
+
 ALL_ERRORS: Final[tuple[type[RocketqError], ...]] = tuple(_BY_CODE.values())

@@ -1,4 +1,28 @@
-"""The Python client: producers, consumers and admin, asyncio first with a blocking twin.
+"""The Python client: producers, consumers and admin, asyncio first with a blocking twin
+in ``sdk.sync``.
 
 May import ``cluster`` only; never a server package.
 """
+
+from __future__ import annotations
+
+from cluster.message import Message, MessageExt, MessageQueue
+from sdk.consumer_types import ConsumeFrom, ConsumeResult, MessageModel, MessageSelector
+from sdk.producer import Producer, ProducerConfig, SendResult, SendStatus
+from sdk.push_consumer import ConsumerConfig, PushConsumer
+
+__all__ = [
+    "ConsumeFrom",
+    "ConsumeResult",
+    "ConsumerConfig",
+    "Message",
+    "MessageExt",
+    "MessageModel",
+    "MessageQueue",
+    "MessageSelector",
+    "Producer",
+    "ProducerConfig",
+    "PushConsumer",
+    "SendResult",
+    "SendStatus",
+]

@@ -1,0 +1,114 @@
+"""Where a consumer keeps its progress: on the brokers (clustering) or in a local file
+(broadcasting), updated in memory as messages finish and persisted every 5 s."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from pathlib import Path
+
+from cluster.errors import QueryNotFoundError, RocketqError
+from cluster.message import MessageQueue
+from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from sdk.client import ClientInstance
+from sdk.remoting import check
+
+log = logging.getLogger(__name__)
+
+
+class RemoteOffsetStore:
+    """Offsets kept by the broker of each queue (clustering)."""
+
+    def __init__(self, client: ClientInstance, group: str) -> None:
+        self.client = client
+        self.group = group
+        self.table: dict[MessageQueue, int] = {}
+        self._persisted: dict[MessageQueue, int] = {}
+
+    def update(self, mq: MessageQueue, offset: int, *, increase_only: bool = True) -> None:
+        old = self.table.get(mq, -1)
+        if not increase_only or offset > old:
+            self.table[mq] = offset
+
+    def read_memory(self, mq: MessageQueue) -> int:
+        return self.table.get(mq, -1)
+
+    async def read_store(self, mq: MessageQueue) -> int:
+        """The broker's offset for the queue, -1 when the group has none yet."""
+        addr = self.client.read_addr(mq.broker_name)
+        if addr is None:
+            await self.client.update_route(mq.topic)
+            addr = self.client.read_addr(mq.broker_name)
+        if addr is None:
+            raise QueryNotFoundError(f"broker {mq.broker_name} is not in the route")
+        req = pb.GroupRequest(group=self.group, topic=mq.topic, queue_id=mq.queue_id)
+        resp = await self.client.broker(addr).unary("query offset", "QueryConsumerOffset", req,
+                                                    self.client.timeout)
+        if resp.status.code == QueryNotFoundError.code:
+            return -1
+        check(resp.status)
+        offset = int(resp.offset)
+        self.table[mq] = offset
+        return offset
+
+    async def persist(self, mq: MessageQueue) -> None:
+        offset = self.table.get(mq)
+        if offset is None or offset < 0 or self._persisted.get(mq) == offset:
+            return
+        addr = self.client.master_addr(mq.broker_name)
+        if addr is None:
+            return
+        req = pb.GroupRequest(group=self.group, topic=mq.topic, queue_id=mq.queue_id,
+                              offset=offset)
+        resp = await self.client.broker(addr).unary("commit offset", "UpdateConsumerOffset", req,
+                                                    self.client.timeout)
+        check(resp)
+        self._persisted[mq] = offset
+
+    async def persist_all(self, queues: list[MessageQueue]) -> None:
+        for mq in queues:
+            try:
+                await self.persist(mq)
+            except RocketqError as exc:
+                log.warning("committing the offset of %s failed: %s", mq, exc)
+
+    def remove(self, mq: MessageQueue) -> None:
+        self.table.pop(mq, None)
+        self._persisted.pop(mq, None)
+
+
+class LocalFileOffsetStore(RemoteOffsetStore):
+    """Offsets in ``<dir>/<client id>/<group>/offsets.json`` (broadcasting)."""
+
+    def __init__(self, client: ClientInstance, group: str, directory: Path) -> None:
+        super().__init__(client, group)
+        self.path = directory / group.replace("%", "_") / "offsets.json"
+        self._loaded: dict[str, int] = {}
+        if self.path.exists():
+            try:
+                self._loaded = json.loads(self.path.read_text())
+            except (OSError, ValueError) as exc:
+                log.error("ignoring unreadable offsets file %s: %s", self.path, exc)
+
+    @staticmethod
+    def _key(mq: MessageQueue) -> str:
+        return f"{mq.topic}@{mq.broker_name}@{mq.queue_id}"
+
+    async def read_store(self, mq: MessageQueue) -> int:
+        offset = self._loaded.get(self._key(mq), -1)
+        if offset >= 0:
+            self.table[mq] = offset
+        return offset
+
+    async def persist_all(self, queues: list[MessageQueue]) -> None:
+        for mq, offset in self.table.items():
+            self._loaded[self._key(mq)] = offset
+        await asyncio.to_thread(self._write)
+
+    def _write(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name("offsets.json.tmp")
+        tmp.write_text(json.dumps(self._loaded, indent=1, sort_keys=True))
+        os.replace(tmp, self.path)

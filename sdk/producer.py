@@ -1,0 +1,366 @@
+"""The producer: queue selection with latency fault tolerance, retries on another broker,
+batches, ordered sends through a selector, oneway and fire-and-forget sends.
+
+A message is encoded once into its CommitLog record (with a unique id that every retry
+keeps); a send is one request carrying those bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cluster.errors import (
+    ClientStateError,
+    MessageIllegalError,
+    RocketqError,
+    RocketqSystemError,
+    TopicNotExistError,
+)
+from cluster.message import AUTO_CREATE_TOPIC_KEY_TOPIC, Message, MessageQueue, SysFlag
+from cluster.message_id import UniqIdGenerator, encode_offset_msg_id
+from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from cluster.record import SIZE_MAGIC, check_topic, encode_host, encode_message
+from sdk.client import ClientInstance, local_ip, publish_queues
+from sdk.fault_tolerance import MQFaultStrategy, TopicPublishInfo
+from sdk.remoting import check
+
+log = logging.getLogger(__name__)
+
+MessageQueueSelector = Callable[[list[MessageQueue], Message, Any], MessageQueue]
+
+
+class SendStatus(enum.Enum):
+    SEND_OK = 0
+    FLUSH_DISK_TIMEOUT = 10
+    SLAVE_NOT_AVAILABLE = 11
+    FLUSH_SLAVE_TIMEOUT = 12
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    status: SendStatus
+    msg_id: str
+    offset_msg_id: str
+    queue: MessageQueue
+    queue_offset: int
+    msg_ids: tuple[str, ...] = ()
+    offset_msg_ids: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.status is SendStatus.SEND_OK
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerConfig:
+    """RocketMQ's DefaultMQProducer settings, snake_case, with its defaults."""
+
+    send_msg_timeout: int = 10_000
+    retry_times_when_send_failed: int = 2
+    retry_another_broker_when_not_store_ok: bool = False
+    compress_msg_body_over_howmuch: int = 4096
+    max_message_size: int = 4 * 1024 * 1024
+    send_latency_fault_enable: bool = True
+    create_topic_key: str = AUTO_CREATE_TOPIC_KEY_TOPIC
+    default_topic_queue_nums: int = 4
+    poll_name_server_interval: int = 30_000
+    heartbeat_broker_interval: int = 30_000
+
+
+class _Encoded:
+    """A message as the bytes to send, with its unique id(s)."""
+
+    __slots__ = ("ids", "records", "sizes", "topic")
+
+    def __init__(self, topic: str, records: bytes, ids: list[str], sizes: list[int]) -> None:
+        self.topic = topic
+        self.records = records
+        self.ids = ids
+        self.sizes = sizes
+
+
+@dataclass
+class _Attempt:
+    last_broker: str | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+class Producer:
+    def __init__(
+        self,
+        group: str = "DEFAULT_PRODUCER",
+        namesrv: str = "127.0.0.1:9876",
+        *,
+        config: ProducerConfig | None = None,
+        **settings: Any,
+    ) -> None:
+        self.group = group
+        self.config = config or ProducerConfig(**settings)
+        self.client = ClientInstance(
+            namesrv,
+            poll_name_server_interval=self.config.poll_name_server_interval / 1000,
+            heartbeat_interval=self.config.heartbeat_broker_interval / 1000,
+        )
+        self.client.heartbeat = lambda: pb.HeartbeatRequest(
+            client_id=self.client.client_id, producer_groups=[self.group]
+        )
+        self.fault = MQFaultStrategy(send_latency_fault_enable=self.config.send_latency_fault_enable)
+        self.publish: dict[str, TopicPublishInfo] = {}
+        self._ids = UniqIdGenerator(local_ip())
+        self._born_host = encode_host(f"{local_ip()}:0")
+        self._oneway: set[asyncio.Task[Any]] = set()
+        self._running = False
+
+    async def start(self) -> None:
+        if not self.group:
+            raise ClientStateError("a producer needs a group name")
+        await self.client.start()
+        self._running = True
+
+    async def shutdown(self) -> None:
+        if not self._running:
+            return
+        self._running = False
+        if self._oneway:
+            await asyncio.gather(*self._oneway, return_exceptions=True)
+        await self.client.unregister(pb.HeartbeatRequest(client_id=self.client.client_id,
+                                                         producer_groups=[self.group]))
+        await self.client.shutdown()
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    # -- encoding ----------------------------------------------------------------------
+
+    def _encode(self, msgs: Sequence[Message]) -> _Encoded:
+        if not msgs:
+            raise MessageIllegalError("nothing to send: the batch is empty")
+        topic = msgs[0].topic
+        check_topic(topic)
+        now = int(time.time() * 1000)
+        parts, ids, sizes = [], [], []
+        for msg in msgs:
+            if msg.topic != topic:
+                raise MessageIllegalError(
+                    f"every message of a batch must have one topic ({topic!r}, not {msg.topic!r})"
+                )
+            if not isinstance(msg.body, bytes | bytearray) or not msg.body:
+                raise MessageIllegalError("the message body is empty; send at least one byte")
+            body, sys_flag = bytes(msg.body), 0
+            if len(body) > self.config.compress_msg_body_over_howmuch:
+                body, sys_flag = zlib.compress(body), int(SysFlag.COMPRESSED)
+            if len(body) > self.config.max_message_size:
+                raise MessageIllegalError(
+                    f"the message body is {len(body)} bytes; the limit is "
+                    f"{self.config.max_message_size} (max_message_size)"
+                )
+            uniq = self._ids.next_id()
+            to_send = Message(msg.topic, body, msg.tags, msg.keys, msg.properties, msg.flag,
+                              msg.delay_level)
+            rec = encode_message(to_send, born_timestamp=now, born_host=self._born_host,
+                                 uniq_id=uniq, sys_flag=sys_flag)
+            parts.append(rec)
+            ids.append(uniq)
+            sizes.append(len(rec))
+        records = b"".join(parts)
+        if len(msgs) > 1 and len(records) > self.config.max_message_size:
+            raise MessageIllegalError(
+                f"the batch is {len(records)} bytes; a batch may hold at most "
+                f"{self.config.max_message_size} (split it)"
+            )
+        return _Encoded(topic, records, ids, sizes)
+
+    # -- routes ------------------------------------------------------------------------
+
+    async def _publish_info(self, topic: str, *, refresh: bool = False) -> TopicPublishInfo:
+        info = self.publish.get(topic)
+        if info is not None and info.has_route() and not refresh:
+            return info
+        try:
+            route = await self.client.update_route(topic)
+            queues = publish_queues(topic, route)
+        except TopicNotExistError:
+            # Unknown topic: send through the auto-create template's brokers (TBW102).
+            template = await self.client.update_route(self.config.create_topic_key)
+            n = self.config.default_topic_queue_nums
+            for q in template.queue_datas:
+                q.write_queue_nums = min(n, q.write_queue_nums)
+            queues = publish_queues(topic, template)
+        if not queues:
+            raise TopicNotExistError(
+                f"no writable queue of topic {topic!r} has a live master; check the brokers "
+                "with `rocketq admin cluster-list`"
+            )
+        info = TopicPublishInfo(message_queues=queues)
+        self.publish[topic] = info
+        return info
+
+    # -- sending -----------------------------------------------------------------------
+
+    async def send(
+        self,
+        msg: Message,
+        *,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+        queue: MessageQueue | None = None,
+        timeout: float | None = None,
+    ) -> SendResult:
+        """Send and wait for the broker's answer; retried on another broker on failure."""
+        return await self._send(self._encode([msg]), selector, arg, msg, queue, timeout)
+
+    async def send_batch(
+        self, msgs: Sequence[Message], *, queue: MessageQueue | None = None,
+        timeout: float | None = None,
+    ) -> SendResult:
+        """One topic, at most 4 MiB in all; stored together in one queue."""
+        for m in msgs:
+            if m.delay_level:
+                raise MessageIllegalError("batch messages cannot be delayed")
+        return await self._send(self._encode(msgs), None, None, None, queue, timeout)
+
+    def send_async(
+        self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None]
+        | None = None,
+    ) -> asyncio.Task[SendResult]:
+        """Start a send without waiting; the task (and the callback) get the result."""
+        task = asyncio.ensure_future(self.send(msg))
+        if callback is not None:
+            def done(t: asyncio.Task[SendResult]) -> None:
+                exc = t.exception() if not t.cancelled() else asyncio.CancelledError()
+                callback(None if exc else t.result(), exc)
+
+            task.add_done_callback(done)
+        return task
+
+    async def send_oneway(self, msg: Message) -> None:
+        """Send without waiting for the answer (nothing tells whether it was stored)."""
+        self._require_running()
+        enc = self._encode([msg])
+        info = await self._publish_info(enc.topic)
+        mq = self.fault.select_one_message_queue(info, None)
+        addr = await self._master(mq)
+        req = pb.SendRequest(producer_group=self.group, topic=enc.topic, queue_id=mq.queue_id,
+                             records=enc.records, oneway=True,
+                             default_topic=self.config.create_topic_key,
+                             default_topic_queue_nums=self.config.default_topic_queue_nums)
+        task = asyncio.ensure_future(self.client.broker(addr).send(req, self.config.send_msg_timeout / 1000))
+        self._oneway.add(task)
+        task.add_done_callback(self._oneway.discard)
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    def _require_running(self) -> None:
+        if not self._running:
+            raise ClientStateError("the producer is not started; call `await producer.start()`")
+
+    async def _master(self, mq: MessageQueue) -> str:
+        addr = self.client.master_addr(mq.broker_name)
+        if addr is None:
+            await self.client.update_route(mq.topic)
+            addr = self.client.master_addr(mq.broker_name)
+        if addr is None:
+            raise TopicNotExistError(f"broker {mq.broker_name} has no master in the route")
+        return addr
+
+    async def _send(
+        self,
+        enc: _Encoded,
+        selector: MessageQueueSelector | None,
+        arg: Any,
+        msg: Message | None,
+        fixed: MessageQueue | None,
+        timeout: float | None,
+    ) -> SendResult:
+        self._require_running()
+        budget = timeout if timeout is not None else self.config.send_msg_timeout / 1000
+        deadline = time.monotonic() + budget
+        attempts = 1 + max(0, self.config.retry_times_when_send_failed)
+        state = _Attempt()
+        refresh = False
+        for attempt in range(attempts):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            info = await self._publish_info(enc.topic, refresh=refresh)
+            if fixed is not None:
+                mq = fixed
+            elif selector is not None:
+                assert msg is not None
+                mq = selector(list(info.message_queues), msg, arg)
+            else:
+                mq = self.fault.select_one_message_queue(info, state.last_broker)
+            started = time.monotonic()
+            try:
+                result = await self._send_to(enc, mq, left)
+            except RocketqError as exc:
+                latency = (time.monotonic() - started) * 1000
+                self.fault.update_fault_item(mq.broker_name, latency, isolation=True)
+                state.errors.append(f"{mq.broker_name}: {exc}")
+                state.last_broker = mq.broker_name
+                refresh = True
+                if not (exc.retriable or isinstance(exc, RocketqSystemError)):
+                    raise
+                log.info("send to %s failed (attempt %d): %s", mq.broker_name, attempt + 1, exc)
+                continue
+            latency = (time.monotonic() - started) * 1000
+            self.fault.update_fault_item(mq.broker_name, latency, isolation=False)
+            if (
+                result.status is not SendStatus.SEND_OK
+                and self.config.retry_another_broker_when_not_store_ok
+                and attempt + 1 < attempts
+                and selector is None and fixed is None
+            ):
+                state.last_broker = mq.broker_name
+                continue
+            return result
+        raise RocketqSystemError(
+            f"send to topic {enc.topic} failed after {len(state.errors)} attempt(s) within "
+            f"{budget:.1f} s: " + "; ".join(state.errors or ["send timeout"])
+        )
+
+    async def _send_to(self, enc: _Encoded, mq: MessageQueue, timeout: float) -> SendResult:
+        addr = await self._master(mq)
+        req = pb.SendRequest(
+            producer_group=self.group, topic=enc.topic, queue_id=mq.queue_id,
+            records=enc.records, batch=len(enc.ids) > 1,
+            default_topic=self.config.create_topic_key,
+            default_topic_queue_nums=self.config.default_topic_queue_nums,
+        )
+        resp = await self.client.broker(addr).send(req, timeout)
+        if resp.status.code not in (0, 10, 11, 12):
+            check(resp.status)
+        status = SendStatus(resp.status.code)
+        offset_ids, pos = [], resp.wrote_offset
+        for size in enc.sizes:
+            offset_ids.append(encode_offset_msg_id(resp.store_host, pos))
+            pos += size
+        return SendResult(
+            status=status,
+            msg_id=",".join(enc.ids),
+            offset_msg_id=",".join(offset_ids),
+            queue=mq,
+            queue_offset=resp.queue_offset,
+            msg_ids=tuple(enc.ids),
+            offset_msg_ids=tuple(offset_ids),
+        )
+
+
+def record_sizes(records: bytes) -> list[int]:
+    """Sizes of the concatenated records of a batch."""
+    sizes, pos = [], 0
+    while pos < len(records):
+        size, _ = SIZE_MAGIC.unpack_from(records, pos)
+        sizes.append(size)
+        pos += size
+    return sizes

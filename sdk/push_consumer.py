@@ -1,0 +1,492 @@
+"""The push consumer: rebalance, one pull loop per owned queue, a bounded pool of consume
+tasks, retries through the broker's retry topic, offsets committed every 5 s.
+
+Clustering: the group's consumers split the queues (averaging by default) and commit
+offsets to the brokers; a message the handler does not finish (RECONSUME_LATER or an
+exception) goes back to ``%RETRY%<group>`` and returns later with ``reconsume_times`` + 1.
+Broadcasting: every consumer reads every queue, with offsets in a local file, no retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import time
+import zlib
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cluster.errors import ClientStateError, RocketqError, TopicNotExistError
+from cluster.message import (
+    PROPERTY_RETRY_TOPIC,
+    RETRY_GROUP_TOPIC_PREFIX,
+    MessageExt,
+    MessageQueue,
+    SysFlag,
+    retry_topic,
+)
+from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from cluster.record import decode_records
+from sdk.client import ClientInstance, subscribe_queues
+from sdk.consumer_types import ConsumeFrom, ConsumeResult, MessageModel, MessageSelector
+from sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
+from sdk.process_queue import ProcessQueue
+from sdk.rebalance import STRATEGIES
+from sdk.remoting import check
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[list[MessageExt]], Awaitable[ConsumeResult] | ConsumeResult]
+
+FOUND, NO_NEW_MSG, NO_MATCHED_MSG, OFFSET_ILLEGAL = 0, 1, 2, 3
+PULL_DELAY_WHEN_EXCEPTION = 3.0
+PULL_DELAY_WHEN_FLOW_CONTROL = 0.05
+SEND_BACK_RETRY_DELAY = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerConfig:
+    """RocketMQ's DefaultMQPushConsumer settings, snake_case, with its defaults."""
+
+    allocate_strategy: str = "AVG"
+    consume_thread_min: int = 10
+    consume_thread_max: int = 20
+    consume_message_batch_max_size: int = 1
+    pull_batch_size: int = 32
+    pull_threshold_for_queue: int = 1000
+    pull_threshold_size_for_queue: int = 100  # MiB
+    consume_concurrently_max_span: int = 2000
+    max_reconsume_times: int = -1  # -1: the group's setting on the broker (16)
+    pull_interval: int = 0
+    persist_consumer_offset_interval: int = 5000
+    rebalance_interval: int = 20_000
+    heartbeat_broker_interval: int = 30_000
+    poll_name_server_interval: int = 30_000
+    broker_suspend_max_time_millis: int = 15_000
+    consume_timestamp: int = 0  # ms; 0 means 30 minutes before start
+    offset_store_dir: str = str(Path.home() / ".rocketq_offsets")
+
+
+def finish_message(msg: MessageExt, group: str) -> MessageExt:
+    """Undo what the store saw: decompress, and give retried messages their topic back."""
+    if msg.sys_flag & SysFlag.COMPRESSED:
+        msg.body = zlib.decompress(msg.body)
+    real = msg.properties.get(PROPERTY_RETRY_TOPIC)
+    if real and msg.topic == retry_topic(group):
+        msg.topic = real
+    return msg
+
+
+class PushConsumer:
+    def __init__(
+        self,
+        group: str,
+        namesrv: str = "127.0.0.1:9876",
+        *,
+        model: MessageModel = MessageModel.CLUSTERING,
+        consume_from: ConsumeFrom = ConsumeFrom.LAST_OFFSET,
+        config: ConsumerConfig | None = None,
+        **settings: Any,
+    ) -> None:
+        self.group = group
+        self.model = model
+        self.consume_from = consume_from
+        self.config = config or ConsumerConfig(**settings)
+        if self.config.allocate_strategy not in STRATEGIES:
+            raise ClientStateError(
+                f"allocate_strategy {self.config.allocate_strategy!r} is unknown; use one of "
+                + ", ".join(sorted(STRATEGIES))
+            )
+        self.client = ClientInstance(
+            namesrv,
+            poll_name_server_interval=self.config.poll_name_server_interval / 1000,
+            heartbeat_interval=self.config.heartbeat_broker_interval / 1000,
+        )
+        self.client.heartbeat = self._heartbeat_data
+        self.client.on_event = self._on_event
+        self.subscriptions: dict[str, MessageSelector] = {}
+        self.handler: Handler | None = None
+        self.process_queues: dict[MessageQueue, ProcessQueue] = {}
+        self._pulls: dict[MessageQueue, asyncio.Task[None]] = {}
+        self._consuming: set[asyncio.Task[None]] = set()
+        self._sem = asyncio.Semaphore(self.config.consume_thread_max)
+        self._pool: ThreadPoolExecutor | None = None
+        self._rebalance_now = asyncio.Event()
+        self._rebalance_lock = asyncio.Lock()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.offsets: RemoteOffsetStore
+        self.running = False
+
+    # -- set-up ------------------------------------------------------------------------
+
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        selector = expression if isinstance(expression, MessageSelector) else (
+            MessageSelector.tags(expression)
+        )
+        self.subscriptions[topic] = selector
+
+    def on_message(self, handler: Handler) -> Handler:
+        self.handler = handler
+        return handler
+
+    @property
+    def broadcasting(self) -> bool:
+        return self.model is MessageModel.BROADCASTING
+
+    async def start(self) -> None:
+        if self.handler is None:
+            raise ClientStateError("set a handler with consumer.on_message(handler) first")
+        if not self.subscriptions:
+            raise ClientStateError("subscribe to at least one topic before start()")
+        if not self.broadcasting:
+            self.subscriptions.setdefault(retry_topic(self.group), MessageSelector.tags("*"))
+            self.offsets = RemoteOffsetStore(self.client, self.group)
+        else:
+            self.offsets = LocalFileOffsetStore(
+                self.client, self.group, Path(self.config.offset_store_dir)
+            )
+        self._pool = ThreadPoolExecutor(
+            max_workers=self.config.consume_thread_max, thread_name_prefix=f"consume-{self.group}"
+        )
+        await self.client.start()
+        self.running = True
+        for topic in self.subscriptions:
+            with contextlib.suppress(TopicNotExistError):
+                await self.client.update_route(topic)
+        await self.client.heartbeat_all()
+        await self.rebalance()
+        self._tasks = [
+            asyncio.ensure_future(self._rebalance_loop()),
+            asyncio.ensure_future(self._persist_loop()),
+        ]
+
+    async def shutdown(self) -> None:
+        if not self.running:
+            return
+        self.running = False
+        for task in self._tasks:
+            task.cancel()
+        pulls = list(self._pulls.values())
+        for task in pulls:
+            task.cancel()
+        await asyncio.gather(*self._tasks, *pulls, return_exceptions=True)
+        if self._consuming:
+            await asyncio.wait(list(self._consuming), timeout=10)
+        await self.offsets.persist_all(list(self.process_queues))
+        for pq in self.process_queues.values():
+            pq.dropped = True
+        await self.client.unregister(self._heartbeat_data())
+        await self.client.shutdown()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def __aenter__(self) -> PushConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    def _heartbeat_data(self) -> pb.HeartbeatRequest:
+        return pb.HeartbeatRequest(
+            client_id=self.client.client_id,
+            consumers=[
+                pb.ConsumerData(
+                    group=self.group,
+                    consume_type="CONSUME_PASSIVELY",
+                    message_model=self.model.value,
+                    consume_from_where=self.consume_from.value,
+                    subscriptions=[
+                        pb.SubscriptionData(topic=t, expression=s.expression,
+                                            expression_type=s.type)
+                        for t, s in self.subscriptions.items()
+                    ],
+                )
+            ],
+        )
+
+    async def _on_event(self, event: pb.ServerEvent) -> None:
+        kind = event.WhichOneof("kind")
+        if kind == "consumer_ids_changed" and event.consumer_ids_changed == self.group:
+            self._rebalance_now.set()
+        elif kind == "reset_offset" and event.reset_offset.group == self.group:
+            await self._reset(event.reset_offset.topic)
+
+    # -- rebalance ---------------------------------------------------------------------
+
+    async def _rebalance_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._rebalance_now.wait(), self.config.rebalance_interval / 1000
+                )
+            self._rebalance_now.clear()
+            try:
+                await self.rebalance()
+            except RocketqError as exc:
+                log.warning("rebalance of %s failed: %s", self.group, exc)
+
+    async def rebalance(self) -> None:
+        async with self._rebalance_lock:
+            for topic, selector in list(self.subscriptions.items()):
+                try:
+                    await self._rebalance_topic(topic, selector)
+                except TopicNotExistError:
+                    if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                        log.warning("topic %s of group %s does not exist yet", topic, self.group)
+
+    async def _rebalance_topic(self, topic: str, selector: MessageSelector) -> None:
+        route = await self.client.update_route(topic)
+        mqs = subscribe_queues(topic, route)
+        if self.broadcasting:
+            mine = set(mqs)
+        else:
+            cids = await self._consumer_ids(route)
+            if not cids:
+                return
+            allocate = STRATEGIES[self.config.allocate_strategy]
+            mine = set(allocate(self.group, self.client.client_id, mqs, cids))
+        for mq in [m for m in self.process_queues if m.topic == topic and m not in mine]:
+            await self._drop(mq)
+        for mq in sorted(mine - set(self.process_queues)):
+            await self._take(mq, selector)
+
+    async def _consumer_ids(self, route: pb.TopicRouteData) -> list[str]:
+        for b in route.broker_datas:
+            for addr in b.broker_addrs.values():
+                try:
+                    resp = await self.client.broker(addr).unary(
+                        "consumer list", "GetConsumerListByGroup",
+                        pb.GroupRequest(group=self.group), self.client.timeout,
+                    )
+                except RocketqError:
+                    continue
+                if resp.client_ids:
+                    return list(resp.client_ids)
+        return []
+
+    async def _take(self, mq: MessageQueue, selector: MessageSelector) -> None:
+        try:
+            offset = await self._start_offset(mq)
+        except RocketqError as exc:
+            log.warning("cannot start %s: %s", mq, exc)
+            return
+        self.offsets.update(mq, offset, increase_only=False)
+        pq = ProcessQueue()
+        self.process_queues[mq] = pq
+        self._pulls[mq] = asyncio.ensure_future(self._pull_loop(mq, pq, selector, offset))
+        log.info("group %s now consumes %s from offset %d", self.group, mq, offset)
+
+    async def _drop(self, mq: MessageQueue) -> None:
+        pq = self.process_queues.pop(mq, None)
+        if pq is not None:
+            pq.dropped = True
+        task = self._pulls.pop(mq, None)
+        if task is not None:
+            task.cancel()
+        with contextlib.suppress(RocketqError):
+            await self.offsets.persist(mq)
+        self.offsets.remove(mq)
+        log.info("group %s gave up %s", self.group, mq)
+
+    async def _reset(self, topic: str) -> None:
+        async with self._rebalance_lock:
+            for mq in [m for m in self.process_queues if m.topic == topic]:
+                pq = self.process_queues.pop(mq)
+                pq.dropped = True
+                task = self._pulls.pop(mq, None)
+                if task is not None:
+                    task.cancel()
+                self.offsets.remove(mq)
+                await self._take(mq, self.subscriptions[topic])
+
+    async def _start_offset(self, mq: MessageQueue) -> int:
+        offset = await self.offsets.read_store(mq)
+        if offset >= 0:
+            return offset
+        if mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return 0
+        addr = self.client.read_addr(mq.broker_name)
+        if addr is None:
+            raise TopicNotExistError(f"broker {mq.broker_name} is not in the route")
+        broker = self.client.broker(addr)
+        req = pb.GroupRequest(group=self.group, topic=mq.topic, queue_id=mq.queue_id)
+        if self.consume_from is ConsumeFrom.FIRST_OFFSET:
+            resp = await broker.unary("min offset", "GetMinOffset", req, self.client.timeout)
+        elif self.consume_from is ConsumeFrom.TIMESTAMP:
+            req.timestamp = self.config.consume_timestamp or int((time.time() - 1800) * 1000)
+            resp = await broker.unary("offset by time", "SearchOffsetByTimestamp", req,
+                                      self.client.timeout)
+        else:
+            resp = await broker.unary("max offset", "GetMaxOffset", req, self.client.timeout)
+        check(resp.status)
+        return int(resp.offset)
+
+    # -- pulling -----------------------------------------------------------------------
+
+    async def _pull_loop(
+        self, mq: MessageQueue, pq: ProcessQueue, selector: MessageSelector, offset: int
+    ) -> None:
+        cfg = self.config
+        size_limit = cfg.pull_threshold_size_for_queue * 1024 * 1024
+        tags = None if selector.expression.strip() in ("", "*") else {
+            t.strip() for t in selector.expression.split("||")
+        }
+        while self.running and not pq.dropped:
+            if (
+                pq.msg_count > cfg.pull_threshold_for_queue
+                or pq.msg_size > size_limit
+                or pq.max_span > cfg.consume_concurrently_max_span
+            ):
+                await asyncio.sleep(PULL_DELAY_WHEN_FLOW_CONTROL)
+                continue
+            try:
+                resp = await self._pull_once(mq, selector, offset)
+            except RocketqError as exc:
+                log.info("pull of %s failed: %s; retrying in %.0f s", mq, exc,
+                         PULL_DELAY_WHEN_EXCEPTION)
+                with contextlib.suppress(RocketqError):
+                    await self.client.update_route(mq.topic)
+                await asyncio.sleep(PULL_DELAY_WHEN_EXCEPTION)
+                continue
+            if pq.dropped:
+                return
+            status = int(resp.pull_status)
+            if status == FOUND:
+                msgs = [finish_message(m, self.group) for m in decode_records(resp.records)]
+                offset = resp.next_begin_offset
+                if tags is not None and mq.topic in self.subscriptions and not mq.topic.startswith(
+                    RETRY_GROUP_TOPIC_PREFIX
+                ):
+                    msgs = [m for m in msgs if m.tags in tags]
+                if msgs:
+                    pq.put(msgs)
+                    self._dispatch(mq, pq, msgs)
+                elif pq.msg_count == 0:
+                    self.offsets.update(mq, offset)
+            elif status in (NO_NEW_MSG, NO_MATCHED_MSG):
+                offset = resp.next_begin_offset
+                if pq.msg_count == 0:
+                    self.offsets.update(mq, offset)
+            else:
+                log.warning("offset %d of %s is illegal; moving to %d", offset, mq,
+                            resp.next_begin_offset)
+                offset = resp.next_begin_offset
+                self.offsets.update(mq, offset, increase_only=False)
+                with contextlib.suppress(RocketqError):
+                    await self.offsets.persist(mq)
+            if cfg.pull_interval:
+                await asyncio.sleep(cfg.pull_interval / 1000)
+
+    async def _pull_once(self, mq: MessageQueue, selector: MessageSelector, offset: int) -> Any:
+        addr = self.client.read_addr(mq.broker_name)
+        if addr is None:
+            await self.client.update_route(mq.topic)
+            addr = self.client.read_addr(mq.broker_name)
+        if addr is None:
+            raise TopicNotExistError(f"broker {mq.broker_name} has left the route of {mq.topic}")
+        commit = -1 if self.broadcasting else self.offsets.read_memory(mq)
+        req = pb.PullRequest(
+            consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id,
+            queue_offset=offset, max_msg_nums=self.config.pull_batch_size,
+            commit_offset=commit, has_commit_offset=commit > 0,
+            suspend_timeout_millis=self.config.broker_suspend_max_time_millis,
+            subscription=selector.expression, expression_type=selector.type,
+        )
+        timeout = self.config.broker_suspend_max_time_millis / 1000 + 15
+        resp = await self.client.broker(addr).unary("pull", "PullMessage", req, timeout)
+        check(resp.status)
+        return resp
+
+    # -- consuming ---------------------------------------------------------------------
+
+    def _dispatch(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        size = max(1, self.config.consume_message_batch_max_size)
+        for i in range(0, len(msgs), size):
+            self._submit(mq, pq, msgs[i : i + size], 0.0)
+
+    def _submit(self, mq: MessageQueue, pq: ProcessQueue, batch: list[MessageExt],
+                delay: float) -> None:
+        task = asyncio.ensure_future(self._consume(mq, pq, batch, delay))
+        self._consuming.add(task)
+        task.add_done_callback(self._consuming.discard)
+
+    async def _consume(self, mq: MessageQueue, pq: ProcessQueue, batch: list[MessageExt],
+                       delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        async with self._sem:
+            if pq.dropped:
+                return
+            result = await self._call_handler(batch)
+        if pq.dropped:
+            return
+        failed: list[MessageExt] = []
+        if result is not ConsumeResult.SUCCESS:
+            if self.broadcasting:
+                log.warning("broadcast message %s not consumed; dropped (no retry in "
+                            "broadcasting)", batch[0].msg_id)
+            else:
+                failed = await self._send_back(mq, batch)
+        done = [m for m in batch if m not in failed]
+        if done:
+            offset = pq.remove(done)
+            if not pq.dropped:
+                self.offsets.update(mq, offset)
+        if failed and self.running:
+            for m in failed:
+                m.reconsume_times += 1
+            self._submit(mq, pq, failed, SEND_BACK_RETRY_DELAY)
+
+    async def _call_handler(self, batch: list[MessageExt]) -> ConsumeResult:
+        assert self.handler is not None
+        try:
+            if inspect.iscoroutinefunction(self.handler):
+                result = await self.handler(batch)
+            else:
+                loop = asyncio.get_running_loop()
+                result = await loop.run_in_executor(self._pool, self.handler, batch)
+                if inspect.isawaitable(result):
+                    result = await result
+        except Exception:
+            log.exception("handler of group %s failed on %s; it will be retried", self.group,
+                          batch[0].msg_id)
+            return ConsumeResult.RECONSUME_LATER
+        if not isinstance(result, ConsumeResult):
+            log.warning("handler of group %s returned %r, not a ConsumeResult; retrying the "
+                        "message", self.group, result)
+            return ConsumeResult.RECONSUME_LATER
+        return result
+
+    async def _send_back(self, mq: MessageQueue, batch: list[MessageExt]) -> list[MessageExt]:
+        """Give failed messages back to the broker; -> those it could not take."""
+        failed = []
+        addr = self.client.master_addr(mq.broker_name)
+        for m in batch:
+            if addr is None:
+                failed.append(m)
+                continue
+            req = pb.SendBackRequest(
+                group=self.group, commit_log_offset=m.commit_log_offset, delay_level=0,
+                origin_msg_id=m.msg_id, origin_topic=m.topic,
+                max_reconsume_times=self.config.max_reconsume_times,
+            )
+            try:
+                resp = await self.client.broker(addr).unary("send back", "ConsumerSendMsgBack",
+                                                            req, self.client.timeout)
+                check(resp)
+            except RocketqError as exc:
+                log.warning("sending %s back failed (%s); retrying it here in %.0f s",
+                            m.msg_id, exc, SEND_BACK_RETRY_DELAY)
+                failed.append(m)
+        return failed
+
+    async def _persist_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.persist_consumer_offset_interval / 1000)
+            await self.offsets.persist_all(list(self.process_queues))

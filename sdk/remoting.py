@@ -1,0 +1,236 @@
+"""The SDK's transport: nameserver lookups with failover across addresses, and one
+connection per broker with a pipelined send stream.
+
+Sends to a broker share one bidirectional stream: each request carries an id, and the
+requests waiting when the stream is free go out together in one message, so many sends in
+flight cost few gRPC messages. Every non-zero status becomes the error class of its code
+(``cluster.errors``); a broken connection is ``ConnectBrokerError`` and a missed deadline
+``RequestTimeoutError``, both retriable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+
+from cluster.errors import (
+    ConnectBrokerError,
+    NoNameServerError,
+    RequestTimeoutError,
+    RocketqError,
+    for_code,
+)
+from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+GRPC_OPTIONS = [
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+]
+MAX_COALESCED = 64
+
+
+def check(status: pb.Status) -> None:
+    """Raise the error class of a non-zero status."""
+    if status.code:
+        raise for_code(status.code)(status.message)
+
+
+async def call(what: str, addr: str, coro: Awaitable[T]) -> T:
+    """Await a gRPC call, turning transport failures into rocketq errors."""
+    try:
+        return await coro
+    except grpc.aio.AioRpcError as exc:
+        code = exc.code()
+        if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+            raise RequestTimeoutError(f"{what} to {addr} timed out") from None
+        raise ConnectBrokerError(f"{what} to {addr} failed: {code.name} {exc.details()}") from None
+
+
+def parse_addrs(namesrv: str) -> list[str]:
+    addrs = [a.strip() for a in namesrv.replace(",", ";").split(";") if a.strip()]
+    if not addrs:
+        raise NoNameServerError(
+            "no nameserver address given; pass namesrv='host:9876' (several: 'a:9876;b:9876')"
+        )
+    return addrs
+
+
+class NameServerClient:
+    """Asks any live nameserver; a failure moves on to the next address."""
+
+    def __init__(self, namesrv: str, *, timeout: float = 3.0) -> None:
+        self.addrs = parse_addrs(namesrv)
+        self.timeout = timeout
+        self._index = random.randrange(len(self.addrs))
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    def _stub(self, addr: str) -> Any:
+        channel = self._channels.get(addr)
+        if channel is None:
+            channel = self._channels[addr] = grpc.aio.insecure_channel(addr, options=GRPC_OPTIONS)
+        return pb_grpc.NameServerStub(channel)  # type: ignore[no-untyped-call]
+
+    async def _ask(self, what: str, fn: Callable[[Any], Awaitable[T]]) -> T:
+        errors = []
+        for i in range(len(self.addrs)):
+            addr = self.addrs[(self._index + i) % len(self.addrs)]
+            try:
+                result = await call(what, addr, fn(self._stub(addr)))
+            except (ConnectBrokerError, RequestTimeoutError) as exc:
+                errors.append(str(exc))
+                continue
+            self._index = (self._index + i) % len(self.addrs)
+            return result
+        raise NoNameServerError(f"no nameserver answered {what}: " + "; ".join(errors))
+
+    async def route(self, topic: str) -> pb.TopicRouteData:
+        resp: pb.GetRouteResponse = await self._ask(
+            f"route of {topic}",
+            lambda s: s.GetRouteInfoByTopic(pb.GetRouteRequest(topic=topic), timeout=self.timeout),
+        )
+        check(resp.status)
+        return resp.route
+
+    async def cluster_info(self) -> pb.ClusterInfo:
+        return await self._ask(
+            "cluster info", lambda s: s.GetBrokerClusterInfo(pb.Empty(), timeout=self.timeout)
+        )
+
+    async def topic_list(self) -> list[str]:
+        resp: pb.TopicList = await self._ask(
+            "topic list", lambda s: s.GetAllTopicList(pb.Empty(), timeout=self.timeout)
+        )
+        return list(resp.topics)
+
+    async def delete_topic(self, topic: str, cluster: str = "") -> None:
+        """Every nameserver forgets the topic (they do not talk to each other)."""
+        req = pb.DeleteTopicRequest(topic=topic, cluster_name=cluster)
+        for addr in self.addrs:
+            with contextlib.suppress(ConnectBrokerError, RequestTimeoutError):
+                await call("delete topic", addr,
+                           self._stub(addr).DeleteTopicInNamesrv(req, timeout=self.timeout))
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()
+        self._channels.clear()
+
+
+class _SendStream:
+    """A pipelined SendStream to one broker: ids, coalescing, reopened after a break."""
+
+    def __init__(self, stub: Any, addr: str) -> None:
+        self.stub = stub
+        self.addr = addr
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, asyncio.Future[pb.SendResponse]] = {}
+        self._queue: asyncio.Queue[pb.SendRequest] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+
+    async def send(self, req: pb.SendRequest, timeout: float) -> pb.SendResponse:
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._run())
+        req.request_id = next(self._ids)
+        fut: asyncio.Future[pb.SendResponse] = asyncio.get_running_loop().create_future()
+        self._waiting[req.request_id] = fut
+        self._queue.put_nowait(req)
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            raise RequestTimeoutError(f"send to {self.addr} timed out after {timeout:.1f} s") from None
+        finally:
+            self._waiting.pop(req.request_id, None)
+
+    async def _requests(self) -> AsyncIterator[pb.SendBatchRequest]:
+        while True:
+            first = await self._queue.get()
+            batch = [first]
+            while len(batch) < MAX_COALESCED and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            yield pb.SendBatchRequest(requests=batch)
+
+    async def _run(self) -> None:
+        try:
+            async for resp in self.stub.SendStream(self._requests()):
+                for r in resp.responses:
+                    fut = self._waiting.get(r.request_id)
+                    if fut is not None and not fut.done():
+                        fut.set_result(r)
+        except asyncio.CancelledError:
+            raise
+        except grpc.aio.AioRpcError as exc:
+            err = ConnectBrokerError(f"send stream to {self.addr} broke: {exc.code().name}")
+            for fut in self._waiting.values():
+                if not fut.done():
+                    fut.set_exception(err)
+            self._drain()
+        except Exception:
+            log.exception("send stream to %s failed", self.addr)
+            self._drain()
+
+    def _drain(self) -> None:
+        while not self._queue.empty():
+            req = self._queue.get_nowait()
+            fut = self._waiting.get(req.request_id)
+            if fut is not None and not fut.done():
+                fut.set_exception(ConnectBrokerError(f"send stream to {self.addr} broke"))
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+
+class BrokerClient:
+    """One broker: its channel, stubs and send stream."""
+
+    def __init__(self, addr: str) -> None:
+        self.addr = addr
+        self.channel = grpc.aio.insecure_channel(addr, options=GRPC_OPTIONS)
+        self.stub: Any = pb_grpc.BrokerStub(self.channel)  # type: ignore[no-untyped-call]
+        self.admin: Any = pb_grpc.BrokerAdminStub(self.channel)  # type: ignore[no-untyped-call]
+        self.sender = _SendStream(self.stub, addr)
+
+    async def send(self, req: pb.SendRequest, timeout: float) -> pb.SendResponse:
+        return await self.sender.send(req, timeout)
+
+    async def unary(self, what: str, method: str, req: Any, timeout: float, *,
+                    admin: bool = False) -> Any:
+        stub = self.admin if admin else self.stub
+        return await call(what, self.addr, getattr(stub, method)(req, timeout=timeout))
+
+    async def close(self) -> None:
+        await self.sender.close()
+        await self.channel.close()
+
+
+class BrokerConnections:
+    def __init__(self) -> None:
+        self._clients: dict[str, BrokerClient] = {}
+
+    def get(self, addr: str) -> BrokerClient:
+        client = self._clients.get(addr)
+        if client is None:
+            client = self._clients[addr] = BrokerClient(addr)
+        return client
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()
+
+
+def rocketq_error(exc: BaseException) -> RocketqError | None:
+    return exc if isinstance(exc, RocketqError) else None
