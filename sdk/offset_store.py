@@ -44,8 +44,9 @@ class RemoteOffsetStore:
         if addr is None:
             raise QueryNotFoundError(f"broker {mq.broker_name} is not in the route")
         req = pb.GroupRequest(group=self.group, topic=mq.topic, queue_id=mq.queue_id)
-        resp = await self.client.broker(addr).unary("query offset", "QueryConsumerOffset", req,
-                                                    self.client.timeout)
+        resp = await self.client.broker(addr).unary(
+            "query offset", "QueryConsumerOffset", req, self.client.timeout
+        )
         if resp.status.code == QueryNotFoundError.code:
             return -1
         check(resp.status)
@@ -60,10 +61,10 @@ class RemoteOffsetStore:
         addr = self.client.master_addr(mq.broker_name)
         if addr is None:
             return
-        req = pb.GroupRequest(group=self.group, topic=mq.topic, queue_id=mq.queue_id,
-                              offset=offset)
-        resp = await self.client.broker(addr).unary("commit offset", "UpdateConsumerOffset", req,
-                                                    self.client.timeout)
+        req = pb.GroupRequest(group=self.group, topic=mq.topic, queue_id=mq.queue_id, offset=offset)
+        resp = await self.client.broker(addr).unary(
+            "commit offset", "UpdateConsumerOffset", req, self.client.timeout
+        )
         check(resp)
         self._persisted[mq] = offset
 

@@ -111,7 +111,9 @@ class Producer:
         self.client.heartbeat = lambda: pb.HeartbeatRequest(
             client_id=self.client.client_id, producer_groups=[self.group]
         )
-        self.fault = MQFaultStrategy(send_latency_fault_enable=self.config.send_latency_fault_enable)
+        self.fault = MQFaultStrategy(
+            send_latency_fault_enable=self.config.send_latency_fault_enable
+        )
         self.publish: dict[str, TopicPublishInfo] = {}
         self._ids = UniqIdGenerator(local_ip())
         self._born_host = encode_host(f"{local_ip()}:0")
@@ -130,8 +132,9 @@ class Producer:
         self._running = False
         if self._oneway:
             await asyncio.gather(*self._oneway, return_exceptions=True)
-        await self.client.unregister(pb.HeartbeatRequest(client_id=self.client.client_id,
-                                                         producer_groups=[self.group]))
+        await self.client.unregister(
+            pb.HeartbeatRequest(client_id=self.client.client_id, producer_groups=[self.group])
+        )
         await self.client.shutdown()
 
     async def __aenter__(self) -> Producer:
@@ -166,10 +169,16 @@ class Producer:
                     f"{self.config.max_message_size} (max_message_size)"
                 )
             uniq = self._ids.next_id()
-            to_send = Message(msg.topic, body, msg.tags, msg.keys, msg.properties, msg.flag,
-                              msg.delay_level)
-            rec = encode_message(to_send, born_timestamp=now, born_host=self._born_host,
-                                 uniq_id=uniq, sys_flag=sys_flag)
+            to_send = Message(
+                msg.topic, body, msg.tags, msg.keys, msg.properties, msg.flag, msg.delay_level
+            )
+            rec = encode_message(
+                to_send,
+                born_timestamp=now,
+                born_host=self._born_host,
+                uniq_id=uniq,
+                sys_flag=sys_flag,
+            )
             parts.append(rec)
             ids.append(uniq)
             sizes.append(len(rec))
@@ -221,7 +230,10 @@ class Producer:
         return await self._send(self._encode([msg]), selector, arg, msg, queue, timeout)
 
     async def send_batch(
-        self, msgs: Sequence[Message], *, queue: MessageQueue | None = None,
+        self,
+        msgs: Sequence[Message],
+        *,
+        queue: MessageQueue | None = None,
         timeout: float | None = None,
     ) -> SendResult:
         """One topic, at most 4 MiB in all; stored together in one queue."""
@@ -231,12 +243,14 @@ class Producer:
         return await self._send(self._encode(msgs), None, None, None, queue, timeout)
 
     def send_async(
-        self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None]
-        | None = None,
+        self,
+        msg: Message,
+        callback: Callable[[SendResult | None, BaseException | None], None] | None = None,
     ) -> asyncio.Task[SendResult]:
         """Start a send without waiting; the task (and the callback) get the result."""
         task = asyncio.ensure_future(self.send(msg))
         if callback is not None:
+
             def done(t: asyncio.Task[SendResult]) -> None:
                 exc = t.exception() if not t.cancelled() else asyncio.CancelledError()
                 callback(None if exc else t.result(), exc)
@@ -251,11 +265,18 @@ class Producer:
         info = await self._publish_info(enc.topic)
         mq = self.fault.select_one_message_queue(info, None)
         addr = await self._master(mq)
-        req = pb.SendRequest(producer_group=self.group, topic=enc.topic, queue_id=mq.queue_id,
-                             records=enc.records, oneway=True,
-                             default_topic=self.config.create_topic_key,
-                             default_topic_queue_nums=self.config.default_topic_queue_nums)
-        task = asyncio.ensure_future(self.client.broker(addr).send(req, self.config.send_msg_timeout / 1000))
+        req = pb.SendRequest(
+            producer_group=self.group,
+            topic=enc.topic,
+            queue_id=mq.queue_id,
+            records=enc.records,
+            oneway=True,
+            default_topic=self.config.create_topic_key,
+            default_topic_queue_nums=self.config.default_topic_queue_nums,
+        )
+        task = asyncio.ensure_future(
+            self.client.broker(addr).send(req, self.config.send_msg_timeout / 1000)
+        )
         self._oneway.add(task)
         task.add_done_callback(self._oneway.discard)
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
@@ -319,7 +340,8 @@ class Producer:
                 result.status is not SendStatus.SEND_OK
                 and self.config.retry_another_broker_when_not_store_ok
                 and attempt + 1 < attempts
-                and selector is None and fixed is None
+                and selector is None
+                and fixed is None
             ):
                 state.last_broker = mq.broker_name
                 continue
@@ -332,8 +354,11 @@ class Producer:
     async def _send_to(self, enc: _Encoded, mq: MessageQueue, timeout: float) -> SendResult:
         addr = await self._master(mq)
         req = pb.SendRequest(
-            producer_group=self.group, topic=enc.topic, queue_id=mq.queue_id,
-            records=enc.records, batch=len(enc.ids) > 1,
+            producer_group=self.group,
+            topic=enc.topic,
+            queue_id=mq.queue_id,
+            records=enc.records,
+            batch=len(enc.ids) > 1,
             default_topic=self.config.create_topic_key,
             default_topic_queue_nums=self.config.default_topic_queue_nums,
         )

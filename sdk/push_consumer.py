@@ -125,8 +125,10 @@ class PushConsumer:
     # -- set-up ------------------------------------------------------------------------
 
     def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
-        selector = expression if isinstance(expression, MessageSelector) else (
-            MessageSelector.tags(expression)
+        selector = (
+            expression
+            if isinstance(expression, MessageSelector)
+            else (MessageSelector.tags(expression))
         )
         self.subscriptions[topic] = selector
 
@@ -202,8 +204,9 @@ class PushConsumer:
                     message_model=self.model.value,
                     consume_from_where=self.consume_from.value,
                     subscriptions=[
-                        pb.SubscriptionData(topic=t, expression=s.expression,
-                                            expression_type=s.type)
+                        pb.SubscriptionData(
+                            topic=t, expression=s.expression, expression_type=s.type
+                        )
                         for t, s in self.subscriptions.items()
                     ],
                 )
@@ -261,8 +264,10 @@ class PushConsumer:
             for addr in b.broker_addrs.values():
                 try:
                     resp = await self.client.broker(addr).unary(
-                        "consumer list", "GetConsumerListByGroup",
-                        pb.GroupRequest(group=self.group), self.client.timeout,
+                        "consumer list",
+                        "GetConsumerListByGroup",
+                        pb.GroupRequest(group=self.group),
+                        self.client.timeout,
                     )
                 except RocketqError:
                     continue
@@ -320,8 +325,9 @@ class PushConsumer:
             resp = await broker.unary("min offset", "GetMinOffset", req, self.client.timeout)
         elif self.consume_from is ConsumeFrom.TIMESTAMP:
             req.timestamp = self.config.consume_timestamp or int((time.time() - 1800) * 1000)
-            resp = await broker.unary("offset by time", "SearchOffsetByTimestamp", req,
-                                      self.client.timeout)
+            resp = await broker.unary(
+                "offset by time", "SearchOffsetByTimestamp", req, self.client.timeout
+            )
         else:
             resp = await broker.unary("max offset", "GetMaxOffset", req, self.client.timeout)
         check(resp.status)
@@ -334,9 +340,11 @@ class PushConsumer:
     ) -> None:
         cfg = self.config
         size_limit = cfg.pull_threshold_size_for_queue * 1024 * 1024
-        tags = None if selector.expression.strip() in ("", "*") else {
-            t.strip() for t in selector.expression.split("||")
-        }
+        tags = (
+            None
+            if selector.expression.strip() in ("", "*")
+            else {t.strip() for t in selector.expression.split("||")}
+        )
         while self.running and not pq.dropped:
             if (
                 pq.msg_count > cfg.pull_threshold_for_queue
@@ -348,8 +356,9 @@ class PushConsumer:
             try:
                 resp = await self._pull_once(mq, selector, offset)
             except RocketqError as exc:
-                log.info("pull of %s failed: %s; retrying in %.0f s", mq, exc,
-                         PULL_DELAY_WHEN_EXCEPTION)
+                log.info(
+                    "pull of %s failed: %s; retrying in %.0f s", mq, exc, PULL_DELAY_WHEN_EXCEPTION
+                )
                 with contextlib.suppress(RocketqError):
                     await self.client.update_route(mq.topic)
                 await asyncio.sleep(PULL_DELAY_WHEN_EXCEPTION)
@@ -360,8 +369,10 @@ class PushConsumer:
             if status == FOUND:
                 msgs = [finish_message(m, self.group) for m in decode_records(resp.records)]
                 offset = resp.next_begin_offset
-                if tags is not None and mq.topic in self.subscriptions and not mq.topic.startswith(
-                    RETRY_GROUP_TOPIC_PREFIX
+                if (
+                    tags is not None
+                    and mq.topic in self.subscriptions
+                    and not mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
                 ):
                     msgs = [m for m in msgs if m.tags in tags]
                 if msgs:
@@ -374,8 +385,9 @@ class PushConsumer:
                 if pq.msg_count == 0:
                     self.offsets.update(mq, offset)
             else:
-                log.warning("offset %d of %s is illegal; moving to %d", offset, mq,
-                            resp.next_begin_offset)
+                log.warning(
+                    "offset %d of %s is illegal; moving to %d", offset, mq, resp.next_begin_offset
+                )
                 offset = resp.next_begin_offset
                 self.offsets.update(mq, offset, increase_only=False)
                 with contextlib.suppress(RocketqError):
@@ -392,11 +404,16 @@ class PushConsumer:
             raise TopicNotExistError(f"broker {mq.broker_name} has left the route of {mq.topic}")
         commit = -1 if self.broadcasting else self.offsets.read_memory(mq)
         req = pb.PullRequest(
-            consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id,
-            queue_offset=offset, max_msg_nums=self.config.pull_batch_size,
-            commit_offset=commit, has_commit_offset=commit > 0,
+            consumer_group=self.group,
+            topic=mq.topic,
+            queue_id=mq.queue_id,
+            queue_offset=offset,
+            max_msg_nums=self.config.pull_batch_size,
+            commit_offset=commit,
+            has_commit_offset=commit > 0,
             suspend_timeout_millis=self.config.broker_suspend_max_time_millis,
-            subscription=selector.expression, expression_type=selector.type,
+            subscription=selector.expression,
+            expression_type=selector.type,
         )
         timeout = self.config.broker_suspend_max_time_millis / 1000 + 15
         resp = await self.client.broker(addr).unary("pull", "PullMessage", req, timeout)
@@ -410,14 +427,16 @@ class PushConsumer:
         for i in range(0, len(msgs), size):
             self._submit(mq, pq, msgs[i : i + size], 0.0)
 
-    def _submit(self, mq: MessageQueue, pq: ProcessQueue, batch: list[MessageExt],
-                delay: float) -> None:
+    def _submit(
+        self, mq: MessageQueue, pq: ProcessQueue, batch: list[MessageExt], delay: float
+    ) -> None:
         task = asyncio.ensure_future(self._consume(mq, pq, batch, delay))
         self._consuming.add(task)
         task.add_done_callback(self._consuming.discard)
 
-    async def _consume(self, mq: MessageQueue, pq: ProcessQueue, batch: list[MessageExt],
-                       delay: float) -> None:
+    async def _consume(
+        self, mq: MessageQueue, pq: ProcessQueue, batch: list[MessageExt], delay: float
+    ) -> None:
         if delay:
             await asyncio.sleep(delay)
         async with self._sem:
@@ -429,8 +448,10 @@ class PushConsumer:
         failed: list[MessageExt] = []
         if result is not ConsumeResult.SUCCESS:
             if self.broadcasting:
-                log.warning("broadcast message %s not consumed; dropped (no retry in "
-                            "broadcasting)", batch[0].msg_id)
+                log.warning(
+                    "broadcast message %s not consumed; dropped (no retry in broadcasting)",
+                    batch[0].msg_id,
+                )
             else:
                 failed = await self._send_back(mq, batch)
         done = [m for m in batch if m not in failed]
@@ -454,12 +475,16 @@ class PushConsumer:
                 if inspect.isawaitable(result):
                     result = await result
         except Exception:
-            log.exception("handler of group %s failed on %s; it will be retried", self.group,
-                          batch[0].msg_id)
+            log.exception(
+                "handler of group %s failed on %s; it will be retried", self.group, batch[0].msg_id
+            )
             return ConsumeResult.RECONSUME_LATER
         if not isinstance(result, ConsumeResult):
-            log.warning("handler of group %s returned %r, not a ConsumeResult; retrying the "
-                        "message", self.group, result)
+            log.warning(
+                "handler of group %s returned %r, not a ConsumeResult; retrying the message",
+                self.group,
+                result,
+            )
             return ConsumeResult.RECONSUME_LATER
         return result
 
@@ -472,17 +497,25 @@ class PushConsumer:
                 failed.append(m)
                 continue
             req = pb.SendBackRequest(
-                group=self.group, commit_log_offset=m.commit_log_offset, delay_level=0,
-                origin_msg_id=m.msg_id, origin_topic=m.topic,
+                group=self.group,
+                commit_log_offset=m.commit_log_offset,
+                delay_level=0,
+                origin_msg_id=m.msg_id,
+                origin_topic=m.topic,
                 max_reconsume_times=self.config.max_reconsume_times,
             )
             try:
-                resp = await self.client.broker(addr).unary("send back", "ConsumerSendMsgBack",
-                                                            req, self.client.timeout)
+                resp = await self.client.broker(addr).unary(
+                    "send back", "ConsumerSendMsgBack", req, self.client.timeout
+                )
                 check(resp)
             except RocketqError as exc:
-                log.warning("sending %s back failed (%s); retrying it here in %.0f s",
-                            m.msg_id, exc, SEND_BACK_RETRY_DELAY)
+                log.warning(
+                    "sending %s back failed (%s); retrying it here in %.0f s",
+                    m.msg_id,
+                    exc,
+                    SEND_BACK_RETRY_DELAY,
+                )
                 failed.append(m)
         return failed
 

@@ -118,8 +118,11 @@ class NameServerClient:
         req = pb.DeleteTopicRequest(topic=topic, cluster_name=cluster)
         for addr in self.addrs:
             with contextlib.suppress(ConnectBrokerError, RequestTimeoutError):
-                await call("delete topic", addr,
-                           self._stub(addr).DeleteTopicInNamesrv(req, timeout=self.timeout))
+                await call(
+                    "delete topic",
+                    addr,
+                    self._stub(addr).DeleteTopicInNamesrv(req, timeout=self.timeout),
+                )
 
     async def close(self) -> None:
         for channel in self._channels.values():
@@ -148,7 +151,9 @@ class _SendStream:
         try:
             return await asyncio.wait_for(fut, timeout)
         except TimeoutError:
-            raise RequestTimeoutError(f"send to {self.addr} timed out after {timeout:.1f} s") from None
+            raise RequestTimeoutError(
+                f"send to {self.addr} timed out after {timeout:.1f} s"
+            ) from None
         finally:
             self._waiting.pop(req.request_id, None)
 
@@ -206,8 +211,9 @@ class BrokerClient:
     async def send(self, req: pb.SendRequest, timeout: float) -> pb.SendResponse:
         return await self.sender.send(req, timeout)
 
-    async def unary(self, what: str, method: str, req: Any, timeout: float, *,
-                    admin: bool = False) -> Any:
+    async def unary(
+        self, what: str, method: str, req: Any, timeout: float, *, admin: bool = False
+    ) -> Any:
         stub = self.admin if admin else self.stub
         return await call(what, self.addr, getattr(stub, method)(req, timeout=timeout))
 

@@ -1,0 +1,292 @@
+"""The admin client: topics, groups, offsets, stats, message queries and cluster info,
+over the nameservers and the brokers' ``BrokerAdmin`` service (mqadmin's verbs)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from cluster.errors import QueryNotFoundError, RocketqError, TopicNotExistError
+from cluster.message import MASTER_ID, PERM_READ, PERM_WRITE, MessageExt
+from cluster.message_id import decode_offset_msg_id
+from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from cluster.record import decode_records
+from sdk.client import ClientInstance
+from sdk.remoting import check
+
+
+@dataclass(frozen=True, slots=True)
+class QueueOffsets:
+    broker_name: str
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    last_update_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueProgress:
+    topic: str
+    broker_name: str
+    queue_id: int
+    broker_offset: int
+    consumer_offset: int
+    last_timestamp: int
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.broker_offset - self.consumer_offset)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    cluster: str
+    broker_name: str
+    broker_id: int
+    addr: str
+    runtime: dict[str, str]
+
+
+class Admin:
+    def __init__(self, namesrv: str = "127.0.0.1:9876", *, timeout: float = 5.0) -> None:
+        self.client = ClientInstance(namesrv, timeout=timeout)
+        self.timeout = timeout
+
+    async def start(self) -> None:
+        await self.client.start()
+
+    async def shutdown(self) -> None:
+        await self.client.shutdown()
+
+    async def __aenter__(self) -> Admin:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    async def _admin(self, addr: str, method: str, req: Any) -> Any:
+        resp = await self.client.broker(addr).unary(method, method, req, self.timeout, admin=True)
+        if hasattr(resp, "status"):
+            check(resp.status)
+        else:
+            check(resp)
+        return resp
+
+    async def _masters(self, cluster: str | None = None) -> dict[str, str]:
+        """broker name -> master address, for the cluster (or all)."""
+        info = await self.client.nameserver.cluster_info()
+        names = (
+            set(info.cluster_addr_table[cluster].names) if cluster else set(info.broker_addr_table)
+        )
+        if cluster and cluster not in info.cluster_addr_table:
+            raise RocketqError(f"cluster {cluster!r} is unknown to the nameserver")
+        return {
+            n: info.broker_addr_table[n].broker_addrs[MASTER_ID]
+            for n in sorted(names)
+            if MASTER_ID in info.broker_addr_table[n].broker_addrs
+        }
+
+    # -- topics ------------------------------------------------------------------------
+
+    async def update_topic(
+        self,
+        topic: str,
+        *,
+        read_queue_nums: int = 8,
+        write_queue_nums: int = 8,
+        perm: int = PERM_READ | PERM_WRITE,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+        order: bool = False,
+    ) -> list[str]:
+        """Create or update a topic on one broker or on every master of a cluster."""
+        targets = [broker_addr] if broker_addr else list((await self._masters(cluster)).values())
+        if not targets:
+            raise RocketqError("no broker master is registered with the nameserver")
+        req = pb.TopicConfigData(
+            topic_name=topic,
+            read_queue_nums=read_queue_nums,
+            write_queue_nums=write_queue_nums,
+            perm=perm,
+            order=order,
+        )
+        for addr in targets:
+            await self._admin(addr, "UpdateAndCreateTopic", req)
+        return targets
+
+    async def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
+        for addr in (await self._masters(cluster)).values():
+            try:
+                await self._admin(addr, "DeleteTopic", pb.TopicRequest(topic=topic))
+            except TopicNotExistError:
+                pass
+        await self.client.nameserver.delete_topic(topic, cluster or "")
+
+    async def topic_list(self) -> list[str]:
+        return await self.client.nameserver.topic_list()
+
+    async def topic_route(self, topic: str) -> pb.TopicRouteData:
+        return await self.client.update_route(topic)
+
+    async def topic_status(self, topic: str) -> list[QueueOffsets]:
+        route = await self.client.update_route(topic)
+        out = []
+        for b in sorted(route.broker_datas, key=lambda b: b.broker_name):
+            addr = b.broker_addrs.get(MASTER_ID) or next(iter(b.broker_addrs.values()), None)
+            if addr is None:
+                continue
+            resp = await self._admin(addr, "GetTopicStats", pb.TopicRequest(topic=topic))
+            out += [
+                QueueOffsets(
+                    b.broker_name, q.queue_id, q.min_offset, q.max_offset, q.last_update_timestamp
+                )
+                for q in resp.queues
+            ]
+        return out
+
+    # -- groups and offsets ------------------------------------------------------------
+
+    async def update_sub_group(
+        self,
+        group: str,
+        *,
+        cluster: str | None = None,
+        retry_max_times: int = 16,
+        retry_queue_nums: int = 1,
+        consume_enable: bool = True,
+        consume_broadcast_enable: bool = True,
+    ) -> None:
+        req = pb.SubscriptionGroupConfig(
+            group_name=group,
+            consume_enable=consume_enable,
+            consume_broadcast_enable=consume_broadcast_enable,
+            retry_queue_nums=retry_queue_nums,
+            retry_max_times=retry_max_times,
+            broker_id=MASTER_ID,
+            which_broker_when_consume_slowly=1,
+            notify_consumer_ids_changed_enable=True,
+        )
+        for addr in (await self._masters(cluster)).values():
+            await self._admin(addr, "UpdateSubscriptionGroup", req)
+
+    async def consumer_progress(self, group: str, topic: str = "") -> list[QueueProgress]:
+        out = []
+        for name, addr in (await self._masters()).items():
+            resp = await self._admin(
+                addr, "GetConsumeStats", pb.GroupRequest(group=group, topic=topic)
+            )
+            out += [
+                QueueProgress(
+                    q.topic,
+                    name,
+                    q.queue_id,
+                    q.max_offset,
+                    q.consumer_offset,
+                    q.last_update_timestamp,
+                )
+                for q in resp.queues
+            ]
+        return sorted(out, key=lambda p: (p.topic, p.broker_name, p.queue_id))
+
+    async def consumer_connections(self, group: str) -> list[pb.ConsumerConnection]:
+        conns: dict[str, pb.ConsumerConnection] = {}
+        for addr in (await self._masters()).values():
+            try:
+                resp = await self._admin(
+                    addr, "GetConsumerConnectionList", pb.GroupRequest(group=group)
+                )
+            except QueryNotFoundError:
+                continue
+            for c in resp.connections:
+                conns[c.client_id] = c
+        return [conns[k] for k in sorted(conns)]
+
+    async def reset_offset_by_time(
+        self, group: str, topic: str, timestamp_ms: int
+    ) -> dict[tuple[str, int], int]:
+        route = await self.client.update_route(topic)
+        out = {}
+        for b in route.broker_datas:
+            addr = b.broker_addrs.get(MASTER_ID)
+            if addr is None:
+                continue
+            resp = await self._admin(
+                addr,
+                "ResetOffsetByTime",
+                pb.ResetOffsetRequest(group=group, topic=topic, timestamp=timestamp_ms),
+            )
+            for q in resp.queues:
+                out[(b.broker_name, q.queue_id)] = q.consumer_offset
+        return out
+
+    # -- messages ----------------------------------------------------------------------
+
+    async def query_msg_by_key(
+        self,
+        topic: str,
+        key: str,
+        *,
+        max_num: int = 32,
+        begin_ms: int = 0,
+        end_ms: int | None = None,
+    ) -> list[MessageExt]:
+        route = await self.client.update_route(topic)
+        end_ms = end_ms if end_ms is not None else int(time.time() * 1000) + 60_000
+        found: list[MessageExt] = []
+        for b in route.broker_datas:
+            addr = b.broker_addrs.get(MASTER_ID) or next(iter(b.broker_addrs.values()), None)
+            if addr is None:
+                continue
+            try:
+                resp = await self._admin(
+                    addr,
+                    "QueryMessage",
+                    pb.QueryMessageRequest(
+                        topic=topic,
+                        key=key,
+                        max_num=max_num,
+                        begin_timestamp=begin_ms,
+                        end_timestamp=end_ms,
+                    ),
+                )
+            except QueryNotFoundError:
+                continue
+            found += decode_records(resp.records)
+        found.sort(key=lambda m: m.store_timestamp, reverse=True)
+        return found[:max_num]
+
+    async def query_msg_by_id(self, msg_id: str) -> MessageExt:
+        """By offset id (store host + offset); the broker is the one the id names."""
+        try:
+            addr, offset = decode_offset_msg_id(msg_id)
+        except ValueError as exc:
+            raise QueryNotFoundError(str(exc)) from None
+        resp = await self._admin(
+            addr, "ViewMessage", pb.QueryMessageRequest(commit_log_offset=offset)
+        )
+        return decode_records(resp.records)[0]
+
+    async def query_msg_by_offset(self, broker_addr: str, commit_log_offset: int) -> MessageExt:
+        resp = await self._admin(
+            broker_addr, "ViewMessage", pb.QueryMessageRequest(commit_log_offset=commit_log_offset)
+        )
+        return decode_records(resp.records)[0]
+
+    # -- cluster -----------------------------------------------------------------------
+
+    async def cluster_list(self) -> list[BrokerInfo]:
+        info = await self.client.nameserver.cluster_info()
+        out = []
+        for cluster, names in sorted(info.cluster_addr_table.items()):
+            for name in sorted(names.names):
+                data = info.broker_addr_table[name]
+                for bid, addr in sorted(data.broker_addrs.items()):
+                    try:
+                        rt = await self._admin(addr, "GetBrokerRuntimeInfo", pb.Empty())
+                        runtime = dict(rt.table)
+                    except RocketqError as exc:
+                        runtime = {"error": str(exc)}
+                    out.append(BrokerInfo(cluster, name, bid, addr, runtime))
+        return out

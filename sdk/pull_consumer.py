@@ -1,0 +1,321 @@
+"""The lite pull consumer: subscribe (the group shares the queues, as with push) or assign
+queues yourself, then ``poll()`` messages, ``commit()`` offsets and ``seek()``.
+
+Each owned queue has a pull loop that fills a buffer (bounded per queue); ``poll`` takes
+what is buffered. With ``auto_commit`` the offsets of what earlier polls returned are
+committed every 5 s and at shutdown; otherwise ``commit()`` does it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cluster.errors import ClientStateError, RocketqError, TopicNotExistError
+from cluster.message import MessageExt, MessageQueue
+from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from cluster.record import decode_records
+from sdk.client import ClientInstance, subscribe_queues
+from sdk.consumer_types import ConsumeFrom, MessageModel, MessageSelector
+from sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
+from sdk.push_consumer import (
+    FOUND,
+    NO_MATCHED_MSG,
+    NO_NEW_MSG,
+    PULL_DELAY_WHEN_EXCEPTION,
+    finish_message,
+)
+from sdk.rebalance import STRATEGIES
+from sdk.remoting import check
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class PullConsumerConfig:
+    allocate_strategy: str = "AVG"
+    pull_batch_size: int = 32
+    pull_threshold_for_queue: int = 1000
+    auto_commit: bool = True
+    auto_commit_interval: int = 5000
+    rebalance_interval: int = 20_000
+    poll_timeout: int = 5000
+    long_polling_millis: int = 15_000
+    offset_store_dir: str = str(Path.home() / ".rocketq_offsets")
+
+
+class PullConsumer:
+    def __init__(
+        self,
+        group: str,
+        namesrv: str = "127.0.0.1:9876",
+        *,
+        model: MessageModel = MessageModel.CLUSTERING,
+        consume_from: ConsumeFrom = ConsumeFrom.LAST_OFFSET,
+        config: PullConsumerConfig | None = None,
+        **settings: Any,
+    ) -> None:
+        self.group = group
+        self.model = model
+        self.consume_from = consume_from
+        self.config = config or PullConsumerConfig(**settings)
+        self.client = ClientInstance(namesrv)
+        self.client.heartbeat = self._heartbeat_data
+        self.client.on_event = self._on_event
+        self.subscriptions: dict[str, MessageSelector] = {}
+        self.assigned: list[MessageQueue] | None = None
+        self._owned: dict[MessageQueue, asyncio.Task[None]] = {}
+        self._next: dict[MessageQueue, int] = {}  # where each pull loop reads next
+        self._polled: dict[MessageQueue, int] = {}  # one past what poll returned
+        self._buffer: asyncio.Queue[tuple[MessageQueue, int, list[MessageExt]]] = asyncio.Queue()
+        self._buffered: dict[MessageQueue, int] = {}
+        self._generation: dict[MessageQueue, int] = {}
+        self._rebalance_now = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.offsets: RemoteOffsetStore
+        self.running = False
+
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        if self.assigned is not None:
+            raise ClientStateError("use either subscribe() or assign(), not both")
+        self.subscriptions[topic] = (
+            expression
+            if isinstance(expression, MessageSelector)
+            else MessageSelector.tags(expression)
+        )
+
+    def assign(self, queues: list[MessageQueue]) -> None:
+        if self.subscriptions:
+            raise ClientStateError("use either subscribe() or assign(), not both")
+        self.assigned = list(queues)
+        if self.running:
+            self._rebalance_now.set()
+
+    async def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
+        return subscribe_queues(topic, await self.client.update_route(topic))
+
+    def assignment(self) -> list[MessageQueue]:
+        return sorted(self._owned)
+
+    async def start(self) -> None:
+        if not self.subscriptions and self.assigned is None:
+            raise ClientStateError("subscribe to a topic or assign queues before start()")
+        self.offsets = (
+            LocalFileOffsetStore(self.client, self.group, Path(self.config.offset_store_dir))
+            if self.model is MessageModel.BROADCASTING
+            else RemoteOffsetStore(self.client, self.group)
+        )
+        await self.client.start()
+        self.running = True
+        for topic in self.subscriptions:
+            with contextlib.suppress(TopicNotExistError):
+                await self.client.update_route(topic)
+        await self.client.heartbeat_all()
+        await self._rebalance()
+        self._tasks = [asyncio.ensure_future(self._rebalance_loop())]
+        if self.config.auto_commit:
+            self._tasks.append(asyncio.ensure_future(self._auto_commit()))
+
+    async def shutdown(self) -> None:
+        if not self.running:
+            return
+        self.running = False
+        tasks = self._tasks + list(self._owned.values())
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self.config.auto_commit:
+            await self.commit()
+        await self.client.unregister(self._heartbeat_data())
+        await self.client.shutdown()
+
+    async def __aenter__(self) -> PullConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    def _heartbeat_data(self) -> pb.HeartbeatRequest:
+        return pb.HeartbeatRequest(
+            client_id=self.client.client_id,
+            consumers=[
+                pb.ConsumerData(
+                    group=self.group,
+                    consume_type="CONSUME_ACTIVELY",
+                    message_model=self.model.value,
+                    consume_from_where=self.consume_from.value,
+                    subscriptions=[
+                        pb.SubscriptionData(
+                            topic=t, expression=s.expression, expression_type=s.type
+                        )
+                        for t, s in self.subscriptions.items()
+                    ],
+                )
+            ],
+        )
+
+    async def _on_event(self, event: pb.ServerEvent) -> None:
+        if event.WhichOneof("kind") == "consumer_ids_changed":
+            self._rebalance_now.set()
+
+    # -- ownership ---------------------------------------------------------------------
+
+    async def _rebalance_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._rebalance_now.wait(), self.config.rebalance_interval / 1000
+                )
+            self._rebalance_now.clear()
+            try:
+                await self._rebalance()
+            except RocketqError as exc:
+                log.warning("rebalance of %s failed: %s", self.group, exc)
+
+    async def _rebalance(self) -> None:
+        if self.assigned is not None:
+            mine = set(self.assigned)
+        else:
+            mine = set()
+            for topic in self.subscriptions:
+                try:
+                    route = await self.client.update_route(topic)
+                except TopicNotExistError:
+                    continue
+                mqs = subscribe_queues(topic, route)
+                if self.model is MessageModel.BROADCASTING:
+                    mine |= set(mqs)
+                    continue
+                resp = None
+                for b in route.broker_datas:
+                    for addr in b.broker_addrs.values():
+                        with contextlib.suppress(RocketqError):
+                            resp = await self.client.broker(addr).unary(
+                                "consumer list",
+                                "GetConsumerListByGroup",
+                                pb.GroupRequest(group=self.group),
+                                self.client.timeout,
+                            )
+                            break
+                    if resp is not None:
+                        break
+                cids = list(resp.client_ids) if resp is not None else []
+                if cids:
+                    mine |= set(
+                        STRATEGIES[self.config.allocate_strategy](
+                            self.group, self.client.client_id, mqs, cids
+                        )
+                    )
+        for mq in [m for m in self._owned if m not in mine]:
+            self._owned.pop(mq).cancel()
+            with contextlib.suppress(RocketqError):
+                self.offsets.update(mq, self._polled.get(mq, -1))
+                await self.offsets.persist(mq)
+            self._polled.pop(mq, None)
+            self._generation[mq] = self._generation.get(mq, 0) + 1
+        for mq in sorted(mine - set(self._owned)):
+            offset = await self._start_offset(mq)
+            self._start(mq, offset)
+
+    def _start(self, mq: MessageQueue, offset: int) -> None:
+        self._next[mq] = offset
+        self._polled[mq] = offset
+        self._generation[mq] = self._generation.get(mq, 0) + 1
+        self._owned[mq] = asyncio.ensure_future(self._pull_loop(mq, self._generation[mq]))
+
+    async def _start_offset(self, mq: MessageQueue) -> int:
+        offset = await self.offsets.read_store(mq)
+        if offset >= 0:
+            return offset
+        addr = self.client.read_addr(mq.broker_name)
+        if addr is None:
+            return 0
+        req = pb.GroupRequest(group=self.group, topic=mq.topic, queue_id=mq.queue_id)
+        method = {
+            ConsumeFrom.FIRST_OFFSET: "GetMinOffset",
+            ConsumeFrom.LAST_OFFSET: "GetMaxOffset",
+        }.get(self.consume_from, "GetMaxOffset")
+        resp = await self.client.broker(addr).unary("offset", method, req, self.client.timeout)
+        check(resp.status)
+        return int(resp.offset)
+
+    async def seek(self, mq: MessageQueue, offset: int) -> None:
+        """Read ``mq`` from ``offset`` on: buffered messages of it are discarded."""
+        if mq not in self._owned:
+            raise ClientStateError(f"{mq} is not assigned to this consumer")
+        self._owned.pop(mq).cancel()
+        self._start(mq, offset)
+
+    # -- pulling and polling -----------------------------------------------------------
+
+    async def _pull_loop(self, mq: MessageQueue, generation: int) -> None:
+        selector = self.subscriptions.get(mq.topic, MessageSelector.tags("*"))
+        while self.running:
+            if self._buffered.get(mq, 0) >= self.config.pull_threshold_for_queue:
+                await asyncio.sleep(0.05)
+                continue
+            addr = self.client.read_addr(mq.broker_name)
+            try:
+                if addr is None:
+                    await self.client.update_route(mq.topic)
+                    raise TopicNotExistError(f"broker {mq.broker_name} is not in the route")
+                req = pb.PullRequest(
+                    consumer_group=self.group,
+                    topic=mq.topic,
+                    queue_id=mq.queue_id,
+                    queue_offset=self._next[mq],
+                    max_msg_nums=self.config.pull_batch_size,
+                    suspend_timeout_millis=self.config.long_polling_millis,
+                    subscription=selector.expression,
+                    expression_type=selector.type,
+                )
+                resp = await self.client.broker(addr).unary(
+                    "pull", "PullMessage", req, self.config.long_polling_millis / 1000 + 15
+                )
+                check(resp.status)
+            except RocketqError as exc:
+                log.info("pull of %s failed: %s", mq, exc)
+                await asyncio.sleep(PULL_DELAY_WHEN_EXCEPTION)
+                continue
+            if self._generation.get(mq) != generation:
+                return
+            self._next[mq] = resp.next_begin_offset
+            if resp.pull_status == FOUND:
+                msgs = [finish_message(m, self.group) for m in decode_records(resp.records)]
+                self._buffered[mq] = self._buffered.get(mq, 0) + len(msgs)
+                self._buffer.put_nowait((mq, generation, msgs))
+            elif resp.pull_status not in (NO_NEW_MSG, NO_MATCHED_MSG):
+                log.warning("offset of %s corrected to %d", mq, resp.next_begin_offset)
+                self._polled[mq] = resp.next_begin_offset
+
+    async def poll(self, timeout: float | None = None) -> list[MessageExt]:
+        """Messages pulled so far (up to pull_batch_size), waiting up to ``timeout``."""
+        wait = self.config.poll_timeout / 1000 if timeout is None else timeout
+        try:
+            mq, generation, msgs = await asyncio.wait_for(self._buffer.get(), wait)
+        except TimeoutError:
+            return []
+        self._buffered[mq] = self._buffered.get(mq, 0) - len(msgs)
+        if mq not in self._owned or generation != self._generation.get(mq):
+            return []  # pulled before a seek or before the queue moved away
+        msgs = [m for m in msgs if m.queue_offset >= self._polled.get(mq, 0)]
+        if msgs:
+            self._polled[mq] = msgs[-1].queue_offset + 1
+        return msgs
+
+    async def commit(self) -> None:
+        """Commit, for every owned queue, the offset after the last polled message."""
+        for mq, offset in list(self._polled.items()):
+            if mq in self._owned and offset >= 0:
+                self.offsets.update(mq, offset, increase_only=False)
+        await self.offsets.persist_all(list(self._owned))
+
+    async def _auto_commit(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.auto_commit_interval / 1000)
+            await self.commit()

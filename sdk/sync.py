@@ -1,0 +1,90 @@
+"""Blocking twins of the SDK's classes, same names and methods, for code without asyncio.
+
+Every client object lives on one event loop that runs in a background thread; a method
+call runs the asynchronous method there and waits for its result::
+
+    from sdk.sync import Producer
+    with Producer(group="pg", namesrv="127.0.0.1:9876") as producer:
+        producer.send(Message(topic="T", body=b"hi"))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import functools
+import inspect
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from sdk import admin as _admin
+from sdk import producer as _producer
+from sdk import push_consumer as _push
+
+T = TypeVar("T")
+_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _background_loop() -> asyncio.AbstractEventLoop:
+    global _loop
+    with _lock:
+        if _loop is None or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="rocketq-sdk", daemon=True)
+            thread.start()
+            atexit.register(loop.call_soon_threadsafe, loop.stop)
+            _loop = loop
+        return _loop
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run_coroutine_threadsafe(coro, _background_loop()).result()
+
+
+class _Blocking:
+    """Wraps one asynchronous client object; coroutine methods become blocking calls."""
+
+    _target: Callable[..., Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        async def make() -> Any:
+            return self._target(*args, **kwargs)
+
+        object.__setattr__(self, "_obj", _run(make()))
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._obj, name)
+        if inspect.iscoroutinefunction(attr):
+
+            @functools.wraps(attr)
+            def blocking(*args: Any, **kwargs: Any) -> Any:
+                return _run(attr(*args, **kwargs))
+
+            return blocking
+        return attr
+
+    def __enter__(self) -> Any:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+class Producer(_Blocking):
+    _target = _producer.Producer
+
+
+class PushConsumer(_Blocking):
+    """Handlers may be plain functions: they run on the consumer's thread pool."""
+
+    _target = _push.PushConsumer
+
+
+class Admin(_Blocking):
+    _target = _admin.Admin
+
+
+__all__ = ["Admin", "Producer", "PushConsumer"]
