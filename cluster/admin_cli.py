@@ -1,0 +1,449 @@
+"""``rocketq admin ...`` (mqadmin's verbs in kebab-case) and ``rocketq send`` /
+``rocketq consume`` for trying things by hand. Tables for people, ``--json`` for tools;
+errors name the cause, exit non-zero and print no traceback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, is_dataclass
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+T = TypeVar("T")
+
+admin_app = typer.Typer(
+    help="Administer topics, groups, offsets and messages.", no_args_is_help=True
+)
+
+Namesrv = Annotated[
+    str,
+    typer.Option(
+        "--namesrv",
+        "-n",
+        envvar="NAMESRV_ADDR",
+        help="Nameserver(s), 'host:port;host:port' (env NAMESRV_ADDR).",
+    ),
+]
+JsonOut = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+DEFAULT_NAMESRV = "127.0.0.1:9876"
+
+
+def run(make: Callable[[], Awaitable[T]]) -> T:
+    """Run one async admin action; rocketq errors become a message and exit code 1."""
+    from cluster.errors import RocketqError
+
+    try:
+        return asyncio.run(make())  # type: ignore[arg-type]
+    except RocketqError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+def table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
+    cells = [[str(c) for c in header]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]])
+
+
+def emit(rows: Sequence[Sequence[object]], header: Sequence[str], as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps([dict(zip(header, r, strict=True)) for r in rows], default=str))
+    else:
+        typer.echo(table(rows, header))
+
+
+def to_jsonable(obj: Any) -> Any:
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return asdict(obj)
+    return obj
+
+
+async def _with_admin(namesrv: str, fn: Callable[[Any], Awaitable[T]]) -> T:
+    from sdk.admin import Admin
+
+    async with Admin(namesrv) as admin:
+        return await fn(admin)
+
+
+@admin_app.command("update-topic")
+def update_topic(
+    topic: Annotated[str, typer.Option("--topic", "-t")],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    read_queue_nums: Annotated[int, typer.Option("--read-queue-nums", "-r", min=1, max=1024)] = 8,
+    write_queue_nums: Annotated[int, typer.Option("--write-queue-nums", "-w", min=1, max=1024)] = 8,
+    perm: Annotated[int, typer.Option("--perm", "-p", min=0, max=7, help="2 W, 4 R, 6 RW.")] = 6,
+    cluster: Annotated[str | None, typer.Option("--cluster", "-c")] = None,
+    broker_addr: Annotated[str | None, typer.Option("--broker-addr", "-b")] = None,
+) -> None:
+    """Create or update a topic on every master of a cluster (or one broker)."""
+    targets = run(
+        lambda: _with_admin(
+            namesrv,
+            lambda a: a.update_topic(
+                topic,
+                read_queue_nums=read_queue_nums,
+                write_queue_nums=write_queue_nums,
+                perm=perm,
+                cluster=cluster,
+                broker_addr=broker_addr,
+            ),
+        )
+    )
+    typer.echo(
+        f"topic {topic}: {read_queue_nums} read / {write_queue_nums} write queues, perm "
+        f"{perm}, on {', '.join(targets)}"
+    )
+
+
+@admin_app.command("delete-topic")
+def delete_topic(
+    topic: Annotated[str, typer.Option("--topic", "-t")],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    cluster: Annotated[str | None, typer.Option("--cluster", "-c")] = None,
+) -> None:
+    """Delete a topic from the brokers and the nameservers."""
+    run(lambda: _with_admin(namesrv, lambda a: a.delete_topic(topic, cluster=cluster)))
+    typer.echo(f"topic {topic} deleted")
+
+
+@admin_app.command("topic-list")
+def topic_list(namesrv: Namesrv = DEFAULT_NAMESRV, as_json: JsonOut = False) -> None:
+    """Every topic the nameserver knows."""
+    topics = run(lambda: _with_admin(namesrv, lambda a: a.topic_list()))
+    emit([[t] for t in topics], ["topic"], as_json)
+
+
+@admin_app.command("topic-route")
+def topic_route(
+    topic: Annotated[str, typer.Option("--topic", "-t")],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    as_json: JsonOut = False,
+) -> None:
+    """Which brokers serve a topic, with how many queues."""
+    route = run(lambda: _with_admin(namesrv, lambda a: a.topic_route(topic)))
+    addrs = {b.broker_name: dict(b.broker_addrs) for b in route.broker_datas}
+    rows = [
+        [
+            q.broker_name,
+            q.read_queue_nums,
+            q.write_queue_nums,
+            q.perm,
+            " ".join(f"{i}={a}" for i, a in sorted(addrs.get(q.broker_name, {}).items())),
+        ]
+        for q in route.queue_datas
+    ]
+    emit(rows, ["broker", "read_queues", "write_queues", "perm", "addresses"], as_json)
+
+
+@admin_app.command("topic-status")
+def topic_status(
+    topic: Annotated[str, typer.Option("--topic", "-t")],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    as_json: JsonOut = False,
+) -> None:
+    """Min and max offset and last update of every queue of a topic."""
+    queues = run(lambda: _with_admin(namesrv, lambda a: a.topic_status(topic)))
+    rows = [
+        [q.broker_name, q.queue_id, q.min_offset, q.max_offset, _time(q.last_update_timestamp)]
+        for q in queues
+    ]
+    emit(rows, ["broker", "queue", "min_offset", "max_offset", "last_updated"], as_json)
+
+
+def _time(ms: int) -> str:
+    if ms <= 0:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) + f".{ms % 1000:03d}"
+
+
+@admin_app.command("cluster-list")
+def cluster_list(namesrv: Namesrv = DEFAULT_NAMESRV, as_json: JsonOut = False) -> None:
+    """Brokers of every cluster with role, address and CommitLog offsets."""
+    brokers = run(lambda: _with_admin(namesrv, lambda a: a.cluster_list()))
+    rows = [
+        [
+            b.cluster,
+            b.broker_name,
+            b.broker_id,
+            b.addr,
+            b.runtime.get("brokerRole", "?"),
+            b.runtime.get("commitLogMaxOffset", "?"),
+            b.runtime.get("dispatchBehindBytes", "?"),
+            b.runtime.get("error", ""),
+        ]
+        for b in brokers
+    ]
+    emit(
+        rows,
+        ["cluster", "broker", "id", "address", "role", "max_offset", "dispatch_behind", "error"],
+        as_json,
+    )
+
+
+@admin_app.command("update-sub-group")
+def update_sub_group(
+    group: Annotated[str, typer.Option("--group", "-g")],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    retry_max_times: Annotated[int, typer.Option(min=0)] = 16,
+    retry_queue_nums: Annotated[int, typer.Option(min=1)] = 1,
+    consume_enable: Annotated[bool, typer.Option()] = True,
+    cluster: Annotated[str | None, typer.Option("--cluster", "-c")] = None,
+) -> None:
+    """Create or update a consumer group's config on every master."""
+    run(
+        lambda: _with_admin(
+            namesrv,
+            lambda a: a.update_sub_group(
+                group,
+                cluster=cluster,
+                retry_max_times=retry_max_times,
+                retry_queue_nums=retry_queue_nums,
+                consume_enable=consume_enable,
+            ),
+        )
+    )
+    typer.echo(f"subscription group {group} updated")
+
+
+@admin_app.command("consumer-progress")
+def consumer_progress(
+    group: Annotated[str, typer.Option("--group", "-g")],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    topic: Annotated[str, typer.Option("--topic", "-t")] = "",
+    as_json: JsonOut = False,
+) -> None:
+    """Broker offset, consumer offset and lag of every queue a group consumes."""
+    progress = run(lambda: _with_admin(namesrv, lambda a: a.consumer_progress(group, topic)))
+    rows = [
+        [
+            p.topic,
+            p.broker_name,
+            p.queue_id,
+            p.broker_offset,
+            p.consumer_offset,
+            p.lag,
+            _time(p.last_timestamp),
+        ]
+        for p in progress
+    ]
+    emit(
+        rows,
+        ["topic", "broker", "queue", "broker_offset", "consumer_offset", "lag", "last_consumed"],
+        as_json,
+    )
+    if not as_json:
+        typer.echo(f"total lag: {sum(p.lag for p in progress)}")
+
+
+@admin_app.command("consumer-connection")
+def consumer_connection(
+    group: Annotated[str, typer.Option("--group", "-g")],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    as_json: JsonOut = False,
+) -> None:
+    """The clients of a consumer group and their subscriptions."""
+    conns = run(lambda: _with_admin(namesrv, lambda a: a.consumer_connections(group)))
+    rows = [
+        [
+            c.client_id,
+            c.client_addr,
+            c.message_model,
+            c.consume_from_where,
+            "; ".join(f"{s.topic}:{s.expression}" for s in c.subscriptions),
+        ]
+        for c in conns
+    ]
+    emit(rows, ["client_id", "address", "model", "consume_from", "subscriptions"], as_json)
+
+
+@admin_app.command("reset-offset-by-time")
+def reset_offset_by_time(
+    group: Annotated[str, typer.Option("--group", "-g")],
+    topic: Annotated[str, typer.Option("--topic", "-t")],
+    timestamp: Annotated[
+        str, typer.Option("--timestamp", "-s", help="Epoch ms, or 'now', or 'yyyy-mm-ddTHH:MM:SS'.")
+    ],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    as_json: JsonOut = False,
+) -> None:
+    """Move a group's offsets of a topic to the first message stored at or after a time."""
+    ms = _parse_time(timestamp)
+    result = run(lambda: _with_admin(namesrv, lambda a: a.reset_offset_by_time(group, topic, ms)))
+    emit(
+        [[b, q, o] for (b, q), o in sorted(result.items())],
+        ["broker", "queue", "new_offset"],
+        as_json,
+    )
+
+
+def _parse_time(text: str) -> int:
+    if text == "now":
+        return int(time.time() * 1000)
+    if text.isdigit():
+        return int(text)
+    try:
+        return int(time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S")) * 1000)
+    except ValueError:
+        raise typer.BadParameter(
+            f"{text!r}: give epoch milliseconds, 'now' or yyyy-mm-ddTHH:MM:SS",
+            param_hint="'--timestamp'",
+        ) from None
+
+
+def _print_messages(msgs: list[Any], as_json: bool) -> None:
+    if as_json:
+        typer.echo(
+            json.dumps(
+                [
+                    {
+                        "msg_id": m.msg_id,
+                        "offset_msg_id": m.offset_msg_id,
+                        "topic": m.topic,
+                        "queue_id": m.queue_id,
+                        "queue_offset": m.queue_offset,
+                        "tags": m.tags,
+                        "keys": m.keys,
+                        "reconsume_times": m.reconsume_times,
+                        "store_timestamp": m.store_timestamp,
+                        "store_host": m.store_host,
+                        "properties": m.user_properties(),
+                        "body": m.body.decode(errors="replace"),
+                    }
+                    for m in msgs
+                ]
+            )
+        )
+        return
+    for m in msgs:
+        typer.echo(
+            f"msg_id={m.msg_id} offset_msg_id={m.offset_msg_id} topic={m.topic} "
+            f"queue={m.queue_id} offset={m.queue_offset} tags={m.tags} keys={m.keys} "
+            f"reconsume={m.reconsume_times} stored={_time(m.store_timestamp)} "
+            f"body={m.body[:200]!r}"
+        )
+
+
+@admin_app.command("query-msg-by-key")
+def query_msg_by_key(
+    topic: Annotated[str, typer.Option("--topic", "-t")],
+    key: Annotated[str, typer.Option("--key", "-k")],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    max_num: Annotated[int, typer.Option(min=1)] = 32,
+    as_json: JsonOut = False,
+) -> None:
+    """Messages of a topic by key (or unique id), newest first."""
+    msgs = run(
+        lambda: _with_admin(namesrv, lambda a: a.query_msg_by_key(topic, key, max_num=max_num))
+    )
+    _print_messages(msgs, as_json)
+
+
+@admin_app.command("query-msg-by-id")
+def query_msg_by_id(
+    msg_id: Annotated[str, typer.Option("--msg-id", "-i")],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    as_json: JsonOut = False,
+) -> None:
+    """A message by its offset id (store host + CommitLog offset)."""
+    msg = run(lambda: _with_admin(namesrv, lambda a: a.query_msg_by_id(msg_id)))
+    _print_messages([msg], as_json)
+
+
+@admin_app.command("query-msg-by-offset")
+def query_msg_by_offset(
+    broker_addr: Annotated[str, typer.Option("--broker-addr", "-b")],
+    offset: Annotated[int, typer.Option("--offset", "-o", min=0)],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    as_json: JsonOut = False,
+) -> None:
+    """A message by broker address and CommitLog offset."""
+    msg = run(lambda: _with_admin(namesrv, lambda a: a.query_msg_by_offset(broker_addr, offset)))
+    _print_messages([msg], as_json)
+
+
+def send_cmd(
+    topic: Annotated[str, typer.Option("--topic", "-t")],
+    body: Annotated[str, typer.Option("--body", "-b")] = "hello rocketq",
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    tags: Annotated[str | None, typer.Option("--tags")] = None,
+    keys: Annotated[str | None, typer.Option("--keys", help="Space-separated keys.")] = None,
+    count: Annotated[int, typer.Option("--count", "-c", min=1)] = 1,
+    group: Annotated[str, typer.Option("--group", "-g")] = "rocketq-cli-producer",
+) -> None:
+    """Send messages (for trying things by hand)."""
+
+    async def go() -> None:
+        from sdk import Message, Producer
+
+        async with Producer(group=group, namesrv=namesrv) as producer:
+            for i in range(count):
+                text = body if count == 1 else f"{body} #{i}"
+                r = await producer.send(
+                    Message(topic, text.encode(), tags=tags, keys=keys.split() if keys else [])
+                )
+                typer.echo(
+                    f"{r.status.name} msg_id={r.msg_id} offset_msg_id={r.offset_msg_id} "
+                    f"queue={r.queue.broker_name}/{r.queue.queue_id} "
+                    f"offset={r.queue_offset}"
+                )
+
+    run(go)
+
+
+def consume_cmd(
+    topic: Annotated[str, typer.Option("--topic", "-t")],
+    group: Annotated[str, typer.Option("--group", "-g")] = "rocketq-cli-consumer",
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    expression: Annotated[str, typer.Option("--expression", "-e")] = "*",
+    count: Annotated[
+        int, typer.Option("--count", "-c", min=0, help="Stop after N (0: never).")
+    ] = 0,
+    timeout: Annotated[float, typer.Option(help="Stop after S seconds without a message.")] = 10.0,
+    from_first: Annotated[
+        bool, typer.Option("--from-first", help="A new group starts at the oldest message.")
+    ] = False,
+    as_json: JsonOut = False,
+) -> None:
+    """Consume and print messages (for trying things by hand)."""
+
+    async def go() -> None:
+        from sdk import ConsumeFrom, ConsumeResult, MessageExt, PushConsumer
+
+        seen = 0
+        got = asyncio.Event()
+        done = asyncio.Event()
+        consumer = PushConsumer(
+            group,
+            namesrv,
+            consume_from=ConsumeFrom.FIRST_OFFSET if from_first else ConsumeFrom.LAST_OFFSET,
+        )
+        consumer.subscribe(topic, expression)
+
+        async def handler(msgs: list[MessageExt]) -> ConsumeResult:
+            nonlocal seen
+            _print_messages(msgs, as_json)
+            seen += len(msgs)
+            got.set()
+            if count and seen >= count:
+                done.set()
+            return ConsumeResult.SUCCESS
+
+        consumer.on_message(handler)
+        await consumer.start()
+        try:
+            while not done.is_set():
+                got.clear()
+                try:
+                    await asyncio.wait_for(got.wait(), timeout)
+                except TimeoutError:
+                    break
+        finally:
+            await consumer.shutdown()
+        typer.echo(f"consumed {seen} message(s)", err=True)
+
+    run(go)
