@@ -22,9 +22,9 @@ $(STAMP_DEV): pyproject.toml | $(BIN)/python
 
 venv: $(STAMP_DEV)
 
-# The main job. Until the broker exists this runs the store benchmark on the data dir.
+# The main job: a local cluster (one nameserver, one broker group) until Ctrl-C.
 run: $(STAMP_RUN)
-	$(BIN)/rocketq bench store --dir $(DATA_DIR)/bench-store --size 1024 --messages 200000 --batch 32
+	$(BIN)/rocketq cluster up --data-dir $(DATA_DIR)/cluster --foreground
 
 lint: $(STAMP_DEV)
 	$(BIN)/ruff check .

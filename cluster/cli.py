@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -210,3 +210,258 @@ def broker_cmd(
         run_server(lambda: Broker(broker_cfg, store_cfg), started)
     except (OSError, RocketqError) as exc:
         raise _fail(str(exc)) from None
+
+
+# ---------------------------------------------------------------------------- cluster
+
+cluster_app = typer.Typer(
+    help="A local cluster: nameservers and brokers as processes on this machine.",
+    no_args_is_help=True,
+)
+app.add_typer(cluster_app, name="cluster")
+
+DataDirOption = Annotated[
+    Path,
+    typer.Option(
+        "--data-dir",
+        file_okay=False,
+        help="Where the nodes keep their stores and logs, and cluster.json.",
+    ),
+]
+
+
+class Replication(enum.StrEnum):
+    NONE = "none"
+    HA = "ha"
+    RAFT = "raft"
+
+
+def _node_table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+    return [line.rstrip() for line in lines]
+
+
+@cluster_app.command("up")
+def cluster_up(
+    data_dir: DataDirOption = Path("data/cluster"),
+    brokers: Annotated[int, typer.Option(min=1, help="Broker groups (broker-a, ...).")] = 1,
+    nameservers: Annotated[int, typer.Option(min=1, help="Nameservers.")] = 1,
+    replication: Annotated[
+        Replication, typer.Option(case_sensitive=False, help="none (ha and raft come later).")
+    ] = Replication.NONE,
+    settings: Annotated[
+        list[str], typer.Option("--set", help="Any broker or store key for every broker.")
+    ] = [],  # noqa: B006 - typer reads the default
+    foreground: Annotated[
+        bool, typer.Option("--foreground", help="Stay attached; Ctrl-C or SIGTERM stops it.")
+    ] = False,
+) -> None:
+    """Start a nameserver and broker groups as local processes and write cluster.json."""
+    import signal
+    import threading
+
+    from cluster.errors import RocketqError
+    from cluster.launcher import ClusterSpec, LocalCluster
+
+    try:
+        spec = ClusterSpec(
+            data_dir=data_dir,
+            nameservers=nameservers,
+            brokers=brokers,
+            replication=replication.value,
+            broker_settings={k: str(v) for k, v in _settings(settings).items()},
+        )
+        cluster = LocalCluster(spec)
+        cluster.start()
+    except (RocketqError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(f"rocketq cluster is up (data dir {spec.data_dir})")
+    typer.echo(f"namesrv addr: {cluster.namesrv_addr}")
+    rows = [["NAME", "ROLE", "ADDRESS", "PID", "LOG"]]
+    rows += [[n.name, n.role, n.addr, str(n.pid), str(n.log)] for n in cluster.nodes]
+    for line in _node_table(rows):
+        typer.echo(line)
+    if not foreground:
+        typer.echo(f"stop it with: rocketq cluster down --data-dir {spec.data_dir}")
+        return
+    typer.echo("press Ctrl-C to stop it")
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        while not stop.wait(1.0):
+            pass
+    finally:
+        typer.echo("stopping the cluster", err=True)
+        try:
+            cluster.stop()
+        except RocketqError as exc:
+            raise _fail(str(exc)) from None
+
+
+@cluster_app.command("down")
+def cluster_down(data_dir: DataDirOption = Path("data/cluster")) -> None:
+    """Stop the cluster described by <data-dir>/cluster.json (brokers first)."""
+    from cluster.errors import RocketqError
+    from cluster.launcher import LocalCluster
+
+    try:
+        cluster = LocalCluster.load(data_dir)
+        running = [n.name for n in cluster.nodes if cluster.is_alive(n.name)]
+        cluster.stop()
+    except (RocketqError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    if running:
+        typer.echo(f"stopped {', '.join(running)}")
+    else:
+        typer.echo(f"the cluster in {cluster.data_dir} was not running")
+
+
+@cluster_app.command("status")
+def cluster_status(
+    data_dir: DataDirOption = Path("data/cluster"),
+    json_out: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
+) -> None:
+    """Which nodes are alive, and which brokers a nameserver knows."""
+    import json
+
+    from cluster.errors import RocketqError
+    from cluster.launcher import LocalCluster
+
+    try:
+        cluster = LocalCluster.load(data_dir)
+        status = cluster.status()
+    except (RocketqError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    if json_out:
+        doc = {"data_dir": str(cluster.data_dir), "namesrv_addr": cluster.namesrv_addr}
+        typer.echo(json.dumps(doc | status.to_dict()))
+        return
+    typer.echo(f"namesrv addr: {cluster.namesrv_addr}")
+    rows = [["NAME", "ROLE", "ADDRESS", "PID", "STATE"]]
+    for n in status.nodes:
+        state = ("paused" if n.paused else "alive") if n.alive else "dead"
+        rows.append([n.name, n.role, n.addr, str(n.pid), state])
+    for line in _node_table(rows):
+        typer.echo(line)
+    if status.registered is None:
+        typer.echo("no nameserver answered")
+        return
+    typer.echo(f"registered with {status.info_from}:")
+    for name, ids in sorted(status.registered.items()):
+        addrs = ", ".join(f"{i}={a}" for i, a in sorted(ids.items()))
+        typer.echo(f"  {name}: {addrs}")
+
+
+# -- admin, send, consume (cluster/admin_cli.py) --------------------------------------------
+
+from cluster.admin_cli import admin_app, consume_cmd, send_cmd  # noqa: E402
+
+app.add_typer(admin_app, name="admin")
+app.command("send")(send_cmd)
+app.command("consume")(consume_cmd)
+
+
+# -- client benchmarks (bench/client_bench.py) -----------------------------------------------
+
+
+def _bench_target(namesrv: str | None, embedded: bool, data_dir: Path | None) -> Any:
+    from bench.client_bench import target_cluster
+
+    return target_cluster(namesrv, embedded, str(data_dir) if data_dir else None, typer.echo)
+
+
+@bench_app.command("produce")
+def bench_produce(
+    namesrv: Annotated[str | None, typer.Option("--namesrv", "-n", envvar="NAMESRV_ADDR")] = None,
+    embedded: Annotated[bool, typer.Option(help="Start a local cluster for the run.")] = False,
+    data_dir: Annotated[Path | None, typer.Option(help="Where --embedded keeps its data.")] = None,
+    topic: Annotated[str, typer.Option("--topic", "-t")] = "BenchmarkTest",
+    size: Annotated[int, typer.Option("--size", "-s", min=1)] = 1024,
+    concurrency: Annotated[
+        int, typer.Option("--threads", "-c", min=1, help="Sends in flight.")
+    ] = 1,
+    batch: Annotated[int, typer.Option("--batch", "-b", min=1, max=1024)] = 1,
+    duration: Annotated[float, typer.Option("--duration", "-d", min=0.1)] = 10.0,
+    messages: Annotated[int, typer.Option(min=0, help="Stop after N messages (0: duration).")] = 0,
+    queues: Annotated[int, typer.Option(min=1)] = 8,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Send messages as fast as the given concurrency allows; TPS, RT, p50/p99/p999."""
+    from bench.client_bench import json_line, produce, run
+    from cluster.errors import RocketqError
+
+    try:
+        with _bench_target(namesrv, embedded, data_dir) as ns:
+            result = run(
+                lambda: produce(
+                    ns,
+                    topic=topic,
+                    size=size,
+                    concurrency=concurrency,
+                    batch=batch,
+                    duration=duration,
+                    messages=messages,
+                    queues=queues,
+                    echo=typer.echo,
+                )
+            )
+    except (RocketqError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    if json_out:
+        typer.echo(json_line(result))
+
+
+@bench_app.command("consume")
+def bench_consume(
+    namesrv: Annotated[str | None, typer.Option("--namesrv", "-n", envvar="NAMESRV_ADDR")] = None,
+    embedded: Annotated[bool, typer.Option(help="Start a local cluster for the run.")] = False,
+    data_dir: Annotated[Path | None, typer.Option(help="Where --embedded keeps its data.")] = None,
+    topic: Annotated[str, typer.Option("--topic", "-t")] = "BenchmarkTest",
+    group: Annotated[str, typer.Option("--group", "-g")] = "benchmark_consumer",
+    size: Annotated[int, typer.Option("--size", "-s", min=1)] = 1024,
+    backlog: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Write N messages first, then consume "
+            "them all (a new group starts at the oldest).",
+        ),
+    ] = 0,
+    duration: Annotated[float, typer.Option("--duration", "-d", min=0.1)] = 60.0,
+    queues: Annotated[int, typer.Option(min=1)] = 8,
+    consume_batch: Annotated[
+        int, typer.Option(min=1, max=1024, help="consume_message_batch_max_size")
+    ] = 1,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Consume as fast as possible (a backlog, or what arrives); consume TPS."""
+    from bench.client_bench import consume, json_line, run
+    from cluster.errors import RocketqError
+
+    try:
+        with _bench_target(namesrv, embedded, data_dir) as ns:
+            result = run(
+                lambda: consume(
+                    ns,
+                    topic=topic,
+                    group=group,
+                    size=size,
+                    backlog=backlog,
+                    duration=duration,
+                    queues=queues,
+                    consume_batch=consume_batch,
+                    echo=typer.echo,
+                )
+            )
+    except (RocketqError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    if json_out:
+        typer.echo(json_line(result))
+
+
+if __name__ == "__main__":
+    app()

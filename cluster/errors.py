@@ -225,8 +225,6 @@ class ConfigError(RocketqError):
     name = "CONFIG_ERROR"
 
 
-
-
 # Client-side errors (RocketMQ's client exceptions); codes from 2000.
 
 

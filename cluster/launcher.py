@@ -1,0 +1,568 @@
+"""The local multi-process launcher: one nameserver and broker processes on this machine.
+
+``rocketq cluster up``, the integration tests and the chaos harness all start clusters
+through :class:`LocalCluster`. Every node is ``python -m cluster.cli nameserver|broker`` in
+its own session, on a free port, with stdout (the one ``{"ready": ...}`` line) in
+``<data_dir>/logs/<name>.out`` and its log in ``<data_dir>/logs/<name>.log``. The cluster's
+addresses and pids go to ``<data_dir>/cluster.json``, from which :meth:`LocalCluster.load`
+rebuilds a handle in another process (``rocketq cluster down|status``).
+
+A pid is signalled only while ``/proc/<pid>`` shows a ``cluster.cli`` process started at the
+recorded time, so a pid the kernel has handed to another process is never signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, Literal, get_args
+
+from cluster.errors import ConfigError, RocketqError
+from cluster.json_file import read_json, write_json_atomic
+
+Replication = Literal["none", "ha", "raft"]
+Role = Literal["nameserver", "broker"]
+
+HOST: Final = "127.0.0.1"
+CLUSTER_FILE: Final = "cluster.json"
+POLL_INTERVAL: Final = 0.05
+# How long a restart keeps retrying while the node's old port is briefly busy.
+PORT_RETRY_SECONDS: Final = 5.0
+LOG_TAIL_LINES: Final = 30
+_AVAILABLE_REPLICATION: Final = ("none",)
+_PROJECT_ROOT: Final = Path(__file__).resolve().parent.parent
+
+
+class LauncherError(RocketqError):
+    """A node did not start, or the cluster's state on disk does not allow the action."""
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    data_dir: Path
+    nameservers: int = 1
+    brokers: int = 1
+    replication: Replication = "none"
+    # Extra ``--set KEY=VALUE`` for every broker / every nameserver.
+    broker_settings: Mapping[str, str] = field(default_factory=dict)
+    nameserver_settings: Mapping[str, str] = field(default_factory=dict)
+    # Seconds a node may take to print its ready line (and the brokers to register).
+    ready_timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "data_dir", Path(self.data_dir).absolute())
+        object.__setattr__(self, "broker_settings", dict(self.broker_settings))
+        object.__setattr__(self, "nameserver_settings", dict(self.nameserver_settings))
+        if self.nameservers < 1:
+            raise ConfigError(f"nameservers must be >= 1, got {self.nameservers}")
+        if self.brokers < 1:
+            raise ConfigError(f"brokers must be >= 1, got {self.brokers}")
+        if self.replication not in get_args(Replication):
+            raise ConfigError(
+                f"unknown replication {self.replication!r}; expected one of "
+                f"{', '.join(get_args(Replication))}"
+            )
+        if self.replication not in _AVAILABLE_REPLICATION:
+            raise ConfigError(
+                f"replication {self.replication!r} is not available yet; use replication 'none'"
+            )
+        if self.ready_timeout <= 0:
+            raise ConfigError(f"ready_timeout must be > 0, got {self.ready_timeout}")
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["data_dir"] = str(self.data_dir)
+        return doc
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> ClusterSpec:
+        return cls(**doc)
+
+
+def broker_group_name(index: int) -> str:
+    """broker-a, broker-b, ..., broker-z, broker-aa, broker-ab, ..."""
+    letters = ""
+    n = index + 1
+    while n:
+        n, rem = divmod(n - 1, 26)
+        letters = chr(ord("a") + rem) + letters
+    return f"broker-{letters}"
+
+
+@dataclass
+class Node:
+    """One process of the cluster; ``process`` is set only in the process that started it."""
+
+    name: str
+    role: Role
+    data_dir: Path
+    port: int = 0
+    pid: int = 0
+    start_time: int = 0  # /proc/<pid>/stat field 22, against pid reuse
+    broker_name: str = ""
+    broker_id: int = 0
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def addr(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
+    def log(self) -> Path:
+        return self.data_dir / "logs" / f"{self.name}.log"
+
+    @property
+    def out(self) -> Path:
+        return self.data_dir / "logs" / f"{self.name}.out"
+
+    @property
+    def home(self) -> Path:
+        return self.data_dir / self.name
+
+    @property
+    def store(self) -> Path:
+        return self.home / "store"
+
+    def to_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "name": self.name,
+            "addr": self.addr,
+            "port": self.port,
+            "pid": self.pid,
+            "start_time": self.start_time,
+            "log": str(self.log),
+        }
+        if self.role == "broker":
+            doc |= {
+                "broker_name": self.broker_name,
+                "broker_id": self.broker_id,
+                "store": str(self.store),
+            }
+        return doc
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    name: str
+    role: Role
+    addr: str
+    pid: int
+    alive: bool
+    paused: bool
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    nodes: list[NodeStatus]
+    # What a nameserver reports: broker name -> {broker id: address}; None if none answered.
+    registered: dict[str, dict[int, str]] | None
+    info_from: str | None  # the nameserver that answered
+
+    @property
+    def all_alive(self) -> bool:
+        return all(n.alive for n in self.nodes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nodes": [asdict(n) for n in self.nodes],
+            "registered": None
+            if self.registered is None
+            else {b: {str(i): a for i, a in ids.items()} for b, ids in self.registered.items()},
+            "info_from": self.info_from,
+        }
+
+
+# ------------------------------------------------------------------ processes by pid
+
+
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state, start time) of a live pid, None if it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(")") + 2 :].split()
+    return fields[0], int(fields[19])
+
+
+def _is_ours(pid: int, start_time: int) -> bool:
+    """A live (not zombie) ``cluster.cli`` process that is the one we started."""
+    if pid <= 0:
+        return False
+    stat = _proc_stat(pid)
+    if stat is None or stat[0] in ("Z", "X"):
+        return False
+    if start_time and stat[1] != start_time:
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"cluster.cli" in cmdline
+
+
+def _wait_until(cond: Callable[[], bool], deadline: float) -> bool:
+    while True:
+        if cond():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL_INTERVAL)
+
+
+def _tail(path: Path, offset: int = 0, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
+
+
+def _fetch_cluster_info(addr: str, timeout: float = 2.0) -> dict[str, dict[int, str]]:
+    import grpc
+
+    from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+    from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+
+    with grpc.insecure_channel(addr) as channel:
+        stub = pb_grpc.NameServerStub(channel)  # type: ignore[no-untyped-call]
+        info = stub.GetBrokerClusterInfo(pb.Empty(), timeout=timeout)
+    return {name: dict(data.broker_addrs.items()) for name, data in info.broker_addr_table.items()}
+
+
+# ------------------------------------------------------------------ the cluster
+
+
+class LocalCluster:
+    """Start, fault and stop a cluster of local processes.
+
+    ``with LocalCluster(ClusterSpec(data_dir=d, brokers=2)) as c: ...`` starts it and stops
+    it on the way out, errors included.
+    """
+
+    def __init__(self, spec: ClusterSpec) -> None:
+        self.spec = spec
+        self.data_dir = spec.data_dir
+        self.nameservers = [
+            Node(f"namesrv-{i}", "nameserver", self.data_dir) for i in range(spec.nameservers)
+        ]
+        self.brokers = [
+            Node(f"{g}-0", "broker", self.data_dir, broker_name=g, broker_id=0)
+            for g in map(broker_group_name, range(spec.brokers))
+        ]
+
+    # ---------------------------------------------------------------- handles
+
+    @property
+    def nodes(self) -> list[Node]:
+        return [*self.nameservers, *self.brokers]
+
+    @property
+    def namesrv_addr(self) -> str:
+        return ";".join(n.addr for n in self.nameservers)
+
+    @property
+    def cluster_file(self) -> Path:
+        return self.data_dir / CLUSTER_FILE
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        known = ", ".join(n.name for n in self.nodes)
+        raise LauncherError(f"no node {name!r} in this cluster; its nodes are {known}")
+
+    def is_alive(self, name: str) -> bool:
+        return self._alive(self.node(name))
+
+    @classmethod
+    def load(cls, data_dir: str | os.PathLike[str]) -> LocalCluster:
+        """A handle on the cluster described by ``<data_dir>/cluster.json``."""
+        path = Path(data_dir).absolute() / CLUSTER_FILE
+        doc = read_json(path, "cluster description")
+        if doc is None:
+            raise LauncherError(
+                f"no {CLUSTER_FILE} in {path.parent}; start a cluster with "
+                f"`rocketq cluster up --data-dir {path.parent}`"
+            )
+        try:
+            spec = ClusterSpec.from_dict({**doc["spec"], "data_dir": path.parent})
+            cluster = cls(spec)
+            for node, saved in zip(
+                cluster.nodes, [*doc["nameservers"], *doc["brokers"]], strict=True
+            ):
+                node.port = int(saved["port"])
+                node.pid = int(saved["pid"])
+                node.start_time = int(saved.get("start_time", 0))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LauncherError(f"{path}: not a cluster description ({exc!r})") from None
+        return cluster
+
+    def _save(self) -> None:
+        write_json_atomic(
+            self.cluster_file,
+            {
+                "namesrv_addr": self.namesrv_addr,
+                "nameservers": [n.to_dict() for n in self.nameservers],
+                "brokers": [n.to_dict() for n in self.brokers],
+                "spec": self.spec.to_dict(),
+            },
+        )
+
+    # ---------------------------------------------------------------- start
+
+    def start(self) -> None:
+        """Start the nameservers, then the brokers; return once every broker is registered."""
+        self._refuse_if_running()
+        (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
+        for n in self.nodes:
+            n.port, n.pid, n.start_time, n.process = 0, 0, 0, None
+        try:
+            for n in self.nodes:
+                self._launch(n, self.spec.ready_timeout)
+                self._save()
+            self._wait_registered(self.brokers, self.nameservers[:1])
+        except BaseException:
+            with contextlib.suppress(LauncherError):
+                self.stop()
+            raise
+
+    def _refuse_if_running(self) -> None:
+        if not self.cluster_file.exists():
+            return
+        try:
+            other = LocalCluster.load(self.data_dir)
+        except LauncherError:
+            return  # a damaged file describes nothing we could stop
+        if any(other._alive(n) for n in other.nodes):
+            raise LauncherError(
+                f"a cluster is already running from {self.data_dir}; run "
+                f"`rocketq cluster down --data-dir {self.data_dir}`"
+            )
+
+    def _command(self, node: Node) -> list[str]:
+        cmd = [sys.executable, "-m", "cluster.cli", node.role]
+        if node.role == "nameserver":
+            cmd += ["--port", str(node.port), "--kv-config-path", str(node.home / "kvConfig.json")]
+            settings: Mapping[str, str] = self.spec.nameserver_settings
+        else:
+            cmd += [
+                "--listen-port", str(node.port),
+                "-n", self.namesrv_addr,
+                "--broker-name", node.broker_name,
+                "--broker-id", str(node.broker_id),
+                "--store-path-root-dir", str(node.store),
+                "--set", "ha_listen_port=0",
+                "--set", "metrics_port=0",
+            ]  # fmt: skip
+            settings = self.spec.broker_settings
+        for key, value in settings.items():
+            cmd += ["--set", f"{key}={value}"]
+        return cmd
+
+    def _spawn(self, node: Node) -> tuple[subprocess.Popen[bytes], int]:
+        """Start the node's process; the offset where this run's log begins."""
+        node.home.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        path = env.get("PYTHONPATH")
+        env["PYTHONPATH"] = f"{_PROJECT_ROOT}{os.pathsep}{path}" if path else str(_PROJECT_ROOT)
+        with node.out.open("wb") as out, node.log.open("ab") as err:
+            offset = err.tell()
+            proc = subprocess.Popen(
+                self._command(node),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                cwd=node.home,
+                env=env,
+                start_new_session=True,
+            )
+        return proc, offset
+
+    def _launch(self, node: Node, timeout: float, *, port_retry: float = 0.0) -> None:
+        """Start the node and wait for its ready line. With ``port_retry``, a node that
+        exits because its (fixed) port is busy is started again until that many seconds
+        have passed."""
+        retry_until = time.monotonic() + port_retry
+        while True:
+            proc, offset = self._spawn(node)
+            node.process, node.pid = proc, proc.pid
+            port = self._await_ready(node, proc, offset, time.monotonic() + timeout)
+            if port is not None:
+                break
+            log_text = _tail(node.log, offset)
+            if "cannot listen" in log_text and time.monotonic() < retry_until:
+                time.sleep(POLL_INTERVAL * 4)
+                continue
+            raise LauncherError(
+                f"{node.role} {node.name} exited before it was ready "
+                f"(exit code {proc.returncode}); the end of {node.log}:\n{log_text}"
+            )
+        node.port = port
+        stat = _proc_stat(proc.pid)
+        node.start_time = stat[1] if stat else 0
+
+    def _await_ready(
+        self, node: Node, proc: subprocess.Popen[bytes], offset: int, deadline: float
+    ) -> int | None:
+        """The port from the ready line; None if the process exited first."""
+        while True:
+            port = self._ready_port(node)
+            if port is not None:
+                return port
+            if proc.poll() is not None:
+                return None
+            if time.monotonic() >= deadline:
+                self._signal(node, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=5)
+                raise LauncherError(
+                    f"{node.role} {node.name} was not ready within "
+                    f"{self.spec.ready_timeout:g} s; the end of {node.log}:\n"
+                    f"{_tail(node.log, offset)}"
+                )
+            time.sleep(POLL_INTERVAL)
+
+    def _ready_port(self, node: Node) -> int | None:
+        try:
+            text = node.out.read_text(errors="replace")
+        except OSError:
+            return None
+        for line in text.splitlines():
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                doc = json.loads(line)
+                if doc.get("ready") == node.role:
+                    return int(doc["port"])
+        return None
+
+    def _registered(self, brokers: list[Node], nameserver: Node) -> bool:
+        try:
+            info = _fetch_cluster_info(nameserver.addr)
+        except Exception:  # not answering yet is "not registered yet"
+            return False
+        return all(info.get(b.broker_name, {}).get(b.broker_id) == b.addr for b in brokers)
+
+    def _wait_registered(self, brokers: list[Node], nameservers: list[Node]) -> None:
+        """Wait until each of ``nameservers`` lists every one of ``brokers``."""
+        deadline = time.monotonic() + self.spec.ready_timeout
+        for ns in nameservers:
+            if not _wait_until(functools.partial(self._registered, brokers, ns), deadline):
+                names = ", ".join(b.name for b in brokers)
+                raise LauncherError(
+                    f"brokers {names} did not register with nameserver {ns.name} ({ns.addr}) "
+                    f"within {self.spec.ready_timeout:g} s; see the logs in "
+                    f"{self.data_dir / 'logs'}"
+                )
+
+    # ---------------------------------------------------------------- faults
+
+    def _alive(self, node: Node) -> bool:
+        if node.process is not None and node.process.pid == node.pid:
+            return node.process.poll() is None
+        return _is_ours(node.pid, node.start_time)
+
+    def _signal(self, node: Node, sig: signal.Signals) -> bool:
+        """Send ``sig`` if the pid is still the node's process; False if it is gone."""
+        if not self._alive(node):
+            return False
+        try:
+            os.kill(node.pid, sig)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def _wait_exit(self, nodes: list[Node], deadline: float) -> list[Node]:
+        """Wait for the nodes to exit (reaping our children); those still running."""
+        _wait_until(lambda: not any(self._alive(n) for n in nodes), deadline)
+        return [n for n in nodes if self._alive(n)]
+
+    def kill(self, name: str, sig: signal.Signals = signal.SIGKILL, *, wait: bool = True) -> None:
+        """Send ``sig`` to a node. For SIGKILL and SIGTERM, ``wait`` waits until it exited."""
+        node = self.node(name)
+        if not self._signal(node, sig):
+            return
+        if sig == signal.SIGTERM:
+            self._signal(node, signal.SIGCONT)  # a paused process cannot handle SIGTERM
+        if wait and sig in (signal.SIGKILL, signal.SIGTERM):
+            deadline = time.monotonic() + self.spec.ready_timeout
+            if self._wait_exit([node], deadline):
+                raise LauncherError(f"{node.name} (pid {node.pid}) did not exit after {sig.name}")
+
+    def pause(self, name: str) -> None:
+        """SIGSTOP: the process stays, its sockets stay open, it answers nothing."""
+        self._signal(self.node(name), signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        self._signal(self.node(name), signal.SIGCONT)
+
+    def restart(self, name: str) -> None:
+        """Start the node again with the same store and port (stopping it first if it is
+        running); return once it is ready and registered again."""
+        node = self.node(name)
+        if self._alive(node):
+            self.kill(name, signal.SIGTERM)
+        self._launch(node, self.spec.ready_timeout, port_retry=PORT_RETRY_SECONDS)
+        self._save()
+        live_ns = [n for n in self.nameservers if self._alive(n)]
+        if node.role == "broker":
+            self._wait_registered([node], live_ns)
+        else:
+            self._wait_registered([b for b in self.brokers if self._alive(b)], [node])
+
+    def status(self) -> ClusterStatus:
+        nodes = []
+        for n in self.nodes:
+            alive = self._alive(n)
+            stat = _proc_stat(n.pid) if alive else None
+            paused = stat is not None and stat[0] in ("T", "t")
+            nodes.append(NodeStatus(n.name, n.role, n.addr, n.pid, alive, paused))
+        for ns in self.nameservers:
+            if not self._alive(ns):
+                continue
+            try:
+                return ClusterStatus(nodes, _fetch_cluster_info(ns.addr), ns.addr)
+            except Exception:  # not answering: try the next nameserver
+                continue
+        return ClusterStatus(nodes, None, None)
+
+    # ---------------------------------------------------------------- stop
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM the brokers, then the nameservers; SIGKILL what is left at the deadline."""
+        deadline = time.monotonic() + timeout
+        for group in (self.brokers, self.nameservers):
+            for n in group:
+                if self._signal(n, signal.SIGTERM):
+                    self._signal(n, signal.SIGCONT)
+            left = self._wait_exit(group, max(deadline, time.monotonic() + 1.0))
+            for n in left:
+                self._signal(n, signal.SIGKILL)
+            if self._wait_exit(left, time.monotonic() + 5.0):
+                raise LauncherError(
+                    "could not stop " + ", ".join(f"{n.name} (pid {n.pid})" for n in left)
+                )
+
+    def __enter__(self) -> LocalCluster:
+        if not any(self._alive(n) for n in self.nodes):
+            self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

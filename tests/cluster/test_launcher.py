@@ -1,0 +1,244 @@
+"""The local launcher against real nameserver and broker processes on free ports."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+import pytest
+
+from cluster.errors import ConfigError
+from cluster.launcher import ClusterSpec, LauncherError, LocalCluster, broker_group_name
+from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+
+SMALL_STORE = {"mapped_file_size_commit_log": "67108864"}
+
+
+def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting until {what}")
+        time.sleep(0.05)
+
+
+def gone(pid: int) -> bool:
+    """No such process, or only its zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rfind(")") + 2] in "ZX"
+
+
+def registered(namesrv: str) -> dict[str, dict[int, str]]:
+    with grpc.insecure_channel(namesrv) as channel:
+        stub = pb_grpc.NameServerStub(channel)  # type: ignore[no-untyped-call]
+        info = stub.GetBrokerClusterInfo(pb.Empty(), timeout=5)
+    return {n: dict(d.broker_addrs.items()) for n, d in info.broker_addr_table.items()}
+
+
+def rocketq(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "cluster.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_broker_group_names() -> None:
+    names = [broker_group_name(i) for i in (0, 1, 25, 26, 27)]
+    assert names == ["broker-a", "broker-b", "broker-z", "broker-aa", "broker-ab"]
+
+
+@pytest.mark.parametrize("replication", ["ha", "raft"])
+def test_replication_modes_to_come_are_refused(tmp_path: Path, replication: str) -> None:
+    with pytest.raises(ConfigError, match="not available yet"):
+        ClusterSpec(data_dir=tmp_path, replication=replication)  # type: ignore[arg-type]
+
+
+def test_up_kill_restart_stop(tmp_path: Path) -> None:
+    spec = ClusterSpec(data_dir=tmp_path, brokers=2, broker_settings=SMALL_STORE)
+    with LocalCluster(spec) as c:
+        # cluster.json says where everything is.
+        doc = json.loads((tmp_path / "cluster.json").read_text())
+        (ns,) = doc["nameservers"]
+        assert doc["namesrv_addr"] == ns["addr"] == c.namesrv_addr == f"127.0.0.1:{ns['port']}"
+        assert ns["name"] == "namesrv-0" and ns["pid"] > 0
+        assert Path(ns["log"]) == tmp_path / "logs" / "namesrv-0.log"
+        assert [b["broker_name"] for b in doc["brokers"]] == ["broker-a", "broker-b"]
+        for b in doc["brokers"]:
+            assert b["name"] == f"{b['broker_name']}-0" and b["broker_id"] == 0
+            assert b["addr"] == f"127.0.0.1:{b['port']}" and b["pid"] > 0
+            assert Path(b["store"]) == tmp_path / b["name"] / "store"
+            assert Path(b["store"], "checkpoint").exists()
+            assert json.loads(Path(tmp_path, "logs", f"{b['name']}.out").read_text()) == {
+                "ready": "broker",
+                "port": b["port"],
+            }
+        assert doc["spec"]["brokers"] == 2 and doc["spec"]["broker_settings"] == SMALL_STORE
+        addrs = {b["broker_name"]: b["addr"] for b in doc["brokers"]}
+
+        # Both brokers are registered, every node is alive.
+        assert registered(c.namesrv_addr) == {name: {0: a} for name, a in addrs.items()}
+        status = c.status()
+        assert status.all_alive and not any(n.paused for n in status.nodes)
+        assert [n.name for n in status.nodes] == ["namesrv-0", "broker-a-0", "broker-b-0"]
+        assert status.registered == registered(c.namesrv_addr)
+
+        # A second launcher on the same data dir refuses to start.
+        with pytest.raises(LauncherError, match="already running") as err:
+            LocalCluster(spec).start()
+        assert "rocketq cluster down --data-dir" in str(err.value)
+
+        # SIGSTOP / SIGCONT.
+        c.pause("broker-a-0")
+        assert [n.paused for n in c.status().nodes] == [False, True, False]
+        c.resume("broker-a-0")
+        wait_for(lambda: not any(n.paused for n in c.status().nodes), 5, "broker-a resumed")
+
+        # SIGKILL: the broken channel removes the broker from the nameserver at once.
+        old_pid = c.node("broker-b-0").pid
+        c.kill("broker-b-0")
+        assert gone(old_pid)
+        wait_for(lambda: "broker-b" not in registered(c.namesrv_addr), 5, "broker-b is gone")
+        alive = {n.name: n.alive for n in c.status().nodes}
+        assert alive == {"namesrv-0": True, "broker-a-0": True, "broker-b-0": False}
+
+        # restart: same port and store, registered again.
+        c.restart("broker-b-0")
+        node = c.node("broker-b-0")
+        assert node.addr == addrs["broker-b"] and node.pid != old_pid
+        assert registered(c.namesrv_addr)["broker-b"] == {0: addrs["broker-b"]}
+        assert c.status().all_alive
+        saved = json.loads((tmp_path / "cluster.json").read_text())["brokers"][1]
+        assert (saved["pid"], saved["addr"]) == (node.pid, addrs["broker-b"])
+
+        pids = [n.pid for n in c.nodes]
+    # Leaving the block stopped every process.
+    assert all(gone(pid) for pid in pids)
+    assert not any(n.alive for n in c.status().nodes)
+    # The brokers stopped gracefully: unregistered, flushed, abort file removed.
+    for name in ("broker-a-0", "broker-b-0"):
+        assert not (tmp_path / name / "store" / "abort").exists()
+
+
+def test_restart_nameserver_brokers_register_again(tmp_path: Path) -> None:
+    spec = ClusterSpec(data_dir=tmp_path, broker_settings=SMALL_STORE)
+    with LocalCluster(spec) as c:
+        addr = c.namesrv_addr
+        c.kill("namesrv-0")
+        c.restart("namesrv-0")  # waits until the broker is registered with it again
+        assert c.namesrv_addr == addr
+        assert registered(addr) == {"broker-a": {0: c.node("broker-a-0").addr}}
+
+
+def test_stop_on_error_inside_the_block(tmp_path: Path) -> None:
+    spec = ClusterSpec(data_dir=tmp_path, broker_settings=SMALL_STORE)
+    pids: list[int] = []
+    with pytest.raises(RuntimeError, match="boom"), LocalCluster(spec) as c:
+        pids = [n.pid for n in c.nodes]
+        raise RuntimeError("boom")
+    assert len(pids) == 2 and all(gone(pid) for pid in pids)
+
+
+def test_a_node_that_cannot_start_fails_with_its_log(tmp_path: Path) -> None:
+    spec = ClusterSpec(data_dir=tmp_path, broker_settings={"no_such_key": "1"})
+    cluster = LocalCluster(spec)
+    with pytest.raises(LauncherError, match="broker-a-0 exited before it was ready") as err:
+        cluster.start()
+    assert "no_such_key" in str(err.value)  # the tail of the broker's log
+    assert all(gone(n.pid) for n in cluster.nodes if n.pid)  # the nameserver was stopped
+
+
+def test_cli_up_status_down(tmp_path: Path) -> None:
+    data_dir = str(tmp_path / "c")
+    up = rocketq(
+        "cluster", "up", "--data-dir", data_dir, "--brokers", "2",
+        "--set", "mapped_file_size_commit_log=67108864",
+    )  # fmt: skip
+    try:
+        doc = json.loads(Path(data_dir, "cluster.json").read_text())
+        assert doc["namesrv_addr"] in up.stdout
+        for b in doc["brokers"]:
+            assert b["addr"] in up.stdout and b["name"] in up.stdout
+        assert f"rocketq cluster down --data-dir {data_dir}" in up.stdout
+
+        status = json.loads(rocketq("cluster", "status", "--data-dir", data_dir, "--json").stdout)
+        assert status["namesrv_addr"] == doc["namesrv_addr"]
+        assert [(n["name"], n["alive"]) for n in status["nodes"]] == [
+            ("namesrv-0", True),
+            ("broker-a-0", True),
+            ("broker-b-0", True),
+        ]
+        assert status["registered"] == {b["broker_name"]: {"0": b["addr"]} for b in doc["brokers"]}
+        assert "broker-b" in rocketq("cluster", "status", "--data-dir", data_dir).stdout
+
+        again = rocketq("cluster", "up", "--data-dir", data_dir, check=False)
+        assert again.returncode != 0
+        assert "already running" in again.stderr and "Traceback" not in again.stderr
+    finally:
+        down = rocketq("cluster", "down", "--data-dir", data_dir, check=False)
+    assert down.returncode == 0, down.stderr
+    pids = [n["pid"] for n in [*doc["nameservers"], *doc["brokers"]]]
+    assert all(gone(pid) for pid in pids)
+    status = json.loads(rocketq("cluster", "status", "--data-dir", data_dir, "--json").stdout)
+    assert not any(n["alive"] for n in status["nodes"]) and status["registered"] is None
+    assert "not running" in rocketq("cluster", "down", "--data-dir", data_dir).stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["up", "--replication", "raft"], "not available yet"),
+        (["status"], "no cluster.json"),
+        (["down"], "no cluster.json"),
+    ],
+)
+def test_cli_errors_are_clear(tmp_path: Path, args: list[str], message: str) -> None:
+    result = rocketq("cluster", *args, "--data-dir", str(tmp_path), check=False)
+    assert result.returncode != 0
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert not os.path.exists(tmp_path / "cluster.json")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_cli_up_foreground_stops_on_signal(tmp_path: Path, sig: signal.Signals) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cluster.cli", "cluster", "up", "--data-dir", str(tmp_path),
+         "--foreground", "--set", "mapped_file_size_commit_log=67108864"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        lines: list[str] = []
+        while not lines or "Ctrl-C" not in lines[-1]:
+            line = proc.stdout.readline()  # the launcher's own deadline bounds this
+            assert line, f"cluster up exited: {proc.stderr.read() if proc.stderr else ''}"
+            lines.append(line)
+        doc = json.loads((tmp_path / "cluster.json").read_text())
+        pids = [n["pid"] for n in [*doc["nameservers"], *doc["brokers"]]]
+        assert not any(gone(pid) for pid in pids)
+        proc.send_signal(sig)
+        assert proc.wait(timeout=30) == 0
+        assert all(gone(pid) for pid in pids)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+            LocalCluster.load(tmp_path).stop()
