@@ -63,7 +63,8 @@ class TopicConfigManager:
             self.topics.setdefault(t.topic_name, t)
 
     def _changed(self) -> None:
-        self._changed()
+        self.data_version += 1
+        self.persist()
         self.on_change()
 
     def persist(self) -> None:

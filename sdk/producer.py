@@ -161,13 +161,13 @@ class Producer:
             if not isinstance(msg.body, bytes | bytearray) or not msg.body:
                 raise MessageIllegalError("the message body is empty; send at least one byte")
             body, sys_flag = bytes(msg.body), 0
-            if len(body) > self.config.compress_msg_body_over_howmuch:
-                body, sys_flag = zlib.compress(body), int(SysFlag.COMPRESSED)
             if len(body) > self.config.max_message_size:
                 raise MessageIllegalError(
                     f"the message body is {len(body)} bytes; the limit is "
                     f"{self.config.max_message_size} (max_message_size)"
                 )
+            if len(body) > self.config.compress_msg_body_over_howmuch:
+                body, sys_flag = zlib.compress(body), int(SysFlag.COMPRESSED)
             uniq = self._ids.next_id()
             to_send = Message(
                 msg.topic, body, msg.tags, msg.keys, msg.properties, msg.flag, msg.delay_level

@@ -1,0 +1,273 @@
+"""The core message path on real processes: send, consume, groups, tags, broadcasting,
+retries and dead letters, and bad input."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+import grpc
+import pytest
+
+from cluster.errors import MessageIllegalError, TopicNotExistError
+from cluster.launcher import LocalCluster
+from cluster.message import Message, MessageExt
+from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from sdk import (
+    ConsumeFrom,
+    ConsumeResult,
+    MessageModel,
+    Producer,
+    PushConsumer,
+    SendStatus,
+)
+from sdk.admin import Admin
+from sdk.pull_consumer import PullConsumer
+from tests.integration.conftest import MakeCluster
+from tests.integration.waiting import wait_until
+
+
+async def make_topic(namesrv: str, topic: str, queues: int = 4) -> None:
+    async with Admin(namesrv) as admin:
+        await admin.update_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
+
+
+def collector(store: list[MessageExt], result: ConsumeResult = ConsumeResult.SUCCESS):  # type: ignore[no-untyped-def]
+    async def handler(msgs: list[MessageExt]) -> ConsumeResult:
+        store.extend(msgs)
+        return result
+
+    return handler
+
+
+async def test_send_and_consume_every_message(cluster: LocalCluster) -> None:
+    ns = cluster.namesrv_addr
+    await make_topic(ns, "Orders")
+    got: list[MessageExt] = []
+    consumer = PushConsumer("cg-orders", ns, consume_from=ConsumeFrom.FIRST_OFFSET)
+    consumer.subscribe("Orders", "*")
+    consumer.on_message(collector(got))
+    async with Producer("pg", ns) as producer:
+        results = [
+            await producer.send(
+                Message(
+                    "Orders",
+                    f"order-{i}".encode(),
+                    tags="TagA",
+                    keys=[f"k{i}"],
+                    properties={"region": "eu"},
+                )
+            )
+            for i in range(40)
+        ]
+        batch = await producer.send_batch([Message("Orders", b"b%d" % i) for i in range(10)])
+        big = await producer.send(Message("Orders", b"z" * 10_000))  # compressed on the wire
+    assert all(r.status is SendStatus.SEND_OK for r in results)
+    assert len({r.msg_id for r in results}) == 40
+    assert len(batch.msg_ids) == 10 and len(set(batch.offset_msg_ids)) == 10
+    await consumer.start()
+    try:
+        await wait_until(lambda: len(got) >= 51, "51 messages consumed")
+    finally:
+        await consumer.shutdown()
+    bodies = collections.Counter(m.body for m in got)
+    assert all(bodies[f"order-{i}".encode()] >= 1 for i in range(40))
+    assert bodies[b"z" * 10_000] == 1
+    first = next(m for m in got if m.body == b"order-0")
+    assert first.tags == "TagA" and first.keys == ["k0"]
+    assert first.user_properties() == {"region": "eu"} and first.msg_id == results[0].msg_id
+    async with Admin(ns) as admin:
+        by_key = await admin.query_msg_by_key("Orders", "k7")
+        assert [m.body for m in by_key] == [b"order-7"]
+        by_id = await admin.query_msg_by_id(results[3].offset_msg_id)
+        assert by_id.body == b"order-3"
+
+
+async def test_unknown_topic_is_auto_created_through_tbw102(cluster: LocalCluster) -> None:
+    async with Producer("pg", cluster.namesrv_addr) as producer:
+        r = await producer.send(Message("BrandNew", b"hello"))
+    assert r.status is SendStatus.SEND_OK
+    async with Admin(cluster.namesrv_addr) as admin:
+        await wait_until_route(admin, "BrandNew")
+        route = await admin.topic_route("BrandNew")
+        assert route.queue_datas[0].write_queue_nums == 4
+
+
+async def wait_until_route(admin: Admin, topic: str) -> None:
+    for _ in range(200):
+        try:
+            await admin.topic_route(topic)
+            return
+        except TopicNotExistError:
+            import asyncio
+
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"no route for {topic}")
+
+
+async def test_unknown_topic_without_auto_create_is_a_clear_error(
+    make_cluster: MakeCluster,
+) -> None:
+    c = make_cluster(broker_settings={"auto_create_topic_enable": "false"})
+    async with Producer("pg", c.namesrv_addr, send_msg_timeout=3000) as producer:
+        with pytest.raises(TopicNotExistError, match="NoSuchTopic|TBW102"):
+            await producer.send(Message("NoSuchTopic", b"x"))
+
+
+async def test_tags_filter_and_two_groups_each_get_everything(cluster: LocalCluster) -> None:
+    ns = cluster.namesrv_addr
+    await make_topic(ns, "Tagged")
+    a: list[MessageExt] = []
+    b: list[MessageExt] = []
+    ca = PushConsumer("group-a", ns, consume_from=ConsumeFrom.FIRST_OFFSET)
+    ca.subscribe("Tagged", "TagA || TagB")
+    ca.on_message(collector(a))
+    cb = PushConsumer("group-b", ns, consume_from=ConsumeFrom.FIRST_OFFSET)
+    cb.subscribe("Tagged", "*")
+    cb.on_message(collector(b))
+    async with Producer("pg", ns) as producer:
+        for i in range(30):
+            await producer.send(
+                Message(
+                    "Tagged",
+                    b"%d" % i,
+                    tags="TagABC"[0:4] if i % 3 == 0 else ("TagB" if i % 3 == 1 else "TagC"),
+                )
+            )
+    await ca.start()
+    await cb.start()
+    try:
+        await wait_until(lambda: len(b) >= 30 and len(a) >= 20, "both groups")
+    finally:
+        await ca.shutdown()
+        await cb.shutdown()
+    assert {m.tags for m in a} == {"TagA", "TagB"}
+    assert len({m.body for m in a}) == 20
+    assert len({m.body for m in b}) == 30
+
+
+async def test_broadcasting_gives_every_consumer_every_message(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    ns = cluster.namesrv_addr
+    await make_topic(ns, "News")
+    seen: list[list[MessageExt]] = [[], []]
+    consumers = []
+    for i in range(2):
+        c = PushConsumer(
+            "bc",
+            ns,
+            model=MessageModel.BROADCASTING,
+            consume_from=ConsumeFrom.FIRST_OFFSET,
+            offset_store_dir=str(tmp_path / f"offsets-{i}"),
+        )
+        c.subscribe("News", "*")
+        c.on_message(collector(seen[i]))
+        await c.start()
+        consumers.append(c)
+    try:
+        async with Producer("pg", ns) as producer:
+            for i in range(20):
+                await producer.send(Message("News", b"n%d" % i))
+        await wait_until(
+            lambda: all(len({m.body for m in s}) >= 20 for s in seen), "both consumers got all 20"
+        )
+    finally:
+        for c in consumers:
+            await c.shutdown()
+    assert (tmp_path / "offsets-0" / "bc" / "offsets.json").exists()
+
+
+async def test_retry_counts_up_then_dead_letter_queue(cluster: LocalCluster) -> None:
+    ns = cluster.namesrv_addr
+    await make_topic(ns, "Flaky")
+    deliveries: list[MessageExt] = []
+    consumer = PushConsumer(
+        "cg-flaky", ns, consume_from=ConsumeFrom.FIRST_OFFSET, max_reconsume_times=3
+    )
+    consumer.subscribe("Flaky", "*")
+    consumer.on_message(collector(deliveries, ConsumeResult.RECONSUME_LATER))
+    await consumer.start()
+    try:
+        async with Producer("pg", ns) as producer:
+            sent = await producer.send(Message("Flaky", b"always fails", keys=["flaky-1"]))
+        # Original + 3 retries, then the dead letter queue.
+        await wait_until(lambda: len(deliveries) >= 4, "4 deliveries")
+        async with Admin(ns) as admin:
+
+            async def in_dlq() -> bool:
+                try:
+                    stats = await admin.topic_status("%DLQ%cg-flaky")
+                except TopicNotExistError:
+                    return False
+                return sum(q.max_offset for q in stats) >= 1
+
+            import asyncio
+
+            for _ in range(400):
+                if await in_dlq():
+                    break
+                await asyncio.sleep(0.05)
+            assert await in_dlq(), "the message did not reach %DLQ%cg-flaky"
+    finally:
+        await consumer.shutdown()
+    assert [m.reconsume_times for m in deliveries[:4]] == [0, 1, 2, 3]
+    assert all(m.topic == "Flaky" and m.msg_id == sent.msg_id for m in deliveries)
+    assert len(deliveries) == 4  # nothing consumed from the DLQ
+
+
+async def test_pull_consumer_poll_commit_seek(cluster: LocalCluster) -> None:
+    ns = cluster.namesrv_addr
+    await make_topic(ns, "Pulled", queues=2)
+    async with Producer("pg", ns) as producer:
+        for i in range(10):
+            await producer.send(Message("Pulled", b"p%d" % i))
+    pc = PullConsumer("cg-pull", ns, consume_from=ConsumeFrom.FIRST_OFFSET, auto_commit=False)
+    pc.subscribe("Pulled", "*")
+    await pc.start()
+    try:
+        got: list[MessageExt] = []
+        while len(got) < 10:
+            batch = await pc.poll(timeout=5)
+            assert batch, "poll returned nothing"
+            got += batch
+        assert sorted(m.body for m in got) == sorted(b"p%d" % i for i in range(10))
+        await pc.commit()
+        mq = pc.assignment()[0]
+        await pc.seek(mq, 0)
+        again = await pc.poll(timeout=5)
+        assert again and again[0].queue_offset == 0
+    finally:
+        await pc.shutdown()
+    async with Admin(ns) as admin:
+        progress = await admin.consumer_progress("cg-pull", "Pulled")
+        assert sum(p.consumer_offset for p in progress) == 10
+
+
+async def test_bad_input_gets_clear_errors_and_changes_nothing(cluster: LocalCluster) -> None:
+    ns = cluster.namesrv_addr
+    await make_topic(ns, "Strict")
+    async with Producer("pg", ns) as producer:
+        with pytest.raises(MessageIllegalError, match="max_message_size"):
+            await producer.send(Message("Strict", b"x" * (5 * 1024 * 1024)))
+        with pytest.raises(MessageIllegalError, match="illegal characters"):
+            await producer.send(Message("bad topic!", b"x"))
+    broker = cluster.brokers[0]
+    async with grpc.aio.insecure_channel(broker.addr) as channel:
+        stub = pb_grpc.BrokerStub(channel)
+        garbage = await stub.SendMessage(
+            pb.SendRequest(topic="Strict", queue_id=0, records=b"\x00" * 300)
+        )
+        assert garbage.status.code == 13 and "not a message record" in garbage.status.message
+        bad_group = await stub.PullMessage(
+            pb.PullRequest(consumer_group="bad group!", topic="Strict", queue_id=0)
+        )
+        assert bad_group.status.code == 26 and "not valid" in bad_group.status.message
+        bad_queue = await stub.PullMessage(
+            pb.PullRequest(consumer_group="g", topic="Strict", queue_id=99)
+        )
+        assert bad_queue.status.code == 13 and "queue id 99" in bad_queue.status.message
+    async with Admin(ns) as admin:
+        stats = await admin.topic_status("Strict")
+        assert sum(q.max_offset for q in stats) == 0
