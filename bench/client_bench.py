@@ -116,7 +116,7 @@ async def produce(
         elapsed = time.monotonic() - start
     summary = summarize_ns(lat)
     tps = rate(c.sent, elapsed)
-    echo(tps_line("[Total] Send", tps, tps * size / MB, summary, c.failed))
+    echo(tps_line("Total Send", tps, tps * size / MB, summary, c.failed))
     return {
         "bench": "produce",
         "topic": topic,

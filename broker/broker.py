@@ -41,7 +41,11 @@ class Broker:
         # Bind first: with listen_port 0 the real port is what the broker advertises and
         # what its records and message ids carry.
         self.server = grpc.aio.server(options=GRPC_OPTIONS)
-        self.port = self.server.add_insecure_port(f"{config.bind_address}:{config.listen_port}")
+        addr = f"{config.bind_address}:{config.listen_port}"
+        try:
+            self.port = self.server.add_insecure_port(addr)
+        except RuntimeError:
+            self.port = 0
         if self.port == 0:
             raise OSError(
                 f"cannot listen on {config.bind_address}:{config.listen_port}; is another "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from pathlib import Path
 
 from cluster.errors import ConfigError
@@ -16,6 +17,8 @@ class KVConfigManager:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.table: dict[str, dict[str, str]] = {}
+        # Puts and deletes run on worker threads: one change and its write at a time.
+        self._lock = threading.Lock()
 
     def load(self) -> None:
         if not self.path.exists():
@@ -32,22 +35,24 @@ class KVConfigManager:
         self.table = {ns: {str(k): str(v) for k, v in kv.items()} for ns, kv in table.items()}
 
     def put(self, namespace: str, key: str, value: str) -> None:
-        self.table.setdefault(namespace, {})[key] = value
-        self._persist()
+        with self._lock:
+            self.table.setdefault(namespace, {})[key] = value
+            self._persist()
         log.info("KV config put: %s %s = %s", namespace, key, value)
 
     def get(self, namespace: str, key: str) -> str | None:
         return self.table.get(namespace, {}).get(key)
 
     def delete(self, namespace: str, key: str) -> bool:
-        kv = self.table.get(namespace)
-        if kv is None or key not in kv:
-            return False
-        del kv[key]
-        if not kv:
-            del self.table[namespace]
-        self._persist()
-        return True
+        with self._lock:
+            kv = self.table.get(namespace)
+            if kv is None or key not in kv:
+                return False
+            del kv[key]
+            if not kv:
+                del self.table[namespace]
+            self._persist()
+            return True
 
     def _persist(self) -> None:
         """Write to a temp file, fsync, rename: a crash leaves the old or the new file."""

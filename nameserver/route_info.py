@@ -40,6 +40,7 @@ class BrokerLiveInfo:
     channel: int | None
     ha_server_addr: str
     max_phy_offset: int = 0
+    last_update_wall: float = 0.0
 
 
 @dataclass(slots=True)
@@ -79,6 +80,10 @@ class RouteInfoManager:
         channel: int | None,
         max_phy_offset: int = 0,
     ) -> RegisterResult:
+        known = self._identity.get(broker_addr)
+        if known is not None and known[1] != broker_name:
+            # The address now serves another broker name: the old one loses it first.
+            self._remove(broker_addr, *known)
         self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
         data = self.broker_addr_table.get(broker_name)
         first = data is None
@@ -99,7 +104,7 @@ class RouteInfoManager:
         ):
             self._update_queue_datas(broker_name, topics)
         self.broker_live_table[broker_addr] = BrokerLiveInfo(
-            self.clock(), data_version, channel, ha_server_addr, max_phy_offset
+            self.clock(), data_version, channel, ha_server_addr, max_phy_offset, time.time()
         )
         self._identity[broker_addr] = (cluster, broker_name, broker_id)
         if prev_live is None:
@@ -211,7 +216,10 @@ class RouteInfoManager:
         if queues is None:
             return False
         if cluster:
-            for name in self.cluster_addr_table.get(cluster, set()):
+            names = self.cluster_addr_table.get(cluster)
+            if names is None:
+                return False
+            for name in names:
                 queues.pop(name, None)
             if queues:
                 return True

@@ -151,7 +151,7 @@ class NameServerService(pb_grpc.NameServerServicer):
                     broker_addr=addr,
                     ha_server_addr=live.ha_server_addr,
                     max_phy_offset=live.max_phy_offset,
-                    last_update_timestamp=int(live.last_update_timestamp * 1000),
+                    last_update_timestamp=int(live.last_update_wall * 1000),
                 )
             )
         return info
@@ -202,9 +202,14 @@ class NameServer:
         self.kv.load()
         self.server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         pb_grpc.add_NameServerServicer_to_server(self.service, self.server)  # type: ignore[no-untyped-call]
-        self.port = self.server.add_insecure_port(
-            f"{self.config.bind_address}:{self.config.listen_port}"
-        )
+        addr = f"{self.config.bind_address}:{self.config.listen_port}"
+        try:
+            self.port = self.server.add_insecure_port(addr)
+        except RuntimeError as exc:
+            raise OSError(
+                f"cannot listen on {addr} ({exc}); is another nameserver running there? "
+                "pick another --port"
+            ) from None
         if self.port == 0:
             raise OSError(
                 f"cannot listen on {self.config.bind_address}:{self.config.listen_port}; "

@@ -3,6 +3,7 @@ over the nameservers and the brokers' ``BrokerAdmin`` service (mqadmin's verbs).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -118,10 +119,8 @@ class Admin:
 
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
         for addr in (await self._masters(cluster)).values():
-            try:
+            with contextlib.suppress(TopicNotExistError):
                 await self._admin(addr, "DeleteTopic", pb.TopicRequest(topic=topic))
-            except TopicNotExistError:
-                pass
         await self.client.nameserver.delete_topic(topic, cluster or "")
 
     async def topic_list(self) -> list[str]:

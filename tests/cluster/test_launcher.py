@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import selectors
 import signal
 import subprocess
 import sys
@@ -106,7 +107,11 @@ def test_up_kill_restart_stop(tmp_path: Path) -> None:
 
         # SIGSTOP / SIGCONT.
         c.pause("broker-a-0")
-        assert [n.paused for n in c.status().nodes] == [False, True, False]
+        wait_for(
+            lambda: [n.paused for n in c.status().nodes] == [False, True, False],
+            5,
+            "broker-a paused",
+        )
         c.resume("broker-a-0")
         wait_for(lambda: not any(n.paused for n in c.status().nodes), 5, "broker-a resumed")
 
@@ -226,11 +231,18 @@ def test_cli_up_foreground_stops_on_signal(tmp_path: Path, sig: signal.Signals) 
     )  # fmt: skip
     try:
         assert proc.stdout is not None
-        lines: list[str] = []
-        while not lines or "Ctrl-C" not in lines[-1]:
-            line = proc.stdout.readline()  # the launcher's own deadline bounds this
-            assert line, f"cluster up exited: {proc.stderr.read() if proc.stderr else ''}"
-            lines.append(line)
+        out = ""
+        deadline = time.monotonic() + 60
+        fd = proc.stdout.fileno()
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while "Ctrl-C" not in out:
+                assert time.monotonic() < deadline, f"no 'Ctrl-C' line in 60 s: {out!r}"
+                if not sel.select(timeout=1.0):
+                    continue
+                chunk = os.read(fd, 65536)
+                assert chunk, f"cluster up exited: {proc.stderr.read() if proc.stderr else ''}"
+                out += chunk.decode()
         doc = json.loads((tmp_path / "cluster.json").read_text())
         pids = [n["pid"] for n in [*doc["nameservers"], *doc["brokers"]]]
         assert not any(gone(pid) for pid in pids)
