@@ -62,7 +62,7 @@ class SendProcessor:
                 f"the broker[{self.config.broker_addr}] sending message is forbidden"
             )
 
-    async def send(
+    def append(
         self,
         records: bytes,
         topic: str,
@@ -70,8 +70,8 @@ class SendProcessor:
         *,
         default_topic: str = "",
         default_queue_nums: int = 0,
-    ) -> tuple[PutStatus, AppendResult]:
-        """Store a single record or a batch for one topic and queue."""
+    ) -> AppendResult:
+        """Check and store a single record or a batch for one topic and queue (no wait)."""
         self._check_writable()
         self.flow.check()
         if topic == AUTO_CREATE_TOPIC_KEY_TOPIC:
@@ -88,12 +88,33 @@ class SendProcessor:
                 f"queue id {queue_id} is illegal: topic {topic} has {config.write_queue_nums} "
                 "write queues on this broker (refresh the route)"
             )
+        return self.store.append(records, topic, queue_id)
+
+    async def wait_stored(self, end_offset: int) -> PutStatus:
+        """The flush (and later replication) wait of stored sends ending at ``end_offset``."""
         self.flow.in_flight += 1
         try:
-            result = await self.store.put(records, topic, queue_id)
+            return await self.store.wait_stored(end_offset)
         finally:
             self.flow.in_flight -= 1
-        return result.status, result.append
+
+    async def send(
+        self,
+        records: bytes,
+        topic: str,
+        queue_id: int,
+        *,
+        default_topic: str = "",
+        default_queue_nums: int = 0,
+    ) -> tuple[PutStatus, AppendResult]:
+        result = self.append(
+            records,
+            topic,
+            queue_id,
+            default_topic=default_topic,
+            default_queue_nums=default_queue_nums,
+        )
+        return await self.wait_stored(result.end_offset), result
 
     async def send_back(
         self,

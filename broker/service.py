@@ -15,6 +15,7 @@ from broker.filter import parse_tags
 from cluster.errors import QueryNotFoundError, RocketqError
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from storage.commitlog import AppendResult
 from storage.results import PutStatus
 
 if TYPE_CHECKING:
@@ -42,9 +43,9 @@ class BrokerService(pb_grpc.BrokerServicer):
     def __init__(self, broker: Broker) -> None:
         self.b = broker
 
-    async def _send_one(self, req: pb.SendRequest) -> pb.SendResponse:
+    def _append(self, req: pb.SendRequest) -> AppendResult | BaseException:
         try:
-            status, r = await self.b.send.send(
+            return self.b.send.append(
                 req.records,
                 req.topic,
                 req.queue_id,
@@ -52,10 +53,16 @@ class BrokerService(pb_grpc.BrokerServicer):
                 default_queue_nums=req.default_topic_queue_nums,
             )
         except Exception as exc:  # every failure becomes an answer, never a broken call
-            return pb.SendResponse(request_id=req.request_id, status=status_of(exc))
+            return exc
+
+    def _answer(
+        self, req: pb.SendRequest, r: AppendResult | BaseException, status: PutStatus
+    ) -> pb.SendResponse:
+        if isinstance(r, BaseException):
+            return pb.SendResponse(request_id=req.request_id, status=status_of(r))
         return pb.SendResponse(
             request_id=req.request_id,
-            status=pb.Status(code=_PUT_CODES[status]) if status is not PutStatus.PUT_OK else OK,
+            status=OK if status is PutStatus.PUT_OK else pb.Status(code=_PUT_CODES[status]),
             queue_id=req.queue_id,
             queue_offset=r.queue_offset,
             wrote_offset=r.wrote_offset,
@@ -63,28 +70,42 @@ class BrokerService(pb_grpc.BrokerServicer):
             msg_count=r.msg_count,
         )
 
+    async def _send_all(self, reqs: list[pb.SendRequest]) -> pb.SendBatchResponse:
+        """Append every send of a stream message, then wait once for the newest end
+        offset to be stored: one flush wait answers them all."""
+        results = [self._append(req) for req in reqs]
+        status = PutStatus.PUT_OK
+        ends = [r.end_offset for r in results if not isinstance(r, BaseException)]
+        if ends and self.b.store.waits_for_flush:
+            status = await self.b.send.wait_stored(max(ends))
+        return pb.SendBatchResponse(
+            responses=[self._answer(q, r, status) for q, r in zip(reqs, results, strict=True)]
+        )
+
     async def SendMessage(self, request: pb.SendRequest, context: object) -> pb.SendResponse:
-        return await self._send_one(request)
+        response: pb.SendResponse = (await self._send_all([request])).responses[0]
+        return response
 
     async def SendStream(
         self, request_iterator: AsyncIterator[pb.SendBatchRequest], context: object
     ) -> AsyncIterator[pb.SendBatchResponse]:
-        """Many sends on one stream; each message may carry several independent sends,
-        answered together once all are done. Messages are handled concurrently."""
+        """Many sends on one stream, each message holding several independent sends. Under
+        ASYNC_FLUSH a message is answered as soon as it is read; a flush wait runs as a task
+        so the stream keeps reading."""
         out: asyncio.Queue[pb.SendBatchResponse | None] = asyncio.Queue()
         pending: set[asyncio.Task[None]] = set()
 
-        async def handle(batch: pb.SendBatchRequest) -> None:
-            if len(batch.requests) == 1:
-                responses = [await self._send_one(batch.requests[0])]
-            else:
-                responses = list(await asyncio.gather(*(self._send_one(r) for r in batch.requests)))
-            out.put_nowait(pb.SendBatchResponse(responses=responses))
+        async def answer_later(reqs: list[pb.SendRequest]) -> None:
+            out.put_nowait(await self._send_all(reqs))
 
         async def reader() -> None:
             try:
                 async for batch in request_iterator:
-                    task = asyncio.ensure_future(handle(batch))
+                    reqs = list(batch.requests)
+                    if not self.b.store.waits_for_flush:
+                        out.put_nowait(await self._send_all(reqs))
+                        continue
+                    task = asyncio.ensure_future(answer_later(reqs))
                     pending.add(task)
                     task.add_done_callback(pending.discard)
                 if pending:

@@ -37,7 +37,8 @@ GRPC_OPTIONS = [
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
 ]
-MAX_COALESCED = 64
+MAX_COALESCED = 16
+SWEEP_INTERVAL = 0.05
 
 
 def check(status: pb.Status) -> None:
@@ -131,35 +132,49 @@ class NameServerClient:
 
 
 class _SendStream:
-    """A pipelined SendStream to one broker: ids, coalescing, reopened after a break."""
+    """A pipelined SendStream to one broker: ids, coalescing, reopened after a break.
+
+    Deadlines are checked by one sweeper task rather than a timer per send.
+    """
 
     def __init__(self, stub: Any, addr: str) -> None:
         self.stub = stub
         self.addr = addr
         self._ids = itertools.count(1)
-        self._waiting: dict[int, asyncio.Future[pb.SendResponse]] = {}
+        self._waiting: dict[int, tuple[asyncio.Future[pb.SendResponse], float]] = {}
         self._queue: asyncio.Queue[pb.SendRequest] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
+        self._sweeper: asyncio.Task[None] | None = None
 
     async def send(self, req: pb.SendRequest, timeout: float) -> pb.SendResponse:
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._run())
-        req.request_id = next(self._ids)
-        fut: asyncio.Future[pb.SendResponse] = asyncio.get_running_loop().create_future()
-        self._waiting[req.request_id] = fut
+            self._sweeper = self._sweeper or asyncio.ensure_future(self._sweep())
+        loop = asyncio.get_running_loop()
+        rid = req.request_id = next(self._ids)
+        fut: asyncio.Future[pb.SendResponse] = loop.create_future()
+        self._waiting[rid] = (fut, loop.time() + timeout)
         self._queue.put_nowait(req)
         try:
-            return await asyncio.wait_for(fut, timeout)
-        except TimeoutError:
-            raise RequestTimeoutError(
-                f"send to {self.addr} timed out after {timeout:.1f} s"
-            ) from None
+            return await fut
         finally:
-            self._waiting.pop(req.request_id, None)
+            self._waiting.pop(rid, None)
+
+    async def _sweep(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(SWEEP_INTERVAL)
+            now = loop.time()
+            for fut, deadline in list(self._waiting.values()):
+                if deadline <= now and not fut.done():
+                    fut.set_exception(RequestTimeoutError(f"send to {self.addr} timed out"))
 
     async def _requests(self) -> AsyncIterator[pb.SendBatchRequest]:
         while True:
             first = await self._queue.get()
+            if self._queue.empty():
+                # Let the other ready tasks queue their sends: they go out together.
+                await asyncio.sleep(0)
             batch = [first]
             while len(batch) < MAX_COALESCED and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
@@ -169,14 +184,14 @@ class _SendStream:
         try:
             async for resp in self.stub.SendStream(self._requests()):
                 for r in resp.responses:
-                    fut = self._waiting.get(r.request_id)
-                    if fut is not None and not fut.done():
-                        fut.set_result(r)
+                    waiting = self._waiting.get(r.request_id)
+                    if waiting is not None and not waiting[0].done():
+                        waiting[0].set_result(r)
         except asyncio.CancelledError:
             raise
         except grpc.aio.AioRpcError as exc:
             err = ConnectBrokerError(f"send stream to {self.addr} broke: {exc.code().name}")
-            for fut in self._waiting.values():
+            for fut, _ in self._waiting.values():
                 if not fut.done():
                     fut.set_exception(err)
             self._drain()
@@ -187,15 +202,16 @@ class _SendStream:
     def _drain(self) -> None:
         while not self._queue.empty():
             req = self._queue.get_nowait()
-            fut = self._waiting.get(req.request_id)
-            if fut is not None and not fut.done():
-                fut.set_exception(ConnectBrokerError(f"send stream to {self.addr} broke"))
+            waiting = self._waiting.get(req.request_id)
+            if waiting is not None and not waiting[0].done():
+                waiting[0].set_exception(ConnectBrokerError(f"send stream to {self.addr} broke"))
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        for task in (self._task, self._sweeper):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
 
 
 class BrokerClient:

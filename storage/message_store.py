@@ -319,19 +319,28 @@ class MessageStore:
     ) -> PutResult:
         """Append a batch and, under SYNC_FLUSH, wait for its group-commit fsync."""
         result = self.append(blob, topic, queue_id)
+        return PutResult(await self.wait_stored(result.end_offset), result)
+
+    @property
+    def waits_for_flush(self) -> bool:
+        return self.flusher.sync
+
+    async def wait_stored(self, end_offset: int) -> PutStatus:
+        """Under SYNC_FLUSH, wait until everything below ``end_offset`` is on disk (one
+        group-commit fsync serves every writer waiting); PUT_OK at once otherwise."""
         if not self.flusher.sync:
-            return PutResult(PutStatus.PUT_OK, result)
-        fut = self.flusher.wait_flushed(result.end_offset)
+            return PutStatus.PUT_OK
+        fut = self.flusher.wait_flushed(end_offset)
         try:
             await asyncio.wait_for(fut, self.config.sync_flush_timeout / 1000)
         except TimeoutError:
             log.warning(
                 "flush of CommitLog offset %d took longer than sync_flush_timeout %d ms",
-                result.end_offset,
+                end_offset,
                 self.config.sync_flush_timeout,
             )
-            return PutResult(PutStatus.FLUSH_DISK_TIMEOUT, result)
-        return PutResult(PutStatus.PUT_OK, result)
+            return PutStatus.FLUSH_DISK_TIMEOUT
+        return PutStatus.PUT_OK
 
     def commit(self, offset: int) -> None:
         """Let dispatch follow the CommitLog up to ``offset`` (replication's commit point)."""

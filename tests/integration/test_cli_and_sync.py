@@ -1,0 +1,118 @@
+"""The admin CLI and the blocking SDK twins against a real cluster."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from typer.testing import CliRunner
+
+from cluster.cli import app
+from cluster.launcher import LocalCluster
+from cluster.message import Message, MessageExt
+from sdk import ConsumeFrom, ConsumeResult
+from sdk.sync import Admin, Producer, PushConsumer
+
+runner = CliRunner()
+
+
+def cli(*args: str) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_admin_verbs_send_and_consume(cluster: LocalCluster) -> None:
+    ns = cluster.namesrv_addr
+    out = cli("admin", "update-topic", "-n", ns, "-t", "CliTopic", "-r", "2", "-w", "2")
+    assert "CliTopic" in out and cluster.brokers[0].addr in out
+    for _ in range(50):  # the broker registers the new topic at once; give it a moment
+        if "CliTopic" in cli("admin", "topic-list", "-n", ns):
+            break
+        time.sleep(0.05)
+    route = json.loads(cli("admin", "topic-route", "-n", ns, "-t", "CliTopic", "--json"))
+    assert route[0]["broker"] == "broker-a" and route[0]["write_queues"] == 2
+    sent = cli(
+        "send", "-n", ns, "-t", "CliTopic", "-b", "from the cli", "--keys", "cli-key", "-c", "3"
+    )
+    assert sent.count("SEND_OK") == 3
+    offset_id = sent.split("offset_msg_id=")[1].split()[0]
+    status = json.loads(cli("admin", "topic-status", "-n", ns, "-t", "CliTopic", "--json"))
+    assert sum(q["max_offset"] for q in status) == 3
+    by_key = json.loads(
+        cli("admin", "query-msg-by-key", "-n", ns, "-t", "CliTopic", "-k", "cli-key", "--json")
+    )
+    assert len(by_key) == 3 and by_key[0]["keys"] == ["cli-key"]
+    by_id = json.loads(cli("admin", "query-msg-by-id", "-n", ns, "-i", offset_id, "--json"))
+    assert by_id[0]["body"] == "from the cli #0"
+    consumed = cli(
+        "consume",
+        "-n",
+        ns,
+        "-t",
+        "CliTopic",
+        "-g",
+        "cli-group",
+        "--from-first",
+        "-c",
+        "3",
+        "--timeout",
+        "20",
+        "--json",
+    )
+    assert consumed.count("from the cli") == 3
+    progress = json.loads(cli("admin", "consumer-progress", "-n", ns, "-g", "cli-group", "--json"))
+    assert sum(p["consumer_offset"] for p in progress if p["topic"] == "CliTopic") == 3
+    reset = json.loads(
+        cli(
+            "admin",
+            "reset-offset-by-time",
+            "-n",
+            ns,
+            "-g",
+            "cli-group",
+            "-t",
+            "CliTopic",
+            "-s",
+            "0",
+            "--json",
+        )
+    )
+    assert {r["new_offset"] for r in reset} == {0}
+    clusters = json.loads(cli("admin", "cluster-list", "-n", ns, "--json"))
+    assert clusters[0]["role"] == "ASYNC_MASTER"
+
+
+def test_admin_errors_are_clear_and_exit_non_zero(cluster: LocalCluster) -> None:
+    result = runner.invoke(app, ["admin", "topic-route", "-n", cluster.namesrv_addr, "-t", "Nope"])
+    assert result.exit_code == 1
+    assert "Nope" in result.output and "Traceback" not in result.output
+    bad = runner.invoke(
+        app, ["admin", "update-topic", "-n", cluster.namesrv_addr, "-t", "bad topic", "-r", "2"]
+    )
+    assert bad.exit_code == 1 and "illegal characters" in bad.output
+
+
+def test_blocking_twins(cluster: LocalCluster) -> None:
+    ns = cluster.namesrv_addr
+    with Admin(ns) as admin:
+        admin.update_topic("SyncTopic", read_queue_nums=2, write_queue_nums=2)
+    got: list[MessageExt] = []
+    done = threading.Event()
+
+    def handler(msgs: list[MessageExt]) -> ConsumeResult:  # a plain function, on a thread
+        got.extend(msgs)
+        if len(got) >= 5:
+            done.set()
+        return ConsumeResult.SUCCESS
+
+    with Producer("sync-pg", ns) as producer:
+        results = [producer.send(Message("SyncTopic", b"sync %d" % i)) for i in range(5)]
+    assert all(r.ok for r in results)
+    consumer = PushConsumer("sync-cg", ns, consume_from=ConsumeFrom.FIRST_OFFSET)
+    consumer.subscribe("SyncTopic", "*")
+    consumer.on_message(handler)
+    with consumer:
+        assert done.wait(20), f"only {len(got)} of 5 consumed"
+    assert sorted(m.body for m in got) == [b"sync %d" % i for i in range(5)]
