@@ -111,10 +111,15 @@ class PushConsumer:
         self.client.on_event = self._on_event
         self.subscriptions: dict[str, MessageSelector] = {}
         self.handler: Handler | None = None
+        self._async_handler = False
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self._pulls: dict[MessageQueue, asyncio.Task[None]] = {}
-        self._consuming: set[asyncio.Task[None]] = set()
-        self._sem = asyncio.Semaphore(self.config.consume_thread_max)
+        # Consume requests, taken by consume_thread_max worker tasks (the consume pool).
+        self._requests: asyncio.Queue[tuple[MessageQueue, ProcessQueue, list[MessageExt]]] = (
+            asyncio.Queue()
+        )
+        self._workers: list[asyncio.Task[None]] = []
+        self._busy = 0
         self._pool: ThreadPoolExecutor | None = None
         self._rebalance_now = asyncio.Event()
         self._rebalance_lock = asyncio.Lock()
@@ -134,6 +139,7 @@ class PushConsumer:
 
     def on_message(self, handler: Handler) -> Handler:
         self.handler = handler
+        self._async_handler = inspect.iscoroutinefunction(handler)
         return handler
 
     @property
@@ -157,6 +163,9 @@ class PushConsumer:
         )
         await self.client.start()
         self.running = True
+        self._workers = [
+            asyncio.ensure_future(self._worker()) for _ in range(self.config.consume_thread_max)
+        ]
         for topic in self.subscriptions:
             with contextlib.suppress(TopicNotExistError):
                 await self.client.update_route(topic)
@@ -177,8 +186,7 @@ class PushConsumer:
         for task in pulls:
             task.cancel()
         await asyncio.gather(*self._tasks, *pulls, return_exceptions=True)
-        if self._consuming:
-            await asyncio.wait(list(self._consuming), timeout=10)
+        await self._drain_workers(timeout=10)
         await self.offsets.persist_all(list(self.process_queues))
         for pq in self.process_queues.values():
             pq.dropped = True
@@ -430,19 +438,36 @@ class PushConsumer:
     def _submit(
         self, mq: MessageQueue, pq: ProcessQueue, batch: list[MessageExt], delay: float
     ) -> None:
-        task = asyncio.ensure_future(self._consume(mq, pq, batch, delay))
-        self._consuming.add(task)
-        task.add_done_callback(self._consuming.discard)
-
-    async def _consume(
-        self, mq: MessageQueue, pq: ProcessQueue, batch: list[MessageExt], delay: float
-    ) -> None:
         if delay:
-            await asyncio.sleep(delay)
-        async with self._sem:
+            asyncio.get_running_loop().call_later(delay, self._requests.put_nowait, (mq, pq, batch))
+        else:
+            self._requests.put_nowait((mq, pq, batch))
+
+    async def _worker(self) -> None:
+        while True:
+            mq, pq, batch = await self._requests.get()
             if pq.dropped:
-                return
-            result = await self._call_handler(batch)
+                continue
+            self._busy += 1
+            try:
+                await self._consume(mq, pq, batch)
+            except Exception:
+                log.exception("consuming %s of %s failed", batch[0].msg_id, mq)
+            finally:
+                self._busy -= 1
+
+    async def _drain_workers(self, timeout: float) -> None:
+        """Let the handlers running now finish (bounded), then stop the pool."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self._busy and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        for task in self._workers:
+            task.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        self._workers = []
+
+    async def _consume(self, mq: MessageQueue, pq: ProcessQueue, batch: list[MessageExt]) -> None:
+        result = await self._call_handler(batch)
         if pq.dropped:
             return
         failed: list[MessageExt] = []
@@ -467,8 +492,8 @@ class PushConsumer:
     async def _call_handler(self, batch: list[MessageExt]) -> ConsumeResult:
         assert self.handler is not None
         try:
-            if inspect.iscoroutinefunction(self.handler):
-                result = await self.handler(batch)
+            if self._async_handler:
+                result = await self.handler(batch)  # type: ignore[misc]
             else:
                 loop = asyncio.get_running_loop()
                 result = await loop.run_in_executor(self._pool, self.handler, batch)
