@@ -13,6 +13,7 @@ import grpc
 from broker.consumer_manager import Subscription
 from broker.filter import parse_tags
 from cluster.errors import QueryNotFoundError, RocketqError
+from cluster.message import PERM_READ, PERM_WRITE, retry_topic
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 from storage.commitlog import AppendResult
@@ -154,7 +155,13 @@ class BrokerService(pb_grpc.BrokerServicer):
             for group in request.producer_groups:
                 cm.register_producer(group, request.client_id)
             for c in request.consumers:
-                self.b.groups.find_or_create(c.group)
+                group = self.b.groups.find_or_create(c.group)
+                if c.message_model != "BROADCASTING":
+                    # The group's retry topic exists from its first heartbeat (as RocketMQ),
+                    # so consumers find it in the route before anything is retried.
+                    self.b.topics.create_system(
+                        retry_topic(c.group), group.retry_queue_nums, PERM_READ | PERM_WRITE
+                    )
                 subs = [
                     Subscription(
                         s.topic,

@@ -122,6 +122,7 @@ class PushConsumer:
         self._busy = 0
         self._pool: ThreadPoolExecutor | None = None
         self._rebalance_now = asyncio.Event()
+        self._missing_topics = False
         self._rebalance_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         self.offsets: RemoteOffsetStore
@@ -232,10 +233,13 @@ class PushConsumer:
 
     async def _rebalance_loop(self) -> None:
         while True:
+            # A subscribed topic missing from the routes (a retry topic the broker has
+            # just created) is looked for again within a second.
+            interval = self.config.rebalance_interval / 1000
+            if self._missing_topics:
+                interval = min(interval, 1.0)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    self._rebalance_now.wait(), self.config.rebalance_interval / 1000
-                )
+                await asyncio.wait_for(self._rebalance_now.wait(), interval)
             self._rebalance_now.clear()
             try:
                 await self.rebalance()
@@ -244,10 +248,12 @@ class PushConsumer:
 
     async def rebalance(self) -> None:
         async with self._rebalance_lock:
+            self._missing_topics = False
             for topic, selector in list(self.subscriptions.items()):
                 try:
                     await self._rebalance_topic(topic, selector)
                 except TopicNotExistError:
+                    self._missing_topics = True
                     if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                         log.warning("topic %s of group %s does not exist yet", topic, self.group)
 

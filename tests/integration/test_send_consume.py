@@ -184,17 +184,19 @@ async def test_retry_counts_up_then_dead_letter_queue(cluster: LocalCluster) -> 
     ns = cluster.namesrv_addr
     await make_topic(ns, "Flaky")
     deliveries: list[MessageExt] = []
-    consumer = PushConsumer(
-        "cg-flaky", ns, consume_from=ConsumeFrom.FIRST_OFFSET, max_reconsume_times=3
-    )
+    consumer = PushConsumer("cg-flaky", ns, consume_from=ConsumeFrom.FIRST_OFFSET)
     consumer.subscribe("Flaky", "*")
     consumer.on_message(collector(deliveries, ConsumeResult.RECONSUME_LATER))
     await consumer.start()
     try:
         async with Producer("pg", ns) as producer:
             sent = await producer.send(Message("Flaky", b"always fails", keys=["flaky-1"]))
-        # Original + 3 retries, then the dead letter queue.
-        await wait_until(lambda: len(deliveries) >= 4, "4 deliveries")
+        # The original delivery + 16 retries (max_reconsume_times), then the DLQ.
+        await wait_until(
+            lambda: len(deliveries) >= 17,
+            lambda: f"17 deliveries (have {len(deliveries)})",
+            timeout=60,
+        )
         async with Admin(ns) as admin:
 
             async def in_dlq() -> bool:
@@ -213,9 +215,10 @@ async def test_retry_counts_up_then_dead_letter_queue(cluster: LocalCluster) -> 
             assert await in_dlq(), "the message did not reach %DLQ%cg-flaky"
     finally:
         await consumer.shutdown()
-    assert [m.reconsume_times for m in deliveries[:4]] == [0, 1, 2, 3]
+    assert [m.reconsume_times for m in deliveries] == list(range(17))
     assert all(m.topic == "Flaky" and m.msg_id == sent.msg_id for m in deliveries)
-    assert len(deliveries) == 4  # nothing consumed from the DLQ
+    # Retries carry the level the delay service will use: 3 + reconsume times.
+    assert [m.delay_level for m in deliveries[1:]] == [3 + i for i in range(16)]
 
 
 async def test_pull_consumer_poll_commit_seek(cluster: LocalCluster) -> None:
