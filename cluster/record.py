@@ -92,7 +92,9 @@ def encode_host(address: str) -> bytes:
         raise ValueError(f"address {address!r} is not an IPv4 'a.b.c.d:port'") from exc
 
 
+@functools.lru_cache(maxsize=1024)
 def decode_host(raw: bytes) -> str:
+    """8 bytes (IPv4 + port) -> "a.b.c.d:port" (cached: a few hosts recur endlessly)."""
     ip, port = raw[:4], struct.unpack(">i", raw[4:8])[0]
     return f"{socket.inet_ntoa(ip)}:{port}"
 
@@ -318,7 +320,7 @@ def decode_record(buf: bytes | memoryview, pos: int = 0) -> MessageExt:
         flag=flag,
         body_crc=body_crc,
         born_timestamp=born_ts,
-        born_host=decode_host(born_ip + born_port.to_bytes(4, "big")),
+        born_host=decode_host(born_ip + born_port.to_bytes(4, "big")),  # cached
         store_timestamp=store_ts,
         store_host=decode_host(store_host_raw),
         reconsume_times=reconsume,

@@ -38,6 +38,7 @@ GRPC_OPTIONS = [
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
 ]
 MAX_COALESCED = 16
+MAX_COALESCED_BYTES = 64 * 1024
 SWEEP_INTERVAL = 0.05
 
 
@@ -176,8 +177,15 @@ class _SendStream:
                 # Let the other ready tasks queue their sends: they go out together.
                 await asyncio.sleep(0)
             batch = [first]
-            while len(batch) < MAX_COALESCED and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
+            size = len(first.records)
+            while (
+                len(batch) < MAX_COALESCED
+                and size < MAX_COALESCED_BYTES
+                and not self._queue.empty()
+            ):
+                req = self._queue.get_nowait()
+                batch.append(req)
+                size += len(req.records)
             yield pb.SendBatchRequest(requests=batch)
 
     async def _run(self) -> None:
