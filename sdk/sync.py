@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from sdk import admin as _admin
 from sdk import producer as _producer
+from sdk import pull_consumer as _pull
 from sdk import push_consumer as _push
 
 T = TypeVar("T")
@@ -83,8 +84,12 @@ class PushConsumer(_Blocking):
     _target = _push.PushConsumer
 
 
+class PullConsumer(_Blocking):
+    _target = _pull.PullConsumer
+
+
 class Admin(_Blocking):
     _target = _admin.Admin
 
 
-__all__ = ["Admin", "Producer", "PushConsumer"]
+__all__ = ["Admin", "Producer", "PullConsumer", "PushConsumer"]

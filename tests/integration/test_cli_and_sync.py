@@ -12,7 +12,7 @@ from cluster.cli import app
 from cluster.launcher import LocalCluster
 from cluster.message import Message, MessageExt
 from sdk import ConsumeFrom, ConsumeResult
-from sdk.sync import Admin, Producer, PushConsumer
+from sdk.sync import Admin, Producer, PullConsumer, PushConsumer
 
 runner = CliRunner()
 
@@ -116,3 +116,12 @@ def test_blocking_twins(cluster: LocalCluster) -> None:
     with consumer:
         assert done.wait(20), f"only {len(got)} of 5 consumed"
     assert sorted(m.body for m in got) == [b"sync %d" % i for i in range(5)]
+    puller = PullConsumer("sync-pull", ns, consume_from=ConsumeFrom.FIRST_OFFSET)
+    puller.subscribe("SyncTopic", "*")
+    with puller:
+        polled: list[MessageExt] = []
+        for _ in range(20):
+            polled += puller.poll(timeout=1)
+            if len(polled) >= 5:
+                break
+    assert sorted(m.body for m in polled) == [b"sync %d" % i for i in range(5)]
