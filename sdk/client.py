@@ -51,6 +51,33 @@ def publish_queues(topic: str, route: pb.TopicRouteData) -> list[MessageQueue]:
     ]
 
 
+def consumer_heartbeat(
+    client_id: str,
+    group: str,
+    *,
+    consume_type: str,
+    message_model: str,
+    consume_from_where: str,
+    subscriptions: dict[str, tuple[str, str]],
+) -> pb.HeartbeatRequest:
+    """A consumer's heartbeat: its group and its subscriptions (topic -> (expression, type))."""
+    return pb.HeartbeatRequest(
+        client_id=client_id,
+        consumers=[
+            pb.ConsumerData(
+                group=group,
+                consume_type=consume_type,
+                message_model=message_model,
+                consume_from_where=consume_from_where,
+                subscriptions=[
+                    pb.SubscriptionData(topic=t, expression=e, expression_type=k)
+                    for t, (e, k) in subscriptions.items()
+                ],
+            )
+        ],
+    )
+
+
 def subscribe_queues(topic: str, route: pb.TopicRouteData) -> list[MessageQueue]:
     return [
         MessageQueue(topic, q.broker_name, i)
@@ -174,6 +201,23 @@ class ClientInstance:
             except Exception:
                 log.exception("event stream from %s failed", addr)
             await asyncio.sleep(1.0)
+
+    async def consumer_ids(self, group: str, route: pb.TopicRouteData) -> list[str]:
+        """The group's client ids, from the first broker of the route that answers."""
+        for b in route.broker_datas:
+            for addr in b.broker_addrs.values():
+                try:
+                    resp = await self.broker(addr).unary(
+                        "consumer list",
+                        "GetConsumerListByGroup",
+                        pb.GroupRequest(group=group),
+                        self.timeout,
+                    )
+                except RocketqError:
+                    continue
+                if resp.client_ids:
+                    return list(resp.client_ids)
+        return []
 
     async def unregister(self, req: pb.HeartbeatRequest) -> None:
         for addr in self.all_broker_addrs():

@@ -19,7 +19,7 @@ from cluster.errors import ClientStateError, RocketqError, TopicNotExistError
 from cluster.message import MessageExt, MessageQueue
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from cluster.record import decode_records
-from sdk.client import ClientInstance, subscribe_queues
+from sdk.client import ClientInstance, consumer_heartbeat, subscribe_queues
 from sdk.consumer_types import ConsumeFrom, MessageModel, MessageSelector
 from sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
 from sdk.push_consumer import (
@@ -141,22 +141,13 @@ class PullConsumer:
         await self.shutdown()
 
     def _heartbeat_data(self) -> pb.HeartbeatRequest:
-        return pb.HeartbeatRequest(
-            client_id=self.client.client_id,
-            consumers=[
-                pb.ConsumerData(
-                    group=self.group,
-                    consume_type="CONSUME_ACTIVELY",
-                    message_model=self.model.value,
-                    consume_from_where=self.consume_from.value,
-                    subscriptions=[
-                        pb.SubscriptionData(
-                            topic=t, expression=s.expression, expression_type=s.type
-                        )
-                        for t, s in self.subscriptions.items()
-                    ],
-                )
-            ],
+        return consumer_heartbeat(
+            self.client.client_id,
+            self.group,
+            consume_type="CONSUME_ACTIVELY",
+            message_model=self.model.value,
+            consume_from_where=self.consume_from.value,
+            subscriptions={t: (s.expression, s.type) for t, s in self.subscriptions.items()},
         )
 
     async def _on_event(self, event: pb.ServerEvent) -> None:
@@ -191,20 +182,7 @@ class PullConsumer:
                 if self.model is MessageModel.BROADCASTING:
                     mine |= set(mqs)
                     continue
-                resp = None
-                for b in route.broker_datas:
-                    for addr in b.broker_addrs.values():
-                        with contextlib.suppress(RocketqError):
-                            resp = await self.client.broker(addr).unary(
-                                "consumer list",
-                                "GetConsumerListByGroup",
-                                pb.GroupRequest(group=self.group),
-                                self.client.timeout,
-                            )
-                            break
-                    if resp is not None:
-                        break
-                cids = list(resp.client_ids) if resp is not None else []
+                cids = await self.client.consumer_ids(self.group, route)
                 if cids:
                     mine |= set(
                         STRATEGIES[self.config.allocate_strategy](

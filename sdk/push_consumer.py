@@ -32,7 +32,7 @@ from cluster.message import (
 )
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from cluster.record import decode_records
-from sdk.client import ClientInstance, subscribe_queues
+from sdk.client import ClientInstance, consumer_heartbeat, subscribe_queues
 from sdk.consumer_types import ConsumeFrom, ConsumeResult, MessageModel, MessageSelector
 from sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
 from sdk.process_queue import ProcessQueue
@@ -204,22 +204,13 @@ class PushConsumer:
         await self.shutdown()
 
     def _heartbeat_data(self) -> pb.HeartbeatRequest:
-        return pb.HeartbeatRequest(
-            client_id=self.client.client_id,
-            consumers=[
-                pb.ConsumerData(
-                    group=self.group,
-                    consume_type="CONSUME_PASSIVELY",
-                    message_model=self.model.value,
-                    consume_from_where=self.consume_from.value,
-                    subscriptions=[
-                        pb.SubscriptionData(
-                            topic=t, expression=s.expression, expression_type=s.type
-                        )
-                        for t, s in self.subscriptions.items()
-                    ],
-                )
-            ],
+        return consumer_heartbeat(
+            self.client.client_id,
+            self.group,
+            consume_type="CONSUME_PASSIVELY",
+            message_model=self.model.value,
+            consume_from_where=self.consume_from.value,
+            subscriptions={t: (s.expression, s.type) for t, s in self.subscriptions.items()},
         )
 
     async def _on_event(self, event: pb.ServerEvent) -> None:
@@ -263,7 +254,7 @@ class PushConsumer:
         if self.broadcasting:
             mine = set(mqs)
         else:
-            cids = await self._consumer_ids(route)
+            cids = await self.client.consumer_ids(self.group, route)
             if not cids:
                 return
             allocate = STRATEGIES[self.config.allocate_strategy]
@@ -272,22 +263,6 @@ class PushConsumer:
             await self._drop(mq)
         for mq in sorted(mine - set(self.process_queues)):
             await self._take(mq, selector)
-
-    async def _consumer_ids(self, route: pb.TopicRouteData) -> list[str]:
-        for b in route.broker_datas:
-            for addr in b.broker_addrs.values():
-                try:
-                    resp = await self.client.broker(addr).unary(
-                        "consumer list",
-                        "GetConsumerListByGroup",
-                        pb.GroupRequest(group=self.group),
-                        self.client.timeout,
-                    )
-                except RocketqError:
-                    continue
-                if resp.client_ids:
-                    return list(resp.client_ids)
-        return []
 
     async def _take(self, mq: MessageQueue, selector: MessageSelector) -> None:
         try:
