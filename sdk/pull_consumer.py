@@ -183,6 +183,9 @@ class PullConsumer:
                     mine |= set(mqs)
                     continue
                 cids = await self.client.consumer_ids(self.group, route)
+                if self.client.client_id not in cids:
+                    await self.client.heartbeat_all()
+                    cids = await self.client.consumer_ids(self.group, route)
                 if cids:
                     mine |= set(
                         STRATEGIES[self.config.allocate_strategy](

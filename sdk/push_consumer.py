@@ -255,8 +255,12 @@ class PushConsumer:
             mine = set(mqs)
         else:
             cids = await self.client.consumer_ids(self.group, route)
-            if not cids:
-                return
+            if self.client.client_id not in cids:
+                # The broker does not know us (yet): say hello now and look again soon.
+                await self.client.heartbeat_all()
+                self._missing_topics = True
+                if not cids:
+                    return
             allocate = STRATEGIES[self.config.allocate_strategy]
             mine = set(allocate(self.group, self.client.client_id, mqs, cids))
         for mq in [m for m in self.process_queues if m.topic == topic and m not in mine]:

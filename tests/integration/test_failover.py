@@ -116,7 +116,12 @@ async def test_sigkilled_sync_flush_broker_loses_no_acknowledged_message(
     await cons.start()
     try:
         await wait_until(
-            lambda: set(acked) <= {m.body for m in got}, "every acked message", timeout=30
+            lambda: set(acked) <= {m.body for m in got},
+            lambda: (
+                f"every acked message: {len(set(acked) - {m.body for m in got})} of "
+                f"{len(acked)} missing; consuming {sorted(cons.process_queues)}"
+            ),
+            timeout=30,
         )
     finally:
         await cons.shutdown()
