@@ -132,7 +132,8 @@ print("ok")
 
 
 @pytest.mark.skip(
-    reason="intermittent hang (about 1 run in 4, only in the full suite) under investigation: see the issue note"
+    reason="intermittent hang (about 1 run in 4, only in the full suite) being found; "
+    "see the issue note"
 )
 def test_blocking_twins(cluster: LocalCluster) -> None:
     """In a process of its own: the blocking twins run gRPC on a background event loop,

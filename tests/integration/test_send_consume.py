@@ -149,7 +149,8 @@ async def test_tags_filter_and_two_groups_each_get_everything(cluster: LocalClus
 
 
 @pytest.mark.skip(
-    reason="intermittent hang (about 1 run in 4, only in the full suite) under investigation: see the issue note"
+    reason="intermittent hang (about 1 run in 4, only in the full suite) being found; "
+    "see the issue note"
 )
 async def test_broadcasting_gives_every_consumer_every_message(
     cluster: LocalCluster, tmp_path: Path
