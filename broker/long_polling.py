@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from cluster.aio import wait_done
+
 
 class PullRequestHoldService:
     def __init__(self) -> None:
@@ -19,10 +21,7 @@ class PullRequestHoldService:
         entry = (offset, fut)
         self._held.setdefault(key, []).append(entry)
         try:
-            await asyncio.wait_for(fut, timeout)
-            return True
-        except TimeoutError:
-            return False
+            return await wait_done(fut, timeout)
         finally:
             waiting = self._held.get(key)
             if waiting is not None:

@@ -12,7 +12,11 @@ from broker.filter import tag_filter
 from broker.long_polling import PullRequestHoldService
 from broker.subscription_group import SubscriptionGroupManager
 from broker.topic_config import TopicConfigManager
-from cluster.errors import MessageIllegalError, NoPermissionError, TopicNotExistError
+from cluster.errors import (
+    NoPermissionError,
+    RocketqSystemError,
+    TopicNotExistError,
+)
 from cluster.message import MASTER_ID, PERM_READ
 from storage.message_store import MessageStore
 from storage.results import GetStatus
@@ -82,7 +86,7 @@ class PullProcessor:
         if not config.readable():
             raise NoPermissionError(f"the topic[{topic}] pulling message is forbidden")
         if not 0 <= queue_id < config.read_queue_nums:
-            raise MessageIllegalError(
+            raise RocketqSystemError(
                 f"queue id {queue_id} is illegal: topic {topic} has {config.read_queue_nums} "
                 "read queues on this broker"
             )

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 
 import grpc
 
+from cluster.aio import wait_event
 from cluster.message import TopicConfig
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
@@ -83,8 +84,7 @@ class NameServerRegistration:
     async def _requests(self, wake: asyncio.Event) -> AsyncIterator[pb.BrokerChannelRequest]:
         while not self._stopping:
             yield pb.BrokerChannelRequest(register=self.identity())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), self.period)
+            await wait_event(wake, self.period)
             wake.clear()
 
     async def stop(self, unregister: pb.UnregisterBrokerRequest | None) -> None:

@@ -16,6 +16,7 @@ from cluster.errors import (
     MessageIllegalError,
     NoPermissionError,
     QueryNotFoundError,
+    RocketqSystemError,
     ServiceNotAvailableError,
 )
 from cluster.message import (
@@ -84,7 +85,8 @@ class SendProcessor:
         if not config.writable():
             raise NoPermissionError(f"the topic[{topic}] sending message is forbidden")
         if not 0 <= queue_id < config.write_queue_nums:
-            raise MessageIllegalError(
+            # SYSTEM_ERROR as RocketMQ: the producer refreshes its route and tries again.
+            raise RocketqSystemError(
                 f"queue id {queue_id} is illegal: topic {topic} has {config.write_queue_nums} "
                 "write queues on this broker (refresh the route)"
             )

@@ -13,6 +13,8 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from cluster.aio import wait_event
+
 T = TypeVar("T")
 
 admin_app = typer.Typer(
@@ -438,9 +440,7 @@ def consume_cmd(
         try:
             while not done.is_set():
                 got.clear()
-                try:
-                    await asyncio.wait_for(got.wait(), timeout)
-                except TimeoutError:
+                if not await wait_event(got, timeout):
                     break
         finally:
             await consumer.shutdown()

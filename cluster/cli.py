@@ -287,10 +287,10 @@ def cluster_up(
     if not foreground:
         typer.echo(f"stop it with: rocketq cluster down --data-dir {spec.data_dir}")
         return
-    typer.echo("press Ctrl-C to stop it")
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    typer.echo("press Ctrl-C to stop it")  # only once the signals are ours
     try:
         while not stop.wait(1.0):
             pass

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cluster.aio import get_within, wait_event
 from cluster.errors import ClientStateError, RocketqError, TopicNotExistError
 from cluster.message import MessageExt, MessageQueue
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
@@ -158,10 +159,7 @@ class PullConsumer:
 
     async def _rebalance_loop(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    self._rebalance_now.wait(), self.config.rebalance_interval / 1000
-                )
+            await wait_event(self._rebalance_now, self.config.rebalance_interval / 1000)
             self._rebalance_now.clear()
             try:
                 await self._rebalance()
@@ -277,10 +275,10 @@ class PullConsumer:
     async def poll(self, timeout: float | None = None) -> list[MessageExt]:
         """Messages pulled so far (up to pull_batch_size), waiting up to ``timeout``."""
         wait = self.config.poll_timeout / 1000 if timeout is None else timeout
-        try:
-            mq, generation, msgs = await asyncio.wait_for(self._buffer.get(), wait)
-        except TimeoutError:
+        got, item = await get_within(self._buffer, wait)
+        if not got:
             return []
+        mq, generation, msgs = item
         self._buffered[mq] = self._buffered.get(mq, 0) - len(msgs)
         if mq not in self._owned or generation != self._generation.get(mq):
             return []  # pulled before a seek or before the queue moved away

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cluster.aio import wait_event
 from cluster.errors import ClientStateError, RocketqError, TopicNotExistError
 from cluster.message import (
     PROPERTY_RETRY_TOPIC,
@@ -223,14 +224,13 @@ class PushConsumer:
     # -- rebalance ---------------------------------------------------------------------
 
     async def _rebalance_loop(self) -> None:
-        while True:
+        while self.running:
             # A subscribed topic missing from the routes (a retry topic the broker has
             # just created) is looked for again within a second.
             interval = self.config.rebalance_interval / 1000
             if self._missing_topics:
                 interval = min(interval, 1.0)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._rebalance_now.wait(), interval)
+            await wait_event(self._rebalance_now, interval)
             self._rebalance_now.clear()
             try:
                 await self.rebalance()

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from cluster.aio import wait_done
 from cluster.config import StoreConfig
 from cluster.errors import ServiceNotAvailableError
 from cluster.message_id import decode_offset_msg_id
@@ -331,9 +332,7 @@ class MessageStore:
         if not self.flusher.sync:
             return PutStatus.PUT_OK
         fut = self.flusher.wait_flushed(end_offset)
-        try:
-            await asyncio.wait_for(fut, self.config.sync_flush_timeout / 1000)
-        except TimeoutError:
+        if not await wait_done(fut, self.config.sync_flush_timeout / 1000):
             log.warning(
                 "flush of CommitLog offset %d took longer than sync_flush_timeout %d ms",
                 end_offset,

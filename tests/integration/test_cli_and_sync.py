@@ -7,7 +7,6 @@ import subprocess
 import sys
 import time
 
-import pytest
 from typer.testing import CliRunner
 
 from cluster.cli import app
@@ -131,10 +130,6 @@ print("ok")
 """
 
 
-@pytest.mark.skip(
-    reason="intermittent hang (about 1 run in 4, only in the full suite) being found; "
-    "see the issue note"
-)
 def test_blocking_twins(cluster: LocalCluster) -> None:
     """In a process of its own: the blocking twins run gRPC on a background event loop,
     and grpc.aio does not share a process with a second live loop (the test's)."""
