@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import enum
+import functools
+import socket
+import struct
 from dataclasses import dataclass, field
 from typing import Final
+
+from cluster.message_id import encode_offset_msg_id
 
 # System topics and prefixes (RocketMQ's names).
 AUTO_CREATE_TOPIC_KEY_TOPIC: Final = "TBW102"
@@ -16,6 +21,9 @@ TRANS_OP_HALF_TOPIC: Final = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TIME_TOPIC: Final = "TRANS_CHECK_MAX_TIME_TOPIC"
 DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
 MASTER_ID: Final = 0
+
+NAME_VALUE_SEPARATOR: Final = "\x01"
+PROPERTY_SEPARATOR: Final = "\x02"
 
 # Message property names (RocketMQ's MessageConst).
 PROPERTY_KEYS: Final = "KEYS"
@@ -154,27 +162,111 @@ class Message:
     delay_level: int = 0
 
 
-@dataclass(slots=True)
-class MessageExt:
-    """A stored message, decoded from its CommitLog record."""
+def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
+    """Encoded properties (``name\x01value\x02`` pairs) -> a dict."""
+    text = bytes(raw).decode(errors="replace")
+    out: dict[str, str] = {}
+    for pair in text.split(PROPERTY_SEPARATOR):
+        if pair:
+            k, _, v = pair.partition(NAME_VALUE_SEPARATOR)
+            out[k] = v
+    return out
 
-    topic: str
-    body: bytes
-    properties: dict[str, str]
-    queue_id: int
-    queue_offset: int
-    commit_log_offset: int
-    store_size: int
-    sys_flag: int
-    flag: int
-    body_crc: int
-    born_timestamp: int
-    born_host: str
-    store_timestamp: int
-    store_host: str
-    reconsume_times: int
-    prepared_transaction_offset: int
-    offset_msg_id: str
+
+@functools.lru_cache(maxsize=1024)
+def decode_host(raw: bytes) -> str:
+    """8 bytes (IPv4 + port) -> "a.b.c.d:port" (cached: a few hosts recur endlessly)."""
+    ip, port = raw[:4], struct.unpack(">i", raw[4:8])[0]
+    return f"{socket.inet_ntoa(ip)}:{port}"
+
+
+class MessageExt:
+    """A stored message, decoded from its CommitLog record.
+
+    Properties, hosts and the offset id are decoded on first use: a consumer going
+    through thousands of records a second seldom needs every field of each.
+    """
+
+    __slots__ = (
+        "_born_host",
+        "_properties",
+        "_properties_raw",
+        "_store_host",
+        "body",
+        "body_crc",
+        "born_timestamp",
+        "commit_log_offset",
+        "flag",
+        "prepared_transaction_offset",
+        "queue_id",
+        "queue_offset",
+        "reconsume_times",
+        "store_size",
+        "store_timestamp",
+        "sys_flag",
+        "topic",
+    )
+
+    def __init__(
+        self,
+        topic: str,
+        body: bytes,
+        properties_raw: bytes,
+        queue_id: int,
+        queue_offset: int,
+        commit_log_offset: int,
+        store_size: int,
+        sys_flag: int,
+        flag: int,
+        body_crc: int,
+        born_timestamp: int,
+        born_host: bytes,
+        store_timestamp: int,
+        store_host: bytes,
+        reconsume_times: int,
+        prepared_transaction_offset: int,
+    ) -> None:
+        self.topic = topic
+        self.body = body
+        self._properties_raw = properties_raw
+        self._properties: dict[str, str] | None = None
+        self.queue_id = queue_id
+        self.queue_offset = queue_offset
+        self.commit_log_offset = commit_log_offset
+        self.store_size = store_size
+        self.sys_flag = sys_flag
+        self.flag = flag
+        self.body_crc = body_crc
+        self.born_timestamp = born_timestamp
+        self._born_host = born_host
+        self.store_timestamp = store_timestamp
+        self._store_host = store_host
+        self.reconsume_times = reconsume_times
+        self.prepared_transaction_offset = prepared_transaction_offset
+
+    @property
+    def properties(self) -> dict[str, str]:
+        props = self._properties
+        if props is None:
+            props = self._properties = decode_properties(self._properties_raw)
+        return props
+
+    @properties.setter
+    def properties(self, value: dict[str, str]) -> None:
+        self._properties = value
+
+    @property
+    def born_host(self) -> str:
+        return decode_host(self._born_host)
+
+    @property
+    def store_host(self) -> str:
+        return decode_host(self._store_host)
+
+    @property
+    def offset_msg_id(self) -> str:
+        """The broker's id of the record: store host and CommitLog offset."""
+        return encode_offset_msg_id(self._store_host, self.commit_log_offset)
 
     @property
     def tags(self) -> str | None:
@@ -188,7 +280,8 @@ class MessageExt:
     @property
     def msg_id(self) -> str:
         """The client unique id (UNIQ_KEY) when the producer set one, else the offset id."""
-        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, self.offset_msg_id)
+        uniq = self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        return uniq if uniq is not None else self.offset_msg_id
 
     @property
     def delay_level(self) -> int:
@@ -197,3 +290,10 @@ class MessageExt:
 
     def user_properties(self) -> dict[str, str]:
         return {k: v for k, v in self.properties.items() if k not in SYSTEM_PROPERTY_NAMES}
+
+    def __repr__(self) -> str:
+        return (
+            f"MessageExt(topic={self.topic!r}, queue_id={self.queue_id}, "
+            f"queue_offset={self.queue_offset}, msg_id={self.msg_id!r}, "
+            f"reconsume_times={self.reconsume_times}, body={self.body[:32]!r})"
+        )

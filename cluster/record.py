@@ -26,15 +26,16 @@ from typing import Final
 from cluster.errors import MessageIllegalError, PropertiesSizeExceededError
 from cluster.message import (
     KEY_SEPARATOR,
+    NAME_VALUE_SEPARATOR,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
+    PROPERTY_SEPARATOR,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     SYSTEM_PROPERTY_NAMES,
     Message,
     MessageExt,
 )
-from cluster.message_id import encode_offset_msg_id
 
 MESSAGE_MAGIC_CODE: Final = 0xDAA320A7
 BLANK_MAGIC_CODE: Final = 0xCBD43194
@@ -43,8 +44,6 @@ FIXED_SIZE: Final = 91
 MAX_TOPIC_LENGTH: Final = 127
 MAX_PROPERTIES_LENGTH: Final = 32767
 TOPIC_PATTERN: Final = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-NAME_VALUE_SEPARATOR: Final = "\x01"
-PROPERTY_SEPARATOR: Final = "\x02"
 
 # Field positions inside a record.
 POS_TOTAL_SIZE: Final = 0
@@ -67,6 +66,8 @@ POS_BODY: Final = 88
 # The whole fixed header up to the body length, in one unpack.
 HEADER: Final = struct.Struct(">iIIiiqqiq4sIq4sIiqi")
 assert HEADER.size == POS_BODY
+# The same, hosts skipped (a reader slices them whole).
+HEADER_NO_HOSTS: Final = struct.Struct(">iIIiiqqiq8xq8xiqi")
 # Size, magic, sys flag and body length: what a writer needs to validate a record.
 SIZE_MAGIC_SYSFLAG_BODYLEN: Final = struct.Struct(">iI28xi44xi")
 SIZE_MAGIC: Final = struct.Struct(">iI")
@@ -90,13 +91,6 @@ def encode_host(address: str) -> bytes:
         return socket.inet_aton(host) + struct.pack(">i", int(port))
     except (OSError, ValueError) as exc:
         raise ValueError(f"address {address!r} is not an IPv4 'a.b.c.d:port'") from exc
-
-
-@functools.lru_cache(maxsize=1024)
-def decode_host(raw: bytes) -> str:
-    """8 bytes (IPv4 + port) -> "a.b.c.d:port" (cached: a few hosts recur endlessly)."""
-    ip, port = raw[:4], struct.unpack(">i", raw[4:8])[0]
-    return f"{socket.inet_ntoa(ip)}:{port}"
 
 
 def check_topic(topic: str) -> bytes:
@@ -146,16 +140,6 @@ def encode_properties(props: Mapping[str, str]) -> bytes:
             f"{MAX_PROPERTIES_LENGTH} fit in a record (shorten keys, tags or user properties)"
         )
     return raw
-
-
-def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
-    text = bytes(raw).decode(errors="replace")
-    out: dict[str, str] = {}
-    for pair in text.split(PROPERTY_SEPARATOR):
-        if pair:
-            k, _, v = pair.partition(NAME_VALUE_SEPARATOR)
-            out[k] = v
-    return out
 
 
 def property_value(raw: bytes, name: bytes) -> bytes | None:
@@ -269,11 +253,13 @@ def encode_message(
     )
 
 
-def decode_record(buf: bytes | memoryview, pos: int = 0) -> MessageExt:
-    """Decode the record at ``pos``; raises MessageIllegalError if it is not a valid record."""
-    view = memoryview(buf)
-    if len(view) - pos < FIXED_SIZE:
-        raise MessageIllegalError(f"record at {pos} is truncated ({len(view) - pos} bytes)")
+_topics: dict[bytes, str] = {}
+
+
+def _decode_at(buf: bytes, pos: int) -> MessageExt:
+    end = len(buf)
+    if end - pos < FIXED_SIZE:
+        raise MessageIllegalError(f"record at {pos} is truncated ({end - pos} bytes)")
     (
         total,
         magic,
@@ -284,49 +270,50 @@ def decode_record(buf: bytes | memoryview, pos: int = 0) -> MessageExt:
         physical_offset,
         sys_flag,
         born_ts,
-        born_ip,
-        born_port,
         store_ts,
-        store_ip,
-        store_port,
         reconsume,
         prepared,
         body_len,
-    ) = HEADER.unpack_from(view, pos)
+    ) = HEADER_NO_HOSTS.unpack_from(buf, pos)
     if magic != MESSAGE_MAGIC_CODE:
         raise MessageIllegalError(f"record at {pos} has magic code {magic:#x}, not a message")
-    if total < FIXED_SIZE or pos + total > len(view) or body_len < 0:
+    if total < FIXED_SIZE or pos + total > end or body_len < 0:
         raise MessageIllegalError(f"record at {pos} has a bad size {total}")
-    p = pos + POS_BODY
-    body = bytes(view[p : p + body_len])
-    p += body_len
-    topic_len = view[p]
-    topic = bytes(view[p + 1 : p + 1 + topic_len]).decode(errors="replace")
-    p += 1 + topic_len
-    (props_len,) = USHORT.unpack_from(view, p)
+    p = pos + POS_BODY + body_len
+    topic_len = buf[p]
+    props_at = p + 3 + topic_len
+    props_len = (buf[props_at - 2] << 8) | buf[props_at - 1]
     if FIXED_SIZE + body_len + topic_len + props_len != total:
         raise MessageIllegalError(f"record at {pos} has inconsistent field lengths")
-    props = decode_properties(view[p + 2 : p + 2 + props_len])
-    store_host_raw = store_ip + store_port.to_bytes(4, "big")
+    raw_topic = buf[p + 1 : p + 1 + topic_len]
+    topic = _topics.get(raw_topic)
+    if topic is None:
+        topic = raw_topic.decode(errors="replace")
+        if len(_topics) < 4096:
+            _topics[raw_topic] = topic
     return MessageExt(
-        topic=topic,
-        body=body,
-        properties=props,
-        queue_id=queue_id,
-        queue_offset=queue_offset,
-        commit_log_offset=physical_offset,
-        store_size=total,
-        sys_flag=sys_flag,
-        flag=flag,
-        body_crc=body_crc,
-        born_timestamp=born_ts,
-        born_host=decode_host(born_ip + born_port.to_bytes(4, "big")),  # cached
-        store_timestamp=store_ts,
-        store_host=decode_host(store_host_raw),
-        reconsume_times=reconsume,
-        prepared_transaction_offset=prepared,
-        offset_msg_id=encode_offset_msg_id(store_host_raw, physical_offset),
+        topic,
+        buf[pos + POS_BODY : pos + POS_BODY + body_len],
+        buf[props_at : props_at + props_len],
+        queue_id,
+        queue_offset,
+        physical_offset,
+        total,
+        sys_flag,
+        flag,
+        body_crc,
+        born_ts,
+        buf[pos + POS_BORN_HOST : pos + POS_BORN_HOST + 8],
+        store_ts,
+        buf[pos + POS_STORE_HOST : pos + POS_STORE_HOST + 8],
+        reconsume,
+        prepared,
     )
+
+
+def decode_record(buf: bytes | memoryview, pos: int = 0) -> MessageExt:
+    """Decode the record at ``pos``; raises MessageIllegalError if it is not a valid record."""
+    return _decode_at(buf if isinstance(buf, bytes) else bytes(buf), pos)
 
 
 def iter_records(buf: bytes | memoryview) -> Iterator[tuple[int, int]]:
@@ -344,4 +331,14 @@ def iter_records(buf: bytes | memoryview) -> Iterator[tuple[int, int]]:
 
 
 def decode_records(buf: bytes | memoryview) -> list[MessageExt]:
-    return [decode_record(buf, pos) for pos, _ in iter_records(buf)]
+    """Every record of a blob of concatenated records (a pull's answer, a batch)."""
+    data = buf if isinstance(buf, bytes) else bytes(buf)
+    out = []
+    pos, end = 0, len(data)
+    while pos < end:
+        if end - pos < 8:
+            raise MessageIllegalError(f"trailing {end - pos} bytes after the last record")
+        msg = _decode_at(data, pos)
+        out.append(msg)
+        pos += msg.store_size
+    return out

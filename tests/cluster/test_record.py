@@ -6,13 +6,12 @@ import zlib
 import pytest
 
 from cluster.errors import MessageIllegalError, PropertiesSizeExceededError
-from cluster.message import Message
+from cluster.message import Message, decode_properties
 from cluster.message_id import UniqIdGenerator, decode_offset_msg_id, encode_offset_msg_id
 from cluster.record import (
     FIXED_SIZE,
     MESSAGE_MAGIC_CODE,
     check_topic,
-    decode_properties,
     decode_record,
     decode_records,
     encode_host,
