@@ -28,7 +28,7 @@ from sdk.push_consumer import (
     NO_MATCHED_MSG,
     NO_NEW_MSG,
     PULL_DELAY_WHEN_EXCEPTION,
-    finish_message,
+    finish_messages,
 )
 from sdk.rebalance import STRATEGIES
 from sdk.remoting import check
@@ -265,7 +265,7 @@ class PullConsumer:
                 return
             self._next[mq] = resp.next_begin_offset
             if resp.pull_status == FOUND:
-                msgs = [finish_message(m, self.group) for m in decode_records(resp.records)]
+                msgs = finish_messages(decode_records(resp.records), self.group)
                 self._buffered[mq] = self._buffered.get(mq, 0) + len(msgs)
                 self._buffer.put_nowait((mq, generation, msgs))
             elif resp.pull_status not in (NO_NEW_MSG, NO_MATCHED_MSG):

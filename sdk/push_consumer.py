@@ -10,6 +10,7 @@ Broadcasting: every consumer reads every queue, with offsets in a local file, no
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import inspect
 import logging
@@ -43,6 +44,7 @@ from sdk.remoting import check
 log = logging.getLogger(__name__)
 
 Handler = Callable[[list[MessageExt]], Awaitable[ConsumeResult] | ConsumeResult]
+Request = tuple[MessageQueue, "ProcessQueue", list[MessageExt]]
 
 FOUND, NO_NEW_MSG, NO_MATCHED_MSG, OFFSET_ILLEGAL = 0, 1, 2, 3
 PULL_DELAY_WHEN_EXCEPTION = 3.0
@@ -73,14 +75,20 @@ class ConsumerConfig:
     offset_store_dir: str = str(Path.home() / ".rocketq_offsets")
 
 
-def finish_message(msg: MessageExt, group: str) -> MessageExt:
+_COMPRESSED = int(SysFlag.COMPRESSED)
+
+
+def finish_messages(msgs: list[MessageExt], group: str) -> list[MessageExt]:
     """Undo what the store saw: decompress, and give retried messages their topic back."""
-    if msg.sys_flag & SysFlag.COMPRESSED:
-        msg.body = zlib.decompress(msg.body)
-    real = msg.properties.get(PROPERTY_RETRY_TOPIC)
-    if real and msg.topic == retry_topic(group):
-        msg.topic = real
-    return msg
+    retry = retry_topic(group)
+    for msg in msgs:
+        if msg.sys_flag & _COMPRESSED:
+            msg.body = zlib.decompress(msg.body)
+        if msg.topic == retry:
+            real = msg.properties.get(PROPERTY_RETRY_TOPIC)
+            if real:
+                msg.topic = real
+    return msgs
 
 
 class PushConsumer:
@@ -116,9 +124,10 @@ class PushConsumer:
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self._pulls: dict[MessageQueue, asyncio.Task[None]] = {}
         # Consume requests, taken by consume_thread_max worker tasks (the consume pool).
-        self._requests: asyncio.Queue[tuple[MessageQueue, ProcessQueue, list[MessageExt]]] = (
-            asyncio.Queue()
-        )
+        # Consume requests, taken by consume_thread_max worker tasks (the consume pool);
+        # a worker with nothing to do parks on a future in _idle.
+        self._requests: collections.deque[Request] = collections.deque()
+        self._idle: collections.deque[asyncio.Future[None]] = collections.deque()
         self._workers: list[asyncio.Task[None]] = []
         self._busy = 0
         self._pool: ThreadPoolExecutor | None = None
@@ -360,7 +369,7 @@ class PushConsumer:
                 return
             status = int(resp.pull_status)
             if status == FOUND:
-                msgs = [finish_message(m, self.group) for m in decode_records(resp.records)]
+                msgs = finish_messages(decode_records(resp.records), self.group)
                 offset = resp.next_begin_offset
                 if (
                     tags is not None
@@ -417,20 +426,39 @@ class PushConsumer:
 
     def _dispatch(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         size = max(1, self.config.consume_message_batch_max_size)
-        for i in range(0, len(msgs), size):
-            self._submit(mq, pq, msgs[i : i + size], 0.0)
+        if size == 1:
+            self._requests.extend([(mq, pq, [m]) for m in msgs])
+        else:
+            self._requests.extend([(mq, pq, msgs[i : i + size]) for i in range(0, len(msgs), size)])
+        self._wake_workers(len(msgs))
 
     def _submit(
         self, mq: MessageQueue, pq: ProcessQueue, batch: list[MessageExt], delay: float
     ) -> None:
         if delay:
-            asyncio.get_running_loop().call_later(delay, self._requests.put_nowait, (mq, pq, batch))
+            asyncio.get_running_loop().call_later(delay, self._submit, mq, pq, batch, 0.0)
         else:
-            self._requests.put_nowait((mq, pq, batch))
+            self._requests.append((mq, pq, batch))
+            self._wake_workers(1)
+
+    def _wake_workers(self, n: int) -> None:
+        idle = self._idle
+        while n and idle:
+            waiter = idle.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                n -= 1
 
     async def _worker(self) -> None:
+        requests = self._requests
+        loop = asyncio.get_running_loop()
         while True:
-            mq, pq, batch = await self._requests.get()
+            if not requests:
+                waiter = loop.create_future()
+                self._idle.append(waiter)
+                await waiter
+                continue
+            mq, pq, batch = requests.popleft()
             if pq.dropped:
                 continue
             self._busy += 1
@@ -455,15 +483,17 @@ class PushConsumer:
         result = await self._call_handler(batch)
         if pq.dropped:
             return
+        if result is ConsumeResult.SUCCESS:
+            self.offsets.update(mq, pq.remove(batch))
+            return
         failed: list[MessageExt] = []
-        if result is not ConsumeResult.SUCCESS:
-            if self.broadcasting:
-                log.warning(
-                    "broadcast message %s not consumed; dropped (no retry in broadcasting)",
-                    batch[0].msg_id,
-                )
-            else:
-                failed = await self._send_back(mq, batch)
+        if self.broadcasting:
+            log.warning(
+                "broadcast message %s not consumed; dropped (no retry in broadcasting)",
+                batch[0].msg_id,
+            )
+        else:
+            failed = await self._send_back(mq, batch)
         done = [m for m in batch if m not in failed]
         if done:
             offset = pq.remove(done)
