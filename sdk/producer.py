@@ -26,12 +26,21 @@ from cluster.errors import (
 from cluster.message import AUTO_CREATE_TOPIC_KEY_TOPIC, Message, MessageQueue, SysFlag
 from cluster.message_id import UniqIdGenerator, encode_offset_msg_id
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from cluster.record import SIZE_MAGIC, check_topic, encode_host, encode_message
+from cluster.record import (
+    SIZE_MAGIC,
+    check_topic,
+    encode_host,
+    encode_properties,
+    encode_send_record,
+    message_properties,
+)
 from sdk.client import ClientInstance, local_ip, publish_queues
 from sdk.fault_tolerance import MQFaultStrategy, TopicPublishInfo
 from sdk.remoting import check
 
 log = logging.getLogger(__name__)
+
+_COMPRESSED = int(SysFlag.COMPRESSED)
 
 MessageQueueSelector = Callable[[list[MessageQueue], Message, Any], MessageQueue]
 
@@ -150,7 +159,12 @@ class Producer:
         if not msgs:
             raise MessageIllegalError("nothing to send: the batch is empty")
         topic = msgs[0].topic
-        check_topic(topic)
+        topic_raw = check_topic(topic)
+        topic_part = bytes((len(topic_raw),)) + topic_raw
+        born_ip, born_port = self._born_host[:4], int.from_bytes(self._born_host[4:8], "big")
+        max_size = self.config.max_message_size
+        compress_over = self.config.compress_msg_body_over_howmuch
+        next_id = self._ids.next_id
         now = int(time.time() * 1000)
         parts, ids, sizes = [], [], []
         for msg in msgs:
@@ -158,26 +172,24 @@ class Producer:
                 raise MessageIllegalError(
                     f"every message of a batch must have one topic ({topic!r}, not {msg.topic!r})"
                 )
-            if not isinstance(msg.body, bytes | bytearray) or not msg.body:
+            body = msg.body
+            if not isinstance(body, bytes | bytearray) or not body:
                 raise MessageIllegalError("the message body is empty; send at least one byte")
-            body, sys_flag = bytes(msg.body), 0
-            if len(body) > self.config.max_message_size:
+            if len(body) > max_size:
                 raise MessageIllegalError(
                     f"the message body is {len(body)} bytes; the limit is "
-                    f"{self.config.max_message_size} (max_message_size)"
+                    f"{max_size} (max_message_size)"
                 )
-            if len(body) > self.config.compress_msg_body_over_howmuch:
-                body, sys_flag = zlib.compress(body), int(SysFlag.COMPRESSED)
-            uniq = self._ids.next_id()
-            to_send = Message(
-                msg.topic, body, msg.tags, msg.keys, msg.properties, msg.flag, msg.delay_level
-            )
-            rec = encode_message(
-                to_send,
-                born_timestamp=now,
-                born_host=self._born_host,
-                uniq_id=uniq,
-                sys_flag=sys_flag,
+            sys_flag = 0
+            if len(body) > compress_over:
+                body, sys_flag = zlib.compress(body), _COMPRESSED
+            uniq = next_id()
+            if msg.tags or msg.keys or msg.properties or msg.delay_level:
+                props = encode_properties(message_properties(msg, uniq))
+            else:
+                props = b"UNIQ_KEY\x01" + uniq.encode() + b"\x02"
+            rec = encode_send_record(
+                topic_part, bytes(body), props, now, born_ip, born_port, msg.flag, sys_flag
             )
             parts.append(rec)
             ids.append(uniq)

@@ -18,6 +18,7 @@ from cluster.record import (
     encode_message,
     encode_properties,
     encode_record,
+    encode_send_record,
     iter_records,
     property_value,
     tags_hash_code,
@@ -195,3 +196,25 @@ def test_bad_host() -> None:
         encode_host("1.2.3.4")
     with pytest.raises(ValueError, match="IPv4"):
         encode_host("host:1")
+
+
+def test_send_record_matches_encode_message_but_for_the_crc() -> None:
+    """The producer's fast encoding is the same record, CRC left for the broker to stamp."""
+    host = encode_host("10.0.0.7:4242")
+    msg = Message("Fast", b"payload", flag=3)
+    slow = encode_message(msg, born_timestamp=1234, born_host=host, uniq_id="ABC", sys_flag=1)
+    fast = encode_send_record(
+        b"\x04Fast", b"payload", b"UNIQ_KEY\x01ABC\x02", 1234, host[:4], 4242, 3, 1
+    )
+    assert len(fast) == len(slow)
+    assert fast[:8] == slow[:8] and fast[12:] == slow[12:]
+    assert fast[8:12] == b"\0\0\0\0"
+    decoded = decode_record(fast)
+    assert (decoded.topic, decoded.body, decoded.msg_id, decoded.flag, decoded.sys_flag) == (
+        "Fast",
+        b"payload",
+        "ABC",
+        3,
+        1,
+    )
+    assert decoded.born_host == "10.0.0.7:4242"
