@@ -149,6 +149,37 @@ class BrokerService(pb_grpc.BrokerServicer):
             records=a.records,
         )
 
+    async def PullStream(
+        self, request_iterator: AsyncIterator[pb.PullRequest], context: object
+    ) -> AsyncIterator[pb.PullResponse]:
+        """Many pulls on one stream, each answered when it is ready: a pull held by long
+        polling does not hold up the others."""
+        out: asyncio.Queue[pb.PullResponse | None] = asyncio.Queue()
+        pending: set[asyncio.Task[None]] = set()
+
+        async def answer(req: pb.PullRequest) -> None:
+            out.put_nowait(await self.PullMessage(req, context))
+
+        async def reader() -> None:
+            try:
+                async for req in request_iterator:
+                    task = asyncio.ensure_future(answer(req))
+                    pending.add(task)
+                    task.add_done_callback(pending.discard)
+                if pending:
+                    await asyncio.gather(*list(pending))
+            finally:
+                out.put_nowait(None)
+
+        read_task = asyncio.ensure_future(reader())
+        try:
+            while (item := await out.get()) is not None:
+                yield item
+        finally:
+            read_task.cancel()
+            for task in list(pending):
+                task.cancel()
+
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: object) -> pb.Status:
         try:
             cm = self.b.consumers

@@ -253,8 +253,8 @@ class PullConsumer:
                     subscription=selector.expression,
                     expression_type=selector.type,
                 )
-                resp = await self.client.broker(addr).unary(
-                    "pull", "PullMessage", req, self.config.long_polling_millis / 1000 + 15
+                resp = await self.client.broker(addr).pull(
+                    req, self.config.long_polling_millis / 1000 + 15
                 )
                 check(resp.status)
             except RocketqError as exc:

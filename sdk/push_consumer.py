@@ -418,7 +418,7 @@ class PushConsumer:
             expression_type=selector.type,
         )
         timeout = self.config.broker_suspend_max_time_millis / 1000 + 15
-        resp = await self.client.broker(addr).unary("pull", "PullMessage", req, timeout)
+        resp = await self.client.broker(addr).pull(req, timeout)
         check(resp.status)
         return resp
 

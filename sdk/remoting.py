@@ -15,8 +15,8 @@ import contextlib
 import itertools
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any, TypeVar, cast
 
 import grpc
 
@@ -132,28 +132,29 @@ class NameServerClient:
         self._channels.clear()
 
 
-class _SendStream:
-    """A pipelined SendStream to one broker: ids, coalescing, reopened after a break.
+class _Pipeline:
+    """Requests to one broker on one bidirectional stream: each carries an id, answers
+    come back in any order and find their caller by it; the stream is reopened after a
+    break, and deadlines are checked by one sweeper task rather than a timer per call."""
 
-    Deadlines are checked by one sweeper task rather than a timer per send.
-    """
+    what = "call"
 
     def __init__(self, stub: Any, addr: str) -> None:
         self.stub = stub
         self.addr = addr
         self._ids = itertools.count(1)
-        self._waiting: dict[int, tuple[asyncio.Future[pb.SendResponse], float]] = {}
-        self._queue: asyncio.Queue[pb.SendRequest] = asyncio.Queue()
+        self._waiting: dict[int, tuple[asyncio.Future[Any], float]] = {}
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
-    async def send(self, req: pb.SendRequest, timeout: float) -> pb.SendResponse:
+    async def call(self, req: Any, timeout: float) -> Any:
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._run())
             self._sweeper = self._sweeper or asyncio.ensure_future(self._sweep())
         loop = asyncio.get_running_loop()
         rid = req.request_id = next(self._ids)
-        fut: asyncio.Future[pb.SendResponse] = loop.create_future()
+        fut: asyncio.Future[Any] = loop.create_future()
         self._waiting[rid] = (fut, loop.time() + timeout)
         self._queue.put_nowait(req)
         try:
@@ -168,9 +169,58 @@ class _SendStream:
             now = loop.time()
             for fut, deadline in list(self._waiting.values()):
                 if deadline <= now and not fut.done():
-                    fut.set_exception(RequestTimeoutError(f"send to {self.addr} timed out"))
+                    fut.set_exception(RequestTimeoutError(f"{self.what} to {self.addr} timed out"))
 
-    async def _requests(self) -> AsyncIterator[pb.SendBatchRequest]:
+    def _open(self) -> AsyncIterator[Any]:
+        """Open the stream; -> its messages from the broker."""
+        raise NotImplementedError
+
+    def _answers(self, message: Any) -> Iterable[Any]:
+        raise NotImplementedError
+
+    async def _run(self) -> None:
+        reason = "closed by the broker"
+        try:
+            async for message in self._open():
+                for r in self._answers(message):
+                    waiting = self._waiting.get(r.request_id)
+                    if waiting is not None and not waiting[0].done():
+                        waiting[0].set_result(r)
+        except asyncio.CancelledError:
+            raise
+        except grpc.aio.AioRpcError as exc:
+            reason = f"broke: {exc.code().name}"
+        except Exception:
+            log.exception("%s stream to %s failed", self.what, self.addr)
+            reason = "failed"
+        err = ConnectBrokerError(f"{self.what} stream to {self.addr} {reason}")
+        for fut, _ in list(self._waiting.values()):
+            if not fut.done():
+                fut.set_exception(err)
+        while not self._queue.empty():  # never sent; their callers already have the error
+            self._queue.get_nowait()
+
+    async def close(self) -> None:
+        for task in (self._task, self._sweeper):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+
+class _SendStream(_Pipeline):
+    """Sends on the broker's SendStream: the sends waiting when the stream is free go out
+    together in one message, so many sends in flight cost few gRPC messages."""
+
+    what = "send"
+
+    def _open(self) -> AsyncIterator[Any]:
+        return cast(AsyncIterator[Any], self.stub.SendStream(self._batches()))
+
+    def _answers(self, message: Any) -> Iterable[Any]:
+        return cast(Iterable[Any], message.responses)
+
+    async def _batches(self) -> AsyncIterator[pb.SendBatchRequest]:
         while True:
             first = await self._queue.get()
             if self._queue.empty():
@@ -188,38 +238,22 @@ class _SendStream:
                 size += len(req.records)
             yield pb.SendBatchRequest(requests=batch)
 
-    async def _run(self) -> None:
-        try:
-            async for resp in self.stub.SendStream(self._requests()):
-                for r in resp.responses:
-                    waiting = self._waiting.get(r.request_id)
-                    if waiting is not None and not waiting[0].done():
-                        waiting[0].set_result(r)
-        except asyncio.CancelledError:
-            raise
-        except grpc.aio.AioRpcError as exc:
-            err = ConnectBrokerError(f"send stream to {self.addr} broke: {exc.code().name}")
-            for fut, _ in self._waiting.values():
-                if not fut.done():
-                    fut.set_exception(err)
-            self._drain()
-        except Exception:
-            log.exception("send stream to %s failed", self.addr)
-            self._drain()
 
-    def _drain(self) -> None:
-        while not self._queue.empty():
-            req = self._queue.get_nowait()
-            waiting = self._waiting.get(req.request_id)
-            if waiting is not None and not waiting[0].done():
-                waiting[0].set_exception(ConnectBrokerError(f"send stream to {self.addr} broke"))
+class _PullStream(_Pipeline):
+    """Pulls on the broker's PullStream, answered as each is ready (long polling holds
+    one without holding the others)."""
 
-    async def close(self) -> None:
-        for task in (self._task, self._sweeper):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+    what = "pull"
+
+    def _open(self) -> AsyncIterator[Any]:
+        return cast(AsyncIterator[Any], self.stub.PullStream(self._requests()))
+
+    def _answers(self, message: Any) -> Iterable[Any]:
+        return (message,)
+
+    async def _requests(self) -> AsyncIterator[pb.PullRequest]:
+        while True:
+            yield await self._queue.get()
 
 
 class BrokerClient:
@@ -231,9 +265,15 @@ class BrokerClient:
         self.stub: Any = pb_grpc.BrokerStub(self.channel)  # type: ignore[no-untyped-call]
         self.admin: Any = pb_grpc.BrokerAdminStub(self.channel)  # type: ignore[no-untyped-call]
         self.sender = _SendStream(self.stub, addr)
+        self.puller = _PullStream(self.stub, addr)
 
     async def send(self, req: pb.SendRequest, timeout: float) -> pb.SendResponse:
-        return await self.sender.send(req, timeout)
+        resp: pb.SendResponse = await self.sender.call(req, timeout)
+        return resp
+
+    async def pull(self, req: pb.PullRequest, timeout: float) -> pb.PullResponse:
+        resp: pb.PullResponse = await self.puller.call(req, timeout)
+        return resp
 
     async def unary(
         self, what: str, method: str, req: Any, timeout: float, *, admin: bool = False
@@ -243,6 +283,7 @@ class BrokerClient:
 
     async def close(self) -> None:
         await self.sender.close()
+        await self.puller.close()
         await self.channel.close()
 
 

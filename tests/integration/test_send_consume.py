@@ -3,7 +3,9 @@ retries and dead letters, and bad input."""
 
 from __future__ import annotations
 
+import asyncio
 import collections
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -11,9 +13,10 @@ import pytest
 
 from cluster.errors import MessageIllegalError, TopicNotExistError
 from cluster.launcher import LocalCluster
-from cluster.message import Message, MessageExt
+from cluster.message import Message, MessageExt, MessageQueue
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from cluster.record import decode_records
 from sdk import (
     ConsumeFrom,
     ConsumeResult,
@@ -275,3 +278,46 @@ async def test_bad_input_gets_clear_errors_and_changes_nothing(cluster: LocalClu
     async with Admin(ns) as admin:
         stats = await admin.topic_status("Strict")
         assert sum(q.max_offset for q in stats) == 0
+
+
+async def test_pull_stream_answers_each_pull_when_it_is_ready(cluster: LocalCluster) -> None:
+    """On one PullStream a pull held by long polling does not hold up a pull that can be
+    answered at once, and is itself answered when a message arrives for its queue."""
+    ns = cluster.namesrv_addr
+    await make_topic(ns, "Streamed", queues=2)
+    async with Producer("pg", ns) as producer:
+        await producer.send(
+            Message("Streamed", b"ready"), queue=MessageQueue("Streamed", "broker-a", 1)
+        )
+        requests: asyncio.Queue[pb.PullRequest | None] = asyncio.Queue()
+
+        async def outgoing() -> AsyncIterator[pb.PullRequest]:
+            while (req := await requests.get()) is not None:
+                yield req
+
+        def pull(rid: int, queue_id: int) -> pb.PullRequest:
+            return pb.PullRequest(
+                request_id=rid,
+                consumer_group="cg-stream",
+                topic="Streamed",
+                queue_id=queue_id,
+                queue_offset=0,
+                max_msg_nums=32,
+                suspend_timeout_millis=20_000,
+                subscription="*",
+            )
+
+        async with grpc.aio.insecure_channel(cluster.brokers[0].addr) as channel:
+            stream = pb_grpc.BrokerStub(channel).PullStream(outgoing())
+            requests.put_nowait(pull(1, 0))  # empty queue: held
+            requests.put_nowait(pull(2, 1))  # one message: answered at once
+            first = await asyncio.wait_for(stream.read(), 10)
+            assert first.request_id == 2 and first.pull_status == pb.PullStatus.FOUND
+            assert [m.body for m in decode_records(first.records)] == [b"ready"]
+            await producer.send(
+                Message("Streamed", b"late"), queue=MessageQueue("Streamed", "broker-a", 0)
+            )
+            second = await asyncio.wait_for(stream.read(), 10)
+            assert second.request_id == 1 and second.pull_status == pb.PullStatus.FOUND
+            assert [m.body for m in decode_records(second.records)] == [b"late"]
+            requests.put_nowait(None)

@@ -465,6 +465,11 @@ class BrokerStub:
                 request_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.PullRequest.SerializeToString,
                 response_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.PullResponse.FromString,
                 _registered_method=True)
+        self.PullStream = channel.stream_stream(
+                '/rocketq.v1.Broker/PullStream',
+                request_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.PullRequest.SerializeToString,
+                response_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.PullResponse.FromString,
+                _registered_method=True)
         self.Heartbeat = channel.unary_unary(
                 '/rocketq.v1.Broker/Heartbeat',
                 request_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.HeartbeatRequest.SerializeToString,
@@ -534,6 +539,13 @@ class BrokerServicer:
 
     def PullMessage(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PullStream(self, request_iterator, context):
+        """Many pulls on one stream, matched by request_id and answered in any order.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -613,6 +625,11 @@ def add_BrokerServicer_to_server(servicer, server):
             ),
             'PullMessage': grpc.unary_unary_rpc_method_handler(
                     servicer.PullMessage,
+                    request_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.PullRequest.FromString,
+                    response_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.PullResponse.SerializeToString,
+            ),
+            'PullStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.PullStream,
                     request_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.PullRequest.FromString,
                     response_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.PullResponse.SerializeToString,
             ),
@@ -746,6 +763,33 @@ class Broker:
             request,
             target,
             '/rocketq.v1.Broker/PullMessage',
+            cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.PullRequest.SerializeToString,
+            cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.PullResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PullStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/rocketq.v1.Broker/PullStream',
             cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.PullRequest.SerializeToString,
             cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.PullResponse.FromString,
             options,
