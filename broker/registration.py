@@ -70,6 +70,8 @@ class NameServerRegistration:
                         log.warning(
                             "nameserver %s refused registration: %s", addr, result.status.message
                         )
+                if not self._stopping:
+                    log.warning("nameserver %s closed our channel; registering again", addr)
             except asyncio.CancelledError:
                 raise
             except grpc.aio.AioRpcError as exc:

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import grpc
@@ -35,27 +35,47 @@ class NameServerService(pb_grpc.NameServerServicer):
         self.routes = routes
         self.kv = kv
         self._channels = itertools.count(1)
+        self._closers: dict[int, Callable[[], None]] = {}
 
     async def BrokerChannel(
         self, request_iterator: AsyncIterator[pb.BrokerChannelRequest], context: object
     ) -> AsyncIterator[pb.RegisterBrokerResult]:
         channel = next(self._channels)
+        out: asyncio.Queue[pb.RegisterBrokerResult | None] = asyncio.Queue()
+
+        async def reader() -> None:
+            try:
+                async for req in request_iterator:
+                    kind = req.WhichOneof("kind")
+                    if kind == "register":
+                        out.put_nowait(self._register(req.register, channel))
+                    elif kind == "unregister":
+                        u = req.unregister
+                        self.routes.unregister_broker(
+                            cluster=u.cluster_name,
+                            broker_addr=u.broker_addr,
+                            broker_name=u.broker_name,
+                            broker_id=u.broker_id,
+                        )
+                        out.put_nowait(pb.RegisterBrokerResult(status=OK))
+            finally:
+                out.put_nowait(None)
+
+        self._closers[channel] = lambda: out.put_nowait(None)
+        read_task = asyncio.ensure_future(reader())
         try:
-            async for req in request_iterator:
-                kind = req.WhichOneof("kind")
-                if kind == "register":
-                    yield self._register(req.register, channel)
-                elif kind == "unregister":
-                    u = req.unregister
-                    self.routes.unregister_broker(
-                        cluster=u.cluster_name,
-                        broker_addr=u.broker_addr,
-                        broker_name=u.broker_name,
-                        broker_id=u.broker_id,
-                    )
-                    yield pb.RegisterBrokerResult(status=OK)
+            while (item := await out.get()) is not None:
+                yield item
         finally:
+            read_task.cancel()
+            self._closers.pop(channel, None)
             self.routes.on_channel_destroy(channel)
+
+    def close_channel(self, channel: int) -> None:
+        """End a broker's stream (it expired): the broker sees it and registers anew."""
+        close = self._closers.get(channel)
+        if close is not None:
+            close()
 
     def _register(self, r: pb.RegisterBrokerRequest, channel: int) -> pb.RegisterBrokerResult:
         if not r.broker_name or not r.broker_addr:
@@ -225,7 +245,14 @@ class NameServer:
         interval = self.config.scan_not_active_broker_interval / 1000
         while True:
             await asyncio.sleep(interval)
-            self.routes.scan_not_active_brokers(self.config.broker_channel_expired_time)
+            channels = {a: live.channel for a, live in self.routes.broker_live_table.items()}
+            for addr in self.routes.scan_not_active_brokers(
+                self.config.broker_channel_expired_time
+            ):
+                # As RocketMQ closes an expired broker's channel.
+                channel = channels.get(addr)
+                if channel is not None:
+                    self.service.close_channel(channel)
 
     async def stop(self) -> None:
         if self._scan_task is not None:

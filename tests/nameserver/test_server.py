@@ -376,9 +376,11 @@ async def test_old_channel_closing_does_not_remove_a_reconnected_broker(harness:
     assert await route_code(stub, "TopicA") == SUCCESS
 
 
-async def test_silent_broker_expires_while_its_stream_stays_open(
+async def test_silent_broker_expires_and_its_stream_is_closed(
     stub: pb_grpc.NameServerStub,
 ) -> None:
+    """A broker silent past the expiry loses its routes, and the nameserver ends its stream
+    (RocketMQ closes the channel) so a live-but-stuck broker reconnects and registers anew."""
     silent, alive = BrokerStream(stub), BrokerStream(stub)
     alive_req = register_request("broker-b", "127.0.0.1:2", topics=("B",))
     await alive.register(alive_req)
@@ -396,6 +398,8 @@ async def test_silent_broker_expires_while_its_stream_stays_open(
         # Not before the 500 ms expiry.
         assert time.monotonic() - registered_at >= 0.5
         assert await route_code(stub, "B") == SUCCESS
+        assert await asyncio.wait_for(silent.call.read(), 5) is grpc.aio.EOF
+        assert await silent.call.code() is grpc.StatusCode.OK
     finally:
         beating.cancel()
         await asyncio.gather(beating, return_exceptions=True)
