@@ -12,18 +12,20 @@ from pathlib import Path
 
 import grpc
 
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, parse_delay_levels
 from broker.consumer_manager import ConsumerManager
 from broker.consumer_offset import ConsumerOffsetManager
 from broker.flow_control import FlowControl
 from broker.long_polling import PullRequestHoldService
 from broker.pull_processor import PullProcessor
 from broker.registration import NameServerRegistration, topic_datas
+from broker.schedule import SCHEDULE_TOPIC_BYTES, ScheduleMessageService
 from broker.send_processor import SendProcessor
 from broker.service import add_services
 from broker.subscription_group import SubscriptionGroupManager
 from broker.topic_config import TopicConfigManager
 from cluster.config import StoreConfig
+from cluster.message import SCHEDULE_TOPIC, TopicConfig
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from storage.message_store import MessageStore
 
@@ -56,7 +58,13 @@ class Broker:
             store_config = replace(store_config, store_host=config.broker_addr)
         self.config = config
         self.store_config = store_config
-        self.store = MessageStore(store_config)
+        # A SCHEDULE_TOPIC_XXXX entry's tag-hash field holds its delivery time.
+        self.store = MessageStore(
+            store_config,
+            tags_code_overrides={
+                SCHEDULE_TOPIC_BYTES: lambda t, p, ts: self.schedule.tags_code(t, p, ts)
+            },
+        )
         config_dir = Path(store_config.config_dir)
         self.topics = TopicConfigManager(
             config_dir / "topics.json",
@@ -75,7 +83,15 @@ class Broker:
             max_wait_ms=config.wait_time_mills_in_send_queue,
             enabled=config.broker_fast_failure_enable,
         )
-        self.send = SendProcessor(config, self.store, self.topics, self.groups, self.flow)
+        self.schedule = ScheduleMessageService(
+            self.store,
+            parse_delay_levels(config.message_delay_level),
+            config_dir / "delay_offset.json",
+            flush_interval_ms=config.flush_delay_offset_interval,
+        )
+        self.send = SendProcessor(
+            config, self.store, self.topics, self.groups, self.flow, self.schedule
+        )
         self.pull = PullProcessor(
             config, self.store, self.topics, self.groups, self.offsets, self.holds
         )
@@ -106,6 +122,8 @@ class Broker:
         await asyncio.to_thread(self._load_configs)
         await self.store.start()
         self.store.add_arrival_listener(self.holds.notify)
+        if self.config.broker_role != "SLAVE":
+            self.schedule.start()
         await self.server.start()
         loop = asyncio.get_running_loop()
         self._tasks = [
@@ -125,6 +143,10 @@ class Broker:
         self.topics.load()
         self.groups.load()
         self.offsets.load()
+        self.schedule.load()
+        levels = self.schedule.max_level
+        if self.topics.topics[SCHEDULE_TOPIC].write_queue_nums < levels:
+            self.topics.topics[SCHEDULE_TOPIC] = TopicConfig(SCHEDULE_TOPIC, levels, levels)
 
     async def _housekeeping(self) -> None:
         """Persist offsets every few seconds; drop silent clients."""
@@ -152,6 +174,7 @@ class Broker:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.schedule.stop()
         await asyncio.to_thread(self.offsets.persist)
         await self.store.shutdown()
         log.info("broker %s stopped", c.broker_name)

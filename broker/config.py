@@ -7,11 +7,40 @@ side; :func:`load_broker_config` reads both from one file, the environment and f
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from cluster.config import StoreConfig, load_configs, validate_config
+
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_LEVEL = re.compile(r"^(\d+)(ms|s|m|h|d)$")
+
+
+def parse_delay_levels(text: str) -> list[int]:
+    """``"1s 5s 10s ..."`` -> delays in ms; units ms, s, m, h, d (ValueError naming the bad one)."""
+    levels = []
+    for part in text.split():
+        m = _LEVEL.match(part)
+        if m is None or int(m.group(1)) == 0:
+            raise ValueError(
+                f"delay level {part!r} is not a positive number with a unit ms, s, m, h or d "
+                '(e.g. "1s 5s 10s 30s 1m 2m")'
+            )
+        levels.append(int(m.group(1)) * _UNITS[m.group(2)])
+    if not levels:
+        raise ValueError('no delay levels given; e.g. "1s 5s 10s 30s 1m 2m"')
+    return levels
+
+
+def check_delay_levels(value: object) -> str | None:
+    try:
+        parse_delay_levels(str(value))
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +98,12 @@ class BrokerConfig:
     filter_support_retry: bool = False
     # Allow SQL92 subscriptions.
     enable_property_filter: bool = False
+    # Delay of each level, level 1 first: numbers with a unit ms, s, m, h or d.
+    message_delay_level: str = field(
+        default=DEFAULT_DELAY_LEVELS, metadata={"check": check_delay_levels}
+    )
+    # ms between saves of the delay levels' progress (delay_offset.json).
+    flush_delay_offset_interval: int = field(default=10_000, metadata={"min": 1})
     # Port of the Prometheus metrics endpoint (0 = off).
     metrics_port: int = field(default=10913, metadata={"min": 0, "max": 65535})
 

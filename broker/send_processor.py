@@ -9,6 +9,7 @@ import random
 
 from broker.config import BrokerConfig
 from broker.flow_control import FlowControl
+from broker.schedule import ScheduleMessageService
 from broker.subscription_group import SubscriptionGroupManager
 from broker.topic_config import TopicConfigManager
 from cluster.errors import (
@@ -32,7 +33,7 @@ from cluster.message import (
 from cluster.record import decode_record, encode_host, encode_properties, encode_record
 from storage.commitlog import AppendResult
 from storage.message_store import MessageStore
-from storage.results import PutStatus
+from storage.results import PutResult, PutStatus
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +46,14 @@ class SendProcessor:
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
         flow: FlowControl,
+        schedule: ScheduleMessageService | None = None,
     ) -> None:
         self.config = config
         self.store = store
         self.topics = topics
         self.groups = groups
         self.flow = flow
+        self.schedule = schedule
 
     def _check_writable(self) -> None:
         if self.config.broker_role == "SLAVE":
@@ -90,6 +93,14 @@ class SendProcessor:
                 f"queue id {queue_id} is illegal: topic {topic} has {config.write_queue_nums} "
                 "write queues on this broker (refresh the route)"
             )
+        return self._append(records, topic, queue_id)
+
+    def _append(self, records: bytes, topic: str, queue_id: int) -> AppendResult:
+        """Store records; a delayed message goes to its level's queue of SCHEDULE_TOPIC_XXXX."""
+        if self.schedule is not None:
+            delayed = self.schedule.redirect(records, topic, queue_id)
+            if delayed is not None:
+                return self.store.append(*delayed)
         return self.store.append(records, topic, queue_id)
 
     async def wait_stored(self, end_offset: int) -> PutStatus:
@@ -175,7 +186,8 @@ class SendProcessor:
             sys_flag=msg.sys_flag,
             reconsume_times=reconsume,
         )
-        result = await self.store.put(record, target, queue_id)
+        appended = self._append(record, target, queue_id)
+        result = PutResult(await self.store.wait_stored(appended.end_offset), appended)
         if result.status is PutStatus.FLUSH_DISK_TIMEOUT:
             raise FlushDiskTimeoutError("the retry copy was stored but its flush timed out")
         return result.append

@@ -60,10 +60,10 @@ async def test_slow_disk_answers_flush_disk_timeout_and_keeps_the_message(
     slow_disk_broker: tuple[str, Broker],
 ) -> None:
     namesrv, broker = slow_disk_broker
+    await wait_until(lambda: all(broker.registration.registered.values()), "registration")
     async with Admin(namesrv) as admin:
         await admin.update_topic("Slow", read_queue_nums=1, write_queue_nums=1)
     async with Producer("pg-slow", namesrv) as producer:
-        await wait_until(lambda: broker.registration.registered, "broker registered")
         result = await producer.send(Message("Slow", b"late but kept"))
     assert result.status is SendStatus.FLUSH_DISK_TIMEOUT and not result.ok
     # Stored all the same: the flush catches up and the message is there.

@@ -16,8 +16,14 @@ import pytest
 
 from cluster.launcher import ClusterSpec, LocalCluster
 
+# Delay levels for tests: levels 1 and 2 are 1 s and 2 s (delayed-message tests); the
+# levels retries use (3 + reconsume times) are 100 ms, so 16 retries take seconds.
+TEST_DELAY_LEVELS = "1s 2s " + " ".join(["100ms"] * 16)
 # Small CommitLog segments: a broker start does not map 1 GiB per test.
-SMALL_STORE: dict[str, str] = {"mapped_file_size_commit_log": "67108864"}
+SMALL_STORE: dict[str, str] = {
+    "mapped_file_size_commit_log": "67108864",
+    "message_delay_level": TEST_DELAY_LEVELS,
+}
 
 MakeCluster = Callable[..., LocalCluster]
 

@@ -209,13 +209,7 @@ async def test_retry_counts_up_then_dead_letter_queue(cluster: LocalCluster) -> 
                     return False
                 return sum(q.max_offset for q in stats) >= 1
 
-            import asyncio
-
-            for _ in range(400):
-                if await in_dlq():
-                    break
-                await asyncio.sleep(0.05)
-            assert await in_dlq(), "the message did not reach %DLQ%cg-flaky"
+            await wait_until(in_dlq, "the message to reach %DLQ%cg-flaky")
     finally:
         await consumer.shutdown()
     assert [m.reconsume_times for m in deliveries] == list(range(17))
