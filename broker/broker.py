@@ -18,6 +18,7 @@ from broker.consumer_offset import ConsumerOffsetManager
 from broker.flow_control import FlowControl
 from broker.long_polling import PullRequestHoldService
 from broker.pull_processor import PullProcessor
+from broker.rebalance_lock import RebalanceLockManager
 from broker.registration import NameServerRegistration, topic_datas
 from broker.schedule import SCHEDULE_TOPIC_BYTES, ScheduleMessageService
 from broker.send_processor import SendProcessor
@@ -78,6 +79,7 @@ class Broker:
         self.offsets = ConsumerOffsetManager(config_dir / "consumerOffset.json")
         self.consumers = ConsumerManager()
         self.holds = PullRequestHoldService()
+        self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time)
         self.flow = FlowControl(
             capacity=config.send_thread_pool_queue_capacity,
             max_wait_ms=config.wait_time_mills_in_send_queue,

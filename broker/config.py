@@ -104,6 +104,9 @@ class BrokerConfig:
     )
     # ms between saves of the delay levels' progress (delay_offset.json).
     flush_delay_offset_interval: int = field(default=10_000, metadata={"min": 1})
+    # ms an orderly consumer's queue lock lives without renewal (RocketMQ's
+    # rocketmq.broker.rebalance.lockMaxLiveTime).
+    rebalance_lock_max_live_time: int = field(default=60_000, metadata={"min": 1})
     # Port of the Prometheus metrics endpoint (0 = off).
     metrics_port: int = field(default=10913, metadata={"min": 0, "max": 65535})
 

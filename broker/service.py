@@ -12,7 +12,8 @@ import grpc
 
 from broker.consumer_manager import Subscription
 from broker.filter import parse_tags
-from cluster.errors import QueryNotFoundError, RocketqError
+from broker.subscription_group import check_group
+from cluster.errors import QueryNotFoundError, RocketqError, ServiceNotAvailableError
 from cluster.message import PERM_READ, PERM_WRITE, retry_topic
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
@@ -290,6 +291,38 @@ class BrokerService(pb_grpc.BrokerServicer):
             status=OK,
             offset=self.b.store.offset_by_time(request.topic, request.queue_id, request.timestamp),
         )
+
+    def _check_lockable(self) -> None:
+        if self.b.config.broker_role == "SLAVE":
+            raise ServiceNotAvailableError(
+                f"broker {self.b.config.broker_name} id {self.b.config.broker_id} is a slave; "
+                "queue locks are answered by the master"
+            )
+
+    async def LockBatchMQ(
+        self, request: pb.LockBatchRequest, context: object
+    ) -> pb.LockBatchResponse:
+        try:
+            self._check_lockable()
+            check_group(request.group)
+            held = self.b.locks.try_lock_batch(
+                request.group, [(q.topic, q.queue_id) for q in request.queues], request.client_id
+            )
+        except Exception as exc:
+            return pb.LockBatchResponse(status=status_of(exc))
+        return pb.LockBatchResponse(
+            status=OK, locked=[pb.LockQueue(topic=t, queue_id=q) for t, q in held]
+        )
+
+    async def UnlockBatchMQ(self, request: pb.LockBatchRequest, context: object) -> pb.Status:
+        try:
+            self._check_lockable()
+            self.b.locks.unlock_batch(
+                request.group, [(q.topic, q.queue_id) for q in request.queues], request.client_id
+            )
+        except Exception as exc:
+            return status_of(exc)
+        return OK
 
 
 def add_services(server: grpc.aio.Server, broker: Broker) -> None:

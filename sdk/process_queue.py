@@ -15,10 +15,14 @@ class ProcessQueue:
         self.msg_size = 0
         self.dropped = False
         self.max_offset = -1
+        # Orderly consumption: the batch being consumed, the queue lock held on the broker.
+        self._taken: list[MessageExt] = []
+        self.locked = False
+        self.last_lock_time = 0.0
 
     @property
     def msg_count(self) -> int:
-        return len(self._offsets)
+        return len(self._offsets) + len(self._taken)
 
     @property
     def max_span(self) -> int:
@@ -46,4 +50,34 @@ class ProcessQueue:
     def clear(self) -> None:
         self._offsets.clear()
         self._msgs.clear()
+        self._taken.clear()
         self.msg_size = 0
+
+    # -- orderly -------------------------------------------------------------------------
+
+    def take(self, n: int) -> list[MessageExt]:
+        """The next ``n`` messages in offset order, set aside as being consumed."""
+        if self._taken:
+            return list(self._taken)
+        offsets, self._offsets = self._offsets[:n], self._offsets[n:]
+        self._taken = [self._msgs.pop(o) for o in offsets]
+        return list(self._taken)
+
+    def commit(self) -> int:
+        """The taken batch is consumed; -> the offset to commit (one past it)."""
+        if not self._taken:
+            return self._offsets[0] if self._offsets else self.max_offset + 1
+        offset = self._taken[-1].queue_offset + 1
+        self.msg_size -= sum(len(m.body) for m in self._taken)
+        self._taken = []
+        return offset
+
+    def rollback(self) -> None:
+        """Consume the taken batch again, before anything later."""
+        for m in self._taken:
+            self._msgs[m.queue_offset] = m
+        self._offsets = [m.queue_offset for m in self._taken] + self._offsets
+        self._taken = []
+
+    def lock_expired(self, now: float, max_live: float) -> bool:
+        return not self.locked or now - self.last_lock_time > max_live

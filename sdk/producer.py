@@ -45,6 +45,22 @@ _COMPRESSED = int(SysFlag.COMPRESSED)
 MessageQueueSelector = Callable[[list[MessageQueue], Message, Any], MessageQueue]
 
 
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode (a signed 32-bit int), so keys map to the queues RocketMQ's
+    SelectMessageQueueByHash would pick."""
+    h = 0
+    raw = text.encode("utf-16-be")
+    for i in range(0, len(raw), 2):
+        h = (31 * h + ((raw[i] << 8) | raw[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def select_by_hash(mqs: list[MessageQueue], msg: Message, arg: Any) -> MessageQueue:
+    """The queue of ``arg``'s hash (RocketMQ's SelectMessageQueueByHash)."""
+    key = arg if isinstance(arg, str) else str(arg)
+    return mqs[abs(java_string_hash(key)) % len(mqs)]
+
+
 class SendStatus(enum.Enum):
     SEND_OK = 0
     FLUSH_DISK_TIMEOUT = 10
@@ -236,9 +252,18 @@ class Producer:
         selector: MessageQueueSelector | None = None,
         arg: Any = None,
         queue: MessageQueue | None = None,
+        sharding_key: str | None = None,
         timeout: float | None = None,
     ) -> SendResult:
-        """Send and wait for the broker's answer; retried on another broker on failure."""
+        """Send and wait for the broker's answer; retried on another broker on failure.
+
+        Ordered messages: ``selector(queues, msg, arg)`` picks the queue, or
+        ``sharding_key`` does (messages with one key go to one queue, in send order).
+        """
+        if sharding_key is not None:
+            if selector is not None:
+                raise ClientStateError("give either sharding_key or selector, not both")
+            selector, arg = select_by_hash, sharding_key
         return await self._send(self._encode([msg]), selector, arg, msg, queue, timeout)
 
     async def send_batch(

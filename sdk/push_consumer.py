@@ -49,6 +49,7 @@ Request = tuple[MessageQueue, "ProcessQueue", list[MessageExt]]
 FOUND, NO_NEW_MSG, NO_MATCHED_MSG, OFFSET_ILLEGAL = 0, 1, 2, 3
 PULL_DELAY_WHEN_EXCEPTION = 3.0
 PULL_DELAY_WHEN_FLOW_CONTROL = 0.05
+PULL_DELAY_WHEN_NOT_LOCKED = 3.0
 SEND_BACK_RETRY_DELAY = 5.0
 
 
@@ -72,6 +73,11 @@ class ConsumerConfig:
     poll_name_server_interval: int = 30_000
     broker_suspend_max_time_millis: int = 15_000
     consume_timestamp: int = 0  # ms; 0 means 30 minutes before start
+    suspend_current_queue_time_millis: int = 1000  # orderly: wait before consuming again
+    # Orderly: renew queue locks this often (ms), and stop trusting a lock not renewed for
+    # this long (RocketMQ's rocketmq.client.rebalance.lockInterval / lockMaxLiveTime).
+    rebalance_lock_interval: int = 20_000
+    rebalance_lock_max_live_time: int = 30_000
     offset_store_dir: str = str(Path.home() / ".rocketq_offsets")
 
 
@@ -99,11 +105,18 @@ class PushConsumer:
         *,
         model: MessageModel = MessageModel.CLUSTERING,
         consume_from: ConsumeFrom = ConsumeFrom.LAST_OFFSET,
+        orderly: bool = False,
         config: ConsumerConfig | None = None,
         **settings: Any,
     ) -> None:
         self.group = group
         self.model = model
+        self.orderly = orderly
+        if orderly and model is MessageModel.BROADCASTING:
+            raise ClientStateError(
+                "orderly consumption needs CLUSTERING (queue locks are per group); "
+                "broadcasting consumers cannot be orderly"
+            )
         self.consume_from = consume_from
         self.config = config or ConsumerConfig(**settings)
         if self.config.allocate_strategy not in STRATEGIES:
@@ -135,6 +148,9 @@ class PushConsumer:
         self._missing_topics = False
         self._rebalance_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
+        # Orderly: one consume task per owned queue, woken when messages arrive.
+        self._orderly_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
+        self._wakes: dict[MessageQueue, asyncio.Event] = {}
         self.offsets: RemoteOffsetStore
         self.running = False
 
@@ -186,6 +202,8 @@ class PushConsumer:
             asyncio.ensure_future(self._rebalance_loop()),
             asyncio.ensure_future(self._persist_loop()),
         ]
+        if self.orderly:
+            self._tasks.append(asyncio.ensure_future(self._lock_loop()))
 
     async def shutdown(self) -> None:
         if not self.running:
@@ -198,7 +216,18 @@ class PushConsumer:
             task.cancel()
         await asyncio.gather(*self._tasks, *pulls, return_exceptions=True)
         await self._drain_workers(timeout=10)
+        if self._orderly_tasks:
+            # Let batches being consumed finish (bounded), then stop.
+            orderly = list(self._orderly_tasks.values())
+            for wake in self._wakes.values():
+                wake.set()
+            await asyncio.wait(orderly, timeout=10)
+            for task in orderly:
+                task.cancel()
+            await asyncio.gather(*orderly, return_exceptions=True)
         await self.offsets.persist_all(list(self.process_queues))
+        if self.orderly:
+            await self._unlock(list(self.process_queues))
         for pq in self.process_queues.values():
             pq.dropped = True
         await self.client.unregister(self._heartbeat_data())
@@ -278,15 +307,27 @@ class PushConsumer:
             await self._take(mq, selector)
 
     async def _take(self, mq: MessageQueue, selector: MessageSelector) -> None:
+        pq = ProcessQueue()
+        if self.orderly:
+            if mq not in await self._lock_batch(mq.broker_name, [mq]):
+                # Another client still holds it (until it lets go or its lock expires).
+                self._missing_topics = True
+                log.info("group %s: %s is locked by another consumer; trying again", self.group, mq)
+                return
+            pq.locked, pq.last_lock_time = True, time.monotonic()
         try:
             offset = await self._start_offset(mq)
         except RocketqError as exc:
             log.warning("cannot start %s: %s", mq, exc)
+            if self.orderly:
+                await self._unlock([mq])
             return
         self.offsets.update(mq, offset, increase_only=False)
-        pq = ProcessQueue()
         self.process_queues[mq] = pq
         self._pulls[mq] = asyncio.ensure_future(self._pull_loop(mq, pq, selector, offset))
+        if self.orderly:
+            wake = self._wakes[mq] = asyncio.Event()
+            self._orderly_tasks[mq] = asyncio.ensure_future(self._orderly_loop(mq, pq, wake))
         log.info("group %s now consumes %s from offset %d", self.group, mq, offset)
 
     async def _drop(self, mq: MessageQueue) -> None:
@@ -296,9 +337,19 @@ class PushConsumer:
         task = self._pulls.pop(mq, None)
         if task is not None:
             task.cancel()
+        consuming = self._orderly_tasks.pop(mq, None)
+        wake = self._wakes.pop(mq, None)
+        if consuming is not None:
+            # The batch being consumed finishes (up to 1 s) before the lock goes.
+            if wake is not None:
+                wake.set()
+            await asyncio.wait((consuming,), timeout=1.0)
+            consuming.cancel()
         with contextlib.suppress(RocketqError):
             await self.offsets.persist(mq)
         self.offsets.remove(mq)
+        if self.orderly:
+            await self._unlock([mq])
         log.info("group %s gave up %s", self.group, mq)
 
     async def _reset(self, topic: str) -> None:
@@ -306,9 +357,10 @@ class PushConsumer:
             for mq in [m for m in self.process_queues if m.topic == topic]:
                 pq = self.process_queues.pop(mq)
                 pq.dropped = True
-                task = self._pulls.pop(mq, None)
-                if task is not None:
-                    task.cancel()
+                for task in (self._pulls.pop(mq, None), self._orderly_tasks.pop(mq, None)):
+                    if task is not None:
+                        task.cancel()
+                self._wakes.pop(mq, None)
                 self.offsets.remove(mq)
                 await self._take(mq, self.subscriptions[topic])
 
@@ -351,9 +403,12 @@ class PushConsumer:
             if (
                 pq.msg_count > cfg.pull_threshold_for_queue
                 or pq.msg_size > size_limit
-                or pq.max_span > cfg.consume_concurrently_max_span
+                or (not self.orderly and pq.max_span > cfg.consume_concurrently_max_span)
             ):
                 await asyncio.sleep(PULL_DELAY_WHEN_FLOW_CONTROL)
+                continue
+            if self.orderly and not pq.locked:
+                await asyncio.sleep(PULL_DELAY_WHEN_NOT_LOCKED)
                 continue
             try:
                 resp = await self._pull_once(mq, selector, offset)
@@ -379,7 +434,10 @@ class PushConsumer:
                     msgs = [m for m in msgs if m.tags in tags]
                 if msgs:
                     pq.put(msgs)
-                    self._dispatch(mq, pq, msgs)
+                    if self.orderly:
+                        self._wakes[mq].set()
+                    else:
+                        self._dispatch(mq, pq, msgs)
                 elif pq.msg_count == 0:
                     self.offsets.update(mq, offset)
             elif status in (NO_NEW_MSG, NO_MATCHED_MSG):
@@ -558,6 +616,141 @@ class PushConsumer:
                 )
                 failed.append(m)
         return failed
+
+    # -- orderly -----------------------------------------------------------------------
+
+    async def _orderly_loop(self, mq: MessageQueue, pq: ProcessQueue, wake: asyncio.Event) -> None:
+        """Consume one queue strictly in order, one batch at a time."""
+        cfg = self.config
+        size = max(1, cfg.consume_message_batch_max_size)
+        while self.running and not pq.dropped:
+            if pq.lock_expired(time.monotonic(), cfg.rebalance_lock_max_live_time / 1000):
+                wake.clear()
+                await wait_event(wake, 0.1)  # until the lock is renewed
+                continue
+            batch = pq.take(size)
+            if not batch:
+                wake.clear()
+                await wake.wait()
+                continue
+            result = await self._call_handler(batch)
+            if pq.dropped:
+                return  # not committed: the queue's next owner consumes the batch again
+            if result is ConsumeResult.SUCCESS:
+                self.offsets.update(mq, pq.commit())
+                continue
+            if await self._dead_letters(mq, batch):
+                self.offsets.update(mq, pq.commit())
+                continue
+            for m in batch:
+                m.reconsume_times += 1
+            pq.rollback()
+            await asyncio.sleep(cfg.suspend_current_queue_time_millis / 1000)
+
+    def _max_reconsume_times(self) -> int:
+        n = self.config.max_reconsume_times
+        return n if n >= 0 else 16
+
+    async def _dead_letters(self, mq: MessageQueue, batch: list[MessageExt]) -> bool:
+        """Orderly: send the batch's messages that used up their retries to the DLQ; True
+        if none is left to retry."""
+        if all(m.reconsume_times < self._max_reconsume_times() for m in batch):
+            return False
+        addr = self.client.master_addr(mq.broker_name)
+        if addr is None:
+            return False
+        for m in batch:
+            if m.reconsume_times < self._max_reconsume_times():
+                return False
+            req = pb.SendBackRequest(
+                group=self.group,
+                commit_log_offset=m.commit_log_offset,
+                delay_level=-1,  # straight to %DLQ%<group>
+                origin_msg_id=m.msg_id,
+                origin_topic=m.topic,
+                max_reconsume_times=self._max_reconsume_times(),
+            )
+            try:
+                check(
+                    await self.client.broker(addr).unary(
+                        "send back", "ConsumerSendMsgBack", req, self.client.timeout
+                    )
+                )
+            except RocketqError as exc:
+                log.warning("cannot move %s to the DLQ (%s); suspending", m.msg_id, exc)
+                return False
+            log.warning(
+                "message %s of %s failed %d times; moved to the DLQ",
+                m.msg_id,
+                mq,
+                m.reconsume_times,
+            )
+        return True
+
+    async def _lock_batch(self, broker_name: str, mqs: list[MessageQueue]) -> set[MessageQueue]:
+        """Lock (or renew) queues of one broker; -> the ones this client holds."""
+        addr = self.client.master_addr(broker_name)
+        if addr is None:
+            return set()
+        req = pb.LockBatchRequest(
+            group=self.group,
+            client_id=self.client.client_id,
+            queues=[pb.LockQueue(topic=m.topic, queue_id=m.queue_id) for m in mqs],
+        )
+        try:
+            resp = await self.client.broker(addr).unary(
+                "lock queues", "LockBatchMQ", req, self.client.timeout
+            )
+            check(resp.status)
+        except RocketqError as exc:
+            log.warning("locking queues of %s failed: %s", broker_name, exc)
+            return set()
+        return {MessageQueue(q.topic, broker_name, q.queue_id) for q in resp.locked}
+
+    async def _unlock(self, mqs: list[MessageQueue]) -> None:
+        by_broker: dict[str, list[MessageQueue]] = {}
+        for mq in mqs:
+            by_broker.setdefault(mq.broker_name, []).append(mq)
+        for broker_name, queues in by_broker.items():
+            addr = self.client.master_addr(broker_name)
+            if addr is None:
+                continue
+            req = pb.LockBatchRequest(
+                group=self.group,
+                client_id=self.client.client_id,
+                queues=[pb.LockQueue(topic=m.topic, queue_id=m.queue_id) for m in queues],
+            )
+            with contextlib.suppress(RocketqError):
+                await self.client.broker(addr).unary(
+                    "unlock queues", "UnlockBatchMQ", req, self.client.timeout
+                )
+
+    async def lock_all(self) -> None:
+        """Renew the locks of every owned queue; a queue whose lock is lost stops."""
+        by_broker: dict[str, list[MessageQueue]] = {}
+        for mq in self.process_queues:
+            by_broker.setdefault(mq.broker_name, []).append(mq)
+        for broker_name, mqs in by_broker.items():
+            held = await self._lock_batch(broker_name, mqs)
+            now = time.monotonic()
+            for mq in mqs:
+                pq = self.process_queues.get(mq)
+                if pq is None:
+                    continue
+                if mq in held:
+                    pq.locked, pq.last_lock_time = True, now
+                    wake = self._wakes.get(mq)
+                    if wake is not None:
+                        wake.set()
+                else:
+                    if pq.locked:
+                        log.warning("group %s lost the lock of %s", self.group, mq)
+                    pq.locked = False
+
+    async def _lock_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.rebalance_lock_interval / 1000)
+            await self.lock_all()
 
     async def _persist_loop(self) -> None:
         while True:

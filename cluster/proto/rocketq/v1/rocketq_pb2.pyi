@@ -413,6 +413,32 @@ class SendBackRequest(_message.Message):
     max_reconsume_times: int
     def __init__(self, group: _Optional[str] = ..., commit_log_offset: _Optional[int] = ..., delay_level: _Optional[int] = ..., origin_msg_id: _Optional[str] = ..., origin_topic: _Optional[str] = ..., max_reconsume_times: _Optional[int] = ...) -> None: ...
 
+class LockQueue(_message.Message):
+    __slots__ = ("topic", "queue_id")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ...) -> None: ...
+
+class LockBatchRequest(_message.Message):
+    __slots__ = ("group", "client_id", "queues")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    client_id: str
+    queues: _containers.RepeatedCompositeFieldContainer[LockQueue]
+    def __init__(self, group: _Optional[str] = ..., client_id: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[LockQueue, _Mapping]]] = ...) -> None: ...
+
+class LockBatchResponse(_message.Message):
+    __slots__ = ("status", "locked")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    LOCKED_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    locked: _containers.RepeatedCompositeFieldContainer[LockQueue]
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., locked: _Optional[_Iterable[_Union[LockQueue, _Mapping]]] = ...) -> None: ...
+
 class ClientChannelRequest(_message.Message):
     __slots__ = ("client_id", "groups")
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
