@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from cluster.message import Message, MessageExt, MessageQueue
 from sdk.consumer_types import ConsumeFrom, ConsumeResult, MessageModel, MessageSelector
-from sdk.producer import Producer, ProducerConfig, SendResult, SendStatus
+from sdk.producer import Producer, ProducerConfig, SendResult, SendStatus, split_batches
 from sdk.push_consumer import ConsumerConfig, PushConsumer
 
 __all__ = [
@@ -25,4 +25,5 @@ __all__ = [
     "PushConsumer",
     "SendResult",
     "SendStatus",
+    "split_batches",
 ]

@@ -23,10 +23,17 @@ from cluster.errors import (
     RocketqSystemError,
     TopicNotExistError,
 )
-from cluster.message import AUTO_CREATE_TOPIC_KEY_TOPIC, Message, MessageQueue, SysFlag
+from cluster.message import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    RETRY_GROUP_TOPIC_PREFIX,
+    Message,
+    MessageQueue,
+    SysFlag,
+)
 from cluster.message_id import UniqIdGenerator, encode_offset_msg_id
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from cluster.record import (
+    FIXED_SIZE,
     SIZE_MAGIC,
     check_topic,
     encode_host,
@@ -43,6 +50,40 @@ log = logging.getLogger(__name__)
 _COMPRESSED = int(SysFlag.COMPRESSED)
 
 MessageQueueSelector = Callable[[list[MessageQueue], Message, Any], MessageQueue]
+
+
+BATCH_LIMIT = 4 * 1024 * 1024
+_RECORD_OVERHEAD = FIXED_SIZE + 64  # header, separators and the unique id property
+
+
+def estimated_size(msg: Message) -> int:
+    """About the bytes a message takes in a batch (RocketMQ's ListSplitter estimate)."""
+    props = sum(len(k) + len(v) + 2 for k, v in msg.properties.items())
+    props += len(msg.tags or "") + sum(len(k) + 1 for k in msg.keys)
+    return _RECORD_OVERHEAD + len(msg.topic) + len(msg.body) + props
+
+
+def split_batches(msgs: Sequence[Message], limit: int = BATCH_LIMIT) -> list[list[Message]]:
+    """Cut a list into batches of at most ``limit`` bytes each, in order. A message too
+    big for a batch of its own is a MessageIllegalError naming it."""
+    batches: list[list[Message]] = []
+    current: list[Message] = []
+    size = 0
+    for i, m in enumerate(msgs):
+        n = estimated_size(m)
+        if n > limit:
+            raise MessageIllegalError(
+                f"message {i} alone is about {n} bytes, over the batch limit {limit}; "
+                "send it by itself"
+            )
+        if current and size + n > limit:
+            batches.append(current)
+            current, size = [], 0
+        current.append(m)
+        size += n
+    if current:
+        batches.append(current)
+    return batches
 
 
 def java_string_hash(text: str) -> int:
@@ -273,10 +314,20 @@ class Producer:
         queue: MessageQueue | None = None,
         timeout: float | None = None,
     ) -> SendResult:
-        """One topic, at most 4 MiB in all; stored together in one queue."""
+        """One topic, at most 4 MiB in all; stored together in one queue.
+
+        ``split_batches`` cuts a long list into batches that fit.
+        """
         for m in msgs:
             if m.delay_level:
-                raise MessageIllegalError("batch messages cannot be delayed")
+                raise MessageIllegalError(
+                    "batch messages cannot be delayed (TimeDelayLevel is not supported for "
+                    "batching); send delayed messages one by one"
+                )
+            if m.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                raise MessageIllegalError(
+                    f"batches cannot go to a retry topic ({m.topic}); send them one by one"
+                )
         return await self._send(self._encode(msgs), None, None, None, queue, timeout)
 
     def send_async(
