@@ -25,6 +25,7 @@ from broker.send_processor import SendProcessor
 from broker.service import add_services
 from broker.subscription_group import SubscriptionGroupManager
 from broker.topic_config import TopicConfigManager
+from broker.transaction import TransactionalMessageService
 from cluster.config import StoreConfig
 from cluster.message import SCHEDULE_TOPIC, TopicConfig
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
@@ -91,8 +92,15 @@ class Broker:
             config_dir / "delay_offset.json",
             flush_interval_ms=config.flush_delay_offset_interval,
         )
+        self.transactions = TransactionalMessageService(self)
         self.send = SendProcessor(
-            config, self.store, self.topics, self.groups, self.flow, self.schedule
+            config,
+            self.store,
+            self.topics,
+            self.groups,
+            self.flow,
+            self.schedule,
+            self.transactions,
         )
         self.pull = PullProcessor(
             config, self.store, self.topics, self.groups, self.offsets, self.holds
@@ -126,6 +134,7 @@ class Broker:
         self.store.add_arrival_listener(self.holds.notify)
         if self.config.broker_role != "SLAVE":
             self.schedule.start()
+            self.transactions.start()
         await self.server.start()
         loop = asyncio.get_running_loop()
         self._tasks = [
@@ -177,6 +186,7 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.schedule.stop()
+        await self.transactions.stop()
         await asyncio.to_thread(self.offsets.persist)
         await self.store.shutdown()
         log.info("broker %s stopped", c.broker_name)

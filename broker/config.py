@@ -107,6 +107,14 @@ class BrokerConfig:
     # ms an orderly consumer's queue lock lives without renewal (RocketMQ's
     # rocketmq.broker.rebalance.lockMaxLiveTime).
     rebalance_lock_max_live_time: int = field(default=60_000, metadata={"min": 1})
+    # Refuse transactional (prepared) messages.
+    reject_transaction_message: bool = False
+    # ms a half message waits before its producer is asked how the transaction ended.
+    transaction_timeout: int = field(default=6_000, metadata={"min": 0})
+    # ms between rounds of the transaction check service.
+    transaction_check_interval: int = field(default=60_000, metadata={"min": 1})
+    # Checks of one half message before it is discarded.
+    transaction_check_max: int = field(default=15, metadata={"min": 1})
     # Port of the Prometheus metrics endpoint (0 = off).
     metrics_port: int = field(default=10913, metadata={"min": 0, "max": 65535})
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +44,9 @@ class ConsumerManager:
         self.clock = clock
         self.groups: dict[str, ConsumerGroupInfo] = {}
         self.producer_groups: dict[str, dict[str, float]] = {}
-        # client id -> queue of events for its ClientChannel stream: ("ids", group) or
-        # ("reset", group, topic).
-        self.channels: dict[str, asyncio.Queue[tuple[str, ...]]] = {}
+        # client id -> queue of events for its ClientChannel stream: ("ids", group),
+        # ("reset", group, topic) or a ready-made event object (transaction checks).
+        self.channels: dict[str, asyncio.Queue[Any]] = {}
 
     def register_consumer(
         self,
@@ -119,15 +121,23 @@ class ConsumerManager:
 
     # -- client event streams ----------------------------------------------------------
 
-    def open_channel(self, client_id: str) -> asyncio.Queue[tuple[str, ...]]:
-        queue: asyncio.Queue[tuple[str, ...]] = asyncio.Queue()
+    def open_channel(self, client_id: str) -> asyncio.Queue[Any]:
+        queue: asyncio.Queue[Any] = asyncio.Queue()
         self.channels[client_id] = queue
         return queue
 
-    def close_channel(self, client_id: str, queue: asyncio.Queue[tuple[str, ...]]) -> None:
+    def close_channel(self, client_id: str, queue: asyncio.Queue[Any]) -> None:
         if self.channels.get(client_id) is queue:
             del self.channels[client_id]
             self.unregister_client(client_id, reason="its connection closed")
+
+    def tell_producer(self, group: str, event: object) -> bool:
+        """Send an event to one live producer of the group (any); False if none is."""
+        live = [cid for cid in self.producer_groups.get(group, {}) if cid in self.channels]
+        if not live:
+            return False
+        self.channels[random.choice(live)].put_nowait(event)
+        return True
 
     def notify_ids_changed(self, group: str) -> None:
         info = self.groups.get(group)

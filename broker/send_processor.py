@@ -12,6 +12,7 @@ from broker.flow_control import FlowControl
 from broker.schedule import ScheduleMessageService
 from broker.subscription_group import SubscriptionGroupManager
 from broker.topic_config import TopicConfigManager
+from broker.transaction import TransactionalMessageService, is_prepared
 from cluster.errors import (
     FlushDiskTimeoutError,
     MessageIllegalError,
@@ -47,6 +48,7 @@ class SendProcessor:
         groups: SubscriptionGroupManager,
         flow: FlowControl,
         schedule: ScheduleMessageService | None = None,
+        transactions: TransactionalMessageService | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -54,6 +56,7 @@ class SendProcessor:
         self.groups = groups
         self.flow = flow
         self.schedule = schedule
+        self.transactions = transactions
 
     def _check_writable(self) -> None:
         if self.config.broker_role == "SLAVE":
@@ -96,7 +99,10 @@ class SendProcessor:
         return self._append(records, topic, queue_id)
 
     def _append(self, records: bytes, topic: str, queue_id: int) -> AppendResult:
-        """Store records; a delayed message goes to its level's queue of SCHEDULE_TOPIC_XXXX."""
+        """Store records; a delayed message goes to its level's queue of SCHEDULE_TOPIC_XXXX,
+        a prepared (transactional) one to the half queue."""
+        if self.transactions is not None and is_prepared(records):
+            return self.store.append(*self.transactions.half(records, topic, queue_id))
         if self.schedule is not None:
             delayed = self.schedule.redirect(records, topic, queue_id)
             if delayed is not None:

@@ -229,7 +229,9 @@ class BrokerService(pb_grpc.BrokerServicer):
             yield pb.ServerEvent()  # opened: lets the client know the channel is live
             while True:
                 event = await queue.get()
-                if event[0] == "reset":
+                if isinstance(event, pb.ServerEvent):
+                    yield event
+                elif event[0] == "reset":
                     yield pb.ServerEvent(
                         reset_offset=pb.ResetOffsetEvent(group=event[1], topic=event[2])
                     )
@@ -313,6 +315,13 @@ class BrokerService(pb_grpc.BrokerServicer):
         return pb.LockBatchResponse(
             status=OK, locked=[pb.LockQueue(topic=t, queue_id=q) for t, q in held]
         )
+
+    async def EndTransaction(self, request: pb.EndTransactionRequest, context: object) -> pb.Status:
+        try:
+            await self.b.transactions.end(request)
+        except Exception as exc:
+            return status_of(exc)
+        return OK
 
     async def UnlockBatchMQ(self, request: pb.LockBatchRequest, context: object) -> pb.Status:
         try:

@@ -10,6 +10,12 @@ from cluster.message import Message, MessageExt, MessageQueue
 from sdk.consumer_types import ConsumeFrom, ConsumeResult, MessageModel, MessageSelector
 from sdk.producer import Producer, ProducerConfig, SendResult, SendStatus, split_batches
 from sdk.push_consumer import ConsumerConfig, PushConsumer
+from sdk.transaction import (
+    TransactionListener,
+    TransactionProducer,
+    TransactionSendResult,
+    TransactionState,
+)
 
 __all__ = [
     "ConsumeFrom",
@@ -25,5 +31,9 @@ __all__ = [
     "PushConsumer",
     "SendResult",
     "SendStatus",
+    "TransactionListener",
+    "TransactionProducer",
+    "TransactionSendResult",
+    "TransactionState",
     "split_batches",
 ]

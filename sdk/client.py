@@ -106,7 +106,8 @@ class ClientInstance:
         self.routes: dict[str, pb.TopicRouteData] = {}
         self.broker_addrs: dict[str, dict[int, str]] = {}
         self.heartbeat: Callable[[], pb.HeartbeatRequest] | None = None
-        self.on_event: Callable[[pb.ServerEvent], Awaitable[None]] | None = None
+        # Events from brokers: (event, the broker's address).
+        self.on_event: Callable[[pb.ServerEvent, str], Awaitable[None]] | None = None
         self._channels: dict[str, asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self.started = False
@@ -142,6 +143,16 @@ class ClientInstance:
     async def route(self, topic: str) -> pb.TopicRouteData:
         cached = self.routes.get(topic)
         return cached if cached is not None else await self.update_route(topic)
+
+    async def watch_cluster(self) -> None:
+        """Know every broker of the cluster, not only those of the routes used so far (a
+        transactional producer must hear every broker's checks)."""
+        info = await self.nameserver.cluster_info()
+        for name, data in info.broker_addr_table.items():
+            self.broker_addrs[name] = dict(data.broker_addrs)
+            if self.on_event is not None:
+                for addr in data.broker_addrs.values():
+                    self._open_channel(addr)
 
     async def refresh_routes(self) -> None:
         for topic in list(self.routes):
@@ -193,7 +204,7 @@ class ClientInstance:
                 )
                 async for event in stream:
                     if event.WhichOneof("kind") and self.on_event is not None:
-                        await self.on_event(event)
+                        await self.on_event(event, addr)
             except asyncio.CancelledError:
                 raise
             except grpc.aio.AioRpcError:

@@ -212,7 +212,13 @@ class Producer:
 
     # -- encoding ----------------------------------------------------------------------
 
-    def _encode(self, msgs: Sequence[Message]) -> _Encoded:
+    def _encode(
+        self,
+        msgs: Sequence[Message],
+        *,
+        system_props: dict[str, str] | None = None,
+        extra_sys_flag: int = 0,
+    ) -> _Encoded:
         if not msgs:
             raise MessageIllegalError("nothing to send: the batch is empty")
         topic = msgs[0].topic
@@ -241,12 +247,21 @@ class Producer:
             if len(body) > compress_over:
                 body, sys_flag = zlib.compress(body), _COMPRESSED
             uniq = next_id()
-            if msg.tags or msg.keys or msg.properties or msg.delay_level:
+            if system_props:
+                props = encode_properties({**message_properties(msg, uniq), **system_props})
+            elif msg.tags or msg.keys or msg.properties or msg.delay_level:
                 props = encode_properties(message_properties(msg, uniq))
             else:
                 props = b"UNIQ_KEY\x01" + uniq.encode() + b"\x02"
             rec = encode_send_record(
-                topic_part, bytes(body), props, now, born_ip, born_port, msg.flag, sys_flag
+                topic_part,
+                bytes(body),
+                props,
+                now,
+                born_ip,
+                born_port,
+                msg.flag,
+                sys_flag | extra_sys_flag,
             )
             parts.append(rec)
             ids.append(uniq)

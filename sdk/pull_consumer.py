@@ -151,7 +151,7 @@ class PullConsumer:
             subscriptions={t: (s.expression, s.type) for t, s in self.subscriptions.items()},
         )
 
-    async def _on_event(self, event: pb.ServerEvent) -> None:
+    async def _on_event(self, event: pb.ServerEvent, addr: str = "") -> None:
         if event.WhichOneof("kind") == "consumer_ids_changed":
             self._rebalance_now.set()
 

@@ -252,7 +252,7 @@ class PushConsumer:
             subscriptions={t: (s.expression, s.type) for t, s in self.subscriptions.items()},
         )
 
-    async def _on_event(self, event: pb.ServerEvent) -> None:
+    async def _on_event(self, event: pb.ServerEvent, addr: str = "") -> None:
         kind = event.WhichOneof("kind")
         if kind == "consumer_ids_changed" and event.consumer_ids_changed == self.group:
             self._rebalance_now.set()

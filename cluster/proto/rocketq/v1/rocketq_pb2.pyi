@@ -13,10 +13,19 @@ class PullStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     NO_NEW_MSG: _ClassVar[PullStatus]
     NO_MATCHED_MSG: _ClassVar[PullStatus]
     OFFSET_ILLEGAL: _ClassVar[PullStatus]
+
+class TransactionResolution(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TRANSACTION_UNKNOWN: _ClassVar[TransactionResolution]
+    TRANSACTION_COMMIT: _ClassVar[TransactionResolution]
+    TRANSACTION_ROLLBACK: _ClassVar[TransactionResolution]
 FOUND: PullStatus
 NO_NEW_MSG: PullStatus
 NO_MATCHED_MSG: PullStatus
 OFFSET_ILLEGAL: PullStatus
+TRANSACTION_UNKNOWN: TransactionResolution
+TRANSACTION_COMMIT: TransactionResolution
+TRANSACTION_ROLLBACK: TransactionResolution
 
 class Status(_message.Message):
     __slots__ = ("code", "message")
@@ -455,13 +464,49 @@ class ResetOffsetEvent(_message.Message):
     topic: str
     def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ...) -> None: ...
 
+class CheckTransactionEvent(_message.Message):
+    __slots__ = ("group", "commit_log_offset", "tran_state_table_offset", "msg_id", "transaction_id", "record")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_LOG_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TRAN_STATE_TABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    commit_log_offset: int
+    tran_state_table_offset: int
+    msg_id: str
+    transaction_id: str
+    record: bytes
+    def __init__(self, group: _Optional[str] = ..., commit_log_offset: _Optional[int] = ..., tran_state_table_offset: _Optional[int] = ..., msg_id: _Optional[str] = ..., transaction_id: _Optional[str] = ..., record: _Optional[bytes] = ...) -> None: ...
+
 class ServerEvent(_message.Message):
-    __slots__ = ("consumer_ids_changed", "reset_offset")
+    __slots__ = ("consumer_ids_changed", "reset_offset", "check_transaction")
     CONSUMER_IDS_CHANGED_FIELD_NUMBER: _ClassVar[int]
     RESET_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CHECK_TRANSACTION_FIELD_NUMBER: _ClassVar[int]
     consumer_ids_changed: str
     reset_offset: ResetOffsetEvent
-    def __init__(self, consumer_ids_changed: _Optional[str] = ..., reset_offset: _Optional[_Union[ResetOffsetEvent, _Mapping]] = ...) -> None: ...
+    check_transaction: CheckTransactionEvent
+    def __init__(self, consumer_ids_changed: _Optional[str] = ..., reset_offset: _Optional[_Union[ResetOffsetEvent, _Mapping]] = ..., check_transaction: _Optional[_Union[CheckTransactionEvent, _Mapping]] = ...) -> None: ...
+
+class EndTransactionRequest(_message.Message):
+    __slots__ = ("producer_group", "commit_log_offset", "tran_state_table_offset", "msg_id", "transaction_id", "resolution", "from_transaction_check")
+    PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_LOG_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TRAN_STATE_TABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOLUTION_FIELD_NUMBER: _ClassVar[int]
+    FROM_TRANSACTION_CHECK_FIELD_NUMBER: _ClassVar[int]
+    producer_group: str
+    commit_log_offset: int
+    tran_state_table_offset: int
+    msg_id: str
+    transaction_id: str
+    resolution: TransactionResolution
+    from_transaction_check: bool
+    def __init__(self, producer_group: _Optional[str] = ..., commit_log_offset: _Optional[int] = ..., tran_state_table_offset: _Optional[int] = ..., msg_id: _Optional[str] = ..., transaction_id: _Optional[str] = ..., resolution: _Optional[_Union[TransactionResolution, str]] = ..., from_transaction_check: _Optional[bool] = ...) -> None: ...
 
 class TopicRequest(_message.Message):
     __slots__ = ("topic",)

@@ -530,6 +530,11 @@ class BrokerStub:
                 request_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.LockBatchRequest.SerializeToString,
                 response_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Status.FromString,
                 _registered_method=True)
+        self.EndTransaction = channel.unary_unary(
+                '/rocketq.v1.Broker/EndTransaction',
+                request_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.EndTransactionRequest.SerializeToString,
+                response_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Status.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -633,6 +638,13 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EndTransaction(self, request, context):
+        """Commit or roll back a half (prepared) message.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -714,6 +726,11 @@ def add_BrokerServicer_to_server(servicer, server):
             'UnlockBatchMQ': grpc.unary_unary_rpc_method_handler(
                     servicer.UnlockBatchMQ,
                     request_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.LockBatchRequest.FromString,
+                    response_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Status.SerializeToString,
+            ),
+            'EndTransaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndTransaction,
+                    request_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.EndTransactionRequest.FromString,
                     response_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Status.SerializeToString,
             ),
     }
@@ -1148,6 +1165,33 @@ class Broker:
             target,
             '/rocketq.v1.Broker/UnlockBatchMQ',
             cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.LockBatchRequest.SerializeToString,
+            cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Status.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndTransaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketq.v1.Broker/EndTransaction',
+            cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.EndTransactionRequest.SerializeToString,
             cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Status.FromString,
             options,
             channel_credentials,

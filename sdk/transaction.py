@@ -1,0 +1,214 @@
+"""Transactional messages: a half message, the local transaction, then commit or rollback.
+
+``send_message_in_transaction`` sends the message as a prepared (half) message that no
+consumer sees, runs the listener's ``execute_local_transaction`` and tells the broker how
+it ended. When the answer is UNKNOWN (or lost, or the producer died) the broker later asks
+a live producer of the same group through ``check_local_transaction``; any producer of the
+group can answer, so keep the group for transactional messages only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import inspect
+import logging
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from cluster.errors import ClientStateError, MessageIllegalError, RocketqError
+from cluster.message import (
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_TRANSACTION_PREPARED,
+    Message,
+    MessageExt,
+)
+from cluster.message_id import decode_offset_msg_id
+from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from cluster.record import decode_record
+from sdk.producer import Producer, SendResult, SendStatus
+from sdk.remoting import check
+
+log = logging.getLogger(__name__)
+
+TRANSACTION_PREPARED_TYPE = 0x4
+CLUSTER_REFRESH_INTERVAL = 30.0
+
+
+class TransactionState(enum.Enum):
+    COMMIT = "COMMIT_MESSAGE"
+    ROLLBACK = "ROLLBACK_MESSAGE"
+    UNKNOWN = "UNKNOW"  # RocketMQ's spelling
+
+
+_RESOLUTION = {
+    TransactionState.COMMIT: pb.TRANSACTION_COMMIT,
+    TransactionState.ROLLBACK: pb.TRANSACTION_ROLLBACK,
+    TransactionState.UNKNOWN: pb.TRANSACTION_UNKNOWN,
+}
+
+
+class TransactionListener(Protocol):
+    """Both methods may be plain (run on a thread) or ``async``."""
+
+    def execute_local_transaction(
+        self, msg: Message, arg: Any
+    ) -> TransactionState | Awaitable[TransactionState]: ...
+
+    def check_local_transaction(
+        self, msg: MessageExt
+    ) -> TransactionState | Awaitable[TransactionState]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionSendResult:
+    send_result: SendResult
+    local_state: TransactionState
+
+    @property
+    def status(self) -> SendStatus:
+        return self.send_result.status
+
+    @property
+    def msg_id(self) -> str:
+        return self.send_result.msg_id
+
+
+async def _call(fn: Any, *args: Any) -> TransactionState:
+    if inspect.iscoroutinefunction(fn):
+        result = await fn(*args)
+    else:
+        result = await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+        if inspect.isawaitable(result):
+            result = await result
+    if not isinstance(result, TransactionState):
+        log.warning("transaction listener returned %r, not a TransactionState: UNKNOWN", result)
+        return TransactionState.UNKNOWN
+    return result
+
+
+class TransactionProducer(Producer):
+    def __init__(
+        self,
+        group: str,
+        namesrv: str = "127.0.0.1:9876",
+        *,
+        listener: TransactionListener,
+        **settings: Any,
+    ) -> None:
+        super().__init__(group, namesrv, **settings)
+        self.listener = listener
+        self.client.on_event = self._on_event
+        self._checks: set[asyncio.Task[None]] = set()
+        self._watch: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await super().start()
+        # Heartbeat to (and listen to) every broker: a check may come from any of them.
+        with contextlib.suppress(RocketqError):
+            await self.client.watch_cluster()
+        await self.client.heartbeat_all()
+        self._watch = asyncio.ensure_future(self._watch_loop())
+
+    async def _watch_loop(self) -> None:
+        while True:
+            await asyncio.sleep(CLUSTER_REFRESH_INTERVAL)
+            try:
+                await self.client.watch_cluster()
+            except RocketqError as exc:
+                log.warning("cannot refresh the cluster's brokers: %s", exc)
+
+    async def shutdown(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
+            self._watch = None
+        if self._checks:
+            await asyncio.gather(*self._checks, return_exceptions=True)
+        await super().shutdown()
+
+    async def __aenter__(self) -> TransactionProducer:
+        await self.start()
+        return self
+
+    async def send_message_in_transaction(
+        self, msg: Message, arg: Any = None, *, timeout: float | None = None
+    ) -> TransactionSendResult:
+        """Send ``msg`` as a half message, run the local transaction, end it."""
+        self._require_running()
+        if msg.delay_level:
+            raise MessageIllegalError("a transactional message cannot be delayed")
+        enc = self._encode(
+            [msg],
+            system_props={
+                PROPERTY_TRANSACTION_PREPARED: "true",
+                PROPERTY_PRODUCER_GROUP: self.group,
+            },
+            extra_sys_flag=TRANSACTION_PREPARED_TYPE,
+        )
+        result = await self._send(enc, None, None, msg, None, timeout)
+        if result.status is SendStatus.SEND_OK:
+            try:
+                state = await _call(self.listener.execute_local_transaction, msg, arg)
+            except Exception:
+                log.exception("local transaction of %s failed: UNKNOWN", result.msg_id)
+                state = TransactionState.UNKNOWN
+        else:
+            state = TransactionState.ROLLBACK
+        try:
+            await self._end(result, state)
+        except RocketqError as exc:
+            # The broker will ask again (check): the outcome is not lost.
+            log.warning("ending transaction %s failed: %s", result.msg_id, exc)
+        return TransactionSendResult(result, state)
+
+    async def _end(self, result: SendResult, state: TransactionState) -> None:
+        addr = self.client.master_addr(result.queue.broker_name)
+        if addr is None:
+            raise ClientStateError(f"broker {result.queue.broker_name} has no master now")
+        _, commit_log_offset = decode_offset_msg_id(result.offset_msg_id)
+        req = pb.EndTransactionRequest(
+            producer_group=self.group,
+            commit_log_offset=commit_log_offset,
+            tran_state_table_offset=result.queue_offset,
+            msg_id=result.msg_id,
+            transaction_id=result.msg_id,
+            resolution=_RESOLUTION[state],
+            from_transaction_check=False,
+        )
+        check(await self.client.broker(addr).unary("end transaction", "EndTransaction", req, 3))
+
+    async def _on_event(self, event: pb.ServerEvent, addr: str = "") -> None:
+        if event.WhichOneof("kind") != "check_transaction":
+            return
+        task = asyncio.ensure_future(self._answer_check(event.check_transaction, addr))
+        self._checks.add(task)
+        task.add_done_callback(self._checks.discard)
+
+    async def _answer_check(self, ask: pb.CheckTransactionEvent, addr: str) -> None:
+        if ask.group != self.group:
+            return
+        try:
+            msg = decode_record(ask.record)
+            msg.queue_offset = ask.tran_state_table_offset
+            msg.commit_log_offset = ask.commit_log_offset
+            state = await _call(self.listener.check_local_transaction, msg)
+        except Exception:
+            log.exception("checking transaction %s failed: UNKNOWN", ask.msg_id)
+            state = TransactionState.UNKNOWN
+        req = pb.EndTransactionRequest(
+            producer_group=self.group,
+            commit_log_offset=ask.commit_log_offset,
+            tran_state_table_offset=ask.tran_state_table_offset,
+            msg_id=ask.msg_id,
+            transaction_id=ask.transaction_id,
+            resolution=_RESOLUTION[state],
+            from_transaction_check=True,
+        )
+        try:
+            check(await self.client.broker(addr).unary("end transaction", "EndTransaction", req, 3))
+        except RocketqError as exc:
+            log.warning("answering the check of %s failed: %s", ask.msg_id, exc)
