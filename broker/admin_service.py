@@ -219,6 +219,15 @@ class BrokerAdminService(pb_grpc.BrokerAdminServicer):
         }
         return pb.RuntimeInfo(status=OK, table=table)
 
+    async def QueryTopicConsumeByWho(
+        self, request: pb.TopicRequest, context: object
+    ) -> pb.GroupList:
+        groups = set(self.b.offsets.groups_of(request.topic))
+        groups |= {
+            g for g, info in self.b.consumers.groups.items() if request.topic in info.subscriptions
+        }
+        return pb.GroupList(status=OK, groups=sorted(groups))
+
     async def GetConsumerConnectionList(
         self, request: pb.GroupRequest, context: object
     ) -> pb.ConsumerConnectionResponse:

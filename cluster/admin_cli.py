@@ -297,7 +297,14 @@ def _parse_time(text: str) -> int:
         ) from None
 
 
-def _print_messages(msgs: list[Any], as_json: bool) -> None:
+async def _tracks(admin: Any, msgs: list[Any]) -> list[list[Any]]:
+    return [await admin.message_track(m) for m in msgs]
+
+
+def _print_messages(msgs: list[Any], as_json: bool, namesrv: str | None = None) -> None:
+    tracks: list[list[Any]] = [[] for _ in msgs]
+    if namesrv is not None:
+        tracks = run(lambda: _with_admin(namesrv, lambda a: _tracks(a, msgs)))
     if as_json:
         typer.echo(
             json.dumps(
@@ -313,21 +320,33 @@ def _print_messages(msgs: list[Any], as_json: bool) -> None:
                         "reconsume_times": m.reconsume_times,
                         "store_timestamp": m.store_timestamp,
                         "store_host": m.store_host,
-                        "properties": m.user_properties(),
+                        "properties": m.properties,
                         "body": m.body.decode(errors="replace"),
+                        "consumed_by": [
+                            {"group": t.group, "state": t.state, "detail": t.detail} for t in track
+                        ],
                     }
-                    for m in msgs
+                    for m, track in zip(msgs, tracks, strict=True)
                 ]
             )
         )
         return
-    for m in msgs:
-        typer.echo(
-            f"msg_id={m.msg_id} offset_msg_id={m.offset_msg_id} topic={m.topic} "
-            f"queue={m.queue_id} offset={m.queue_offset} tags={m.tags} keys={m.keys} "
-            f"reconsume={m.reconsume_times} stored={_time(m.store_timestamp)} "
-            f"body={m.body[:200]!r}"
-        )
+    for m, track in zip(msgs, tracks, strict=True):
+        rows = [
+            ("msg id", m.msg_id),
+            ("offset msg id", m.offset_msg_id),
+            ("topic / queue / offset", f"{m.topic} / {m.queue_id} / {m.queue_offset}"),
+            ("tags / keys", f"{m.tags} / {' '.join(m.keys)}"),
+            ("store host / time", f"{m.store_host} / {_time(m.store_timestamp)}"),
+            ("born host / time", f"{m.born_host} / {_time(m.born_timestamp)}"),
+            ("reconsume times", str(m.reconsume_times)),
+            ("properties", " ".join(f"{k}={v}" for k, v in sorted(m.properties.items()))),
+            ("body", repr(m.body[:200])),
+        ]
+        rows += [(f"group {t.group}", f"{t.state} ({t.detail})") for t in track]
+        for name, value in rows:
+            typer.echo(f"{name:<24} {value}")
+        typer.echo("")
 
 
 @admin_app.command("query-msg-by-key")
@@ -342,7 +361,7 @@ def query_msg_by_key(
     msgs = run(
         lambda: _with_admin(namesrv, lambda a: a.query_msg_by_key(topic, key, max_num=max_num))
     )
-    _print_messages(msgs, as_json)
+    _print_messages(msgs, as_json, namesrv)
 
 
 @admin_app.command("query-msg-by-id")
@@ -353,7 +372,7 @@ def query_msg_by_id(
 ) -> None:
     """A message by its offset id (store host + CommitLog offset)."""
     msg = run(lambda: _with_admin(namesrv, lambda a: a.query_msg_by_id(msg_id)))
-    _print_messages([msg], as_json)
+    _print_messages([msg], as_json, namesrv)
 
 
 @admin_app.command("query-msg-by-offset")
@@ -365,7 +384,7 @@ def query_msg_by_offset(
 ) -> None:
     """A message by broker address and CommitLog offset."""
     msg = run(lambda: _with_admin(namesrv, lambda a: a.query_msg_by_offset(broker_addr, offset)))
-    _print_messages([msg], as_json)
+    _print_messages([msg], as_json, namesrv)
 
 
 def send_cmd(

@@ -41,6 +41,15 @@ class QueueProgress:
 
 
 @dataclass(frozen=True, slots=True)
+class MessageTrack:
+    """Where a consumer group stands with one message (RocketMQ's TrackType)."""
+
+    group: str
+    state: str  # CONSUMED, CONSUMED_BUT_FILTERED, NOT_CONSUME_YET, NOT_ONLINE, UNKNOWN
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerInfo:
     cluster: str
     broker_name: str
@@ -272,6 +281,37 @@ class Admin:
             broker_addr, "ViewMessage", pb.QueryMessageRequest(commit_log_offset=commit_log_offset)
         )
         return decode_records(resp.records)[0]
+
+    async def message_track(self, msg: MessageExt) -> list[MessageTrack]:
+        """Every group that consumes the message's topic, and whether it consumed it."""
+        addr = msg.store_host
+        resp = await self._admin(addr, "QueryTopicConsumeByWho", pb.TopicRequest(topic=msg.topic))
+        names = {a: n for n, a in (await self._masters()).items()}
+        broker_name = names.get(addr)
+        tracks = []
+        for group in resp.groups:
+            conns = await self.consumer_connections(group)
+            progress = [
+                p
+                for p in await self.consumer_progress(group, msg.topic)
+                if p.broker_name == broker_name and p.queue_id == msg.queue_id
+            ]
+            if not progress:
+                tracks.append(MessageTrack(group, "UNKNOWN", "no offset for the queue"))
+                continue
+            offset = progress[0].consumer_offset
+            if offset <= msg.queue_offset:
+                state = "NOT_CONSUME_YET" if conns else "NOT_ONLINE"
+                tracks.append(MessageTrack(group, state, f"consumer offset {offset}"))
+                continue
+            state = "CONSUMED"
+            for sub in conns[0].subscriptions if conns else []:
+                if sub.topic == msg.topic and sub.expression_type == "TAG":
+                    tags = {t.strip() for t in sub.expression.split("||")}
+                    if "*" not in tags and sub.expression.strip() and msg.tags not in tags:
+                        state = "CONSUMED_BUT_FILTERED"
+            tracks.append(MessageTrack(group, state, f"consumer offset {offset}"))
+        return tracks
 
     # -- cluster -----------------------------------------------------------------------
 

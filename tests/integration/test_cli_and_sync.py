@@ -62,6 +62,12 @@ def test_admin_verbs_send_and_consume(cluster: LocalCluster) -> None:
     assert consumed.count("from the cli") == 3
     progress = json.loads(cli("admin", "consumer-progress", "-n", ns, "-g", "cli-group", "--json"))
     assert sum(p["consumer_offset"] for p in progress if p["topic"] == "CliTopic") == 3
+    # A message's consume state per group, with its properties.
+    shown = cli("admin", "query-msg-by-id", "-n", ns, "-i", offset_id)
+    assert "group cli-group" in shown and "CONSUMED (consumer offset" in shown
+    assert "KEYS=cli-key" in shown and "UNIQ_KEY=" in shown
+    tracked = json.loads(cli("admin", "query-msg-by-id", "-n", ns, "-i", offset_id, "--json"))
+    assert tracked[0]["consumed_by"][0]["group"] == "cli-group"
     reset = json.loads(
         cli(
             "admin",
@@ -78,6 +84,8 @@ def test_admin_verbs_send_and_consume(cluster: LocalCluster) -> None:
         )
     )
     assert {r["new_offset"] for r in reset} == {0}
+    rewound = json.loads(cli("admin", "query-msg-by-id", "-n", ns, "-i", offset_id, "--json"))
+    assert rewound[0]["consumed_by"][0]["state"] == "NOT_ONLINE"  # offset 0, nobody online
     clusters = json.loads(cli("admin", "cluster-list", "-n", ns, "--json"))
     assert clusters[0]["role"] == "ASYNC_MASTER"
 

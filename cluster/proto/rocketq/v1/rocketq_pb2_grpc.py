@@ -1273,6 +1273,11 @@ class BrokerAdminStub:
                 request_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.GroupRequest.SerializeToString,
                 response_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.ConsumerConnectionResponse.FromString,
                 _registered_method=True)
+        self.QueryTopicConsumeByWho = channel.unary_unary(
+                '/rocketq.v1.BrokerAdmin/QueryTopicConsumeByWho',
+                request_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.TopicRequest.SerializeToString,
+                response_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.GroupList.FromString,
+                _registered_method=True)
 
 
 class BrokerAdminServicer:
@@ -1350,6 +1355,13 @@ class BrokerAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def QueryTopicConsumeByWho(self, request, context):
+        """Groups that consume a topic: with offsets on it, or online and subscribed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1412,6 +1424,11 @@ def add_BrokerAdminServicer_to_server(servicer, server):
                     servicer.GetConsumerConnectionList,
                     request_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.GroupRequest.FromString,
                     response_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.ConsumerConnectionResponse.SerializeToString,
+            ),
+            'QueryTopicConsumeByWho': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueryTopicConsumeByWho,
+                    request_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.TopicRequest.FromString,
+                    response_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.GroupList.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1738,6 +1755,33 @@ class BrokerAdmin:
             '/rocketq.v1.BrokerAdmin/GetConsumerConnectionList',
             cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.GroupRequest.SerializeToString,
             cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.ConsumerConnectionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueryTopicConsumeByWho(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketq.v1.BrokerAdmin/QueryTopicConsumeByWho',
+            cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.TopicRequest.SerializeToString,
+            cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.GroupList.FromString,
             options,
             channel_credentials,
             insecure,
