@@ -387,6 +387,42 @@ def query_msg_by_offset(
     _print_messages([msg], as_json, namesrv)
 
 
+@admin_app.command("trace")
+def trace(
+    msg_id: Annotated[str, typer.Option("--msg-id", "-i", help="The message's unique id.")],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    trace_topic: Annotated[str, typer.Option()] = "RMQ_SYS_TRACE_TOPIC",
+    as_json: JsonOut = False,
+) -> None:
+    """A message's trace: who sent and consumed it, when, how long it took, the outcome."""
+    events = run(lambda: _with_admin(namesrv, lambda a: a.trace(msg_id, topic=trace_topic)))
+    if not events:
+        typer.echo(
+            f"no trace of {msg_id} in {trace_topic} (were the producer and consumers made "
+            "with enable_trace=True?)",
+            err=True,
+        )
+        raise typer.Exit(1)
+    rows = [
+        [
+            e.type,
+            _time(e.timestamp),
+            e.group,
+            e.client_id,
+            e.topic,
+            str(e.cost_ms),
+            e.status or ("ok" if e.success else "failed"),
+            str(e.reconsume_times),
+        ]
+        for e in events
+    ]
+    emit(
+        rows,
+        ["type", "time", "group", "client", "topic", "cost_ms", "result", "reconsume"],
+        as_json,
+    )
+
+
 def send_cmd(
     topic: Annotated[str, typer.Option("--topic", "-t")],
     body: Annotated[str, typer.Option("--body", "-b")] = "hello rocketq",

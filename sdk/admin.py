@@ -15,6 +15,7 @@ from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from cluster.record import decode_records
 from sdk.client import ClientInstance
 from sdk.remoting import check
+from sdk.trace import TRACE_TOPIC, TraceEvent, parse_events
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +282,13 @@ class Admin:
             broker_addr, "ViewMessage", pb.QueryMessageRequest(commit_log_offset=commit_log_offset)
         )
         return decode_records(resp.records)[0]
+
+    async def trace(self, msg_id: str, *, topic: str = TRACE_TOPIC) -> list[TraceEvent]:
+        """The trace events of a message (sent or consumed by traced clients), oldest first."""
+        events = []
+        for m in await self.query_msg_by_key(topic, msg_id, max_num=64):
+            events += [e for e in parse_events(m.body) if e.msg_id == msg_id]
+        return sorted(events, key=lambda e: (e.timestamp, e.type != "Pub"))
 
     async def message_track(self, msg: MessageExt) -> list[MessageTrack]:
         """Every group that consumes the message's topic, and whether it consumed it."""

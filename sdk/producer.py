@@ -12,7 +12,7 @@ import enum
 import logging
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,7 @@ from cluster.record import (
 from sdk.client import ClientInstance, local_ip, publish_queues
 from sdk.fault_tolerance import MQFaultStrategy, TopicPublishInfo
 from sdk.remoting import check
+from sdk.trace import TraceDispatcher, publish_event
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,9 @@ class ProducerConfig:
     default_topic_queue_nums: int = 4
     poll_name_server_interval: int = 30_000
     heartbeat_broker_interval: int = 30_000
+    # Write a trace event per message sent to trace_topic (see sdk.trace).
+    enable_trace: bool = False
+    trace_topic: str = "RMQ_SYS_TRACE_TOPIC"
 
 
 class _Encoded:
@@ -168,7 +172,9 @@ class Producer:
         **settings: Any,
     ) -> None:
         self.group = group
+        self.namesrv = namesrv
         self.config = config or ProducerConfig(**settings)
+        self.tracer: TraceDispatcher | None = None
         self.client = ClientInstance(
             namesrv,
             poll_name_server_interval=self.config.poll_name_server_interval / 1000,
@@ -190,6 +196,9 @@ class Producer:
         if not self.group:
             raise ClientStateError("a producer needs a group name")
         await self.client.start()
+        if self.config.enable_trace and self.tracer is None:
+            self.tracer = TraceDispatcher(self.namesrv, topic=self.config.trace_topic)
+            await self.tracer.start()
         self._running = True
 
     async def shutdown(self) -> None:
@@ -198,6 +207,9 @@ class Producer:
         self._running = False
         if self._oneway:
             await asyncio.gather(*self._oneway, return_exceptions=True)
+        if self.tracer is not None:
+            await self.tracer.shutdown()
+            self.tracer = None
         await self.client.unregister(
             pb.HeartbeatRequest(client_id=self.client.client_id, producer_groups=[self.group])
         )
@@ -320,7 +332,35 @@ class Producer:
             if selector is not None:
                 raise ClientStateError("give either sharding_key or selector, not both")
             selector, arg = select_by_hash, sharding_key
-        return await self._send(self._encode([msg]), selector, arg, msg, queue, timeout)
+        sending = self._send(self._encode([msg]), selector, arg, msg, queue, timeout)
+        return await (sending if self.tracer is None else self._traced([msg], sending))
+
+    async def _traced(self, msgs: Sequence[Message], sending: Awaitable[SendResult]) -> SendResult:
+        """Await a send and record a Pub trace event per message, whatever the outcome."""
+        assert self.tracer is not None
+        started = time.monotonic()
+        result: SendResult | None = None
+        status = "FAILED"
+        try:
+            result = await sending
+            status = result.status.name
+            return result
+        finally:
+            cost = int((time.monotonic() - started) * 1000)
+            ids = (result.msg_ids or (result.msg_id,)) if result is not None else ()
+            offset_ids = result.offset_msg_ids if result is not None else ()
+            for i, m in enumerate(msgs):
+                self.tracer.record(
+                    publish_event(
+                        self.group,
+                        self.client.client_id,
+                        m,
+                        (i < len(ids) and ids[i]) or "",
+                        (i < len(offset_ids) and offset_ids[i]) or "",
+                        cost,
+                        status,
+                    )
+                )
 
     async def send_batch(
         self,
@@ -343,7 +383,8 @@ class Producer:
                 raise MessageIllegalError(
                     f"batches cannot go to a retry topic ({m.topic}); send them one by one"
                 )
-        return await self._send(self._encode(msgs), None, None, None, queue, timeout)
+        sending = self._send(self._encode(msgs), None, None, None, queue, timeout)
+        return await (sending if self.tracer is None else self._traced(msgs, sending))
 
     def send_async(
         self,

@@ -40,6 +40,7 @@ from sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
 from sdk.process_queue import ProcessQueue
 from sdk.rebalance import STRATEGIES
 from sdk.remoting import check
+from sdk.trace import TraceDispatcher, consume_event
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,9 @@ class ConsumerConfig:
     # this long (RocketMQ's rocketmq.client.rebalance.lockInterval / lockMaxLiveTime).
     rebalance_lock_interval: int = 20_000
     rebalance_lock_max_live_time: int = 30_000
+    # Write SubBefore/SubAfter trace events per message to trace_topic (see sdk.trace).
+    enable_trace: bool = False
+    trace_topic: str = "RMQ_SYS_TRACE_TOPIC"
     offset_store_dir: str = str(Path.home() / ".rocketq_offsets")
 
 
@@ -110,8 +114,10 @@ class PushConsumer:
         **settings: Any,
     ) -> None:
         self.group = group
+        self.namesrv = namesrv
         self.model = model
         self.orderly = orderly
+        self.tracer: TraceDispatcher | None = None
         if orderly and model is MessageModel.BROADCASTING:
             raise ClientStateError(
                 "orderly consumption needs CLUSTERING (queue locks are per group); "
@@ -189,6 +195,9 @@ class PushConsumer:
             max_workers=self.config.consume_thread_max, thread_name_prefix=f"consume-{self.group}"
         )
         await self.client.start()
+        if self.config.enable_trace and self.tracer is None:
+            self.tracer = TraceDispatcher(self.namesrv, topic=self.config.trace_topic)
+            await self.tracer.start()
         self.running = True
         self._workers = [
             asyncio.ensure_future(self._worker()) for _ in range(self.config.consume_thread_max)
@@ -231,6 +240,9 @@ class PushConsumer:
         for pq in self.process_queues.values():
             pq.dropped = True
         await self.client.unregister(self._heartbeat_data())
+        if self.tracer is not None:
+            await self.tracer.shutdown()
+            self.tracer = None
         await self.client.shutdown()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
@@ -563,6 +575,20 @@ class PushConsumer:
             self._submit(mq, pq, failed, SEND_BACK_RETRY_DELAY)
 
     async def _call_handler(self, batch: list[MessageExt]) -> ConsumeResult:
+        if self.tracer is None:
+            return await self._run_handler(batch)
+        cid = self.client.client_id
+        for m in batch:
+            self.tracer.record(consume_event("SubBefore", self.group, cid, m))
+        started = time.monotonic()
+        result = await self._run_handler(batch)
+        cost = int((time.monotonic() - started) * 1000)
+        ok = result is ConsumeResult.SUCCESS
+        for m in batch:
+            self.tracer.record(consume_event("SubAfter", self.group, cid, m, cost, ok))
+        return result
+
+    async def _run_handler(self, batch: list[MessageExt]) -> ConsumeResult:
         assert self.handler is not None
         try:
             if self._async_handler:
