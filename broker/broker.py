@@ -24,6 +24,7 @@ from broker.schedule import SCHEDULE_TOPIC_BYTES, ScheduleMessageService
 from broker.send_processor import SendProcessor
 from broker.service import add_services
 from broker.subscription_group import SubscriptionGroupManager
+from broker.timer import TIMER_TOPIC, TIMER_TOPIC_BYTES, TimerMessageStore
 from broker.topic_config import TopicConfigManager
 from broker.transaction import TransactionalMessageService
 from cluster.config import StoreConfig
@@ -64,7 +65,8 @@ class Broker:
         self.store = MessageStore(
             store_config,
             tags_code_overrides={
-                SCHEDULE_TOPIC_BYTES: lambda t, p, ts: self.schedule.tags_code(t, p, ts)
+                SCHEDULE_TOPIC_BYTES: lambda t, p, ts: self.schedule.tags_code(t, p, ts),
+                TIMER_TOPIC_BYTES: lambda t, p, ts: self.timer.tags_code(t, p, ts),
             },
         )
         config_dir = Path(store_config.config_dir)
@@ -93,6 +95,11 @@ class Broker:
             flush_interval_ms=config.flush_delay_offset_interval,
         )
         self.transactions = TransactionalMessageService(self)
+        self.timer = TimerMessageStore(
+            self.store,
+            Path(store_config.store_path_root_dir),
+            max_delay_ms=config.timer_max_delay_sec * 1000,
+        )
         self.send = SendProcessor(
             config,
             self.store,
@@ -101,6 +108,7 @@ class Broker:
             self.flow,
             self.schedule,
             self.transactions,
+            self.timer if config.timer_wheel_enable else None,
         )
         self.pull = PullProcessor(
             config, self.store, self.topics, self.groups, self.offsets, self.holds
@@ -135,6 +143,8 @@ class Broker:
         if self.config.broker_role != "SLAVE":
             self.schedule.start()
             self.transactions.start()
+            if self.config.timer_wheel_enable:
+                self.timer.start()
         await self.server.start()
         loop = asyncio.get_running_loop()
         self._tasks = [
@@ -155,6 +165,9 @@ class Broker:
         self.groups.load()
         self.offsets.load()
         self.schedule.load()
+        self.timer.load()
+        if TIMER_TOPIC not in self.topics.topics:
+            self.topics.topics[TIMER_TOPIC] = TopicConfig(TIMER_TOPIC, 1, 1)
         levels = self.schedule.max_level
         if self.topics.topics[SCHEDULE_TOPIC].write_queue_nums < levels:
             self.topics.topics[SCHEDULE_TOPIC] = TopicConfig(SCHEDULE_TOPIC, levels, levels)
@@ -187,6 +200,7 @@ class Broker:
                 await task
         await self.schedule.stop()
         await self.transactions.stop()
+        await self.timer.stop()
         await asyncio.to_thread(self.offsets.persist)
         await self.store.shutdown()
         log.info("broker %s stopped", c.broker_name)

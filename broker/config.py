@@ -115,6 +115,10 @@ class BrokerConfig:
     transaction_check_interval: int = field(default=60_000, metadata={"min": 1})
     # Checks of one half message before it is discarded.
     transaction_check_max: int = field(default=15, metadata={"min": 1})
+    # Deliver messages at a given time (Message.deliver_at) through the timer store.
+    timer_wheel_enable: bool = True
+    # The farthest a delivery time may be, in seconds (40 days).
+    timer_max_delay_sec: int = field(default=40 * 24 * 3600, metadata={"min": 1})
     # Port of the Prometheus metrics endpoint (0 = off).
     metrics_port: int = field(default=10913, metadata={"min": 0, "max": 65535})
 

@@ -11,6 +11,7 @@ from broker.config import BrokerConfig
 from broker.flow_control import FlowControl
 from broker.schedule import ScheduleMessageService
 from broker.subscription_group import SubscriptionGroupManager
+from broker.timer import TimerMessageStore
 from broker.topic_config import TopicConfigManager
 from broker.transaction import TransactionalMessageService, is_prepared
 from cluster.errors import (
@@ -49,6 +50,7 @@ class SendProcessor:
         flow: FlowControl,
         schedule: ScheduleMessageService | None = None,
         transactions: TransactionalMessageService | None = None,
+        timer: TimerMessageStore | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -57,6 +59,7 @@ class SendProcessor:
         self.flow = flow
         self.schedule = schedule
         self.transactions = transactions
+        self.timer = timer
 
     def _check_writable(self) -> None:
         if self.config.broker_role == "SLAVE":
@@ -103,6 +106,10 @@ class SendProcessor:
         a prepared (transactional) one to the half queue."""
         if self.transactions is not None and is_prepared(records):
             return self.store.append(*self.transactions.half(records, topic, queue_id))
+        if self.timer is not None:
+            timed = self.timer.check_and_redirect(records, topic, queue_id)
+            if timed is not None:
+                return self.store.append(*timed)
         if self.schedule is not None:
             delayed = self.schedule.redirect(records, topic, queue_id)
             if delayed is not None:

@@ -149,8 +149,10 @@ class TopicConfig:
 class Message:
     """A message as a producer builds it.
 
-    ``properties`` holds user properties; tags, keys and the delay level have fields of
-    their own and travel as RocketMQ's system properties.
+    ``properties`` holds user properties; tags, keys, the delay level and the delivery
+    time have fields of their own and travel as RocketMQ's system properties.
+    ``deliver_at`` (epoch ms, 0 for none) delivers the message at that time (RocketMQ 5's
+    timer messages); it excludes ``delay_level``.
     """
 
     topic: str
@@ -160,6 +162,7 @@ class Message:
     properties: dict[str, str] = field(default_factory=dict)
     flag: int = 0
     delay_level: int = 0
+    deliver_at: int = 0
 
 
 def decode_properties(raw: bytes | memoryview) -> dict[str, str]:

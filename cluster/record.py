@@ -31,6 +31,7 @@ from cluster.message import (
     PROPERTY_KEYS,
     PROPERTY_SEPARATOR,
     PROPERTY_TAGS,
+    PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     SYSTEM_PROPERTY_NAMES,
     Message,
@@ -171,7 +172,17 @@ def message_properties(msg: Message, uniq_id: str | None) -> dict[str, str]:
                 raise MessageIllegalError(f"key {key!r} contains a space; keys are space-separated")
         props[PROPERTY_KEYS] = KEY_SEPARATOR.join(msg.keys)
     if msg.delay_level > 0:
+        if msg.deliver_at:
+            raise MessageIllegalError(
+                "a message has either a delay_level or a deliver_at time, not both"
+            )
         props[PROPERTY_DELAY_TIME_LEVEL] = str(msg.delay_level)
+    if msg.deliver_at:
+        if msg.deliver_at < 0:
+            raise MessageIllegalError(
+                f"deliver_at {msg.deliver_at} is not a time; give epoch milliseconds"
+            )
+        props[PROPERTY_TIMER_DELIVER_MS] = str(msg.deliver_at)
     if uniq_id:
         props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq_id
     props.update(msg.properties)

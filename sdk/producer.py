@@ -261,7 +261,7 @@ class Producer:
             uniq = next_id()
             if system_props:
                 props = encode_properties({**message_properties(msg, uniq), **system_props})
-            elif msg.tags or msg.keys or msg.properties or msg.delay_level:
+            elif msg.tags or msg.keys or msg.properties or msg.delay_level or msg.deliver_at:
                 props = encode_properties(message_properties(msg, uniq))
             else:
                 props = b"UNIQ_KEY\x01" + uniq.encode() + b"\x02"
@@ -374,7 +374,7 @@ class Producer:
         ``split_batches`` cuts a long list into batches that fit.
         """
         for m in msgs:
-            if m.delay_level:
+            if m.delay_level or m.deliver_at:
                 raise MessageIllegalError(
                     "batch messages cannot be delayed (TimeDelayLevel is not supported for "
                     "batching); send delayed messages one by one"

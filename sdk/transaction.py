@@ -139,7 +139,7 @@ class TransactionProducer(Producer):
     ) -> TransactionSendResult:
         """Send ``msg`` as a half message, run the local transaction, end it."""
         self._require_running()
-        if msg.delay_level:
+        if msg.delay_level or msg.deliver_at:
             raise MessageIllegalError("a transactional message cannot be delayed")
         enc = self._encode(
             [msg],
