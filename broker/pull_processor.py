@@ -4,11 +4,12 @@ nothing new (long polling), and answer with the stored record bytes as they lie.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.config import BrokerConfig
 from broker.consumer_offset import ConsumerOffsetManager
-from broker.filter import tag_filter
+from broker.filter import sql_filter, tag_filter
 from broker.long_polling import PullRequestHoldService
 from broker.subscription_group import SubscriptionGroupManager
 from broker.topic_config import TopicConfigManager
@@ -91,10 +92,13 @@ class PullProcessor:
                 "read queues on this broker"
             )
         tags = tag_filter(subscription, expression_type)
+        records = sql_filter(
+            subscription, expression_type, enabled=self.config.enable_property_filter
+        )
         if commit_offset is not None and commit_offset >= 0 and self.config.broker_role != "SLAVE":
             self.offsets.commit(group, topic, queue_id, commit_offset)
         count = max(1, min(max_msg_nums, MAX_PULL_BATCH))
-        answer = self._read(topic, queue_id, offset, count, tags)
+        answer = self._read(topic, queue_id, offset, count, tags, records)
         if answer.status is PullStatus.NO_NEW_MSG and suspend_timeout_ms > 0:
             wait_ms = (
                 min(suspend_timeout_ms, self.config.long_polling_max_suspend_millis)
@@ -102,16 +106,25 @@ class PullProcessor:
                 else self.config.short_polling_time_mills
             )
             if await self.holds.hold(topic.encode(), queue_id, offset, wait_ms / 1000):
-                answer = self._read(topic, queue_id, offset, count, tags)
+                answer = self._read(topic, queue_id, offset, count, tags, records)
         return answer
 
-    def _read(self, topic: str, queue_id: int, offset: int, count: int, tags: object) -> PullAnswer:
+    def _read(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        count: int,
+        tags: Callable[[int], bool] | None,
+        records: Callable[[memoryview], bool] | None = None,
+    ) -> PullAnswer:
         result = self.store.get_messages(
             topic,
             queue_id,
             offset,
             max_count=count,
-            tag_filter=tags if callable(tags) else None,
+            tag_filter=tags,
+            record_filter=records,
         )
         s = result.status
         lo, hi = result.min_offset, result.max_offset

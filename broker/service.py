@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from broker.consumer_manager import Subscription
-from broker.filter import parse_tags
+from broker.filter import SQL92, TAG, parse_tags, sql_filter
 from broker.subscription_group import check_group
 from cluster.errors import QueryNotFoundError, RocketqError, ServiceNotAvailableError
 from cluster.message import PERM_READ, PERM_WRITE, retry_topic
@@ -194,16 +194,21 @@ class BrokerService(pb_grpc.BrokerServicer):
                     self.b.topics.create_system(
                         retry_topic(c.group), group.retry_queue_nums, PERM_READ | PERM_WRITE
                     )
-                subs = [
-                    Subscription(
-                        s.topic,
-                        s.expression or "*",
-                        s.expression_type or "TAG",
-                        parse_tags(s.expression or "*") or frozenset(),
-                        s.version,
-                    )
-                    for s in c.subscriptions
-                ]
+                subs = []
+                for s in c.subscriptions:
+                    kind = (s.expression_type or TAG).upper()
+                    if kind == SQL92:
+                        # Refused here if the broker does not filter by SQL92 or the
+                        # expression is bad: the consumer's start fails with the reason.
+                        sql_filter(
+                            s.expression,
+                            kind,
+                            enabled=self.b.config.enable_property_filter,
+                        )
+                        codes: frozenset[int] = frozenset()
+                    else:
+                        codes = parse_tags(s.expression or "*") or frozenset()
+                    subs.append(Subscription(s.topic, s.expression or "*", kind, codes, s.version))
                 cm.register_consumer(
                     c.group,
                     request.client_id,

@@ -36,6 +36,7 @@ from cluster.message import (
     SYSTEM_PROPERTY_NAMES,
     Message,
     MessageExt,
+    decode_properties,
 )
 
 MESSAGE_MAGIC_CODE: Final = 0xDAA320A7
@@ -141,6 +142,16 @@ def encode_properties(props: Mapping[str, str]) -> bytes:
             f"{MAX_PROPERTIES_LENGTH} fit in a record (shorten keys, tags or user properties)"
         )
     return raw
+
+
+def record_properties(record: bytes | memoryview) -> dict[str, str]:
+    """The properties of one stored record (for filters that read them)."""
+    body_len = int.from_bytes(record[POS_BODY_LENGTH:POS_BODY], "big")
+    p = POS_BODY + body_len
+    topic_len = record[p]
+    p += 1 + topic_len
+    props_len = (record[p] << 8) | record[p + 1]
+    return decode_properties(record[p + 2 : p + 2 + props_len])
 
 
 def property_value(raw: bytes, name: bytes) -> bytes | None:

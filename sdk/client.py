@@ -21,7 +21,7 @@ import grpc
 from cluster.errors import ConnectBrokerError, RocketqError, TopicNotExistError
 from cluster.message import MASTER_ID, PERM_READ, PERM_WRITE, MessageQueue
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from sdk.remoting import BrokerClient, BrokerConnections, NameServerClient
+from sdk.remoting import BrokerClient, BrokerConnections, NameServerClient, check
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +189,16 @@ class ClientInstance:
                 await self.broker(addr).unary("heartbeat", "Heartbeat", req, self.timeout)
             except ConnectBrokerError as exc:
                 log.debug("heartbeat to %s failed: %s", addr, exc)
+
+    async def check_client_in_broker(self) -> None:
+        """Heartbeat every broker and raise the first refusal (a SQL92 subscription a broker
+        cannot filter, or a bad expression): a consumer's start fails with the reason."""
+        if self.heartbeat is None:
+            return
+        req = self.heartbeat()
+        for addr in sorted(self.all_broker_addrs()):
+            status = await self.broker(addr).unary("heartbeat", "Heartbeat", req, self.timeout)
+            check(status)
 
     def _open_channel(self, addr: str) -> None:
         task = self._channels.get(addr)

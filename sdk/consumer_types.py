@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from cluster.sql92 import validate
+
 
 class MessageModel(enum.Enum):
     CLUSTERING = "CLUSTERING"
@@ -36,4 +38,11 @@ class MessageSelector:
 
     @staticmethod
     def sql(expression: str) -> MessageSelector:
+        """A SQL92 condition on properties (brokers need enable_property_filter = true).
+        A bad expression raises SubscriptionParseFailedError naming its position."""
+        validate(expression)
         return MessageSelector(expression, "SQL92")
+
+    @property
+    def is_sql(self) -> bool:
+        return self.type.upper() == "SQL92"

@@ -20,6 +20,7 @@ from cluster.errors import ClientStateError, RocketqError, TopicNotExistError
 from cluster.message import MessageExt, MessageQueue
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from cluster.record import decode_records
+from cluster.sql92 import validate
 from sdk.client import ClientInstance, consumer_heartbeat, subscribe_queues
 from sdk.consumer_types import ConsumeFrom, MessageModel, MessageSelector
 from sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
@@ -83,11 +84,14 @@ class PullConsumer:
     def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         if self.assigned is not None:
             raise ClientStateError("use either subscribe() or assign(), not both")
-        self.subscriptions[topic] = (
+        selector = (
             expression
             if isinstance(expression, MessageSelector)
             else MessageSelector.tags(expression)
         )
+        if selector.is_sql:
+            validate(selector.expression)
+        self.subscriptions[topic] = selector
 
     def assign(self, queues: list[MessageQueue]) -> None:
         if self.subscriptions:

@@ -34,6 +34,7 @@ from cluster.message import (
 )
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from cluster.record import decode_records
+from cluster.sql92 import validate
 from sdk.client import ClientInstance, consumer_heartbeat, subscribe_queues
 from sdk.consumer_types import ConsumeFrom, ConsumeResult, MessageModel, MessageSelector
 from sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
@@ -168,6 +169,8 @@ class PushConsumer:
             if isinstance(expression, MessageSelector)
             else (MessageSelector.tags(expression))
         )
+        if selector.is_sql:
+            validate(selector.expression)
         self.subscriptions[topic] = selector
 
     def on_message(self, handler: Handler) -> Handler:
@@ -205,7 +208,14 @@ class PushConsumer:
         for topic in self.subscriptions:
             with contextlib.suppress(TopicNotExistError):
                 await self.client.update_route(topic)
-        await self.client.heartbeat_all()
+        if any(s.is_sql for s in self.subscriptions.values()):
+            try:
+                await self.client.check_client_in_broker()
+            except RocketqError:
+                await self.shutdown()
+                raise
+        else:
+            await self.client.heartbeat_all()
         await self.rebalance()
         self._tasks = [
             asyncio.ensure_future(self._rebalance_loop()),
@@ -408,7 +418,7 @@ class PushConsumer:
         size_limit = cfg.pull_threshold_size_for_queue * 1024 * 1024
         tags = (
             None
-            if selector.expression.strip() in ("", "*")
+            if selector.is_sql or selector.expression.strip() in ("", "*")
             else {t.strip() for t in selector.expression.split("||")}
         )
         while self.running and not pq.dropped:

@@ -91,8 +91,9 @@ def test_tag_expressions() -> None:
     assert f is not None and f(tags_hash_code("A")) and not f(tags_hash_code("C"))
     with pytest.raises(SubscriptionParseFailedError, match="TagA"):
         parse_tags("A ||")
-    with pytest.raises(SubscriptionParseFailedError, match="not supported"):
-        tag_filter("a > 1", "SQL92")
+    assert tag_filter("a > 1", "SQL92") is None  # SQL92 filters records, not tag codes
+    with pytest.raises(SubscriptionParseFailedError, match="use TAG or SQL92"):
+        tag_filter("a", "CLASS")
 
 
 def test_flow_control_answers_system_busy() -> None:
