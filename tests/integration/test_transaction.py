@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -207,3 +208,17 @@ async def test_ended_transactions_stay_ended_across_a_restart(make_cluster: Make
         await wait_until(lambda: checker_passed(ns), "the check service to pass it")
     assert listener.checked == []
     assert await visible(ns, "TxEnded") == 1
+
+
+async def test_check_immunity_time_delays_the_first_check(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster(broker_settings=FAST_CHECKS)
+    ns = cluster.namesrv_addr
+    await make_topic(ns, "TxImmune")
+    listener = Listener(TransactionState.UNKNOWN, TransactionState.COMMIT)
+    async with TransactionProducer("tpg-immune", ns, listener=listener) as p:
+        sent_at = time.monotonic()
+        msg = Message("TxImmune", b"wait", properties={"CHECK_IMMUNITY_TIME_IN_SECONDS": "3"})
+        await p.send_message_in_transaction(msg)
+        await wait_until(lambda: listener.checked, "the first check", timeout=15)
+        first_check = time.monotonic() - sent_at
+    assert first_check >= 3.0, f"checked after {first_check:.1f} s, before its immunity"
