@@ -7,6 +7,7 @@ from dataclasses import asdict, fields
 from typing import TYPE_CHECKING
 
 from broker.service import OK, status_of
+from broker.slave_sync import sync_data
 from broker.subscription_group import SubscriptionGroupConfig, check_group
 from cluster.errors import QueryNotFoundError, TopicNotExistError
 from cluster.message import TopicConfig
@@ -217,7 +218,20 @@ class BrokerAdminService(pb_grpc.BrokerAdminServicer):
             "topics": str(len(b.topics.topics)),
             "consumerGroups": str(len(b.consumers.groups)),
         }
+        if b.ha_master is not None:
+            table["haSlaves"] = str(len(b.ha_master.slaves))
+            table["haSlaveAckOffset"] = str(b.ha_master.best_ack)
+            table["haLagBytes"] = str(b.ha_master.lag_bytes())
+        if b.ha_slave is not None:
+            table["haMaster"] = b.ha_slave.connected_to
+            table["haMasterMaxOffset"] = str(b.ha_slave.master_max_offset)
+            table["haLagBytes"] = str(b.ha_slave.lag_bytes())
         return pb.RuntimeInfo(status=OK, table=table)
+
+    async def GetSlaveSyncData(self, request: pb.Empty, context: object) -> pb.SlaveSyncData:
+        data = sync_data(self.b)
+        data.status.CopyFrom(OK)
+        return data
 
     async def QueryTopicConsumeByWho(
         self, request: pb.TopicRequest, context: object

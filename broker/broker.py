@@ -23,6 +23,7 @@ from broker.registration import NameServerRegistration, topic_datas
 from broker.schedule import SCHEDULE_TOPIC_BYTES, ScheduleMessageService
 from broker.send_processor import SendProcessor
 from broker.service import add_services
+from broker.slave_sync import SlaveSynchronizer
 from broker.subscription_group import SubscriptionGroupManager
 from broker.timer import TIMER_TOPIC, TIMER_TOPIC_BYTES, TimerMessageStore
 from broker.topic_config import TopicConfigManager
@@ -30,6 +31,9 @@ from broker.transaction import TransactionalMessageService
 from cluster.config import StoreConfig
 from cluster.message import SCHEDULE_TOPIC, TopicConfig
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from replication.ha.master import HAMaster, SlaveConnection
+from replication.ha.slave import HASlave
 from storage.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -57,6 +61,21 @@ class Broker:
                 "broker running there? set listen_port"
             )
         config = replace(config, listen_port=self.port)
+        self.ha_server: grpc.aio.Server | None = None
+        if config.broker_role != "SLAVE":
+            # The HA port: slaves connect here (its own server, as RocketMQ's 10912).
+            self.ha_server = grpc.aio.server(options=GRPC_OPTIONS)
+            ha_addr = f"{config.bind_address}:{config.ha_listen_port}"
+            try:
+                ha_port = self.ha_server.add_insecure_port(ha_addr)
+            except RuntimeError:
+                ha_port = 0
+            if ha_port == 0:
+                raise OSError(
+                    f"cannot listen on {ha_addr} for HA; is another broker running there? set "
+                    "ha_listen_port"
+                )
+            config = replace(config, ha_listen_port=ha_port)
         if store_config.store_host == StoreConfig().store_host:
             store_config = replace(store_config, store_host=config.broker_addr)
         self.config = config
@@ -119,9 +138,39 @@ class Broker:
             period_ms=config.register_name_server_period,
         )
         self.topics.on_change = self.registration.register_now
+        self.ha_master: HAMaster | None = None
+        self.ha_slave: HASlave | None = None
+        if config.broker_role == "SLAVE":
+            self.ha_slave = HASlave(
+                self.store,
+                lambda: config.ha_master_address or self.registration.master_ha_addr,
+                broker_addr=config.broker_addr,
+                broker_id=config.broker_id,
+                report_interval=config.ha_send_heartbeat_interval / 1000,
+                on_lost=self.registration.register_now,
+            )
+        else:
+            self.ha_master = HAMaster(
+                self.store,
+                max_gap=config.ha_max_gap_not_in_sync,
+                on_slave=self._slave_connected,
+            )
+            assert self.ha_server is not None
+            pb_grpc.add_HAServicer_to_server(self.ha_master, self.ha_server)  # type: ignore[no-untyped-call]
+        self.send.ha = self.ha_master if config.broker_role == "SYNC_MASTER" else None
+        self.sync = SlaveSynchronizer(self)
         add_services(self.server, self)
         self.boot_time = time.time()
         self._tasks: list[asyncio.Task[None]] = []
+        self._side_tasks: set[asyncio.Task[None]] = set()
+
+    def _slave_connected(self, conn: SlaveConnection) -> None:
+        """A slave (re)connected: take back the consumer offsets it kept while this master
+        was away (consumers commit to the slave they read from)."""
+        if conn.broker_addr:
+            task = asyncio.ensure_future(self.sync.take_back_offsets(conn.broker_addr))
+            self._side_tasks.add(task)
+            task.add_done_callback(self._side_tasks.discard)
 
     def _identity(self) -> pb.RegisterBrokerRequest:
         c = self.config
@@ -145,7 +194,12 @@ class Broker:
             self.transactions.start()
             if self.config.timer_wheel_enable:
                 self.timer.start()
+        if self.ha_server is not None:
+            await self.ha_server.start()
         await self.server.start()
+        if self.ha_slave is not None:
+            self.ha_slave.start()
+            self.sync.start()
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self.flow.probe()),
@@ -193,6 +247,11 @@ class Broker:
             )
         )
         await self.server.stop(grace=1.0)
+        if self.ha_slave is not None:
+            await self.ha_slave.stop()
+        await self.sync.stop()
+        if self.ha_server is not None:
+            await self.ha_server.stop(grace=0.5)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

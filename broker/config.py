@@ -93,7 +93,15 @@ class BrokerConfig:
     # Let consumers read from slave 1 when they are far behind.
     slave_read_enable: bool = False
     # Percent of memory a read may lag behind before slaves are suggested.
-    access_message_in_memory_max_ratio: int = field(default=40, metadata={"min": 1, "max": 100})
+    access_message_in_memory_max_ratio: int = field(default=40, metadata={"min": 0, "max": 100})
+    # The master's HA address for a slave ("host:port"); empty: from the nameserver.
+    ha_master_address: str = ""
+    # Bytes a slave may be behind before a SYNC_MASTER answers SLAVE_NOT_AVAILABLE.
+    ha_max_gap_not_in_sync: int = field(default=256 * 1024 * 1024, metadata={"min": 0})
+    # ms between a slave's progress reports when nothing arrives.
+    ha_send_heartbeat_interval: int = field(default=5_000, metadata={"min": 1})
+    # ms between a slave's copies of the master's topics, offsets and groups.
+    slave_sync_interval: int = field(default=10_000, metadata={"min": 1})
     # Consumers sort out which tags match (TAG filtering on the broker uses hash codes).
     filter_support_retry: bool = False
     # Allow SQL92 subscriptions.

@@ -4,6 +4,7 @@ nothing new (long polling), and answer with the stored record bytes as they lie.
 from __future__ import annotations
 
 import enum
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,6 +24,14 @@ from storage.message_store import MessageStore
 from storage.results import GetStatus
 
 MAX_PULL_BATCH = 32
+
+
+def physical_memory() -> int:
+    """Bytes of RAM (RocketMQ's TOTAL_PHYSICAL_MEMORY_SIZE)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 * 1024**3
 
 
 class PullStatus(enum.IntEnum):
@@ -56,6 +65,7 @@ class PullProcessor:
         self.store = store
         self.topics = topics
         self.groups = groups
+        self.memory = physical_memory()
         self.offsets = offsets
         self.holds = holds
 
@@ -82,11 +92,19 @@ class PullProcessor:
                 f"consumer group {group} is not allowed to consume (consume_enable)"
             )
         config = self.topics.get(topic)
-        if config is None:
+        replica_only = (
+            config is None
+            and self.config.broker_role == "SLAVE"
+            and self.store.queues.get(topic.encode(), queue_id) is not None
+        )
+        if replica_only:
+            # A slave has the data before its next copy of the master's topic configs.
+            pass
+        elif config is None:
             raise TopicNotExistError(f"topic {topic!r} does not exist on this broker")
-        if not config.readable():
+        elif not config.readable():
             raise NoPermissionError(f"the topic[{topic}] pulling message is forbidden")
-        if not 0 <= queue_id < config.read_queue_nums:
+        elif not 0 <= queue_id < config.read_queue_nums:
             raise RocketqSystemError(
                 f"queue id {queue_id} is illegal: topic {topic} has {config.read_queue_nums} "
                 "read queues on this broker"
@@ -108,6 +126,16 @@ class PullProcessor:
             if await self.holds.hold(topic.encode(), queue_id, offset, wait_ms / 1000):
                 answer = self._read(topic, queue_id, offset, count, tags, records)
         return answer
+
+    def _suggest(self, pulled_phy_offset: int) -> int:
+        """Which broker of the group the consumer should read from next: slave 1 when this
+        master's reader is further behind than ``access_message_in_memory_max_ratio`` of
+        memory (with ``slave_read_enable``), else the master."""
+        cfg = self.config
+        if not cfg.slave_read_enable or cfg.broker_role == "SLAVE":
+            return MASTER_ID
+        behind = self.store.max_phy_offset - pulled_phy_offset
+        return 1 if behind > self.memory * cfg.access_message_in_memory_max_ratio // 100 else 0
 
     def _read(
         self,
@@ -131,7 +159,12 @@ class PullProcessor:
         try:
             if s is GetStatus.FOUND:
                 return PullAnswer(
-                    PullStatus.FOUND, result.next_begin_offset, lo, hi, result.to_bytes()
+                    PullStatus.FOUND,
+                    result.next_begin_offset,
+                    lo,
+                    hi,
+                    result.to_bytes(),
+                    self._suggest(result.max_phy_offset_pulling),
                 )
         finally:
             result.release()

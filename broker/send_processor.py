@@ -33,6 +33,7 @@ from cluster.message import (
     retry_topic,
 )
 from cluster.record import decode_record, encode_host, encode_properties, encode_record
+from replication.ha.master import HAMaster
 from storage.commitlog import AppendResult
 from storage.message_store import MessageStore
 from storage.results import PutResult, PutStatus
@@ -60,6 +61,13 @@ class SendProcessor:
         self.schedule = schedule
         self.transactions = transactions
         self.timer = timer
+        # SYNC_MASTER: sends also wait for a slave (set by the broker).
+        self.ha: HAMaster | None = None
+
+    @property
+    def waits(self) -> bool:
+        """Whether a stored send waits before it is answered (flush or slave)."""
+        return self.store.waits_for_flush or self.ha is not None
 
     def _check_writable(self) -> None:
         if self.config.broker_role == "SLAVE":
@@ -117,10 +125,15 @@ class SendProcessor:
         return self.store.append(records, topic, queue_id)
 
     async def wait_stored(self, end_offset: int) -> PutStatus:
-        """The flush (and later replication) wait of stored sends ending at ``end_offset``."""
+        """The flush and (SYNC_MASTER) slave wait of stored sends ending at ``end_offset``."""
         self.flow.in_flight += 1
         try:
-            return await self.store.wait_stored(end_offset)
+            status = await self.store.wait_stored(end_offset)
+            if self.ha is not None and status is PutStatus.PUT_OK:
+                status = await self.ha.wait_slave(
+                    end_offset, self.store.config.sync_flush_timeout / 1000
+                )
+            return status
         finally:
             self.flow.in_flight -= 1
 

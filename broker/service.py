@@ -26,7 +26,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OK = pb.Status(code=0)
-_PUT_CODES = {PutStatus.PUT_OK: 0, PutStatus.FLUSH_DISK_TIMEOUT: 10}
+_PUT_CODES = {
+    PutStatus.PUT_OK: 0,
+    PutStatus.FLUSH_DISK_TIMEOUT: 10,
+    PutStatus.SLAVE_NOT_AVAILABLE: 11,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: 12,
+}
 
 
 def status_of(exc: BaseException) -> pb.Status:
@@ -78,7 +83,7 @@ class BrokerService(pb_grpc.BrokerServicer):
         results = [self._append(req) for req in reqs]
         status = PutStatus.PUT_OK
         ends = [r.end_offset for r in results if not isinstance(r, BaseException)]
-        if ends and self.b.store.waits_for_flush:
+        if ends and self.b.send.waits:
             status = await self.b.send.wait_stored(max(ends))
         return pb.SendBatchResponse(
             responses=[self._answer(q, r, status) for q, r in zip(reqs, results, strict=True)]
@@ -104,7 +109,7 @@ class BrokerService(pb_grpc.BrokerServicer):
             try:
                 async for batch in request_iterator:
                     reqs = list(batch.requests)
-                    if not self.b.store.waits_for_flush:
+                    if not self.b.send.waits:
                         out.put_nowait(await self._send_all(reqs))
                         continue
                     task = asyncio.ensure_future(answer_later(reqs))
@@ -264,8 +269,8 @@ class BrokerService(pb_grpc.BrokerServicer):
         return pb.OffsetResponse(status=OK, offset=offset)
 
     async def UpdateConsumerOffset(self, request: pb.GroupRequest, context: object) -> pb.Status:
-        if self.b.config.broker_role == "SLAVE":
-            return OK  # offsets move on the master; a slave keeps what it copied
+        # A slave keeps what consumers commit while its master is away; the master takes
+        # those offsets back when the slave reconnects (SlaveSynchronizer).
         self.b.offsets.commit(request.group, request.topic, request.queue_id, request.offset)
         return OK
 

@@ -175,6 +175,7 @@ def cluster_list(namesrv: Namesrv = DEFAULT_NAMESRV, as_json: JsonOut = False) -
             b.addr,
             b.runtime.get("brokerRole", "?"),
             b.runtime.get("commitLogMaxOffset", "?"),
+            b.runtime.get("haLagBytes", "-"),
             b.runtime.get("dispatchBehindBytes", "?"),
             b.runtime.get("error", ""),
         ]
@@ -182,7 +183,17 @@ def cluster_list(namesrv: Namesrv = DEFAULT_NAMESRV, as_json: JsonOut = False) -
     ]
     emit(
         rows,
-        ["cluster", "broker", "id", "address", "role", "max_offset", "dispatch_behind", "error"],
+        [
+            "cluster",
+            "broker",
+            "id",
+            "address",
+            "role",
+            "max_offset",
+            "replication_lag",
+            "dispatch_behind",
+            "error",
+        ],
         as_json,
     )
 

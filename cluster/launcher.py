@@ -39,7 +39,7 @@ POLL_INTERVAL: Final = 0.05
 # How long a restart keeps retrying while the node's old port is briefly busy.
 PORT_RETRY_SECONDS: Final = 5.0
 LOG_TAIL_LINES: Final = 30
-_AVAILABLE_REPLICATION: Final = ("none",)
+_AVAILABLE_REPLICATION: Final = ("none", "ha")
 _PROJECT_ROOT: Final = Path(__file__).resolve().parent.parent
 
 
@@ -258,9 +258,12 @@ class LocalCluster:
         self.nameservers = [
             Node(f"namesrv-{i}", "nameserver", self.data_dir) for i in range(spec.nameservers)
         ]
+        # Each broker group: its master, and with replication "ha" a slave (broker id 1).
+        ids = (0, 1) if spec.replication == "ha" else (0,)
         self.brokers = [
-            Node(f"{g}-0", "broker", self.data_dir, broker_name=g, broker_id=0)
+            Node(f"{g}-{i}", "broker", self.data_dir, broker_name=g, broker_id=i)
             for g in map(broker_group_name, range(spec.brokers))
+            for i in ids
         ]
 
     # ---------------------------------------------------------------- handles
@@ -370,6 +373,8 @@ class LocalCluster:
             settings = self.spec.broker_settings
         for key, value in settings.items():
             cmd += ["--set", f"{key}={value}"]
+        if node.role == "broker" and node.broker_id > 0:
+            cmd += ["--set", "broker_role=SLAVE"]  # whatever role the masters were given
         return cmd
 
     def _spawn(self, node: Node) -> tuple[subprocess.Popen[bytes], int]:

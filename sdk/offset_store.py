@@ -58,7 +58,8 @@ class RemoteOffsetStore:
         offset = self.table.get(mq)
         if offset is None or offset < 0 or self._persisted.get(mq) == offset:
             return
-        addr = self.client.master_addr(mq.broker_name)
+        # The master, or a slave while the master is away (it hands them back later).
+        addr = self.client.read_addr(mq.broker_name)
         if addr is None:
             return
         req = pb.GroupRequest(group=self.group, topic=mq.topic, queue_id=mq.queue_id, offset=offset)

@@ -25,6 +25,7 @@ from typing import Any
 from cluster.aio import wait_event
 from cluster.errors import ClientStateError, RocketqError, TopicNotExistError
 from cluster.message import (
+    MASTER_ID,
     PROPERTY_RETRY_TOPIC,
     RETRY_GROUP_TOPIC_PREFIX,
     MessageExt,
@@ -143,6 +144,7 @@ class PushConsumer:
         self._async_handler = False
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self._pulls: dict[MessageQueue, asyncio.Task[None]] = {}
+        self._pull_from: dict[MessageQueue, int] = {}  # broker id suggested per queue
         # Consume requests, taken by consume_thread_max worker tasks (the consume pool).
         # Consume requests, taken by consume_thread_max worker tasks (the consume pool);
         # a worker with nothing to do parks on a future in _idle.
@@ -478,10 +480,13 @@ class PushConsumer:
                 await asyncio.sleep(cfg.pull_interval / 1000)
 
     async def _pull_once(self, mq: MessageQueue, selector: MessageSelector, offset: int) -> Any:
-        addr = self.client.read_addr(mq.broker_name)
+        # The broker of the group the last answer suggested (a slave when the master says
+        # this reader is far behind), else the master, else a slave.
+        preferred = self._pull_from.get(mq, MASTER_ID)
+        addr = self.client.read_addr(mq.broker_name, preferred)
         if addr is None:
             await self.client.update_route(mq.topic)
-            addr = self.client.read_addr(mq.broker_name)
+            addr = self.client.read_addr(mq.broker_name, preferred)
         if addr is None:
             raise TopicNotExistError(f"broker {mq.broker_name} has left the route of {mq.topic}")
         commit = -1 if self.broadcasting else self.offsets.read_memory(mq)
@@ -500,6 +505,7 @@ class PushConsumer:
         timeout = self.config.broker_suspend_max_time_millis / 1000 + 15
         resp = await self.client.broker(addr).pull(req, timeout)
         check(resp.status)
+        self._pull_from[mq] = int(resp.suggest_which_broker_id)
         return resp
 
     # -- consuming ---------------------------------------------------------------------

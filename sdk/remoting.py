@@ -36,6 +36,13 @@ T = TypeVar("T")
 GRPC_OPTIONS = [
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    # Each client object its own connections (a restarted broker is reached by a new
+    # channel at once, not through another channel's backoff), and reconnect within a
+    # second: a broker that comes back is used again quickly.
+    ("grpc.use_local_subchannel_pool", 1),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
 ]
 MAX_COALESCED = 16
 MAX_COALESCED_BYTES = 64 * 1024

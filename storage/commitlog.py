@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from cluster.errors import MessageIllegalError, PropertiesSizeExceededError
+from cluster.errors import MessageIllegalError, PropertiesSizeExceededError, StoreCorruptError
 from cluster.record import (
     BLANK,
     BLANK_MAGIC_CODE,
@@ -211,6 +211,35 @@ class CommitLog:
         self.queue_table[key] = qoff
         self.last_append = (base + n, ts)
         return AppendResult(base, n, count, first_qoff, ts)
+
+    def append_raw(self, offset: int, data: bytes | bytearray | memoryview) -> None:
+        """Write bytes copied from another CommitLog at ``offset``, our end: the other
+        side's stamped records and segment-end blanks, byte for byte, so both logs are
+        identical. An empty log may start at any segment boundary (the source's oldest
+        segments may be gone)."""
+        view = memoryview(data).cast("B")
+        mf = self.files.last
+        if mf is None:
+            if offset % self.file_size:
+                raise StoreCorruptError(
+                    f"replication must start an empty CommitLog at a segment boundary, not "
+                    f"at {offset}"
+                )
+        elif offset != self.max_offset:
+            raise StoreCorruptError(
+                f"replicated bytes start at {offset} but this CommitLog ends at "
+                f"{self.max_offset}; they must continue it"
+            )
+        pos = offset
+        while view:
+            if mf is None or mf.is_full:
+                mf = self.files.create(pos - pos % self.file_size)
+            part = view[: mf.file_size - mf.wrote_position]
+            mf.append_bytes(part)
+            mf.last_modified_ms = self.clock_ms()
+            view = view[len(part) :]
+            pos += len(part)
+        self.last_append = (pos, self.clock_ms())
 
     def _roll(self, mf: MappedFile | None, ts: int) -> MappedFile:
         """END_OF_FILE: a blank record fills the rest of the segment; a new one starts."""

@@ -95,7 +95,7 @@ class MappedFile:
         except FileNotFoundError:
             return 0
 
-    def append_bytes(self, data: bytes | bytearray, *, fill: bool = False) -> None:
+    def append_bytes(self, data: bytes | bytearray | memoryview, *, fill: bool = False) -> None:
         """Write ``data`` at the write position through the file and advance it (with
         ``fill``, to the end of the file: the rest is already zero).
 

@@ -58,6 +58,9 @@ class MessageStore:
         self.config = config
         self.clock = clock
         self.auto_commit = auto_commit
+        self._queue_offsets_stale = False
+        # Told the CommitLog's new end after every append (replication wakes on it).
+        self.append_listeners: list[Callable[[int], None]] = []
         root = Path(config.store_path_root_dir)
         self.root = root
         self.commitlog = CommitLog(
@@ -313,7 +316,55 @@ class MessageStore:
         if self.auto_commit:
             self.dispatcher.committed_offset = result.end_offset
             self._dispatch_wake.set()
+        for listener in self.append_listeners:
+            listener(result.end_offset)
         return result
+
+    def append_raw(self, offset: int, data: bytes | bytearray | memoryview) -> None:
+        """Append bytes replicated from another store's CommitLog at ``offset`` (our end);
+        dispatch builds the ConsumeQueue and IndexFile from them as from our own appends."""
+        self._check_writable()
+        self.commitlog.append_raw(offset, data)
+        self._queue_offsets_stale = True
+        if self.auto_commit:
+            self.dispatcher.committed_offset = self.commitlog.max_offset
+            self._dispatch_wake.set()
+
+    def truncate_to(self, offset: int) -> None:
+        """Forget every record at or past ``offset`` (a replica ahead of its source): the
+        CommitLog is cut there, and ConsumeQueue and index entries pointing past it go."""
+        offset = max(offset, self.commitlog.min_offset)
+        if offset >= self.commitlog.max_offset:
+            return
+        while self.dispatcher.run(1 << 20):
+            pass
+        log.warning(
+            "cutting the CommitLog back from %d to %d (its source has less)",
+            self.commitlog.max_offset,
+            offset,
+        )
+        self.commitlog.files.truncate_dirty(offset)
+        for cq in self.queues.queues.values():
+            cq.truncate_dirty(offset)
+        if self.index is not None:
+            self.index.truncate(offset)
+        self.dispatcher.reput_offset = min(self.dispatcher.reput_offset, offset)
+        self.dispatcher.committed_offset = min(self.dispatcher.committed_offset, offset)
+        self.commitlog.last_append = (offset, self.commitlog.last_append[1])
+        self.flusher.flushed = (min(self.flusher.flushed[0], offset), self.flusher.flushed[1])
+        self._queue_offsets_stale = True
+        self.refresh_queue_offsets()
+
+    def refresh_queue_offsets(self) -> None:
+        """Take the next queue offsets from the ConsumeQueues (after replicated appends, a
+        replica's own appends must continue them)."""
+        while self.dispatcher.run(1 << 20):
+            pass
+        table = self.commitlog.queue_table
+        table.clear()
+        for key, cq in self.queues.queues.items():
+            table[key] = cq.max_offset
+        self._queue_offsets_stale = False
 
     async def put(
         self, blob: bytes | bytearray | memoryview, topic: str, queue_id: int

@@ -65,10 +65,21 @@ def test_broker_group_names() -> None:
     assert names == ["broker-a", "broker-b", "broker-z", "broker-aa", "broker-ab"]
 
 
-@pytest.mark.parametrize("replication", ["ha", "raft"])
-def test_replication_modes_to_come_are_refused(tmp_path: Path, replication: str) -> None:
+def test_raft_replication_is_refused_until_it_exists(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not available yet"):
-        ClusterSpec(data_dir=tmp_path, replication=replication)  # type: ignore[arg-type]
+        ClusterSpec(data_dir=tmp_path, replication="raft")
+
+
+def test_ha_replication_gives_each_group_a_master_and_a_slave(tmp_path: Path) -> None:
+    cluster = LocalCluster(ClusterSpec(data_dir=tmp_path, brokers=2, replication="ha"))
+    assert [(b.name, b.broker_name, b.broker_id) for b in cluster.brokers] == [
+        ("broker-a-0", "broker-a", 0),
+        ("broker-a-1", "broker-a", 1),
+        ("broker-b-0", "broker-b", 0),
+        ("broker-b-1", "broker-b", 1),
+    ]
+    slave_cmd = cluster._command(cluster.brokers[1])
+    assert slave_cmd[-2:] == ["--set", "broker_role=SLAVE"]
 
 
 def test_up_kill_restart_stop(tmp_path: Path) -> None:

@@ -57,3 +57,9 @@ def make_cluster(tmp_path: Path) -> Iterator[MakeCluster]:
 @pytest.fixture
 def cluster(make_cluster: MakeCluster) -> LocalCluster:
     return make_cluster()
+
+
+@pytest.fixture
+def cluster_ha(make_cluster: MakeCluster) -> LocalCluster:
+    """One nameserver and one broker group of an ASYNC_MASTER and its slave."""
+    return make_cluster(replication="ha")

@@ -1278,6 +1278,11 @@ class BrokerAdminStub:
                 request_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.TopicRequest.SerializeToString,
                 response_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.GroupList.FromString,
                 _registered_method=True)
+        self.GetSlaveSyncData = channel.unary_unary(
+                '/rocketq.v1.BrokerAdmin/GetSlaveSyncData',
+                request_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Empty.SerializeToString,
+                response_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.SlaveSyncData.FromString,
+                _registered_method=True)
 
 
 class BrokerAdminServicer:
@@ -1362,6 +1367,13 @@ class BrokerAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetSlaveSyncData(self, request, context):
+        """The master's topic configs, consumer offsets, delay offsets and group configs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1429,6 +1441,11 @@ def add_BrokerAdminServicer_to_server(servicer, server):
                     servicer.QueryTopicConsumeByWho,
                     request_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.TopicRequest.FromString,
                     response_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.GroupList.SerializeToString,
+            ),
+            'GetSlaveSyncData': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSlaveSyncData,
+                    request_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Empty.FromString,
+                    response_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.SlaveSyncData.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1782,6 +1799,105 @@ class BrokerAdmin:
             '/rocketq.v1.BrokerAdmin/QueryTopicConsumeByWho',
             cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.TopicRequest.SerializeToString,
             cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.GroupList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSlaveSyncData(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketq.v1.BrokerAdmin/GetSlaveSyncData',
+            cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Empty.SerializeToString,
+            cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.SlaveSyncData.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class HAStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Replicate = channel.stream_stream(
+                '/rocketq.v1.HA/Replicate',
+                request_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.HAReport.SerializeToString,
+                response_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.HAChunk.FromString,
+                _registered_method=True)
+
+
+class HAServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Replicate(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_HAServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Replicate': grpc.stream_stream_rpc_method_handler(
+                    servicer.Replicate,
+                    request_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.HAReport.FromString,
+                    response_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.HAChunk.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'rocketq.v1.HA', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('rocketq.v1.HA', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class HA:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Replicate(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/rocketq.v1.HA/Replicate',
+            cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.HAReport.SerializeToString,
+            cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.HAChunk.FromString,
             options,
             channel_credentials,
             insecure,
