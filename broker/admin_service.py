@@ -215,6 +215,7 @@ class BrokerAdminService(pb_grpc.BrokerAdminServicer):
             "sendsInFlight": str(b.flow.in_flight),
             "sendsRejected": str(b.flow.rejected),
             "pullsHeld": str(b.holds.held_count),
+            "pullsFound": str(b.pull.found),
             "topics": str(len(b.topics.topics)),
             "consumerGroups": str(len(b.consumers.groups)),
         }

@@ -66,6 +66,7 @@ class PullProcessor:
         self.topics = topics
         self.groups = groups
         self.memory = physical_memory()
+        self.found = 0  # pulls answered with messages
         self.offsets = offsets
         self.holds = holds
 
@@ -158,6 +159,7 @@ class PullProcessor:
         lo, hi = result.min_offset, result.max_offset
         try:
             if s is GetStatus.FOUND:
+                self.found += 1
                 return PullAnswer(
                     PullStatus.FOUND,
                     result.next_begin_offset,

@@ -26,8 +26,10 @@ async def make_topic(ns: str, topic: str, queues: int = 4) -> None:
         await admin.update_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
 
 
-def consumer(ns: str, group: str, topic: str, sink: set[bytes]) -> PushConsumer:
-    c = PushConsumer(group, ns, consume_from=ConsumeFrom.FIRST_OFFSET, rebalance_interval=1000)
+def consumer(ns: str, group: str, topic: str, sink: set[bytes], **settings: int) -> PushConsumer:
+    c = PushConsumer(
+        group, ns, consume_from=ConsumeFrom.FIRST_OFFSET, rebalance_interval=1000, **settings
+    )
     c.subscribe(topic, "*")
 
     async def handler(msgs: list[MessageExt]) -> ConsumeResult:
@@ -94,14 +96,27 @@ async def test_sync_master_loses_nothing_acknowledged(make_cluster: MakeCluster)
             lambda: f"{len(set(acked) - got)} acknowledged messages missing on the slave",
             timeout=30,
         )
-        master = cluster.brokers[0].name
-        assert not cluster.is_alive(master)
-        cluster.restart(master)
+    finally:
+        await c.shutdown()  # its offsets go to the slave: the master is away
+    consumed = len(got)
+    master = cluster.brokers[0].name
+    assert not cluster.is_alive(master)
+    cluster.restart(master)
 
-        async def slave_back() -> bool:
-            return (await runtime(ns))[("broker-a", 0)].get("haSlaves") == "1"
+    async def slave_back() -> bool:
+        return (await runtime(ns))[("broker-a", 0)].get("haSlaves") == "1"
 
-        await wait_until(slave_back, "the slave to reconnect to the restarted master")
+    await wait_until(slave_back, "the slave to reconnect to the restarted master")
+
+    async def offsets_handed_back() -> bool:
+        async with Admin(ns) as admin:
+            progress = await admin.consumer_progress("cg-ledger", "Ledger")
+        return sum(p.consumer_offset for p in progress) >= consumed
+
+    await wait_until(offsets_handed_back, "the master to take the slave's offsets back")
+    c = consumer(ns, "cg-ledger", "Ledger", got)
+    await c.start()
+    try:
         async with Producer("pg-after", ns) as producer:
             after = [b"after%d" % i for i in range(20)]
             for body in after:
@@ -240,3 +255,36 @@ async def test_slave_cuts_back_what_its_restarted_master_lost(cluster_ha: LocalC
     await wait_until(cut_back, "the slave to cut its CommitLog back to the master's")
     assert "cutting the CommitLog back" in slave.log.read_text()
     assert commitlog_bytes(master.store, kept_end) == commitlog_bytes(slave.store, kept_end)
+
+
+async def test_master_sends_a_far_behind_reader_to_the_slave(make_cluster: MakeCluster) -> None:
+    """With slave_read_enable, a master tells a consumer that is further behind than
+    access_message_in_memory_max_ratio of memory (0 % here: any backlog) to read from
+    slave 1, and the consumer does."""
+    settings = {"slave_read_enable": "true", "access_message_in_memory_max_ratio": "0"}
+    cluster = make_cluster(replication="ha", broker_settings=settings)
+    ns = cluster.namesrv_addr
+    await make_topic(ns, "Backlog", queues=1)
+    await slave_connected(ns)
+    async with Producer("pg", ns) as producer:
+        for i in range(300):
+            await producer.send(Message("Backlog", b"b%d" % i))
+
+    async def replicated() -> bool:
+        info = await runtime(ns)
+        return (
+            info[("broker-a", 1)]["commitLogMaxOffset"]
+            == info[("broker-a", 0)]["commitLogMaxOffset"]
+        )
+
+    await wait_until(replicated, "the slave to have the backlog")
+    got: set[bytes] = set()
+    c = consumer(ns, "cg-backlog", "Backlog", got, pull_batch_size=8)
+    await c.start()
+    try:
+        await wait_until(lambda: len(got) >= 300, "the backlog")
+    finally:
+        await c.shutdown()
+    info = await runtime(ns)
+    assert int(info[("broker-a", 1)]["pullsFound"]) > 0, "no pull was served by the slave"
+    assert int(info[("broker-a", 0)]["pullsFound"]) >= 1  # the first pull asked the master
