@@ -22,9 +22,16 @@ EMBEDDED_SETTINGS = {"mapped_file_size_commit_log": str(1 << 30)}
 
 @contextlib.contextmanager
 def target_cluster(
-    namesrv: str | None, embedded: bool, data_dir: str | None, echo: Callable[[str], None]
+    namesrv: str | None,
+    embedded: bool,
+    data_dir: str | None,
+    echo: Callable[[str], None],
+    *,
+    replication: str = "none",
+    role: str = "ASYNC_MASTER",
 ) -> Iterator[str]:
-    """The nameserver address to use: the given one, or a local cluster started for the run."""
+    """The nameserver address to use: the given one, or a local cluster started for the
+    run (with ``replication`` "ha", each group a master of ``role`` and a slave)."""
     if not embedded:
         yield namesrv or os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876")
         return
@@ -32,12 +39,19 @@ def target_cluster(
 
     base = Path(data_dir or "data")
     base.mkdir(parents=True, exist_ok=True)
-    with (
-        tempfile.TemporaryDirectory(prefix="bench-cluster-", dir=base) as tmp,
-        LocalCluster(ClusterSpec(data_dir=Path(tmp), broker_settings=EMBEDDED_SETTINGS)) as cluster,
-    ):
-        echo(f"embedded cluster: nameserver {cluster.namesrv_addr}, data in {tmp}")
-        yield cluster.namesrv_addr
+    settings = {**EMBEDDED_SETTINGS, "broker_role": role}
+    with tempfile.TemporaryDirectory(prefix="bench-cluster-", dir=base) as tmp:
+        spec = ClusterSpec(
+            data_dir=Path(tmp),
+            broker_settings=settings,
+            replication=replication,  # type: ignore[arg-type]
+        )
+        with LocalCluster(spec) as cluster:
+            echo(
+                f"embedded cluster: nameserver {cluster.namesrv_addr}, replication "
+                f"{replication}, master {role}, data in {tmp}"
+            )
+            yield cluster.namesrv_addr
 
 
 @dataclass
@@ -80,9 +94,11 @@ async def produce(
     stop_at = time.monotonic() + duration
     budget = messages if messages > 0 else None
 
+    lags: list[int] = []
     async with Producer(group="benchmark_producer", namesrv=namesrv) as producer:
         # One warm-up send opens the route and the broker stream outside the timed region.
         await producer.send(Message(topic, body))
+        sampler = asyncio.ensure_future(_sample_lag(namesrv, lags))
 
         async def worker() -> None:
             nonlocal budget
@@ -113,10 +129,18 @@ async def produce(
             await asyncio.gather(*(worker() for _ in range(concurrency)))
         finally:
             progress.cancel()
+            sampler.cancel()
         elapsed = time.monotonic() - start
     summary = summarize_ns(lat)
     tps = rate(c.sent, elapsed)
     echo(tps_line("Total Send", tps, tps * size / MB, summary, c.failed))
+    max_lag = max(lags, default=-1)
+    mean_lag = sum(lags) / len(lags) if lags else -1
+    if lags:
+        echo(
+            f"[Replication] lag of the slaves under this load: max {max_lag:,} bytes, mean "
+            f"{mean_lag:,.0f} bytes ({len(lags)} samples)"
+        )
     return {
         "bench": "produce",
         "topic": topic,
@@ -133,7 +157,26 @@ async def produce(
         "p50_ms": summary.p50_ms,
         "p99_ms": summary.p99_ms,
         "p999_ms": summary.p999_ms,
+        "max_replication_lag_bytes": max_lag,
+        "mean_replication_lag_bytes": round(mean_lag),
     }
+
+
+async def _sample_lag(namesrv: str, lags: list[int]) -> None:
+    """Every 200 ms: the largest replication lag (bytes) any master reports, if any has
+    slaves."""
+    from sdk.admin import Admin
+
+    async with Admin(namesrv) as admin:
+        while True:
+            try:
+                brokers = await admin.cluster_list()
+            except Exception:  # a sample lost is no reason to stop the run
+                brokers = []
+            masters = [b for b in brokers if b.broker_id == 0 and "haSlaves" in b.runtime]
+            if any(int(b.runtime["haSlaves"]) > 0 for b in masters):
+                lags.append(max(int(b.runtime.get("haLagBytes", 0)) for b in masters))
+            await asyncio.sleep(0.2)
 
 
 async def _progress(c: _Counters, label: str, echo: Callable[[str], None]) -> None:

@@ -236,6 +236,11 @@ class Replication(enum.StrEnum):
     RAFT = "raft"
 
 
+class MasterRole(enum.StrEnum):
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+
+
 def _node_table(rows: list[list[str]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = []
@@ -250,7 +255,10 @@ def cluster_up(
     brokers: Annotated[int, typer.Option(min=1, help="Broker groups (broker-a, ...).")] = 1,
     nameservers: Annotated[int, typer.Option(min=1, help="Nameservers.")] = 1,
     replication: Annotated[
-        Replication, typer.Option(case_sensitive=False, help="none (ha and raft come later).")
+        Replication,
+        typer.Option(
+            case_sensitive=False, help="none, or ha (a slave per group; raft comes later)."
+        ),
     ] = Replication.NONE,
     settings: Annotated[
         list[str], typer.Option("--set", help="Any broker or store key for every broker.")
@@ -368,10 +376,23 @@ app.command("consume")(consume_cmd)
 # -- client benchmarks (bench/client_bench.py) -----------------------------------------------
 
 
-def _bench_target(namesrv: str | None, embedded: bool, data_dir: Path | None) -> Any:
+def _bench_target(
+    namesrv: str | None,
+    embedded: bool,
+    data_dir: Path | None,
+    replication: str = "none",
+    role: str = "ASYNC_MASTER",
+) -> Any:
     from bench.client_bench import target_cluster
 
-    return target_cluster(namesrv, embedded, str(data_dir) if data_dir else None, typer.echo)
+    return target_cluster(
+        namesrv,
+        embedded,
+        str(data_dir) if data_dir else None,
+        typer.echo,
+        replication=replication,
+        role=role,
+    )
 
 
 @bench_app.command("produce")
@@ -388,6 +409,12 @@ def bench_produce(
     duration: Annotated[float, typer.Option("--duration", "-d", min=0.1)] = 10.0,
     messages: Annotated[int, typer.Option(min=0, help="Stop after N messages (0: duration).")] = 0,
     queues: Annotated[int, typer.Option(min=1)] = 8,
+    replication: Annotated[
+        Replication, typer.Option(help="--embedded: each broker group with a slave (ha).")
+    ] = Replication.NONE,
+    role: Annotated[
+        MasterRole, typer.Option(help="--embedded: the masters' broker_role.")
+    ] = MasterRole.ASYNC_MASTER,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Send messages as fast as the given concurrency allows; TPS, RT, p50/p99/p999."""
@@ -395,7 +422,7 @@ def bench_produce(
     from cluster.errors import RocketqError
 
     try:
-        with _bench_target(namesrv, embedded, data_dir) as ns:
+        with _bench_target(namesrv, embedded, data_dir, replication.value, role.value) as ns:
             result = run(
                 lambda: produce(
                     ns,
@@ -413,6 +440,69 @@ def bench_produce(
         raise _fail(str(exc)) from None
     if json_out:
         typer.echo(json_line(result))
+
+
+@bench_app.command("replication")
+def bench_replication(
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Where the clusters keep their data.")
+    ] = None,
+    size: Annotated[int, typer.Option("--size", "-s", min=1)] = 1024,
+    concurrency: Annotated[
+        int, typer.Option("--threads", "-c", min=1, help="Sends in flight.")
+    ] = 32,
+    batch: Annotated[int, typer.Option("--batch", "-b", min=1, max=1024)] = 1,
+    duration: Annotated[float, typer.Option("--duration", "-d", min=0.1)] = 10.0,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """One run, three clusters one after the other: a lone broker, an ASYNC_MASTER with a
+    slave and a SYNC_MASTER with a slave; each one's TPS as a ratio to the lone broker's."""
+    from bench.client_bench import json_line, produce, run, target_cluster
+    from cluster.errors import RocketqError
+
+    modes = [("lone", "none", "ASYNC_MASTER"), ("async_master", "ha", "ASYNC_MASTER")]
+    modes.append(("sync_master", "ha", "SYNC_MASTER"))
+    results: dict[str, dict[str, object]] = {}
+    try:
+        for name, replication, role in modes:
+            typer.echo(f"--- {name} ---")
+            with target_cluster(
+                None,
+                True,
+                str(data_dir) if data_dir else None,
+                typer.echo,
+                replication=replication,
+                role=role,
+            ) as ns:
+                results[name] = run(
+                    lambda ns=ns: produce(  # type: ignore[misc]
+                        ns,
+                        topic="BenchmarkTest",
+                        size=size,
+                        concurrency=concurrency,
+                        batch=batch,
+                        duration=duration,
+                        messages=0,
+                        queues=8,
+                        echo=typer.echo,
+                    )
+                )
+    except (RocketqError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    lone = float(results["lone"]["msgs_per_s"]) or 1.0  # type: ignore[arg-type]
+    typer.echo("--- summary ---")
+    summary: dict[str, object] = {"bench": "replication", "concurrency": concurrency}
+    for name, r in results.items():
+        tps = float(r["msgs_per_s"])  # type: ignore[arg-type]
+        ratio = tps / lone
+        lag = r.get("max_replication_lag_bytes", -1)
+        typer.echo(
+            f"{name:<13} {tps:>10,.0f} msgs/s  {ratio:6.2f} of the lone broker"
+            + (f"  max lag {lag:,} bytes" if isinstance(lag, int) and lag >= 0 else "")
+        )
+        summary[name] = {"msgs_per_s": tps, "ratio": round(ratio, 3), "max_lag_bytes": lag}
+    if json_out:
+        typer.echo(json_line(summary))
 
 
 @bench_app.command("consume")

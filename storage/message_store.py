@@ -320,15 +320,23 @@ class MessageStore:
             listener(result.end_offset)
         return result
 
-    def append_raw(self, offset: int, data: bytes | bytearray | memoryview) -> None:
+    def append_raw(
+        self, offset: int, data: bytes | bytearray | memoryview, *, wake_dispatch: bool = True
+    ) -> None:
         """Append bytes replicated from another store's CommitLog at ``offset`` (our end);
-        dispatch builds the ConsumeQueue and IndexFile from them as from our own appends."""
+        dispatch builds the ConsumeQueue and IndexFile from them as from our own appends.
+        With ``wake_dispatch`` False the caller calls :meth:`wake_dispatch` itself (after
+        acknowledging the bytes, so the ack does not wait behind dispatch)."""
         self._check_writable()
         self.commitlog.append_raw(offset, data)
         self._queue_offsets_stale = True
         if self.auto_commit:
             self.dispatcher.committed_offset = self.commitlog.max_offset
-            self._dispatch_wake.set()
+            if wake_dispatch:
+                self._dispatch_wake.set()
+
+    def wake_dispatch(self) -> None:
+        self._dispatch_wake.set()
 
     def truncate_to(self, offset: int) -> None:
         """Forget every record at or past ``offset`` (a replica ahead of its source): the

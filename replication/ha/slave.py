@@ -98,20 +98,24 @@ class HASlave:
             await asyncio.sleep(RECONNECT_DELAY)
 
     async def _replicate(self, addr: str) -> None:
-        reports: asyncio.Queue[pb.HAReport] = asyncio.Queue()
+        # One pending report at most: chunks stored while the last report was being
+        # written are all acknowledged by the next one (the newest offset is what counts).
+        due = asyncio.Event()
+        due.set()
 
         async def outgoing() -> AsyncIterator[pb.HAReport]:
             while True:
-                yield await reports.get()
+                await due.wait()
+                due.clear()
+                yield self._report()
 
         async def heartbeat() -> None:
             while True:
                 await asyncio.sleep(self.report_interval)
-                reports.put_nowait(self._report())
+                due.set()
 
         async with grpc.aio.insecure_channel(addr, options=GRPC_OPTIONS) as channel:
             stub = pb_grpc.HAStub(channel)  # type: ignore[no-untyped-call]
-            reports.put_nowait(self._report())
             beat = asyncio.ensure_future(heartbeat())
             try:
                 async for chunk in stub.Replicate(outgoing()):
@@ -126,10 +130,13 @@ class HASlave:
                     if chunk.truncate:
                         self.store.truncate_to(chunk.offset)
                     elif chunk.data:
-                        self.store.append_raw(chunk.offset, chunk.data)
+                        self.store.append_raw(chunk.offset, chunk.data, wake_dispatch=False)
                         self.received_bytes += len(chunk.data)
                     else:
                         continue  # the master's heartbeat; our own timer reports
-                    reports.put_nowait(self._report())
+                    due.set()
+                    # The ack goes out before dispatch takes the loop.
+                    await asyncio.sleep(0)
+                    self.store.wake_dispatch()
             finally:
                 beat.cancel()
