@@ -173,6 +173,8 @@ async def _sample_lag(namesrv: str, lags: list[int]) -> None:
                 brokers = await admin.cluster_list()
             except Exception:  # a sample lost is no reason to stop the run
                 brokers = []
+            if brokers and not any(b.broker_id > 0 for b in brokers):
+                return  # no slaves: nothing to sample, and nothing to slow the run with
             masters = [b for b in brokers if b.broker_id == 0 and "haSlaves" in b.runtime]
             if any(int(b.runtime["haSlaves"]) > 0 for b in masters):
                 lags.append(max(int(b.runtime.get("haLagBytes", 0)) for b in masters))
