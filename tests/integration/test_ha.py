@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 from pathlib import Path
 
+import grpc
+from typer.testing import CliRunner
+
+from cluster.cli import app
 from cluster.launcher import LocalCluster
 from cluster.message import Message, MessageExt
+from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 from sdk import ConsumeFrom, ConsumeResult, Producer, PushConsumer, SendStatus
 from sdk.admin import Admin
 from tests.integration.conftest import MakeCluster
@@ -217,6 +224,20 @@ async def test_slave_restart_catches_up_byte_for_byte(cluster_ha: LocalCluster) 
     await wait_until(caught_up, "the slave to catch up")
     end = int((await runtime(ns))[("broker-a", 0)]["commitLogMaxOffset"])
     assert commitlog_bytes(master.store, end) == commitlog_bytes(slave.store, end)
+    # A slave refuses writes; cluster-list shows roles, ends and the replication lag.
+    async with grpc.aio.insecure_channel(slave.addr) as channel:
+        refused = await pb_grpc.BrokerStub(channel).SendMessage(
+            pb.SendRequest(topic="CatchUp", queue_id=0, records=b"")
+        )
+    assert refused.status.code == 14 and "is a slave" in refused.status.message
+    listed = await asyncio.to_thread(
+        CliRunner().invoke, app, ["admin", "cluster-list", "-n", ns, "--json"]
+    )
+    rows = {(r["broker"], r["id"]): r for r in json.loads(listed.output)}
+    assert (
+        rows[("broker-a", 0)]["role"] == "ASYNC_MASTER" and rows[("broker-a", 1)]["role"] == "SLAVE"
+    )
+    assert rows[("broker-a", 0)]["replication_lag"] == "0"
 
 
 async def test_slave_cuts_back_what_its_restarted_master_lost(cluster_ha: LocalCluster) -> None:
