@@ -1,0 +1,484 @@
+"""The Raft state machine of one broker of a group (DLedger's elector and entry pusher).
+
+Pure logic: time comes from an injected clock, messages leave through an injected
+transport, the term and vote through an injected hard-state store (saved before they are
+used), entries through an injected log. The same code runs over gRPC between brokers and
+over the simulated network of the tests.
+
+Timers follow DLedger: the leader heartbeats every ``heartbeat_interval`` (2 s); a follower
+that misses ``max_heartbeat_leak`` (3) of them starts an election after a random
+``min_vote_interval``-``max_vote_interval`` (300-1000 ms) more, and a failed round retries
+after such a random pause. Elections start with a pre-vote: a node only raises its term
+when a majority would vote for it, so a node cut off from the group cannot depose a
+healthy leader when it comes back. A leader that has not heard from a majority for
+``max_heartbeat_leak`` heartbeats steps down and stops taking writes.
+
+Entries are committed at the quorum's median match index, and only entries of the
+leader's own term are counted (a new leader first commits an empty entry of its term).
+Refusals carry a named reason, so the logs say why a vote or an append was refused.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+log = logging.getLogger(__name__)
+
+
+class Role(enum.Enum):
+    FOLLOWER = "FOLLOWER"
+    PRE_CANDIDATE = "PRE_CANDIDATE"
+    CANDIDATE = "CANDIDATE"
+    LEADER = "LEADER"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    term: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class VoteRequest:
+    term: int  # for a pre-vote: the term the candidate would take
+    candidate: str
+    last_index: int
+    last_term: int
+    pre: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class VoteResponse:
+    term: int
+    voter: str
+    granted: bool
+    pre: bool = False
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AppendRequest:
+    term: int
+    leader: str
+    prev_index: int
+    prev_term: int
+    entries: tuple[Entry, ...]
+    commit: int
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResponse:
+    term: int
+    follower: str
+    success: bool
+    match_index: int  # success: the follower's log matches the leader's up to here
+    conflict_index: int = 0  # failure: where the leader should try next
+    reason: str = ""
+
+
+Message = VoteRequest | VoteResponse | AppendRequest | AppendResponse
+
+
+class RaftLog(Protocol):
+    """Entries 1..last_index; index 0 is the empty prefix (term 0)."""
+
+    def last_index(self) -> int: ...
+
+    def term_at(self, index: int) -> int: ...
+
+    def entries(self, start: int, max_count: int) -> list[Entry]: ...
+
+    def append(self, entries: list[Entry]) -> None: ...
+
+    def truncate_after(self, index: int) -> None: ...
+
+
+class HardStateStore(Protocol):
+    def load(self) -> tuple[int, str | None]: ...
+
+    def save(self, term: int, voted_for: str | None) -> None: ...
+
+
+class Transport(Protocol):
+    def send(self, to: str, msg: Message) -> None: ...
+
+
+class NotLeaderError(Exception):
+    def __init__(self, leader: str | None) -> None:
+        super().__init__(f"not the leader; the leader is {leader or 'unknown'}")
+        self.leader = leader
+
+
+@dataclass(frozen=True, slots=True)
+class RaftConfig:
+    heartbeat_interval: float = 2.0
+    max_heartbeat_leak: int = 3
+    min_vote_interval: float = 0.3
+    max_vote_interval: float = 1.0
+    max_entries_per_append: int = 64
+    max_inflight_appends: int = 8
+    pre_vote: bool = True
+
+
+@dataclass(slots=True)
+class Peer:
+    next_index: int = 1
+    match_index: int = 0
+    inflight: int = 0
+    last_ack: float = float("-inf")
+
+
+@dataclass
+class RaftNode:
+    node_id: str
+    peers: list[str]  # the other members
+    log: RaftLog
+    hard_state: HardStateStore
+    transport: Transport
+    clock: Callable[[], float]
+    rng: random.Random = field(default_factory=random.Random)
+    config: RaftConfig = field(default_factory=RaftConfig)
+    on_commit: Callable[[int], None] | None = None
+    on_role: Callable[[Role, int, str | None], None] | None = None
+
+    def __post_init__(self) -> None:
+        self.term, self.voted_for = self.hard_state.load()
+        self.role = Role.FOLLOWER
+        self.leader: str | None = None
+        self.commit_index = 0
+        self.votes: set[str] = set()
+        self.progress: dict[str, Peer] = {}
+        self.last_leader_contact = float("-inf")
+        self.leader_since = 0.0
+        self._reset_election_timer(initial=True)
+        self.next_heartbeat = 0.0
+
+    # -- helpers -----------------------------------------------------------------------
+
+    @property
+    def quorum(self) -> int:
+        return (len(self.peers) + 1) // 2 + 1
+
+    def _save(self) -> None:
+        self.hard_state.save(self.term, self.voted_for)
+
+    def _reset_election_timer(self, *, initial: bool = False, retry: bool = False) -> None:
+        cfg = self.config
+        pause = self.rng.uniform(cfg.min_vote_interval, cfg.max_vote_interval)
+        wait = pause if retry else cfg.heartbeat_interval * cfg.max_heartbeat_leak + pause
+        self.election_deadline = self.clock() + wait
+
+    def _set_role(self, role: Role, leader: str | None) -> None:
+        changed = role is not self.role or leader != self.leader
+        self.role, self.leader = role, leader
+        if changed and self.on_role is not None:
+            self.on_role(role, self.term, leader)
+
+    def _become_follower(self, term: int, leader: str | None) -> None:
+        if term > self.term:
+            self.term, self.voted_for = term, None
+            self._save()
+        self.progress = {}
+        self._set_role(Role.FOLLOWER, leader)
+
+    def _log_is_current(self, last_index: int, last_term: int) -> bool:
+        my_last = self.log.last_index()
+        my_term = self.log.term_at(my_last)
+        return (last_term, last_index) >= (my_term, my_last)
+
+    def _leader_alive(self) -> bool:
+        cfg = self.config
+        timeout = cfg.heartbeat_interval * cfg.max_heartbeat_leak
+        return self.clock() - self.last_leader_contact < timeout
+
+    # -- time --------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        now = self.clock()
+        if self.role is Role.LEADER:
+            if now >= self.next_heartbeat:
+                self.next_heartbeat = now + self.config.heartbeat_interval
+                self._check_quorum(now)
+                if self.role is Role.LEADER:
+                    self._broadcast(heartbeat=True)
+            return
+        if now >= self.election_deadline:
+            if self.config.pre_vote:
+                self._start_pre_vote()
+            else:
+                self._start_election()
+
+    def _check_quorum(self, now: float) -> None:
+        cfg = self.config
+        window = cfg.heartbeat_interval * cfg.max_heartbeat_leak
+        alive = 1 + sum(1 for p in self.progress.values() if now - p.last_ack < window)
+        if alive < self.quorum and now - self.leader_since >= window:
+            log.warning(
+                "%s: leader of term %d hears from %d of %d members for %.1f s: stepping down "
+                "(LOST_QUORUM)",
+                self.node_id,
+                self.term,
+                alive,
+                len(self.peers) + 1,
+                window,
+            )
+            self._become_follower(self.term, None)
+            self._reset_election_timer()
+
+    # -- elections ---------------------------------------------------------------------
+
+    def _vote_request(self, term: int, pre: bool) -> VoteRequest:
+        last = self.log.last_index()
+        return VoteRequest(term, self.node_id, last, self.log.term_at(last), pre)
+
+    def _start_pre_vote(self) -> None:
+        self._set_role(Role.PRE_CANDIDATE, None)
+        self.votes = {self.node_id}
+        self._reset_election_timer(retry=True)
+        if len(self.votes) >= self.quorum:
+            self._start_election()
+            return
+        req = self._vote_request(self.term + 1, pre=True)
+        for p in self.peers:
+            self.transport.send(p, req)
+
+    def _start_election(self) -> None:
+        self.term += 1
+        self.voted_for = self.node_id
+        self._save()
+        self._set_role(Role.CANDIDATE, None)
+        self.votes = {self.node_id}
+        self._reset_election_timer(retry=True)
+        log.info("%s: candidate for term %d", self.node_id, self.term)
+        if len(self.votes) >= self.quorum:
+            self._become_leader()
+            return
+        req = self._vote_request(self.term, pre=False)
+        for p in self.peers:
+            self.transport.send(p, req)
+
+    def _on_vote_request(self, req: VoteRequest) -> None:
+        if req.pre:
+            granted, reason = True, ""
+            if req.term < self.term:
+                granted, reason = False, "STALE_TERM"
+            elif self.role is Role.LEADER or (self.leader is not None and self._leader_alive()):
+                granted, reason = False, "LEADER_ALIVE"
+            elif not self._log_is_current(req.last_index, req.last_term):
+                granted, reason = False, "LOG_BEHIND"
+            self.transport.send(
+                req.candidate, VoteResponse(self.term, self.node_id, granted, True, reason)
+            )
+            return
+        if req.term > self.term:
+            self._become_follower(req.term, None)
+        granted, reason = False, ""
+        if req.term < self.term:
+            reason = "STALE_TERM"
+        elif self.voted_for not in (None, req.candidate):
+            reason = "ALREADY_VOTED"
+        elif not self._log_is_current(req.last_index, req.last_term):
+            reason = "LOG_BEHIND"
+        else:
+            granted = True
+            self.voted_for = req.candidate
+            self._save()  # before the answer leaves
+            self._reset_election_timer()
+        if not granted:
+            log.info(
+                "%s: refused vote to %s for term %d (%s)",
+                self.node_id,
+                req.candidate,
+                req.term,
+                reason,
+            )
+        self.transport.send(
+            req.candidate, VoteResponse(self.term, self.node_id, granted, False, reason)
+        )
+
+    def _on_vote_response(self, resp: VoteResponse) -> None:
+        if resp.pre:
+            if not resp.granted:
+                if resp.term > self.term:  # the group has moved on: catch up
+                    self._become_follower(resp.term, None)
+                    self._reset_election_timer()
+                return
+            if self.role is Role.PRE_CANDIDATE:
+                self.votes.add(resp.voter)
+                if len(self.votes) >= self.quorum:
+                    self._start_election()
+            return
+        if resp.term > self.term:
+            self._become_follower(resp.term, None)
+            self._reset_election_timer()
+            return
+        if self.role is not Role.CANDIDATE or resp.term != self.term or not resp.granted:
+            return
+        self.votes.add(resp.voter)
+        if len(self.votes) >= self.quorum:
+            self._become_leader()
+
+    def _become_leader(self) -> None:
+        now = self.clock()
+        self.leader_since = now
+        last = self.log.last_index()
+        self.progress = {p: Peer(next_index=last + 1, last_ack=now) for p in self.peers}
+        self._set_role(Role.LEADER, self.node_id)
+        log.info("%s: leader of term %d", self.node_id, self.term)
+        # An empty entry of this term: once it commits, everything before it has too.
+        self.log.append([Entry(self.term, b"")])
+        self.next_heartbeat = now + self.config.heartbeat_interval
+        self._broadcast(heartbeat=True)
+        self._advance_commit()
+
+    # -- replication -------------------------------------------------------------------
+
+    def propose(self, data: bytes) -> int:
+        """Append an entry (leader only); -> its index. It is durable once committed."""
+        if self.role is not Role.LEADER:
+            raise NotLeaderError(self.leader)
+        self.log.append([Entry(self.term, data)])
+        index = self.log.last_index()
+        self._broadcast(heartbeat=False)
+        self._advance_commit()
+        return index
+
+    def _broadcast(self, *, heartbeat: bool) -> None:
+        for p in self.peers:
+            self._send_appends(p, heartbeat=heartbeat)
+
+    def _send_appends(self, peer: str, *, heartbeat: bool) -> None:
+        pr = self.progress[peer]
+        cfg = self.config
+        last = self.log.last_index()
+        sent = False
+        while pr.inflight < cfg.max_inflight_appends and pr.next_index <= last:
+            entries = self.log.entries(pr.next_index, cfg.max_entries_per_append)
+            if not entries:
+                break
+            prev = pr.next_index - 1
+            req = AppendRequest(
+                self.term,
+                self.node_id,
+                prev,
+                self.log.term_at(prev),
+                tuple(entries),
+                self.commit_index,
+            )
+            self.transport.send(peer, req)
+            pr.next_index += len(entries)
+            pr.inflight += 1
+            sent = True
+        if heartbeat and not sent:
+            prev = pr.next_index - 1
+            self.transport.send(
+                peer,
+                AppendRequest(
+                    self.term, self.node_id, prev, self.log.term_at(prev), (), self.commit_index
+                ),
+            )
+
+    def _on_append_request(self, req: AppendRequest) -> None:
+        if req.term < self.term:
+            self.transport.send(
+                req.leader,
+                AppendResponse(self.term, self.node_id, False, 0, 0, "STALE_TERM"),
+            )
+            return
+        if req.term > self.term or self.role is not Role.FOLLOWER or self.leader != req.leader:
+            self._become_follower(req.term, req.leader)
+        self.last_leader_contact = self.clock()
+        self._reset_election_timer()
+        last = self.log.last_index()
+        if req.prev_index > last:
+            self.transport.send(
+                req.leader,
+                AppendResponse(self.term, self.node_id, False, 0, last + 1, "GAP"),
+            )
+            return
+        if self.log.term_at(req.prev_index) != req.prev_term:
+            # Back up to the start of the conflicting term.
+            bad_term = self.log.term_at(req.prev_index)
+            first = req.prev_index
+            while first > self.commit_index + 1 and self.log.term_at(first - 1) == bad_term:
+                first -= 1
+            self.transport.send(
+                req.leader,
+                AppendResponse(self.term, self.node_id, False, 0, first, "TERM_MISMATCH"),
+            )
+            return
+        index = req.prev_index
+        new: list[Entry] = []
+        for i, e in enumerate(req.entries):
+            index = req.prev_index + 1 + i
+            if new or index > self.log.last_index():
+                new.append(e)
+            elif self.log.term_at(index) != e.term:
+                if index <= self.commit_index:  # cannot happen in a correct cluster
+                    log.error("%s: leader rewrites committed entry %d", self.node_id, index)
+                    return
+                self.log.truncate_after(index - 1)
+                new.append(e)
+        if new:
+            self.log.append(new)
+        match = req.prev_index + len(req.entries)
+        if req.commit > self.commit_index:
+            self._commit_to(min(req.commit, match))
+        self.transport.send(req.leader, AppendResponse(self.term, self.node_id, True, match))
+
+    def _on_append_response(self, resp: AppendResponse) -> None:
+        if resp.term > self.term:
+            self._become_follower(resp.term, None)
+            self._reset_election_timer()
+            return
+        if self.role is not Role.LEADER or resp.term != self.term:
+            return
+        pr = self.progress.get(resp.follower)
+        if pr is None:
+            return
+        pr.inflight = max(0, pr.inflight - 1)
+        pr.last_ack = self.clock()
+        if resp.success:
+            if resp.match_index > pr.match_index:
+                pr.match_index = resp.match_index
+            pr.next_index = max(pr.next_index, pr.match_index + 1)
+            self._advance_commit()
+        else:
+            # Start again from where the follower says; whatever was in flight is void.
+            pr.next_index = max(1, min(pr.next_index, resp.conflict_index or 1))
+            pr.next_index = max(pr.next_index, pr.match_index + 1)
+            pr.inflight = 0
+        self._send_appends(resp.follower, heartbeat=False)
+
+    def _advance_commit(self) -> None:
+        matches = sorted(
+            [self.log.last_index(), *(p.match_index for p in self.progress.values())],
+            reverse=True,
+        )
+        n = matches[self.quorum - 1]
+        if n > self.commit_index and self.log.term_at(n) == self.term:
+            self._commit_to(n)
+
+    def _commit_to(self, index: int) -> None:
+        if index <= self.commit_index:
+            return
+        self.commit_index = index
+        if self.on_commit is not None:
+            self.on_commit(index)
+
+    # -- input -------------------------------------------------------------------------
+
+    def receive(self, msg: Message) -> None:
+        if isinstance(msg, AppendRequest):
+            self._on_append_request(msg)
+        elif isinstance(msg, AppendResponse):
+            self._on_append_response(msg)
+        elif isinstance(msg, VoteRequest):
+            self._on_vote_request(msg)
+        else:
+            self._on_vote_response(msg)
