@@ -225,6 +225,9 @@ class CommitLog:
                     f"replication must start an empty CommitLog at a segment boundary, not "
                     f"at {offset}"
                 )
+        elif offset == mf.end_offset and offset > self.max_offset:
+            # The source rolled to a new segment here: end ours with the same blank record.
+            mf = self._roll(mf, self.clock_ms())
         elif offset != self.max_offset:
             raise StoreCorruptError(
                 f"replicated bytes start at {offset} but this CommitLog ends at "
@@ -240,6 +243,16 @@ class CommitLog:
             view = view[len(part) :]
             pos += len(part)
         self.last_append = (pos, self.clock_ms())
+
+    def next_position_for(self, size: int) -> int:
+        """Where a batch of ``size`` bytes appended now would start (a batch that does not
+        fit the current segment starts the next one)."""
+        mf = self.files.last
+        if mf is None:
+            return 0
+        if mf.is_full or size + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position:
+            return mf.end_offset
+        return mf.file_from_offset + mf.wrote_position
 
     def _roll(self, mf: MappedFile | None, ts: int) -> MappedFile:
         """END_OF_FILE: a blank record fills the rest of the segment; a new one starts."""
