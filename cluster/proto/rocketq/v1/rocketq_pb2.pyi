@@ -712,3 +712,71 @@ class HAChunk(_message.Message):
     master_max_offset: int
     truncate: bool
     def __init__(self, offset: _Optional[int] = ..., data: _Optional[bytes] = ..., master_max_offset: _Optional[int] = ..., truncate: _Optional[bool] = ...) -> None: ...
+
+class RaftEntry(_message.Message):
+    __slots__ = ("term", "data")
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    term: int
+    data: bytes
+    def __init__(self, term: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class RaftMessage(_message.Message):
+    __slots__ = ("sender", "term", "vote_request", "vote_response", "append_request", "append_response")
+    SENDER_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    VOTE_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    VOTE_RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    APPEND_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    APPEND_RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    sender: str
+    term: int
+    vote_request: RaftVoteRequest
+    vote_response: RaftVoteResponse
+    append_request: RaftAppendRequest
+    append_response: RaftAppendResponse
+    def __init__(self, sender: _Optional[str] = ..., term: _Optional[int] = ..., vote_request: _Optional[_Union[RaftVoteRequest, _Mapping]] = ..., vote_response: _Optional[_Union[RaftVoteResponse, _Mapping]] = ..., append_request: _Optional[_Union[RaftAppendRequest, _Mapping]] = ..., append_response: _Optional[_Union[RaftAppendResponse, _Mapping]] = ...) -> None: ...
+
+class RaftVoteRequest(_message.Message):
+    __slots__ = ("last_index", "last_term", "pre")
+    LAST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    LAST_TERM_FIELD_NUMBER: _ClassVar[int]
+    PRE_FIELD_NUMBER: _ClassVar[int]
+    last_index: int
+    last_term: int
+    pre: bool
+    def __init__(self, last_index: _Optional[int] = ..., last_term: _Optional[int] = ..., pre: _Optional[bool] = ...) -> None: ...
+
+class RaftVoteResponse(_message.Message):
+    __slots__ = ("granted", "pre", "reason")
+    GRANTED_FIELD_NUMBER: _ClassVar[int]
+    PRE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    granted: bool
+    pre: bool
+    reason: str
+    def __init__(self, granted: _Optional[bool] = ..., pre: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class RaftAppendRequest(_message.Message):
+    __slots__ = ("prev_index", "prev_term", "entries", "commit")
+    PREV_INDEX_FIELD_NUMBER: _ClassVar[int]
+    PREV_TERM_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_FIELD_NUMBER: _ClassVar[int]
+    prev_index: int
+    prev_term: int
+    entries: _containers.RepeatedCompositeFieldContainer[RaftEntry]
+    commit: int
+    def __init__(self, prev_index: _Optional[int] = ..., prev_term: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[RaftEntry, _Mapping]]] = ..., commit: _Optional[int] = ...) -> None: ...
+
+class RaftAppendResponse(_message.Message):
+    __slots__ = ("success", "match_index", "conflict_index", "reason")
+    SUCCESS_FIELD_NUMBER: _ClassVar[int]
+    MATCH_INDEX_FIELD_NUMBER: _ClassVar[int]
+    CONFLICT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    success: bool
+    match_index: int
+    conflict_index: int
+    reason: str
+    def __init__(self, success: _Optional[bool] = ..., match_index: _Optional[int] = ..., conflict_index: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...

@@ -1907,3 +1907,77 @@ class HA:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class RaftStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Stream = channel.stream_unary(
+                '/rocketq.v1.Raft/Stream',
+                request_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.RaftMessage.SerializeToString,
+                response_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Empty.FromString,
+                _registered_method=True)
+
+
+class RaftServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Stream(self, request_iterator, context):
+        """One stream per (sender, receiver): messages one way; answers travel on the other
+        member's stream.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_RaftServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Stream': grpc.stream_unary_rpc_method_handler(
+                    servicer.Stream,
+                    request_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.RaftMessage.FromString,
+                    response_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Empty.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'rocketq.v1.Raft', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('rocketq.v1.Raft', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Raft:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Stream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/rocketq.v1.Raft/Stream',
+            cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.RaftMessage.SerializeToString,
+            cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
