@@ -343,10 +343,17 @@ class RaftNode:
         if self.role is not Role.LEADER:
             raise NotLeaderError(self.leader)
         self.log.append([Entry(self.term, data)])
-        index = self.log.last_index()
+        return self.replicate()
+
+    def replicate(self) -> int:
+        """Send what the log holds past the followers' positions; -> the last index. For a
+        leader whose entries are written to the log by someone else (a broker appends a
+        batch to its CommitLog and records it in the raft index at this term)."""
+        if self.role is not Role.LEADER:
+            raise NotLeaderError(self.leader)
         self._broadcast(heartbeat=False)
         self._advance_commit()
-        return index
+        return self.log.last_index()
 
     def _broadcast(self, *, heartbeat: bool) -> None:
         for p in self.peers:
