@@ -50,6 +50,7 @@ class VoteRequest:
     last_index: int
     last_term: int
     pre: bool = False
+    transfer: bool = False  # asked for by the leader handing over
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +82,15 @@ class AppendResponse:
     reason: str = ""
 
 
-Message = VoteRequest | VoteResponse | AppendRequest | AppendResponse
+@dataclass(frozen=True, slots=True)
+class TimeoutNow:
+    """A leader handing over: the receiver starts an election at once (no pre-vote)."""
+
+    term: int
+    leader: str
+
+
+Message = VoteRequest | VoteResponse | AppendRequest | AppendResponse | TimeoutNow
 
 
 class RaftLog(Protocol):
@@ -155,6 +164,9 @@ class RaftNode:
         self.progress: dict[str, Peer] = {}
         self.last_leader_contact = float("-inf")
         self.leader_since = 0.0
+        self.transferring_to: str | None = None
+        self.transfer_deadline = 0.0
+        self.transfer_vote = False
         self._reset_election_timer(initial=True)
         self.next_heartbeat = 0.0
 
@@ -184,6 +196,7 @@ class RaftNode:
             self.term, self.voted_for = term, None
             self._save()
         self.progress = {}
+        self.transferring_to = None
         self._set_role(Role.FOLLOWER, leader)
 
     def _log_is_current(self, last_index: int, last_term: int) -> bool:
@@ -201,6 +214,13 @@ class RaftNode:
     def tick(self) -> None:
         now = self.clock()
         if self.role is Role.LEADER:
+            if self.transferring_to is not None and now >= self.transfer_deadline:
+                log.warning(
+                    "%s: %s did not take over in time; staying leader",
+                    self.node_id,
+                    self.transferring_to,
+                )
+                self.transferring_to = None
             if now >= self.next_heartbeat:
                 self.next_heartbeat = now + self.config.heartbeat_interval
                 self._check_quorum(now)
@@ -232,9 +252,9 @@ class RaftNode:
 
     # -- elections ---------------------------------------------------------------------
 
-    def _vote_request(self, term: int, pre: bool) -> VoteRequest:
+    def _vote_request(self, term: int, pre: bool, transfer: bool = False) -> VoteRequest:
         last = self.log.last_index()
-        return VoteRequest(term, self.node_id, last, self.log.term_at(last), pre)
+        return VoteRequest(term, self.node_id, last, self.log.term_at(last), pre, transfer)
 
     def _start_pre_vote(self) -> None:
         self._set_role(Role.PRE_CANDIDATE, None)
@@ -247,7 +267,8 @@ class RaftNode:
         for p in self.peers:
             self.transport.send(p, req)
 
-    def _start_election(self) -> None:
+    def _start_election(self, *, transfer: bool = False) -> None:
+        self.transfer_vote = transfer
         self.term += 1
         self.voted_for = self.node_id
         self._save()
@@ -258,7 +279,7 @@ class RaftNode:
         if len(self.votes) >= self.quorum:
             self._become_leader()
             return
-        req = self._vote_request(self.term, pre=False)
+        req = self._vote_request(self.term, pre=False, transfer=transfer)
         for p in self.peers:
             self.transport.send(p, req)
 
@@ -338,10 +359,33 @@ class RaftNode:
 
     # -- replication -------------------------------------------------------------------
 
-    def propose(self, data: bytes) -> int:
-        """Append an entry (leader only); -> its index. It is durable once committed."""
+    def transfer_leadership(self, target: str) -> None:
+        """Hand leadership to ``target``: no new entries meanwhile; once ``target`` has
+        everything, it is told to stand at once. Abandoned after one election timeout."""
         if self.role is not Role.LEADER:
             raise NotLeaderError(self.leader)
+        if target not in self.progress:
+            raise ValueError(f"{target} is not a member of this group")
+        cfg = self.config
+        self.transferring_to = target
+        self.transfer_deadline = self.clock() + cfg.heartbeat_interval * cfg.max_heartbeat_leak
+        log.info("%s: handing leadership of term %d to %s", self.node_id, self.term, target)
+        self._maybe_hand_over()
+
+    def _maybe_hand_over(self) -> None:
+        target = self.transferring_to
+        if target is None:
+            return
+        pr = self.progress[target]
+        if pr.match_index >= self.log.last_index():
+            self.transport.send(target, TimeoutNow(self.term, self.node_id))
+        else:
+            self._send_appends(target, heartbeat=True)
+
+    def propose(self, data: bytes) -> int:
+        """Append an entry (leader only); -> its index. It is durable once committed."""
+        if self.role is not Role.LEADER or self.transferring_to is not None:
+            raise NotLeaderError(self.leader if self.transferring_to is None else None)
         self.log.append([Entry(self.term, data)])
         return self.replicate()
 
@@ -455,6 +499,8 @@ class RaftNode:
                 pr.match_index = resp.match_index
             pr.next_index = max(pr.next_index, pr.match_index + 1)
             self._advance_commit()
+            if resp.follower == self.transferring_to:
+                self._maybe_hand_over()
         else:
             # Start again from where the follower says; whatever was in flight is void.
             pr.next_index = max(1, min(pr.next_index, resp.conflict_index or 1))
@@ -481,6 +527,11 @@ class RaftNode:
     # -- input -------------------------------------------------------------------------
 
     def receive(self, msg: Message) -> None:
+        if isinstance(msg, TimeoutNow):
+            if msg.term == self.term and self.role is Role.FOLLOWER:
+                log.info("%s: %s hands leadership over: standing now", self.node_id, msg.leader)
+                self._start_election(transfer=True)
+            return
         if isinstance(msg, AppendRequest):
             self._on_append_request(msg)
         elif isinstance(msg, AppendResponse):

@@ -26,6 +26,7 @@ from replication.raft.node import (
     RaftLog,
     RaftNode,
     Role,
+    TimeoutNow,
     VoteRequest,
     VoteResponse,
 )
@@ -51,7 +52,10 @@ def to_pb(sender: str, msg: Message) -> pb.RaftMessage:
             sender=sender,
             term=msg.term,
             vote_request=pb.RaftVoteRequest(
-                last_index=msg.last_index, last_term=msg.last_term, pre=msg.pre
+                last_index=msg.last_index,
+                last_term=msg.last_term,
+                pre=msg.pre,
+                transfer=msg.transfer,
             ),
         )
     if isinstance(msg, VoteResponse):
@@ -71,6 +75,8 @@ def to_pb(sender: str, msg: Message) -> pb.RaftMessage:
                 commit=msg.commit,
             ),
         )
+    if isinstance(msg, TimeoutNow):
+        return pb.RaftMessage(sender=sender, term=msg.term, timeout_now=pb.RaftTimeoutNow())
     return pb.RaftMessage(
         sender=sender,
         term=msg.term,
@@ -88,7 +94,7 @@ def from_pb(m: pb.RaftMessage) -> Message | None:
     kind = m.WhichOneof("kind")
     if kind == "vote_request":
         v = m.vote_request
-        return VoteRequest(m.term, sender, v.last_index, v.last_term, v.pre)
+        return VoteRequest(m.term, sender, v.last_index, v.last_term, v.pre, v.transfer)
     if kind == "vote_response":
         r = m.vote_response
         return VoteResponse(m.term, sender, r.granted, r.pre, r.reason)
@@ -96,6 +102,8 @@ def from_pb(m: pb.RaftMessage) -> Message | None:
         a = m.append_request
         entries = tuple(Entry(e.term, e.data) for e in a.entries)
         return AppendRequest(m.term, sender, a.prev_index, a.prev_term, entries, a.commit)
+    if kind == "timeout_now":
+        return TimeoutNow(m.term, sender)
     if kind == "append_response":
         r2 = m.append_response
         return AppendResponse(

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from replication.raft.node import AppendResponse, RaftConfig, Role, VoteResponse
+from replication.raft.node import AppendResponse, NotLeaderError, RaftConfig, Role, VoteResponse
 from tests.replication.raft_sim import Simulation
 
 # Fast timers so a short simulated run sees many elections.
@@ -170,3 +170,42 @@ def test_votes_go_only_to_candidates_with_a_log_at_least_as_new() -> None:
         (False, "ALREADY_VOTED"),
     ]
     assert state.load() == (3, "n2")  # saved before the answer went out
+
+
+def test_leadership_transfer_hands_over_to_the_target() -> None:
+    sim = Simulation(21, size=3, config=FAST, propose_rate=0.0)
+    sim.net.drop = sim.net.duplicate = 0.0
+    sim.run(3.0, faults=False)
+    old = sim.leader()
+    assert old is not None
+    for i in range(5):
+        old.propose(b"before %d" % i)
+    target = next(i for i in sim.ids if i != old.node_id)
+    old.transfer_leadership(target)
+    with pytest.raises(NotLeaderError):
+        old.propose(b"during the handover")  # no new entries while handing over
+    sim.run(sim.net.now + 1.0, faults=False)
+    new = sim.leader()
+    assert new is not None and new.node_id == target and new.term == old.term
+    assert old.role is Role.FOLLOWER
+    new.propose(b"after")
+    sim.run(sim.net.now + 1.0, faults=False)
+    sim.check()
+    assert [e.data for e in sim.committed_log if e.data][-6:] == [
+        *(b"before %d" % i for i in range(5)),
+        b"after",
+    ]
+
+
+def test_transfer_to_a_dead_member_is_abandoned() -> None:
+    sim = Simulation(22, size=3, config=FAST, propose_rate=0.0)
+    sim.net.drop = sim.net.duplicate = 0.0
+    sim.run(3.0, faults=False)
+    leader = sim.leader()
+    assert leader is not None
+    target = next(i for i in sim.ids if i != leader.node_id)
+    sim.crash(target)
+    leader.transfer_leadership(target)
+    sim.run(sim.net.now + 1.0, faults=False)  # longer than the election timeout
+    assert leader.role is Role.LEADER
+    leader.propose(b"still leading")  # accepts writes again

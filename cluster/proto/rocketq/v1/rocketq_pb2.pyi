@@ -722,30 +722,38 @@ class RaftEntry(_message.Message):
     def __init__(self, term: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class RaftMessage(_message.Message):
-    __slots__ = ("sender", "term", "vote_request", "vote_response", "append_request", "append_response")
+    __slots__ = ("sender", "term", "vote_request", "vote_response", "append_request", "append_response", "timeout_now")
     SENDER_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     VOTE_REQUEST_FIELD_NUMBER: _ClassVar[int]
     VOTE_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     APPEND_REQUEST_FIELD_NUMBER: _ClassVar[int]
     APPEND_RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_NOW_FIELD_NUMBER: _ClassVar[int]
     sender: str
     term: int
     vote_request: RaftVoteRequest
     vote_response: RaftVoteResponse
     append_request: RaftAppendRequest
     append_response: RaftAppendResponse
-    def __init__(self, sender: _Optional[str] = ..., term: _Optional[int] = ..., vote_request: _Optional[_Union[RaftVoteRequest, _Mapping]] = ..., vote_response: _Optional[_Union[RaftVoteResponse, _Mapping]] = ..., append_request: _Optional[_Union[RaftAppendRequest, _Mapping]] = ..., append_response: _Optional[_Union[RaftAppendResponse, _Mapping]] = ...) -> None: ...
+    timeout_now: RaftTimeoutNow
+    def __init__(self, sender: _Optional[str] = ..., term: _Optional[int] = ..., vote_request: _Optional[_Union[RaftVoteRequest, _Mapping]] = ..., vote_response: _Optional[_Union[RaftVoteResponse, _Mapping]] = ..., append_request: _Optional[_Union[RaftAppendRequest, _Mapping]] = ..., append_response: _Optional[_Union[RaftAppendResponse, _Mapping]] = ..., timeout_now: _Optional[_Union[RaftTimeoutNow, _Mapping]] = ...) -> None: ...
+
+class RaftTimeoutNow(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class RaftVoteRequest(_message.Message):
-    __slots__ = ("last_index", "last_term", "pre")
+    __slots__ = ("last_index", "last_term", "pre", "transfer")
     LAST_INDEX_FIELD_NUMBER: _ClassVar[int]
     LAST_TERM_FIELD_NUMBER: _ClassVar[int]
     PRE_FIELD_NUMBER: _ClassVar[int]
+    TRANSFER_FIELD_NUMBER: _ClassVar[int]
     last_index: int
     last_term: int
     pre: bool
-    def __init__(self, last_index: _Optional[int] = ..., last_term: _Optional[int] = ..., pre: _Optional[bool] = ...) -> None: ...
+    transfer: bool
+    def __init__(self, last_index: _Optional[int] = ..., last_term: _Optional[int] = ..., pre: _Optional[bool] = ..., transfer: _Optional[bool] = ...) -> None: ...
 
 class RaftVoteResponse(_message.Message):
     __slots__ = ("granted", "pre", "reason")
