@@ -136,6 +136,35 @@ class CommitLogRaftLog:
                 view.release()
         return out
 
+    def reconcile(self) -> None:
+        """After a restart, make the raft index and the CommitLog agree: index units whose
+        bytes the CommitLog's recovery cut are dropped, and CommitLog bytes no unit covers
+        (a batch written but not yet recorded when the process died) are cut."""
+        store = self.store
+        end = store.max_phy_offset
+        last = self.index.last_index()
+        keep = last
+        while keep > 0 and self.end_of(keep) > end:
+            keep -= 1
+        if keep < last:
+            log.warning(
+                "raft index: entries %d-%d lie past the CommitLog's end %d; dropping them",
+                keep + 1,
+                last,
+                end,
+            )
+            self.index.truncate_after(keep)
+        covered = self.end_of(keep) if keep else 0
+        if keep == 0 and covered == 0:
+            covered = store.commitlog.min_offset if end else 0
+        if end > covered:
+            log.warning(
+                "raft index: CommitLog bytes %d-%d belong to no entry; cutting them",
+                covered,
+                end,
+            )
+            store.truncate_to(covered)
+
     def end_of(self, index: int) -> int:
         """The CommitLog end after entry ``index`` (0: the log's start)."""
         if index == 0:

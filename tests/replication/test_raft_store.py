@@ -125,3 +125,21 @@ async def test_raft_over_two_commitlogs_commits_and_copies_byte_for_byte(
     assert all(n.commit_index == last for n in nodes.values())
     for i in ("n1", "n2"):
         assert log_bytes(stores[i]) == log_bytes(stores["n0"])
+
+
+async def test_reconcile_after_a_crash_between_append_and_record(
+    store_factory: Callable[..., Any], tmp_path: Path
+) -> None:
+    store: MessageStore = await store_factory(tmp_path / "s")
+    raft = CommitLogRaftLog(store, RaftIndex(tmp_path / "raft" / "index"))
+    for i in range(3):
+        r = store.append(batch("T", [b"kept %d" % i]), "T", 0)
+        raft.record(1, r.wrote_offset, r.wrote_bytes)
+    recorded_end = store.max_phy_offset
+    store.append(batch("T", [b"written, never recorded"]), "T", 0)
+    raft.reconcile()
+    assert store.max_phy_offset == recorded_end and raft.last_index() == 3
+    # And units past the CommitLog's end (its recovery cut a torn tail) go.
+    raft.index.append(1, recorded_end, 500)
+    raft.reconcile()
+    assert raft.last_index() == 3 and store.max_phy_offset == recorded_end
