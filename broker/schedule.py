@@ -32,11 +32,9 @@ from cluster.message import (
 )
 from cluster.record import (
     decode_record,
-    encode_host,
-    encode_properties,
-    encode_record,
     iter_records,
     property_value,
+    rewrite_record,
 )
 from storage.consume_queue import ENTRY
 from storage.message_store import MessageStore
@@ -119,18 +117,7 @@ class ScheduleMessageService:
         props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
         props[PROPERTY_REAL_TOPIC] = topic
         props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
-        record = encode_record(
-            topic=SCHEDULE_TOPIC_BYTES,
-            body=msg.body,
-            properties=encode_properties(props),
-            born_timestamp=msg.born_timestamp,
-            born_host=encode_host(msg.born_host),
-            flag=msg.flag,
-            sys_flag=msg.sys_flag,
-            reconsume_times=msg.reconsume_times,
-            prepared_transaction_offset=msg.prepared_transaction_offset,
-        )
-        return record, SCHEDULE_TOPIC, level - 1
+        return rewrite_record(msg, SCHEDULE_TOPIC, props), SCHEDULE_TOPIC, level - 1
 
     # -- life --------------------------------------------------------------------------
 
@@ -282,16 +269,5 @@ class ScheduleMessageService:
         # DELAY stays in the delivered copy, as RocketMQ's does (it writes the properties
         # string taken before clearing the level): a retried message shows DELAY=3, 4, ...
         props[PROPERTY_WAIT_STORE_MSG_OK] = "false"
-        record = encode_record(
-            topic=real_topic.encode(),
-            body=msg.body,
-            properties=encode_properties(props),
-            born_timestamp=msg.born_timestamp,
-            born_host=encode_host(msg.born_host),
-            flag=msg.flag,
-            sys_flag=msg.sys_flag,
-            reconsume_times=msg.reconsume_times,
-            prepared_transaction_offset=msg.prepared_transaction_offset,
-        )
-        self.store.append(record, real_topic, real_qid)
+        self.store.append(rewrite_record(msg, real_topic, props), real_topic, real_qid)
         self.delivered += 1

@@ -32,7 +32,10 @@ from cluster.message import (
     dlq_topic,
     retry_topic,
 )
-from cluster.record import decode_record, encode_host, encode_properties, encode_record
+from cluster.record import (
+    decode_record,
+    rewrite_record,
+)
 from replication.ha.master import HAMaster
 from storage.commitlog import AppendResult
 from storage.message_store import MessageStore
@@ -202,16 +205,7 @@ class SendProcessor:
             queue_id = random.randrange(config.write_queue_nums)
             level = delay_level if delay_level > 0 else 3 + msg.reconsume_times
             props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
-        record = encode_record(
-            topic=target.encode(),
-            body=msg.body,
-            properties=encode_properties(props),
-            born_timestamp=msg.born_timestamp,
-            born_host=encode_host(msg.born_host),
-            flag=msg.flag,
-            sys_flag=msg.sys_flag,
-            reconsume_times=reconsume,
-        )
+        record = rewrite_record(msg, target, props, reconsume_times=reconsume)
         appended = self._append(record, target, queue_id)
         result = PutResult(await self.store.wait_stored(appended.end_offset), appended)
         if result.status is PutStatus.FLUSH_DISK_TIMEOUT:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import grpc
 
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from broker.broker import Broker
 
 log = logging.getLogger(__name__)
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
 
 OK = pb.Status(code=0)
 _PUT_CODES = {
@@ -44,6 +47,45 @@ def status_of(exc: BaseException) -> pb.Status:
 def peer_of(context: object) -> str:
     peer = getattr(context, "peer", None)
     return str(peer()) if callable(peer) else ""
+
+
+async def answer_stream(
+    requests: AsyncIterator[Req],
+    answer: Callable[[Req], Awaitable[Resp]],
+    *,
+    inline: Callable[[], bool],
+) -> AsyncIterator[Resp]:
+    """The answers to a stream of requests, on the same stream. While ``inline()`` holds a
+    request is answered before the next is read; otherwise each is answered in a task of
+    its own and goes out as soon as it is ready, so a slow one does not hold up the rest."""
+    out: asyncio.Queue[Resp | None] = asyncio.Queue()
+    pending: set[asyncio.Task[None]] = set()
+
+    async def answer_later(req: Req) -> None:
+        out.put_nowait(await answer(req))
+
+    async def reader() -> None:
+        try:
+            async for req in requests:
+                if inline():
+                    out.put_nowait(await answer(req))
+                    continue
+                task = asyncio.ensure_future(answer_later(req))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+            if pending:
+                await asyncio.gather(*list(pending))
+        finally:
+            out.put_nowait(None)
+
+    read_task = asyncio.ensure_future(reader())
+    try:
+        while (item := await out.get()) is not None:
+            yield item
+    finally:
+        read_task.cancel()
+        for task in list(pending):
+            task.cancel()
 
 
 class BrokerService(pb_grpc.BrokerServicer):
@@ -97,37 +139,14 @@ class BrokerService(pb_grpc.BrokerServicer):
         self, request_iterator: AsyncIterator[pb.SendBatchRequest], context: object
     ) -> AsyncIterator[pb.SendBatchResponse]:
         """Many sends on one stream, each message holding several independent sends. Under
-        ASYNC_FLUSH a message is answered as soon as it is read; a flush wait runs as a task
-        so the stream keeps reading."""
-        out: asyncio.Queue[pb.SendBatchResponse | None] = asyncio.Queue()
-        pending: set[asyncio.Task[None]] = set()
-
-        async def answer_later(reqs: list[pb.SendRequest]) -> None:
-            out.put_nowait(await self._send_all(reqs))
-
-        async def reader() -> None:
-            try:
-                async for batch in request_iterator:
-                    reqs = list(batch.requests)
-                    if not self.b.send.waits:
-                        out.put_nowait(await self._send_all(reqs))
-                        continue
-                    task = asyncio.ensure_future(answer_later(reqs))
-                    pending.add(task)
-                    task.add_done_callback(pending.discard)
-                if pending:
-                    await asyncio.gather(*list(pending))
-            finally:
-                out.put_nowait(None)
-
-        read_task = asyncio.ensure_future(reader())
-        try:
-            while (item := await out.get()) is not None:
-                yield item
-        finally:
-            read_task.cancel()
-            for task in list(pending):
-                task.cancel()
+        ASYNC_FLUSH a message is answered as soon as it is read; a flush or slave wait runs
+        as a task so the stream keeps reading."""
+        async for answer in answer_stream(
+            request_iterator,
+            lambda batch: self._send_all(list(batch.requests)),
+            inline=lambda: not self.b.send.waits,
+        ):
+            yield answer
 
     async def PullMessage(self, request: pb.PullRequest, context: object) -> pb.PullResponse:
         try:
@@ -160,31 +179,10 @@ class BrokerService(pb_grpc.BrokerServicer):
     ) -> AsyncIterator[pb.PullResponse]:
         """Many pulls on one stream, each answered when it is ready: a pull held by long
         polling does not hold up the others."""
-        out: asyncio.Queue[pb.PullResponse | None] = asyncio.Queue()
-        pending: set[asyncio.Task[None]] = set()
-
-        async def answer(req: pb.PullRequest) -> None:
-            out.put_nowait(await self.PullMessage(req, context))
-
-        async def reader() -> None:
-            try:
-                async for req in request_iterator:
-                    task = asyncio.ensure_future(answer(req))
-                    pending.add(task)
-                    task.add_done_callback(pending.discard)
-                if pending:
-                    await asyncio.gather(*list(pending))
-            finally:
-                out.put_nowait(None)
-
-        read_task = asyncio.ensure_future(reader())
-        try:
-            while (item := await out.get()) is not None:
-                yield item
-        finally:
-            read_task.cancel()
-            for task in list(pending):
-                task.cancel()
+        async for answer in answer_stream(
+            request_iterator, lambda req: self.PullMessage(req, context), inline=lambda: False
+        ):
+            yield answer
 
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: object) -> pb.Status:
         try:

@@ -35,15 +35,12 @@ from cluster.message import (
     PROPERTY_REAL_TOPIC,
     PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_WAIT_STORE_MSG_OK,
-    MessageExt,
 )
 from cluster.record import (
     decode_record,
-    encode_host,
-    encode_properties,
-    encode_record,
     iter_records,
     property_value,
+    rewrite_record,
 )
 from storage.consume_queue import ENTRY
 from storage.message_store import MessageStore
@@ -207,25 +204,11 @@ class TimerMessageStore:
         props = dict(msg.properties)
         props[PROPERTY_REAL_TOPIC] = topic
         props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
-        record = self._record(msg, TIMER_TOPIC, props)
-        return record, TIMER_TOPIC, 0
+        return rewrite_record(msg, TIMER_TOPIC, props), TIMER_TOPIC, 0
 
     def tags_code(self, topic: bytes, props: bytes, store_ts: int) -> int:
         """The timer topic's ConsumeQueue tag-hash field: the delivery time."""
         return deliver_ms_of(props) or store_ts
-
-    @staticmethod
-    def _record(msg: MessageExt, topic: str, props: dict[str, str]) -> bytes:
-        return encode_record(
-            topic=topic.encode(),
-            body=msg.body,
-            properties=encode_properties(props),
-            born_timestamp=msg.born_timestamp,
-            born_host=encode_host(msg.born_host),
-            flag=msg.flag,
-            sys_flag=msg.sys_flag,
-            reconsume_times=msg.reconsume_times,
-        )
 
     # -- life --------------------------------------------------------------------------
 
@@ -389,7 +372,7 @@ class TimerMessageStore:
             log.warning("timer: message %s has no real topic/queue; discarded", msg.msg_id)
             return
         props[PROPERTY_WAIT_STORE_MSG_OK] = "false"
-        self.store.append(self._record(msg, topic, props), topic, queue_id)
+        self.store.append(rewrite_record(msg, topic, props), topic, queue_id)
         self.delivered += 1
 
     def _delete_delivered_segments(self) -> None:

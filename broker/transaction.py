@@ -44,6 +44,7 @@ from cluster.record import (
     encode_properties,
     encode_record,
     iter_records,
+    rewrite_record,
 )
 
 if TYPE_CHECKING:
@@ -72,26 +73,6 @@ def is_prepared(records: bytes) -> bool:
 
 def with_transaction_type(sys_flag: int, kind: int) -> int:
     return (sys_flag & ~0xC) | kind
-
-
-def _record(
-    msg: MessageExt,
-    topic: str,
-    props: dict[str, str],
-    sys_flag: int,
-    prepared_transaction_offset: int = 0,
-) -> bytes:
-    return encode_record(
-        topic=topic.encode(),
-        body=msg.body,
-        properties=encode_properties(props),
-        born_timestamp=msg.born_timestamp,
-        born_host=encode_host(msg.born_host),
-        flag=msg.flag,
-        sys_flag=sys_flag,
-        reconsume_times=msg.reconsume_times,
-        prepared_transaction_offset=prepared_transaction_offset,
-    )
 
 
 class TransactionalMessageService:
@@ -126,7 +107,7 @@ class TransactionalMessageService:
         props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
         # A half message is a plain record of the half queue (it needs a queue offset).
         sys_flag = with_transaction_type(msg.sys_flag, TRANSACTION_NOT_TYPE)
-        return _record(msg, TRANS_HALF_TOPIC, props, sys_flag), TRANS_HALF_TOPIC, 0
+        return rewrite_record(msg, TRANS_HALF_TOPIC, props, sys_flag=sys_flag), TRANS_HALF_TOPIC, 0
 
     # -- end ---------------------------------------------------------------------------
 
@@ -183,11 +164,11 @@ class TransactionalMessageService:
                 raise RocketqSystemError(f"half message {req.msg_id} lost its real topic/queue")
             props.pop(PROPERTY_TRANSACTION_PREPARED, None)
             props.pop(PROPERTY_TRANSACTION_CHECK_TIMES, None)
-            record = _record(
+            record = rewrite_record(
                 half,
                 topic,
                 props,
-                with_transaction_type(half.sys_flag, TRANSACTION_COMMIT_TYPE),
+                sys_flag=with_transaction_type(half.sys_flag, TRANSACTION_COMMIT_TYPE),
                 prepared_transaction_offset=req.commit_log_offset,
             )
             appended = store.append(record, topic, queue_id)
@@ -304,7 +285,7 @@ class TransactionalMessageService:
         """Write the half message again (check count + 1) and ask a producer about it."""
         props = dict(half.properties)
         props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(checks)
-        record = _record(half, TRANS_HALF_TOPIC, props, half.sys_flag)
+        record = rewrite_record(half, TRANS_HALF_TOPIC, props)
         appended = self.b.store.append(record, TRANS_HALF_TOPIC, 0)
         group = props.get(PROPERTY_PRODUCER_GROUP, "")
         event = pb.ServerEvent(

@@ -263,6 +263,11 @@ class MessageExt:
         return decode_host(self._born_host)
 
     @property
+    def born_host_bytes(self) -> bytes:
+        """The born host as the record holds it (IPv4 4 + port 4)."""
+        return self._born_host
+
+    @property
     def store_host(self) -> str:
         return decode_host(self._store_host)
 

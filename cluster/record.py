@@ -295,6 +295,36 @@ def encode_send_record(
     )
 
 
+def rewrite_record(
+    msg: MessageExt,
+    topic: str,
+    properties: Mapping[str, str],
+    *,
+    sys_flag: int | None = None,
+    reconsume_times: int | None = None,
+    prepared_transaction_offset: int | None = None,
+) -> bytes:
+    """A stored message as a new record for ``topic`` with ``properties``: body, flag,
+    born time and host carried over, and sys flag, reconsume times and prepared offset
+    unless given; the store stamps the rest (the delay, timer, retry and transaction
+    services move messages between topics this way)."""
+    return encode_record(
+        topic=topic.encode(),
+        body=msg.body,
+        properties=encode_properties(properties),
+        born_timestamp=msg.born_timestamp,
+        born_host=msg.born_host_bytes,
+        flag=msg.flag,
+        sys_flag=msg.sys_flag if sys_flag is None else sys_flag,
+        reconsume_times=msg.reconsume_times if reconsume_times is None else reconsume_times,
+        prepared_transaction_offset=(
+            msg.prepared_transaction_offset
+            if prepared_transaction_offset is None
+            else prepared_transaction_offset
+        ),
+    )
+
+
 def encode_message(
     msg: Message,
     *,
