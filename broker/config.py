@@ -13,10 +13,12 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from cluster.config import StoreConfig, load_configs, validate_config
+from cluster.errors import ConfigError
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _LEVEL = re.compile(r"^(\d+)(ms|s|m|h|d)$")
+_PEER = re.compile(r"^([A-Za-z0-9_]+)-([^:;\s]+):(\d{1,5})$")
 
 
 def parse_delay_levels(text: str) -> list[int]:
@@ -33,6 +35,35 @@ def parse_delay_levels(text: str) -> list[int]:
     if not levels:
         raise ValueError('no delay levels given; e.g. "1s 5s 10s 30s 1m 2m"')
     return levels
+
+
+def parse_dledger_peers(text: str) -> dict[str, str]:
+    """``"n0-127.0.0.1:40911;n1-127.0.0.1:40912"`` -> {member id: "host:port"}, in order
+    (ValueError naming the bad entry)."""
+    peers: dict[str, str] = {}
+    for part in (p.strip() for p in text.split(";")):
+        if not part:
+            continue
+        m = _PEER.match(part)
+        if m is None or not 0 < int(m.group(3)) < 65536:
+            raise ValueError(
+                f"{part!r} is not a member as id-host:port (e.g. "
+                '"n0-127.0.0.1:40911;n1-127.0.0.1:40912;n2-127.0.0.1:40913")'
+            )
+        if m.group(1) in peers:
+            raise ValueError(f"member id {m.group(1)!r} is listed twice")
+        peers[m.group(1)] = f"{m.group(2)}:{m.group(3)}"
+    return peers
+
+
+def check_dledger_peers(value: object) -> str | None:
+    if not str(value).strip():
+        return None  # checked with enable_dledger_commit_log
+    try:
+        parse_dledger_peers(str(value))
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def check_delay_levels(value: object) -> str | None:
@@ -129,9 +160,67 @@ class BrokerConfig:
     timer_max_delay_sec: int = field(default=40 * 24 * 3600, metadata={"min": 1})
     # Port of the Prometheus metrics endpoint (0 = off).
     metrics_port: int = field(default=10913, metadata={"min": 0, "max": 65535})
+    # Raft replication (DLedger): the brokers of a group elect a leader, which is the master
+    # (broker_role and broker_id then follow the election).
+    enable_dledger_commit_log: bool = False
+    # Name of the Raft group (RocketMQ's dLegerGroup); usually the broker name.
+    dledger_group: str = ""
+    # Every member of the group as id-host:port, ";" between them, this broker included
+    # (RocketMQ's dLegerPeers, e.g. "n0-127.0.0.1:40911;n1-127.0.0.1:40912;n2-...").
+    dledger_peers: str = field(default="", metadata={"check": check_dledger_peers})
+    # This broker's member id in dledger_peers (RocketMQ's dLegerSelfId).
+    dledger_self_id: str = ""
+    # A member the group hands leadership back to when it is alive and caught up ("": none).
+    dledger_preferred_leader_id: str = ""
+    # ms between the leader's heartbeats.
+    dledger_heartbeat_interval: int = field(default=2_000, metadata={"min": 1})
+    # Heartbeats a follower misses before it starts an election.
+    dledger_max_heartbeat_leak: int = field(default=3, metadata={"min": 1})
+    # ms, the random pause before an election (or its retry) lies between these two.
+    dledger_min_vote_interval: int = field(default=300, metadata={"min": 1})
+    dledger_max_vote_interval: int = field(default=1_000, metadata={"min": 1})
+    # ms between a follower's copies of the leader's topics, offsets and groups (Raft mode).
+    dledger_sync_interval: int = field(default=1_000, metadata={"min": 1})
 
     def __post_init__(self) -> None:
         validate_config(self)
+        if self.enable_dledger_commit_log:
+            self._check_dledger()
+
+    def _check_dledger(self) -> None:
+        def bad(key: str, why: str) -> ConfigError:
+            return ConfigError(f"BrokerConfig: {key}: {why}")
+
+        if not self.dledger_peers.strip():
+            raise bad(
+                "dledger_peers",
+                "required with enable_dledger_commit_log; list every member as "
+                '"n0-host:port;n1-host:port;n2-host:port"',
+            )
+        peers = parse_dledger_peers(self.dledger_peers)
+        if self.dledger_self_id not in peers:
+            raise bad(
+                "dledger_self_id",
+                f"{self.dledger_self_id!r} is not one of the members in dledger_peers "
+                f"({', '.join(peers)})",
+            )
+        if self.dledger_preferred_leader_id and self.dledger_preferred_leader_id not in peers:
+            raise bad(
+                "dledger_preferred_leader_id",
+                f"{self.dledger_preferred_leader_id!r} is not one of the members in "
+                f"dledger_peers ({', '.join(peers)})",
+            )
+        if self.dledger_min_vote_interval > self.dledger_max_vote_interval:
+            raise bad(
+                "dledger_min_vote_interval",
+                f"{self.dledger_min_vote_interval} is above dledger_max_vote_interval "
+                f"{self.dledger_max_vote_interval}",
+            )
+
+    @property
+    def raft_peers(self) -> dict[str, str]:
+        """The Raft members, id -> "host:port" (this broker included)."""
+        return parse_dledger_peers(self.dledger_peers)
 
     @property
     def broker_addr(self) -> str:

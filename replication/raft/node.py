@@ -250,6 +250,18 @@ class RaftNode:
             self._become_follower(self.term, None)
             self._reset_election_timer()
 
+    def peer_lost(self, peer: str) -> None:
+        """The connection from ``peer`` broke (its process likely died). A follower that
+        loses its leader this way does not wait for the missed heartbeats: it starts a
+        pre-vote after the short random pause, so a killed leader is replaced in about a
+        second. The pre-vote keeps this safe: members that still hear the leader refuse it
+        (LEADER_ALIVE), so a broken connection alone cannot depose a healthy leader."""
+        if self.role is not Role.FOLLOWER or self.leader != peer:
+            return
+        log.info("%s: lost the connection from leader %s", self.node_id, peer)
+        self.last_leader_contact = float("-inf")
+        self._reset_election_timer(retry=True)
+
     # -- elections ---------------------------------------------------------------------
 
     def _vote_request(self, term: int, pre: bool, transfer: bool = False) -> VoteRequest:

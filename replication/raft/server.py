@@ -208,8 +208,14 @@ class RaftServer(pb_grpc.RaftServicer):
     async def Stream(
         self, request_iterator: AsyncIterator[pb.RaftMessage], context: object
     ) -> pb.Empty:
-        async for m in request_iterator:
-            msg = from_pb(m)
-            if msg is not None:
-                self.node.receive(msg)
+        sender = ""
+        try:
+            async for m in request_iterator:
+                sender = m.sender
+                msg = from_pb(m)
+                if msg is not None:
+                    self.node.receive(msg)
+        finally:
+            if sender:
+                self.node.peer_lost(sender)  # a leader whose stream breaks is likely gone
         return pb.Empty()

@@ -209,3 +209,37 @@ def test_transfer_to_a_dead_member_is_abandoned() -> None:
     sim.run(sim.net.now + 1.0, faults=False)  # longer than the election timeout
     assert leader.role is Role.LEADER
     leader.propose(b"still leading")  # accepts writes again
+
+
+def test_a_lost_connection_from_the_leader_starts_a_fast_election() -> None:
+    """With DLedger's timers, followers whose connection from a dead leader broke stand
+    after the short vote pause, not after three missed heartbeats (6 s)."""
+    sim = Simulation(11, config=RaftConfig())
+    sim.net.drop = sim.net.duplicate = 0.0
+    sim.run(8.0, faults=False)
+    first = sim.leader()
+    assert first is not None
+    sim.crash(first.node_id)
+    died = sim.net.now
+    for node in sim.nodes.values():
+        if node is not first:
+            node.peer_lost(first.node_id)
+    while sim.leader() is None or sim.leader() is first:
+        sim.run(sim.net.now + 0.05, faults=False)
+        assert sim.net.now - died < 5.0, "no new leader within 5 s"
+    assert sim.net.now - died <= 2.5
+
+
+def test_a_lost_connection_alone_does_not_depose_a_live_leader() -> None:
+    """Pre-vote: one follower losing its connection from a healthy leader asks, the other
+    follower still hears the leader and refuses (LEADER_ALIVE); the leader stays."""
+    sim = Simulation(12, config=FAST)
+    sim.net.drop = sim.net.duplicate = 0.0
+    sim.run(3.0, faults=False)
+    leader = sim.leader()
+    assert leader is not None
+    term = leader.term
+    follower = next(n for n in sim.nodes.values() if n is not leader)
+    follower.peer_lost(leader.node_id)
+    sim.run(sim.net.now + 3.0, faults=False)
+    assert sim.leader() is leader and leader.term == term

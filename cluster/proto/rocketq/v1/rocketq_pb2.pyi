@@ -669,6 +669,14 @@ class ConsumerConnectionResponse(_message.Message):
     connections: _containers.RepeatedCompositeFieldContainer[ConsumerConnection]
     def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., connections: _Optional[_Iterable[_Union[ConsumerConnection, _Mapping]]] = ...) -> None: ...
 
+class TransferLeaderRequest(_message.Message):
+    __slots__ = ("group", "to")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TO_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    to: str
+    def __init__(self, group: _Optional[str] = ..., to: _Optional[str] = ...) -> None: ...
+
 class GroupList(_message.Message):
     __slots__ = ("status", "groups")
     STATUS_FIELD_NUMBER: _ClassVar[int]

@@ -1283,6 +1283,11 @@ class BrokerAdminStub:
                 request_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Empty.SerializeToString,
                 response_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.SlaveSyncData.FromString,
                 _registered_method=True)
+        self.TransferLeader = channel.unary_unary(
+                '/rocketq.v1.BrokerAdmin/TransferLeader',
+                request_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.TransferLeaderRequest.SerializeToString,
+                response_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Status.FromString,
+                _registered_method=True)
 
 
 class BrokerAdminServicer:
@@ -1374,6 +1379,13 @@ class BrokerAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TransferLeader(self, request, context):
+        """Raft mode: the leader of a group hands leadership to another member.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1446,6 +1458,11 @@ def add_BrokerAdminServicer_to_server(servicer, server):
                     servicer.GetSlaveSyncData,
                     request_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Empty.FromString,
                     response_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.SlaveSyncData.SerializeToString,
+            ),
+            'TransferLeader': grpc.unary_unary_rpc_method_handler(
+                    servicer.TransferLeader,
+                    request_deserializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.TransferLeaderRequest.FromString,
+                    response_serializer=cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Status.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1826,6 +1843,33 @@ class BrokerAdmin:
             '/rocketq.v1.BrokerAdmin/GetSlaveSyncData',
             cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Empty.SerializeToString,
             cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.SlaveSyncData.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TransferLeader(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketq.v1.BrokerAdmin/TransferLeader',
+            cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.TransferLeaderRequest.SerializeToString,
+            cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Status.FromString,
             options,
             channel_credentials,
             insecure,
