@@ -553,5 +553,97 @@ def bench_consume(
         typer.echo(json_line(result))
 
 
+class PeerDurability(enum.StrEnum):
+    PAGE_CACHE = "page-cache"
+    FSYNC = "fsync"
+
+
+@bench_app.command("peers")
+def bench_peers(
+    install: Annotated[
+        bool,
+        typer.Option(
+            help="Install what is missing: redis-server, rabbitmq-server, nats-server with "
+            "apt-get and the Python clients (rocketq[bench]) with pip."
+        ),
+    ] = False,
+    durability: Annotated[
+        PeerDurability,
+        typer.Option(help="page-cache (acknowledged once written) or fsync (once on disk)."),
+    ] = PeerDurability.PAGE_CACHE,
+    duration: Annotated[
+        float, typer.Option("--duration", "-d", min=0.1, help="Seconds per timed scenario.")
+    ] = 10.0,
+    systems: Annotated[
+        str, typer.Option(help="Comma-separated, in run order.")
+    ] = "rocketq,redis,nats,rabbitmq",
+    scenarios: Annotated[
+        str, typer.Option(help="Comma-separated: produce, consume, e2e, sync_send.")
+    ] = "produce,consume,e2e,sync_send",
+    producers: Annotated[int, typer.Option(min=1)] = 4,
+    consumers: Annotated[int, typer.Option(min=1)] = 1,
+    size: Annotated[int, typer.Option("--size", "-s", min=8)] = 1024,
+    batch: Annotated[
+        int, typer.Option("--batch", "-b", min=1, max=1024, help="Messages per send call.")
+    ] = 32,
+    messages: Annotated[
+        int, typer.Option(min=0, help="produce: stop after N messages (0: duration).")
+    ] = 0,
+    backlog: Annotated[int, typer.Option(min=1, help="consume: backlog to drain.")] = 200_000,
+    rate: Annotated[int, typer.Option(min=1, help="e2e: messages/s in all.")] = 5_000,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Where the servers' temp dirs go (default: /tmp).")
+    ] = None,
+    chart: Annotated[
+        Path | None,
+        typer.Option(help="PNG bar chart (needs rocketq[chart]). Default: no chart."),
+    ] = None,
+    markdown: Annotated[Path | None, typer.Option(help="Also write the tables here.")] = None,
+    profile: Annotated[
+        Path | None,
+        typer.Option(help="py-spy profiles (raw) of rocketq's broker and client per scenario."),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """rocketq side by side with Redis Streams, NATS JetStream and RabbitMQ on this
+    machine: the same workload for each, a table, and rocketq's ratio to the best peer."""
+    from bench.peers.chart import ChartUnavailableError, write_chart
+    from bench.peers.runner import PeerRunOptions, run_peers
+    from bench.peers.systems import make_systems
+    from bench.peers.workload import Durability, Scenario, Workload, WorkloadError
+
+    try:
+        workload = Workload(
+            durability=Durability(durability.value),
+            scenarios=tuple(Scenario(s.strip()) for s in scenarios.split(",") if s.strip()),
+            producers=producers,
+            consumers=consumers,
+            size=size,
+            batch=batch,
+            duration=duration,
+            messages=messages,
+            backlog=backlog,
+            e2e_rate=rate,
+        )
+        chosen = make_systems([s.strip() for s in systems.split(",") if s.strip()])
+    except (WorkloadError, ValueError) as exc:
+        raise _fail(str(exc), 2) from None
+    typer.echo(f"workload: {workload.describe()}")
+    options = PeerRunOptions(workload, install=install, workdir=data_dir, profile_dir=profile)
+    report = run_peers(options, chosen, typer.echo)
+    table = report.markdown()
+    typer.echo("")
+    typer.echo(table)
+    if markdown is not None:
+        markdown.write_text(table + "\n")
+    if chart is not None:
+        try:
+            typer.echo(f"chart: {write_chart(report, chart)}")
+        except ChartUnavailableError as exc:
+            typer.echo(f"no chart: {exc}", err=True)
+    if json_out:
+        typer.echo(report.json_line())
+
+
 if __name__ == "__main__":
     app()

@@ -1,0 +1,51 @@
+"""The systems of a peer benchmark, one module each, by name in run order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from bench.peers.systems.base import PeerSystem
+
+
+def _rocketq() -> PeerSystem:
+    from bench.peers.systems.rocketq import RocketqSystem
+
+    return RocketqSystem()
+
+
+def _redis() -> PeerSystem:
+    from bench.peers.systems.redis_streams import RedisSystem
+
+    return RedisSystem()
+
+
+def _nats() -> PeerSystem:
+    from bench.peers.systems.nats_jetstream import NatsSystem
+
+    return NatsSystem()
+
+
+def _rabbitmq() -> PeerSystem:
+    from bench.peers.systems.rabbitmq import RabbitmqSystem
+
+    return RabbitmqSystem()
+
+
+SYSTEMS: Final[dict[str, Callable[[], PeerSystem]]] = {
+    "rocketq": _rocketq,
+    "redis": _redis,
+    "nats": _nats,
+    "rabbitmq": _rabbitmq,
+}
+
+
+def make_systems(names: list[str] | None = None) -> list[PeerSystem]:
+    """The named systems (all by default), in run order; ValueError for an unknown name."""
+    chosen = names or list(SYSTEMS)
+    unknown = [n for n in chosen if n not in SYSTEMS]
+    if unknown:
+        raise ValueError(
+            f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(SYSTEMS)}"
+        )
+    return [SYSTEMS[n]() for n in chosen]
