@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -31,8 +32,7 @@ from broker.transaction import TransactionalMessageService
 from cluster.config import StoreConfig
 from cluster.message import SCHEDULE_TOPIC, TopicConfig
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
-from replication.ha.master import HAMaster, SlaveConnection
+from replication.ha.master import HAMaster, SlaveConnection, listen_socket
 from replication.ha.slave import HASlave
 from storage.message_store import MessageStore
 
@@ -61,21 +61,11 @@ class Broker:
                 "broker running there? set listen_port"
             )
         config = replace(config, listen_port=self.port)
-        self.ha_server: grpc.aio.Server | None = None
+        self.ha_socket: socket.socket | None = None
         if config.broker_role != "SLAVE":
-            # The HA port: slaves connect here (its own server, as RocketMQ's 10912).
-            self.ha_server = grpc.aio.server(options=GRPC_OPTIONS)
-            ha_addr = f"{config.bind_address}:{config.ha_listen_port}"
-            try:
-                ha_port = self.ha_server.add_insecure_port(ha_addr)
-            except RuntimeError:
-                ha_port = 0
-            if ha_port == 0:
-                raise OSError(
-                    f"cannot listen on {ha_addr} for HA; is another broker running there? set "
-                    "ha_listen_port"
-                )
-            config = replace(config, ha_listen_port=ha_port)
+            # The HA port: slaves connect here (plain TCP, as RocketMQ's 10912).
+            self.ha_socket = listen_socket(config.bind_address, config.ha_listen_port)
+            config = replace(config, ha_listen_port=self.ha_socket.getsockname()[1])
         if store_config.store_host == StoreConfig().store_host:
             store_config = replace(store_config, store_host=config.broker_addr)
         self.config = config
@@ -155,8 +145,6 @@ class Broker:
                 max_gap=config.ha_max_gap_not_in_sync,
                 on_slave=self._slave_connected,
             )
-            assert self.ha_server is not None
-            pb_grpc.add_HAServicer_to_server(self.ha_master, self.ha_server)  # type: ignore[no-untyped-call]
         self.send.ha = self.ha_master if config.broker_role == "SYNC_MASTER" else None
         self.sync = SlaveSynchronizer(self)
         add_services(self.server, self)
@@ -194,8 +182,8 @@ class Broker:
             self.transactions.start()
             if self.config.timer_wheel_enable:
                 self.timer.start()
-        if self.ha_server is not None:
-            await self.ha_server.start()
+        if self.ha_master is not None and self.ha_socket is not None:
+            await self.ha_master.start(self.ha_socket)
         await self.server.start()
         if self.ha_slave is not None:
             self.ha_slave.start()
@@ -250,8 +238,8 @@ class Broker:
         if self.ha_slave is not None:
             await self.ha_slave.stop()
         await self.sync.stop()
-        if self.ha_server is not None:
-            await self.ha_server.stop(grace=0.5)
+        if self.ha_master is not None:
+            await self.ha_master.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

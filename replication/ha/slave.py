@@ -1,10 +1,12 @@
 """The slave's side of classic HA (RocketMQ's HAClient).
 
-The slave connects to its master's HA address, reports where its CommitLog ends and
-appends what the master streams from there, byte for byte, reporting its new end after
-every range and at least every ``report_interval``. When the master says the slave is
-ahead of it, the slave cuts its CommitLog back (and logs it). A broken stream is opened
-again after a second; the slave resumes from its own end.
+The slave connects to its master's HA port (plain TCP, frames in
+:mod:`replication.ha.wire`), says who it is and where its CommitLog ends, and appends what
+the master streams from there, byte for byte, reporting its new end after every range and
+at least every ``report_interval``. When the master says the slave is ahead of it, the
+slave cuts its CommitLog back (and logs it). A broken connection is opened again after a
+second; the slave resumes from its own end. A master silent for ``read_timeout`` (it
+heartbeats every second) counts as lost.
 """
 
 from __future__ import annotations
@@ -12,22 +14,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
-
-import grpc
+import socket
+from collections.abc import Callable
+from typing import cast
 
 from cluster.errors import RocketqError
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from replication.ha.wire import (
+    REPORT,
+    TRANSFER,
+    TRUNCATE,
+    Hello,
+    decode_transfer_head,
+    encode_hello,
+)
 from storage.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
 RECONNECT_DELAY = 1.0
-GRPC_OPTIONS = [
-    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-    ("grpc.max_send_message_length", 64 * 1024 * 1024),
-]
+CONNECT_TIMEOUT = 5.0
+READ_TIMEOUT = 20.0  # s without a byte from the master (RocketMQ's haHousekeepingInterval)
 
 
 class HASlave:
@@ -39,6 +45,7 @@ class HASlave:
         broker_addr: str,
         broker_id: int,
         report_interval: float = 5.0,
+        read_timeout: float = READ_TIMEOUT,
         on_lost: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
@@ -46,6 +53,7 @@ class HASlave:
         self.broker_addr = broker_addr
         self.broker_id = broker_id
         self.report_interval = report_interval
+        self.read_timeout = read_timeout
         # Called when the master cannot be reached (its address may have changed: the
         # broker asks the nameserver again).
         self.on_lost = on_lost
@@ -69,13 +77,6 @@ class HASlave:
             return -1
         return max(0, self.master_max_offset - self.store.max_phy_offset)
 
-    def _report(self) -> pb.HAReport:
-        return pb.HAReport(
-            max_offset=self.store.max_phy_offset,
-            broker_addr=self.broker_addr,
-            broker_id=self.broker_id,
-        )
-
     async def _run(self) -> None:
         while True:
             addr = self.master_ha_addr()
@@ -84,9 +85,9 @@ class HASlave:
                     await self._replicate(addr)
                 except asyncio.CancelledError:
                     raise
-                except grpc.aio.AioRpcError as exc:
+                except (OSError, asyncio.IncompleteReadError, TimeoutError) as exc:
                     if self.connected_to:
-                        log.warning("lost master %s (%s); reconnecting", addr, exc.code().name)
+                        log.warning("lost master %s (%s); reconnecting", addr, exc)
                 except RocketqError as exc:
                     log.error("replication from %s stopped: %s; reconnecting", addr, exc)
                 except Exception:
@@ -98,45 +99,104 @@ class HASlave:
             await asyncio.sleep(RECONNECT_DELAY)
 
     async def _replicate(self, addr: str) -> None:
-        # One pending report at most: chunks stored while the last report was being
-        # written are all acknowledged by the next one (the newest offset is what counts).
-        due = asyncio.Event()
-        due.set()
-
-        async def outgoing() -> AsyncIterator[pb.HAReport]:
+        host, _, port = addr.rpartition(":")
+        loop = asyncio.get_running_loop()
+        receiver = _Receiver(self, addr)
+        transport, _ = await asyncio.wait_for(
+            loop.create_connection(lambda: receiver, host, int(port)), CONNECT_TIMEOUT
+        )
+        store = self.store
+        try:
+            transport.write(
+                encode_hello(Hello(self.broker_id, store.max_phy_offset, self.broker_addr))
+            )
             while True:
-                await due.wait()
-                due.clear()
-                yield self._report()
+                done, _ = await asyncio.wait([receiver.closed], timeout=self.report_interval)
+                if done:
+                    receiver.closed.result()  # raises what ended the connection
+                    raise ConnectionResetError(f"master {addr} closed the HA connection")
+                if loop.time() - receiver.last_rx > self.read_timeout:
+                    raise TimeoutError(f"nothing from master {addr} for {self.read_timeout:g} s")
+                transport.write(REPORT.pack(store.max_phy_offset))
+        finally:
+            transport.close()
 
-        async def heartbeat() -> None:
-            while True:
-                await asyncio.sleep(self.report_interval)
-                due.set()
 
-        async with grpc.aio.insecure_channel(addr, options=GRPC_OPTIONS) as channel:
-            stub = pb_grpc.HAStub(channel)  # type: ignore[no-untyped-call]
-            beat = asyncio.ensure_future(heartbeat())
-            try:
-                async for chunk in stub.Replicate(outgoing()):
-                    if not self.connected_to:
-                        self.connected_to = addr
-                        log.info(
-                            "replicating from master %s at CommitLog offset %d",
-                            addr,
-                            self.store.max_phy_offset,
-                        )
-                    self.master_max_offset = chunk.master_max_offset
-                    if chunk.truncate:
-                        self.store.truncate_to(chunk.offset)
-                    elif chunk.data:
-                        self.store.append_raw(chunk.offset, chunk.data, wake_dispatch=False)
-                        self.received_bytes += len(chunk.data)
-                    else:
-                        continue  # the master's heartbeat; our own timer reports
-                    due.set()
-                    # The ack goes out before dispatch takes the loop.
-                    await asyncio.sleep(0)
-                    self.store.wake_dispatch()
-            finally:
-                beat.cancel()
+class _Receiver(asyncio.Protocol):
+    """Transfers from the master, handled as they arrive: every complete one is appended,
+    then one report acknowledges them all (before dispatch takes the loop)."""
+
+    def __init__(self, slave: HASlave, addr: str) -> None:
+        self.slave = slave
+        self.addr = addr
+        self.buf = bytearray()
+        self.transport: asyncio.WriteTransport | None = None
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.last_rx = asyncio.get_running_loop().time()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.WriteTransport, transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            if exc is None:
+                self.closed.set_result(None)
+            else:
+                self.closed.set_exception(exc)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_rx = asyncio.get_running_loop().time()
+        buf = self.buf
+        buf += data
+        try:
+            appended = self._consume(buf)
+        except Exception as exc:  # a bad frame or a store refusal ends the connection
+            if not self.closed.done():
+                self.closed.set_exception(exc)
+            assert self.transport is not None
+            self.transport.close()
+            return
+        if appended:
+            store = self.slave.store
+            assert self.transport is not None
+            self.transport.write(REPORT.pack(store.max_phy_offset))
+            store.wake_dispatch()
+
+    def _consume(self, buf: bytearray) -> bool:
+        slave = self.slave
+        store = slave.store
+        head_size = TRANSFER.size
+        pos = 0
+        appended = False
+        try:
+            while len(buf) - pos >= head_size:
+                offset, master_max, size, flags = decode_transfer_head(
+                    bytes(buf[pos : pos + head_size])
+                )
+                end = pos + head_size + size
+                if len(buf) < end:
+                    break
+                if not slave.connected_to:
+                    slave.connected_to = self.addr
+                    log.info(
+                        "replicating from master %s at CommitLog offset %d",
+                        self.addr,
+                        store.max_phy_offset,
+                    )
+                slave.master_max_offset = master_max
+                if flags & TRUNCATE:
+                    store.truncate_to(offset)
+                    appended = True
+                elif size:
+                    with memoryview(buf)[pos + head_size : end] as data:
+                        store.append_raw(offset, data, wake_dispatch=False)
+                    slave.received_bytes += size
+                    appended = True
+                pos = end
+        finally:
+            if pos:
+                del buf[:pos]
+        return appended
