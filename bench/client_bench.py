@@ -66,7 +66,7 @@ class _Counters:
         return self.sent, self.failed, self.calls, self.total_ns
 
 
-async def _ensure_topic(namesrv: str, topic: str, queues: int) -> None:
+async def ensure_topic(namesrv: str, topic: str, queues: int) -> None:
     from sdk.admin import Admin
 
     async with Admin(namesrv) as admin:
@@ -87,7 +87,7 @@ async def produce(
 ) -> dict[str, object]:
     from sdk import Producer
 
-    await _ensure_topic(namesrv, topic, queues)
+    await ensure_topic(namesrv, topic, queues)
     body = os.urandom(size // 2).hex().encode()[:size].ljust(size, b"x")
     lat: list[int] = []
     c = _Counters()
@@ -209,7 +209,7 @@ async def consume(
 ) -> dict[str, object]:
     from sdk import ConsumeFrom, ConsumeResult, MessageExt, Producer, PushConsumer
 
-    await _ensure_topic(namesrv, topic, queues)
+    await ensure_topic(namesrv, topic, queues)
     if backlog:
         body = b"x" * size
         echo(f"writing a backlog of {backlog:,} messages to {topic} ...")

@@ -505,6 +505,53 @@ def bench_replication(
         typer.echo(json_line(summary))
 
 
+@bench_app.command("failover")
+def bench_failover(
+    kills: Annotated[int, typer.Option(min=1, help="Leader kills in the run.")] = 10,
+    concurrency: Annotated[
+        int, typer.Option("--threads", "-c", min=1, help="Sends in flight.")
+    ] = 8,
+    size: Annotated[int, typer.Option("--size", "-s", min=1)] = 1024,
+    data_dir: Annotated[Path | None, typer.Option(help="Where the cluster keeps its data.")] = None,
+    settings: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="KEY=VALUE for every broker (e.g. Raft timers)."),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """SIGKILL a Raft group's leader under load, again and again: the time from each kill
+    to the first SEND_OK on the new leader, with its median and max."""
+    from bench.client_bench import json_line, run
+    from bench.failover_bench import FailoverBenchError, failover
+    from cluster.errors import RocketqError
+
+    extra = {}
+    for item in settings or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise _fail(f"--set takes KEY=VALUE, got {item!r}")
+        extra[key.strip()] = value.strip()
+    try:
+        result = run(
+            lambda: failover(
+                kills=kills,
+                concurrency=concurrency,
+                size=size,
+                data_dir=str(data_dir) if data_dir else None,
+                settings=extra,
+                echo=typer.echo,
+            )
+        )
+    except (RocketqError, OSError, FailoverBenchError) as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(
+        f"failover over {kills} kills: median {result['median_ms']} ms, max "
+        f"{result['max_ms']} ms; {result['send_ok']:,} sends OK, {result['send_failed']:,} failed"
+    )
+    if json_out:
+        typer.echo(json_line(result))
+
+
 @bench_app.command("consume")
 def bench_consume(
     namesrv: Annotated[str | None, typer.Option("--namesrv", "-n", envvar="NAMESRV_ADDR")] = None,
