@@ -16,7 +16,6 @@ each time a report comes in, so one report completes every send it covers.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import heapq
 import itertools
@@ -26,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from cluster.aio import wait_done, wait_event
+from cluster.aio import wait_event
 from replication.ha.wire import (
     HELLO,
     REPORT,
@@ -44,9 +43,7 @@ TRANSFER_BATCH = 4 * 1024 * 1024
 WINDOW = 32 * 1024 * 1024
 HEARTBEAT_INTERVAL = 1.0  # s: an idle connection sends an empty transfer this often
 HELLO_TIMEOUT = 10.0  # s a new connection has to say who it is
-# Transfers sent and not yet acknowledged. While they are on their way, new appends pile
-# up and leave as one range: fewer, larger transfers under load, one at a time when idle.
-MAX_UNACKED_TRANSFERS = 1000
+SWEEP_INTERVAL = 0.1  # s between looks for SYNC sends past their deadline
 
 
 @dataclass(slots=True)
@@ -85,18 +82,18 @@ class HAMaster:
         max_gap: int,
         transfer_batch: int = TRANSFER_BATCH,
         window: int = WINDOW,
-        max_unacked: int = MAX_UNACKED_TRANSFERS,
         on_slave: Callable[[SlaveConnection], None] | None = None,
     ) -> None:
         self.store = store
         self.max_gap = max_gap
         self.transfer_batch = transfer_batch
         self.window = window
-        self.max_unacked = max_unacked
         self.on_slave = on_slave
         self.slaves: dict[int, SlaveConnection] = {}
         self._ids = itertools.count(1)
-        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
+        # Waiting SYNC sends: (end offset, seq, deadline, future), smallest end first.
+        self._waiting: list[tuple[int, int, float, asyncio.Future[PutStatus]]] = []
+        self._sweeper: asyncio.Task[None] | None = None
         self._seq = itertools.count()
         self._server: asyncio.Server | None = None
         self._handlers: set[asyncio.Task[None]] = set()
@@ -109,6 +106,8 @@ class HAMaster:
         self._server = await asyncio.start_server(self._serve, sock=sock)
 
     async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         if self._server is not None:
             self._server.close()
         for task in list(self._handlers):
@@ -143,26 +142,45 @@ class HAMaster:
         best = self.best_ack
         waiting = self._waiting
         while waiting and waiting[0][0] <= best:
-            _, _, fut = heapq.heappop(waiting)
+            fut = heapq.heappop(waiting)[3]
             if not fut.done():
-                fut.set_result(None)
+                fut.set_result(PutStatus.PUT_OK)
 
     # -- SYNC_MASTER -------------------------------------------------------------------
 
     async def wait_slave(self, end_offset: int, timeout: float) -> PutStatus:
         """PUT_OK once a slave has everything below ``end_offset``; SLAVE_NOT_AVAILABLE
-        with no slave (or one too far behind); FLUSH_SLAVE_TIMEOUT after ``timeout``."""
+        with no slave (or one too far behind); FLUSH_SLAVE_TIMEOUT after ``timeout``
+        (give or take :data:`SWEEP_INTERVAL`: one sweeper times out every late send, so a
+        waiting send costs a heap entry and no timer of its own)."""
         best = self.best_ack
         if best < 0 or self.store.max_phy_offset - best > self.max_gap:
             return PutStatus.SLAVE_NOT_AVAILABLE
         if best >= end_offset:
             return PutStatus.PUT_OK
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiting, (end_offset, next(self._seq), fut))
-        if await wait_done(fut, timeout):
-            return PutStatus.PUT_OK
-        fut.cancel()
-        return PutStatus.FLUSH_SLAVE_TIMEOUT
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[PutStatus] = loop.create_future()
+        heapq.heappush(self._waiting, (end_offset, next(self._seq), loop.time() + timeout, fut))
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = loop.create_task(self._sweep())
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            fut.cancel()
+            raise
+
+    async def _sweep(self) -> None:
+        """Answer FLUSH_SLAVE_TIMEOUT to waiting sends past their deadline; ends when
+        nothing waits."""
+        loop = asyncio.get_running_loop()
+        waiting = self._waiting
+        while waiting:
+            await asyncio.sleep(SWEEP_INTERVAL)
+            now = loop.time()
+            while waiting and (waiting[0][2] <= now or waiting[0][3].done()):
+                fut = heapq.heappop(waiting)[3]
+                if not fut.done():
+                    fut.set_result(PutStatus.FLUSH_SLAVE_TIMEOUT)
 
     # -- one slave's connection ------------------------------------------------------------
 
@@ -246,17 +264,10 @@ class HAMaster:
             # A new slave (or one behind what is kept) starts at the oldest segment kept.
             next_offset = commitlog.min_offset
         last_sent = time.monotonic()
-        unacked: collections.deque[int] = collections.deque()  # ends of transfers in flight
         while not reports.done():
             master_max = commitlog.max_offset
             sent = False
-            while unacked and unacked[0] <= conn.ack:
-                unacked.popleft()
-            while (
-                next_offset < master_max
-                and next_offset - max(conn.ack, 0) < self.window
-                and len(unacked) < self.max_unacked
-            ):
+            while next_offset < master_max and next_offset - max(conn.ack, 0) < self.window:
                 segment_end = commitlog.next_segment_offset(next_offset)
                 end = min(master_max, next_offset + self.transfer_batch, segment_end)
                 view = commitlog.read(next_offset, end - next_offset)
@@ -268,7 +279,6 @@ class HAMaster:
                     view.release()
                 writer.write(encode_transfer_head(next_offset, master_max, len(data)) + data)
                 next_offset = end
-                unacked.append(end)
                 sent = True
             now = time.monotonic()
             if not sent and now - last_sent >= HEARTBEAT_INTERVAL:
@@ -279,10 +289,6 @@ class HAMaster:
                 await writer.drain()
                 continue
             conn.wake.clear()
-            if (
-                commitlog.max_offset > next_offset
-                and next_offset - conn.ack < self.window
-                and (len(unacked) < self.max_unacked or unacked[0] <= conn.ack)
-            ):
-                continue  # appended (or acknowledged) meanwhile
+            if commitlog.max_offset > next_offset and next_offset - conn.ack < self.window:
+                continue  # appended meanwhile
             await wait_event(conn.wake, HEARTBEAT_INTERVAL)

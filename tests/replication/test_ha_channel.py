@@ -118,3 +118,27 @@ async def test_master_and_slave_over_loopback(
     finally:
         await slave.stop()
         await master.stop()
+
+
+async def test_a_silent_slave_times_sync_sends_out(store_factory: Callable[..., Any]) -> None:
+    """A slave that says hello and then acknowledges nothing: SYNC sends answer
+    FLUSH_SLAVE_TIMEOUT after their timeout, each one, and none before it."""
+    store: MessageStore = await store_factory()
+    master = HAMaster(store, max_gap=1 << 30)
+    sock = listen_socket("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    await master.start(sock)
+    _, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(encode_hello(Hello(1, 0, "127.0.0.1:2")))
+        await writer.drain()
+        await wait_until(lambda: master.best_ack == 0, "the silent slave to connect")
+        ends = [store.append(batch("T", [b"x" * 64]), "T", 0).end_offset for _ in range(5)]
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        statuses = await asyncio.gather(*(master.wait_slave(e, 0.3) for e in ends))
+        assert set(statuses) == {PutStatus.FLUSH_SLAVE_TIMEOUT}
+        assert 0.3 <= loop.time() - t0 < 3.0
+    finally:
+        writer.close()
+        await master.stop()
