@@ -699,28 +699,6 @@ class SlaveSyncData(_message.Message):
     subscription_groups: bytes
     def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., topic_configs: _Optional[bytes] = ..., consumer_offsets: _Optional[bytes] = ..., delay_offsets: _Optional[bytes] = ..., subscription_groups: _Optional[bytes] = ...) -> None: ...
 
-class HAReport(_message.Message):
-    __slots__ = ("max_offset", "broker_addr", "broker_id")
-    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
-    BROKER_ADDR_FIELD_NUMBER: _ClassVar[int]
-    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
-    max_offset: int
-    broker_addr: str
-    broker_id: int
-    def __init__(self, max_offset: _Optional[int] = ..., broker_addr: _Optional[str] = ..., broker_id: _Optional[int] = ...) -> None: ...
-
-class HAChunk(_message.Message):
-    __slots__ = ("offset", "data", "master_max_offset", "truncate")
-    OFFSET_FIELD_NUMBER: _ClassVar[int]
-    DATA_FIELD_NUMBER: _ClassVar[int]
-    MASTER_MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
-    TRUNCATE_FIELD_NUMBER: _ClassVar[int]
-    offset: int
-    data: bytes
-    master_max_offset: int
-    truncate: bool
-    def __init__(self, offset: _Optional[int] = ..., data: _Optional[bytes] = ..., master_max_offset: _Optional[int] = ..., truncate: _Optional[bool] = ...) -> None: ...
-
 class RaftEntry(_message.Message):
     __slots__ = ("term", "data")
     TERM_FIELD_NUMBER: _ClassVar[int]
