@@ -453,18 +453,34 @@ def bench_replication(
     ] = 32,
     batch: Annotated[int, typer.Option("--batch", "-b", min=1, max=1024)] = 1,
     duration: Annotated[float, typer.Option("--duration", "-d", min=0.1)] = 10.0,
+    modes: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated clusters to run after the lone broker: async_master, "
+            "sync_master (master + slave), raft (a three-member Raft group)."
+        ),
+    ] = "async_master,sync_master,raft",
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """One run, three clusters one after the other: a lone broker, an ASYNC_MASTER with a
-    slave and a SYNC_MASTER with a slave; each one's TPS as a ratio to the lone broker's."""
+    """One run, clusters one after the other: a lone broker, an ASYNC_MASTER with a slave,
+    a SYNC_MASTER with a slave and a three-member Raft group; each one's TPS as a ratio to
+    the lone broker's."""
     from bench.client_bench import json_line, produce, run, target_cluster
     from cluster.errors import RocketqError
 
-    modes = [("lone", "none", "ASYNC_MASTER"), ("async_master", "ha", "ASYNC_MASTER")]
-    modes.append(("sync_master", "ha", "SYNC_MASTER"))
+    known = {
+        "async_master": ("ha", "ASYNC_MASTER"),
+        "sync_master": ("ha", "SYNC_MASTER"),
+        "raft": ("raft", "ASYNC_MASTER"),
+    }
+    chosen = [m.strip() for m in modes.split(",") if m.strip()]
+    for m in chosen:
+        if m not in known:
+            raise _fail(f"--modes: unknown cluster {m!r}; choose from {', '.join(known)}")
+    runs = [("lone", "none", "ASYNC_MASTER")] + [(m, *known[m]) for m in chosen]
     results: dict[str, dict[str, object]] = {}
     try:
-        for name, replication, role in modes:
+        for name, replication, role in runs:
             typer.echo(f"--- {name} ---")
             with target_cluster(
                 None,
