@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from broker.service import OK, status_of
 from broker.slave_sync import sync_data
 from broker.subscription_group import SubscriptionGroupConfig, check_group
-from cluster.errors import QueryNotFoundError, TopicNotExistError
+from cluster.errors import QueryNotFoundError, RocketqSystemError, TopicNotExistError
 from cluster.message import TopicConfig
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
@@ -223,11 +223,26 @@ class BrokerAdminService(pb_grpc.BrokerAdminServicer):
             table["haSlaves"] = str(len(b.ha_master.slaves))
             table["haSlaveAckOffset"] = str(b.ha_master.best_ack)
             table["haLagBytes"] = str(b.ha_master.lag_bytes())
+        if b.raft is not None:
+            table.update(b.raft.runtime_info())
         if b.ha_slave is not None:
             table["haMaster"] = b.ha_slave.connected_to
             table["haMasterMaxOffset"] = str(b.ha_slave.master_max_offset)
             table["haLagBytes"] = str(b.ha_slave.lag_bytes())
         return pb.RuntimeInfo(status=OK, table=table)
+
+    async def TransferLeader(self, request: pb.TransferLeaderRequest, context: object) -> pb.Status:
+        """Raft mode: hand leadership of the group to member ``request.to``."""
+        try:
+            if self.b.raft is None:
+                raise RocketqSystemError(
+                    f"broker {self.b.config.broker_name} does not run Raft "
+                    "(enable_dledger_commit_log is off)"
+                )
+            self.b.raft.transfer(request.group, request.to)
+        except Exception as exc:
+            return status_of(exc)
+        return OK
 
     async def GetSlaveSyncData(self, request: pb.Empty, context: object) -> pb.SlaveSyncData:
         data = sync_data(self.b)

@@ -19,6 +19,7 @@ from broker.consumer_offset import ConsumerOffsetManager
 from broker.flow_control import FlowControl
 from broker.long_polling import PullRequestHoldService
 from broker.pull_processor import PullProcessor
+from broker.raft_member import RaftMember, slave_id_of
 from broker.rebalance_lock import RebalanceLockManager
 from broker.registration import NameServerRegistration, topic_datas
 from broker.schedule import SCHEDULE_TOPIC_BYTES, ScheduleMessageService
@@ -61,6 +62,9 @@ class Broker:
                 "broker running there? set listen_port"
             )
         config = replace(config, listen_port=self.port)
+        if config.enable_dledger_commit_log:
+            # Raft decides the role: every member is a slave until it leads.
+            config = replace(config, broker_role="SLAVE", broker_id=slave_id_of(config))
         self.ha_socket: socket.socket | None = None
         if config.broker_role != "SLAVE":
             # The HA port: slaves connect here (plain TCP, as RocketMQ's 10912).
@@ -73,6 +77,7 @@ class Broker:
         # A SCHEDULE_TOPIC_XXXX entry's tag-hash field holds its delivery time.
         self.store = MessageStore(
             store_config,
+            auto_commit=not config.enable_dledger_commit_log,  # Raft: up to the commit point
             tags_code_overrides={
                 SCHEDULE_TOPIC_BYTES: lambda t, p, ts: self.schedule.tags_code(t, p, ts),
                 TIMER_TOPIC_BYTES: lambda t, p, ts: self.timer.tags_code(t, p, ts),
@@ -130,7 +135,9 @@ class Broker:
         self.topics.on_change = self.registration.register_now
         self.ha_master: HAMaster | None = None
         self.ha_slave: HASlave | None = None
-        if config.broker_role == "SLAVE":
+        if config.enable_dledger_commit_log:
+            pass  # Raft replicates (broker/raft_member.py)
+        elif config.broker_role == "SLAVE":
             self.ha_slave = HASlave(
                 self.store,
                 lambda: config.ha_master_address or self.registration.master_ha_addr,
@@ -147,6 +154,8 @@ class Broker:
             )
         self.send.ha = self.ha_master if config.broker_role == "SYNC_MASTER" else None
         self.sync = SlaveSynchronizer(self)
+        self.raft = RaftMember(self) if config.enable_dledger_commit_log else None
+        self.send.raft = self.raft
         add_services(self.server, self)
         self.boot_time = time.time()
         self._tasks: list[asyncio.Task[None]] = []
@@ -177,6 +186,8 @@ class Broker:
         await asyncio.to_thread(self._load_configs)
         await self.store.start()
         self.store.add_arrival_listener(self.holds.notify)
+        if self.raft is not None:
+            await self.raft.start()
         if self.config.broker_role != "SLAVE":
             self.schedule.start()
             self.transactions.start()
@@ -245,6 +256,8 @@ class Broker:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self.raft is not None:
+            await self.raft.stop()
         await self.schedule.stop()
         await self.transactions.stop()
         await self.timer.stop()

@@ -149,7 +149,8 @@ class ScheduleMessageService:
         self._saved = snapshot
 
     def start(self) -> None:
-        self.store.add_arrival_listener(self._on_arrival)
+        if self._on_arrival not in self.store.dispatcher.listeners:  # started again
+            self.store.add_arrival_listener(self._on_arrival)
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._run_level(level)) for level in self.levels()]
         self._tasks.append(loop.create_task(self._persist_loop()))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import random
+from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig
 from broker.flow_control import FlowControl
@@ -16,6 +17,7 @@ from broker.topic_config import TopicConfigManager
 from broker.transaction import TransactionalMessageService, is_prepared
 from cluster.errors import (
     FlushDiskTimeoutError,
+    FlushSlaveTimeoutError,
     MessageIllegalError,
     NoPermissionError,
     QueryNotFoundError,
@@ -40,6 +42,9 @@ from replication.ha.master import HAMaster
 from storage.commitlog import AppendResult
 from storage.message_store import MessageStore
 from storage.results import PutResult, PutStatus
+
+if TYPE_CHECKING:
+    from broker.raft_member import RaftMember
 
 log = logging.getLogger(__name__)
 
@@ -66,14 +71,18 @@ class SendProcessor:
         self.timer = timer
         # SYNC_MASTER: sends also wait for a slave (set by the broker).
         self.ha: HAMaster | None = None
+        # Raft mode: only the serving leader writes; sends wait for a quorum commit.
+        self.raft: RaftMember | None = None
 
     @property
     def waits(self) -> bool:
         """Whether a stored send waits before it is answered (flush or slave)."""
-        return self.store.waits_for_flush or self.ha is not None
+        return self.store.waits_for_flush or self.ha is not None or self.raft is not None
 
     def _check_writable(self) -> None:
-        if self.config.broker_role == "SLAVE":
+        if self.raft is not None:
+            self.raft.check_writable()
+        elif self.config.broker_role == "SLAVE":
             raise ServiceNotAvailableError(
                 f"broker {self.config.broker_name} id {self.config.broker_id} is a slave; "
                 "send to the master"
@@ -134,6 +143,10 @@ class SendProcessor:
             status = await self.store.wait_stored(end_offset)
             if self.ha is not None and status is PutStatus.PUT_OK:
                 status = await self.ha.wait_slave(
+                    end_offset, self.store.config.sync_flush_timeout / 1000
+                )
+            if self.raft is not None and status is PutStatus.PUT_OK:
+                status = await self.raft.wait_committed(
                     end_offset, self.store.config.sync_flush_timeout / 1000
                 )
             return status
@@ -210,4 +223,8 @@ class SendProcessor:
         result = PutResult(await self.store.wait_stored(appended.end_offset), appended)
         if result.status is PutStatus.FLUSH_DISK_TIMEOUT:
             raise FlushDiskTimeoutError("the retry copy was stored but its flush timed out")
+        if self.raft is not None:
+            timeout = self.store.config.sync_flush_timeout / 1000
+            if await self.raft.wait_committed(appended.end_offset, timeout) != PutStatus.PUT_OK:
+                raise FlushSlaveTimeoutError("the retry copy was stored but no quorum has it yet")
         return result.append

@@ -126,7 +126,10 @@ class BrokerService(pb_grpc.BrokerServicer):
         status = PutStatus.PUT_OK
         ends = [r.end_offset for r in results if not isinstance(r, BaseException)]
         if ends and self.b.send.waits:
-            status = await self.b.send.wait_stored(max(ends))
+            try:
+                status = await self.b.send.wait_stored(max(ends))
+            except RocketqError as exc:  # Raft: the leader stepped down meanwhile
+                results = [exc] * len(reqs)
         return pb.SendBatchResponse(
             responses=[self._answer(q, r, status) for q, r in zip(reqs, results, strict=True)]
         )

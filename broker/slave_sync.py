@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -57,13 +58,26 @@ def sync_data(b: Broker) -> pb.SlaveSyncData:
 
 
 class SlaveSynchronizer:
-    def __init__(self, broker: Broker) -> None:
+    """``master_addr`` finds the master's client address ("" while unknown; default: what
+    the nameserver answered our registration); ``interval_ms`` overrides
+    ``slave_sync_interval`` (Raft followers copy every second)."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        *,
+        master_addr: Callable[[], Awaitable[str]] | None = None,
+        interval_ms: int | None = None,
+    ) -> None:
         self.b = broker
+        self._master_addr = master_addr
+        self._interval_ms = interval_ms
         self._task: asyncio.Task[None] | None = None
         self.last_sync = 0.0
 
     def start(self) -> None:
-        self._task = asyncio.ensure_future(self._run())
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._run())
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -88,7 +102,8 @@ class SlaveSynchronizer:
             except (ValueError, TypeError, KeyError) as exc:
                 log.warning("the master's state could not be read: %s", exc)
             # Until the master is known (and reachable), look again every second.
-            await asyncio.sleep(self.b.config.slave_sync_interval / 1000 if done else 1.0)
+            interval = self._interval_ms or self.b.config.slave_sync_interval
+            await asyncio.sleep(interval / 1000 if done else min(1.0, interval / 1000))
 
     async def _fetch(self, addr: str) -> pb.SlaveSyncData:
         async with grpc.aio.insecure_channel(addr) as channel:
@@ -98,7 +113,10 @@ class SlaveSynchronizer:
 
     async def sync_once(self) -> bool:
         """Copy the master's state now; False when the master is not known yet."""
-        addr = self.b.registration.master_addr
+        if self._master_addr is not None:
+            addr = await self._master_addr()
+        else:
+            addr = self.b.registration.master_addr
         if not addr:
             return False
         data = await self._fetch(addr)

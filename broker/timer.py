@@ -252,7 +252,8 @@ class TimerMessageStore:
         )
 
     def start(self) -> None:
-        self.store.add_arrival_listener(self._on_arrival)
+        if self._on_arrival not in self.store.dispatcher.listeners:  # started again
+            self.store.add_arrival_listener(self._on_arrival)
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._enqueue_loop()),

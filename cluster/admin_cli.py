@@ -165,7 +165,8 @@ def _time(ms: int) -> str:
 
 @admin_app.command("cluster-list")
 def cluster_list(namesrv: Namesrv = DEFAULT_NAMESRV, as_json: JsonOut = False) -> None:
-    """Brokers of every cluster with role, address and CommitLog offsets."""
+    """Brokers of every cluster with role, address and CommitLog offsets (Raft members
+    also with their member id, term, leader and committed offset)."""
     brokers = run(lambda: _with_admin(namesrv, lambda a: a.cluster_list()))
     rows = [
         [
@@ -174,7 +175,9 @@ def cluster_list(namesrv: Namesrv = DEFAULT_NAMESRV, as_json: JsonOut = False) -
             b.broker_id,
             b.addr,
             b.runtime.get("brokerRole", "?"),
+            _raft_state(b.runtime),
             b.runtime.get("commitLogMaxOffset", "?"),
+            b.runtime.get("raftCommittedOffset", "-"),
             b.runtime.get("haLagBytes", "-"),
             b.runtime.get("dispatchBehindBytes", "?"),
             b.runtime.get("error", ""),
@@ -189,13 +192,95 @@ def cluster_list(namesrv: Namesrv = DEFAULT_NAMESRV, as_json: JsonOut = False) -
             "id",
             "address",
             "role",
+            "raft",
             "max_offset",
+            "committed",
             "replication_lag",
             "dispatch_behind",
             "error",
         ],
         as_json,
     )
+
+
+def _raft_state(runtime: dict[str, str]) -> str:
+    """``n1 LEADER t3`` / ``n0 FOLLOWER t3 ->n1``; "-" for a broker without Raft."""
+    if "raftSelfId" not in runtime:
+        return "-"
+    text = f"{runtime['raftSelfId']} {runtime.get('raftRole', '?')} t{runtime.get('raftTerm', '?')}"
+    leader = runtime.get("raftLeader", "")
+    if leader and leader != runtime["raftSelfId"]:
+        text += f" ->{leader}"
+    return text
+
+
+@admin_app.command("transfer-leader")
+def transfer_leader(
+    group: Annotated[str, typer.Option("--group", "-g", help="The Raft group (dledger_group).")],
+    to: Annotated[str, typer.Option("--to", help="The member to lead (dledger_self_id).")],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the new master.")] = 10.0,
+) -> None:
+    """Hand leadership of a Raft broker group to another member; waits until that member
+    is registered as the master (broker id 0)."""
+    addr = run(lambda: _transfer_leader(namesrv, group, to, timeout))
+    typer.echo(f"group {group}: {to} ({addr}) is the master now")
+
+
+async def _transfer_leader(namesrv: str, group: str, to: str, timeout: float) -> str:
+    import grpc
+
+    from cluster.errors import RocketqSystemError, for_code
+    from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+    from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+    from sdk.admin import Admin, BrokerInfo
+
+    def members(brokers: list[BrokerInfo]) -> list[BrokerInfo]:
+        return [
+            b
+            for b in brokers
+            if b.runtime.get("raftGroup") == group
+            or ("raftGroup" not in b.runtime and b.broker_name == group)
+        ]
+
+    deadline = time.monotonic() + timeout
+    async with Admin(namesrv) as admin:
+        group_members = members(await admin.cluster_list())
+        if not any("raftSelfId" in b.runtime for b in group_members):
+            raise RocketqSystemError(
+                f"no broker of raft group {group!r} is registered; check the group with "
+                "`rocketq admin cluster-list`"
+            )
+        target = next((b for b in group_members if b.runtime.get("raftSelfId") == to), None)
+        if target is None:
+            known = ", ".join(sorted(b.runtime.get("raftSelfId", "?") for b in group_members))
+            raise RocketqSystemError(f"raft group {group} has no live member {to!r} ({known})")
+        if target.broker_id == 0 and target.runtime.get("raftServing") == "true":
+            return target.addr
+        leader = next((b for b in group_members if b.broker_id == 0), None)
+        if leader is None:
+            raise RocketqSystemError(f"raft group {group} has no master now; try again shortly")
+        async with grpc.aio.insecure_channel(leader.addr) as channel:
+            stub = pb_grpc.BrokerAdminStub(channel)  # type: ignore[no-untyped-call]
+            status = await stub.TransferLeader(
+                pb.TransferLeaderRequest(group=group, to=to), timeout=5
+            )
+        if status.code != 0:
+            raise for_code(status.code)(status.message)
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            now = members(await admin.cluster_list())
+            if any(
+                b.runtime.get("raftSelfId") == to
+                and b.broker_id == 0
+                and b.runtime.get("raftServing") == "true"
+                for b in now
+            ):
+                return target.addr
+        raise RocketqSystemError(
+            f"{to} did not become the master of {group} within {timeout:g} s; see "
+            "`rocketq admin cluster-list` and the brokers' logs"
+        )
 
 
 @admin_app.command("update-sub-group")

@@ -257,7 +257,8 @@ def cluster_up(
     replication: Annotated[
         Replication,
         typer.Option(
-            case_sensitive=False, help="none, or ha (a slave per group; raft comes later)."
+            case_sensitive=False,
+            help="none, ha (a slave per group) or raft (three members per group).",
         ),
     ] = Replication.NONE,
     settings: Annotated[

@@ -18,6 +18,7 @@ import functools
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -39,7 +40,8 @@ POLL_INTERVAL: Final = 0.05
 # How long a restart keeps retrying while the node's old port is briefly busy.
 PORT_RETRY_SECONDS: Final = 5.0
 LOG_TAIL_LINES: Final = 30
-_AVAILABLE_REPLICATION: Final = ("none", "ha")
+_AVAILABLE_REPLICATION: Final = ("none", "ha", "raft")
+RAFT_MEMBERS: Final = 3  # processes per broker group with replication "raft"
 _PROJECT_ROOT: Final = Path(__file__).resolve().parent.parent
 
 
@@ -111,6 +113,7 @@ class Node:
     start_time: int = 0  # /proc/<pid>/stat field 22, against pid reuse
     broker_name: str = ""
     broker_id: int = 0
+    raft_port: int = 0  # replication "raft": the member's Raft port, fixed before the start
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -148,6 +151,8 @@ class Node:
                 "broker_id": self.broker_id,
                 "store": str(self.store),
             }
+            if self.raft_port:
+                doc["raft_port"] = self.raft_port
         return doc
 
 
@@ -242,6 +247,25 @@ def _fetch_cluster_info(addr: str, timeout: float = 2.0) -> dict[str, dict[int, 
     return {name: dict(data.broker_addrs.items()) for name, data in info.broker_addr_table.items()}
 
 
+def raft_member_id(node: Node) -> str:
+    """A Raft member's id in its group: n0, n1, n2."""
+    return f"n{node.broker_id}"
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports free on this host now (held open together while chosen)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((HOST, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 # ------------------------------------------------------------------ the cluster
 
 
@@ -258,8 +282,13 @@ class LocalCluster:
         self.nameservers = [
             Node(f"namesrv-{i}", "nameserver", self.data_dir) for i in range(spec.nameservers)
         ]
-        # Each broker group: its master, and with replication "ha" a slave (broker id 1).
-        ids = (0, 1) if spec.replication == "ha" else (0,)
+        # Each broker group: its master, and with replication "ha" a slave (broker id 1);
+        # with "raft" three members n0-n2 (which one is the master the election decides).
+        ids: tuple[int, ...] = (0,)
+        if spec.replication == "ha":
+            ids = (0, 1)
+        elif spec.replication == "raft":
+            ids = tuple(range(RAFT_MEMBERS))
         self.brokers = [
             Node(f"{g}-{i}", "broker", self.data_dir, broker_name=g, broker_id=i)
             for g in map(broker_group_name, range(spec.brokers))
@@ -309,6 +338,7 @@ class LocalCluster:
                 node.port = int(saved["port"])
                 node.pid = int(saved["pid"])
                 node.start_time = int(saved.get("start_time", 0))
+                node.raft_port = int(saved.get("raft_port", 0))
         except (KeyError, TypeError, ValueError) as exc:
             raise LauncherError(f"{path}: not a cluster description ({exc!r})") from None
         return cluster
@@ -332,6 +362,10 @@ class LocalCluster:
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         for n in self.nodes:
             n.port, n.pid, n.start_time, n.process = 0, 0, 0, None
+        if self.spec.replication == "raft":
+            # Every member must know every member's Raft address before any starts.
+            for b, port in zip(self.brokers, free_ports(len(self.brokers)), strict=True):
+                b.raft_port = port
         try:
             for n in self.nodes:
                 self._launch(n, self.spec.ready_timeout)
@@ -371,9 +405,16 @@ class LocalCluster:
                 "--set", "metrics_port=0",
             ]  # fmt: skip
             settings = self.spec.broker_settings
+        if node.role == "broker" and self.spec.replication == "raft":
+            cmd += [
+                "--set", "enable_dledger_commit_log=true",
+                "--set", f"dledger_group={node.broker_name}",
+                "--set", f"dledger_peers={self.raft_peers(node)}",
+                "--set", f"dledger_self_id={raft_member_id(node)}",
+            ]  # fmt: skip
         for key, value in settings.items():
             cmd += ["--set", f"{key}={value}"]
-        if node.role == "broker" and node.broker_id > 0:
+        if node.role == "broker" and node.broker_id > 0 and self.spec.replication != "raft":
             cmd += ["--set", "broker_role=SLAVE"]  # whatever role the masters were given
         return cmd
 
@@ -452,11 +493,28 @@ class LocalCluster:
                     return int(doc["port"])
         return None
 
+    def group_members(self, broker_name: str) -> list[Node]:
+        return [b for b in self.brokers if b.broker_name == broker_name]
+
+    def raft_peers(self, node: Node) -> str:
+        """``dledger_peers`` for a member: every member of its group as id-host:port.
+        (Tests override it to put a proxy between members.)"""
+        return ";".join(
+            f"{raft_member_id(m)}-{HOST}:{m.raft_port}"
+            for m in self.group_members(node.broker_name)
+        )
+
     def _registered(self, brokers: list[Node], nameserver: Node) -> bool:
         try:
             info = _fetch_cluster_info(nameserver.addr)
         except Exception:  # not answering yet is "not registered yet"
             return False
+        if self.spec.replication == "raft":
+            # Any member may be the master (id 0); each group needs one.
+            return all(
+                b.addr in info.get(b.broker_name, {}).values() and 0 in info.get(b.broker_name, {})
+                for b in brokers
+            )
         return all(info.get(b.broker_name, {}).get(b.broker_id) == b.addr for b in brokers)
 
     def _wait_registered(self, brokers: list[Node], nameservers: list[Node]) -> None:

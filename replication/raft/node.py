@@ -515,7 +515,20 @@ class RaftNode:
                 self._maybe_hand_over()
         else:
             # Start again from where the follower says; whatever was in flight is void.
-            pr.next_index = max(1, min(pr.next_index, resp.conflict_index or 1))
+            conflict = resp.conflict_index or 1
+            if resp.reason == "GAP" and conflict <= pr.match_index:
+                # It lost entries it had acknowledged (a member whose disk was wiped):
+                # copy them again. Commits made with its old acknowledgement stand.
+                log.warning(
+                    "%s: %s lost its log after entry %d (had acknowledged %d); sending it "
+                    "again from there",
+                    self.node_id,
+                    resp.follower,
+                    conflict - 1,
+                    pr.match_index,
+                )
+                pr.match_index = conflict - 1
+            pr.next_index = max(1, min(pr.next_index, conflict))
             pr.next_index = max(pr.next_index, pr.match_index + 1)
             pr.inflight = 0
         self._send_appends(resp.follower, heartbeat=False)

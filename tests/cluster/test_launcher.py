@@ -15,7 +15,6 @@ from pathlib import Path
 import grpc
 import pytest
 
-from cluster.errors import ConfigError
 from cluster.launcher import ClusterSpec, LauncherError, LocalCluster, broker_group_name
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
@@ -65,9 +64,26 @@ def test_broker_group_names() -> None:
     assert names == ["broker-a", "broker-b", "broker-z", "broker-aa", "broker-ab"]
 
 
-def test_raft_replication_is_refused_until_it_exists(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="not available yet"):
-        ClusterSpec(data_dir=tmp_path, replication="raft")
+def test_raft_replication_gives_each_group_three_members_with_known_peers(
+    tmp_path: Path,
+) -> None:
+    cluster = LocalCluster(ClusterSpec(data_dir=tmp_path, brokers=2, replication="raft"))
+    assert [(b.name, b.broker_name, b.broker_id) for b in cluster.brokers] == [
+        ("broker-a-0", "broker-a", 0),
+        ("broker-a-1", "broker-a", 1),
+        ("broker-a-2", "broker-a", 2),
+        ("broker-b-0", "broker-b", 0),
+        ("broker-b-1", "broker-b", 1),
+        ("broker-b-2", "broker-b", 2),
+    ]
+    for b, port in zip(cluster.brokers, (41001, 41002, 41003, 41004, 41005, 41006), strict=True):
+        b.raft_port = port
+    member = cluster.brokers[4]
+    cmd = cluster._command(member)
+    assert "dledger_peers=n0-127.0.0.1:41004;n1-127.0.0.1:41005;n2-127.0.0.1:41006" in cmd
+    assert "dledger_self_id=n1" in cmd and "dledger_group=broker-b" in cmd
+    assert "broker_role=SLAVE" not in cmd  # the election decides
+    assert member.to_dict()["raft_port"] == 41005
 
 
 def test_ha_replication_gives_each_group_a_master_and_a_slave(tmp_path: Path) -> None:
@@ -219,7 +235,7 @@ def test_cli_up_status_down(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["up", "--replication", "raft"], "not available yet"),
+        (["up", "--replication", "paxos"], "'paxos' is not one of"),
         (["status"], "no cluster.json"),
         (["down"], "no cluster.json"),
     ],

@@ -243,3 +243,27 @@ def test_a_lost_connection_alone_does_not_depose_a_live_leader() -> None:
     follower.peer_lost(leader.node_id)
     sim.run(sim.net.now + 3.0, faults=False)
     assert sim.leader() is leader and leader.term == term
+
+
+def test_a_member_that_lost_its_log_is_copied_again() -> None:
+    """A follower whose disk was wiped answers GAP below what it had acknowledged: the
+    leader lowers its match index and sends everything again (no tight resend loop)."""
+    sim = Simulation(13, config=FAST)
+    sim.net.drop = sim.net.duplicate = 0.0
+    sim.run(3.0, faults=False)
+    leader = sim.leader()
+    assert leader is not None
+    for _ in range(20):
+        sim.propose()
+    sim.run(sim.net.now + 2.0, faults=False)
+    victim = next(i for i in sim.ids if i != leader.node_id)
+    assert leader.progress[victim].match_index >= 20
+    sim.crash(victim)
+    sim.logs[victim].items.clear()
+    sim.states[victim].term, sim.states[victim].voted_for = 0, None
+    had = len(sim.logs[leader.node_id].items)
+    sim.restart(victim)
+    sim.run(sim.net.now + 3.0, faults=False)
+    copied = sim.logs[victim].items
+    assert len(copied) >= had
+    assert copied == sim.logs[leader.node_id].items[: len(copied)]

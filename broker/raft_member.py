@@ -1,0 +1,412 @@
+"""A broker as a member of a Raft group (DLedger mode, ``enable_dledger_commit_log``).
+
+The group's leader is its master: once the entries of earlier terms are committed (the
+empty entry a new leader writes commits them) and dispatched, it takes the next queue
+offsets from its ConsumeQueues, starts the services that write (delay levels, timer,
+transaction checks), and registers as broker id 0 at once. Every other member is a slave
+(broker id = its place in ``dledger_peers`` + 1), refuses writes with NOT_LEADER (the SDK
+refreshes its route and retries) and serves reads up to the commit point.
+
+Sends: the leader's broker appends a batch to its CommitLog as always; an append listener
+records the batch in the raft index at the current term (so the delay, timer, transaction
+and retry writers are covered as well), and replication is kicked once per event-loop turn,
+so a burst of sends goes out in a few AppendRequests. A send is answered once its entry is
+committed: one heap of waiting sends keyed by their CommitLog end, emptied up to the
+commit point on every commit, no polling. Timeout (``sync_flush_timeout``) answers
+FLUSH_SLAVE_TIMEOUT as RocketMQ; a leader that steps down fails its waiting sends at once
+with NOT_LEADER. The store runs with ``auto_commit=False``: dispatch (and so every
+consumer) stops at the commit point on the leader and on followers, so nothing a consumer
+sees can be rolled back.
+
+What survives a leader change, and how: messages, retries, delayed, timed and half
+messages are CommitLog entries, so Raft keeps them. Consumer offsets, topic configs,
+subscription groups and delay-level offsets are not in the log: followers copy them from
+the leader every ``dledger_sync_interval`` (1 s) with the SlaveSynchronizer's call, offsets
+merged by taking the larger, and a new leader takes back the offsets its followers hold
+that are ahead of its own (consumers commit to whichever member they read from). We chose
+copying over writing them through the log because it is what RocketMQ's DLedger mode does,
+it keeps the CommitLog free of non-message records every reader would have to skip, and the
+worst a leader change costs is re-delivery of up to a second of consumption (at-least-once
+holds) and, for a topic created in the last second, its auto-creation again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import logging
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import grpc
+
+from broker.slave_sync import SlaveSynchronizer
+from cluster.aio import wait_done
+from cluster.errors import NotLeaderError, RocketqSystemError
+from cluster.message import MASTER_ID
+from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from replication.raft.node import NotLeaderError as RaftNotLeaderError
+from replication.raft.node import RaftConfig, Role
+from replication.raft.server import RaftServer
+from replication.raft.store import CommitLogRaftLog, HardStateFile, RaftIndex
+from storage.results import PutStatus
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+    from broker.config import BrokerConfig
+
+log = logging.getLogger(__name__)
+
+LEADER_ROLE = "SYNC_MASTER"  # what a serving leader reports (RocketMQ's DLedger does too)
+
+
+def raft_config(cfg: BrokerConfig) -> RaftConfig:
+    return RaftConfig(
+        heartbeat_interval=cfg.dledger_heartbeat_interval / 1000,
+        max_heartbeat_leak=cfg.dledger_max_heartbeat_leak,
+        min_vote_interval=cfg.dledger_min_vote_interval / 1000,
+        max_vote_interval=cfg.dledger_max_vote_interval / 1000,
+        max_entries_per_append=256,  # entries are batches of a few hundred bytes and up
+    )
+
+
+def slave_id_of(cfg: BrokerConfig) -> int:
+    """A follower's broker id: its place in dledger_peers + 1."""
+    return list(cfg.raft_peers).index(cfg.dledger_self_id) + 1
+
+
+class RaftMember:
+    def __init__(self, broker: Broker) -> None:
+        cfg = broker.config
+        self.b = broker
+        self.store = broker.store
+        self.group = cfg.dledger_group or cfg.broker_name
+        self.self_id = cfg.dledger_self_id
+        members = cfg.raft_peers
+        self.slave_id = slave_id_of(cfg)
+        port = members[self.self_id].rpartition(":")[2]
+        root = Path(broker.store_config.store_path_root_dir) / "dledger"
+        self.index = RaftIndex(root / "index")
+        self.log = CommitLogRaftLog(self.store, self.index)
+        self.server = RaftServer(
+            self.self_id,
+            f"{cfg.bind_address}:{port}",
+            {m: a for m, a in members.items() if m != self.self_id},
+            self.log,
+            HardStateFile(root / "hard_state.json"),
+            config=raft_config(cfg),
+            on_commit=self._on_commit,
+            on_role=self._on_role,
+        )
+        self.node = self.server.node
+        self.preferred = cfg.dledger_preferred_leader_id
+        self.serving = False  # leader, earlier terms committed and dispatched
+        self.serving_since = 0.0
+        self._serve_from = 0  # the raft index of this term's empty entry
+        self.elected_at = 0.0
+        self.last_takeover_ms = -1.0  # election -> serving, for the logs and runtime info
+        self._waiting: list[tuple[int, int, asyncio.Future[bool]]] = []
+        self._seq = itertools.count()
+        self._kick_pending = False
+        self._switch: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._side: set[asyncio.Task[None]] = set()
+        self.sync = SlaveSynchronizer(
+            broker, master_addr=self.leader_broker_addr, interval_ms=cfg.dledger_sync_interval
+        )
+        self.store.append_listeners.append(self._on_append)
+
+    # -- life --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """After the store has loaded: make the raft index and the CommitLog agree, then
+        join the group as a follower."""
+        await asyncio.to_thread(self.log.reconcile)
+        await self.server.start()
+        self.sync.start()
+        self._tasks = [asyncio.ensure_future(self._watch())]
+        log.info(
+            "raft member %s of group %s listening on %s (%d entries, term %d)",
+            self.self_id,
+            self.group,
+            self.server.bind,
+            self.index.last_index(),
+            self.node.term,
+        )
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        await self.server.stop()
+        self._fail_waiting()
+        if self._switch is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._switch
+        await self.sync.stop()
+        for task in list(self._side):
+            task.cancel()
+        self.index.close()
+
+    # -- writes ------------------------------------------------------------------------
+
+    def not_leader(self) -> NotLeaderError:
+        node = self.node
+        if node.role is Role.LEADER and not self.serving:
+            state = "was just elected and is committing the entries of earlier terms"
+        elif node.role is Role.LEADER:
+            state = f"is handing leadership to {node.transferring_to}"
+        else:
+            state = f"is a follower (the leader is {node.leader or 'being elected'})"
+        return NotLeaderError(
+            f"broker {self.b.config.broker_name} member {self.self_id} of raft group "
+            f"{self.group} {state}; refresh the route and send to the master"
+        )
+
+    def check_writable(self) -> None:
+        if not self.serving or self.node.transferring_to is not None:
+            raise self.not_leader()
+
+    def _on_append(self, end: int) -> None:
+        """The store appended a batch ending at ``end``: index it at our term."""
+        prev = self.log.end_of(self.index.last_index())
+        if not self.serving or self.node.role is not Role.LEADER:
+            # Writers are stopped before this member stops serving; should one still get
+            # through, its bytes must not stay where the leader's entries will go.
+            log.error(
+                "%s: a write reached the CommitLog while not the serving leader; cutting "
+                "it (%d-%d)",
+                self.self_id,
+                prev,
+                end,
+            )
+            self.store.truncate_to(prev)
+            return
+        file_size = self.store.commitlog.file_size
+        start = max(prev, (end - 1) // file_size * file_size)  # a roll leaves a blank
+        self.log.record(self.node.term, start, end - start)
+        if not self._kick_pending:
+            self._kick_pending = True
+            asyncio.get_running_loop().call_soon(self._kick)
+
+    def _kick(self) -> None:
+        self._kick_pending = False
+        if self.node.role is Role.LEADER:
+            with contextlib.suppress(RaftNotLeaderError):
+                self.node.replicate()
+
+    async def wait_committed(self, end_offset: int, timeout: float) -> PutStatus:
+        """PUT_OK once everything below ``end_offset`` is committed by a quorum;
+        FLUSH_SLAVE_TIMEOUT after ``timeout``; NOT_LEADER if this member stops leading."""
+        if self.store.committed_offset >= end_offset:
+            return PutStatus.PUT_OK
+        if not self.serving:
+            raise self.not_leader()
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiting, (end_offset, next(self._seq), fut))
+        if not await wait_done(fut, timeout):
+            return PutStatus.FLUSH_SLAVE_TIMEOUT
+        if fut.result():
+            return PutStatus.PUT_OK
+        raise self.not_leader()
+
+    def _fail_waiting(self) -> None:
+        waiting, self._waiting = self._waiting, []
+        for _, _, fut in waiting:
+            if not fut.done():
+                fut.set_result(False)
+
+    # -- Raft callbacks ----------------------------------------------------------------
+
+    def _on_commit(self, index: int) -> None:
+        self.store.commit(self.log.end_of(index))
+        if self.node.role is not Role.LEADER:
+            return
+        if not self.serving and index >= self._serve_from:
+            self._serve()
+        committed = self.store.committed_offset
+        waiting = self._waiting
+        while waiting and waiting[0][0] <= committed:
+            _, _, fut = heapq.heappop(waiting)
+            if not fut.done():
+                fut.set_result(True)
+
+    def _on_role(self, role: Role, term: int, leader: str | None) -> None:
+        if role is Role.LEADER:
+            # Called before the empty entry of this term is appended: it goes right after.
+            self._serve_from = self.index.last_index() + 1
+            self.elected_at = time.monotonic()
+            log.info(
+                "%s: elected leader of group %s for term %d; serving once entry %d commits",
+                self.self_id,
+                self.group,
+                term,
+                self._serve_from,
+            )
+            return
+        if self.serving or self.b.config.broker_id == MASTER_ID:
+            self._step_down(term, leader)
+        elif role is Role.FOLLOWER and leader is not None:
+            log.info("%s: follower of %s in term %d", self.self_id, leader, term)
+
+    def _serve(self) -> None:
+        self.store.refresh_queue_offsets()  # dispatches up to the commit point first
+        self.serving = True
+        self.serving_since = time.monotonic()
+        self.last_takeover_ms = (self.serving_since - self.elected_at) * 1000
+        self._set_role(LEADER_ROLE, MASTER_ID)
+        log.info(
+            "%s: master of %s in term %d, serving %.0f ms after the election (CommitLog end %d)",
+            self.self_id,
+            self.group,
+            self.node.term,
+            self.last_takeover_ms,
+            self.store.max_phy_offset,
+        )
+        self._switch_services(True)
+
+    def _step_down(self, term: int, leader: str | None) -> None:
+        was_serving = self.serving
+        self.serving = False
+        self._set_role("SLAVE", self.slave_id)
+        self._fail_waiting()
+        log.warning(
+            "%s: no longer the leader of %s (term %d, leader %s)%s",
+            self.self_id,
+            self.group,
+            term,
+            leader or "unknown",
+            "; failing waiting sends with NOT_LEADER" if was_serving else "",
+        )
+        self._switch_services(False)
+
+    def _set_role(self, role: str, broker_id: int) -> None:
+        b = self.b
+        b.config = replace(b.config, broker_role=role, broker_id=broker_id)  # type: ignore[arg-type]
+        b.send.config = b.pull.config = b.transactions.config = b.config
+        b.registration.register_now()
+
+    def _switch_services(self, on: bool) -> None:
+        """Start (leader) or stop (follower) the writers and the follower's copying, one
+        switch after the other."""
+        previous = self._switch
+
+        async def switch() -> None:
+            if previous is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await previous
+            b = self.b
+            if on:
+                await self.sync.stop()
+                if not self.serving:
+                    return
+                b.schedule.start()
+                b.transactions.start()
+                if b.config.timer_wheel_enable:
+                    b.timer.start()
+                await self._take_back_offsets()
+            else:
+                await b.schedule.stop()
+                await b.transactions.stop()
+                await b.timer.stop()
+                if not self.serving:
+                    self.sync.start()
+
+        self._switch = asyncio.ensure_future(switch())
+
+    # -- the group's other members ---------------------------------------------------------
+
+    async def _cluster_addrs(self) -> dict[int, str]:
+        """This broker group's registered members (broker id -> address), from the first
+        nameserver that answers."""
+        name = self.b.config.broker_name
+        for ns in self.b.config.namesrv_addrs:
+            try:
+                async with grpc.aio.insecure_channel(ns) as channel:
+                    stub = pb_grpc.NameServerStub(channel)  # type: ignore[no-untyped-call]
+                    info: pb.ClusterInfo = await stub.GetBrokerClusterInfo(pb.Empty(), timeout=2)
+            except grpc.aio.AioRpcError:
+                continue
+            data = info.broker_addr_table.get(name)
+            return dict(data.broker_addrs.items()) if data is not None else {}
+        return {}
+
+    async def leader_broker_addr(self) -> str:
+        """The client address of the group's master, "" while there is none (or it is us)."""
+        if self.serving or self.node.leader is None:
+            return ""
+        addr = (await self._cluster_addrs()).get(MASTER_ID, "")
+        return "" if addr == self.b.config.broker_addr else addr
+
+    async def _take_back_offsets(self) -> None:
+        """A new leader adopts the consumer offsets its followers hold ahead of its own."""
+        me = self.b.config.broker_addr
+        for bid, addr in (await self._cluster_addrs()).items():
+            if bid != MASTER_ID and addr != me and self.serving:
+                await self.sync.take_back_offsets(addr)
+
+    # -- leadership transfer -----------------------------------------------------------
+
+    def transfer(self, group: str, to: str) -> None:
+        if group and group != self.group:
+            raise RocketqSystemError(
+                f"broker {self.b.config.broker_name} is a member of raft group {self.group}, "
+                f"not {group}"
+            )
+        if to == self.self_id and self.serving:
+            return
+        if not self.serving:
+            raise self.not_leader()
+        try:
+            self.node.transfer_leadership(to)
+        except ValueError:
+            members = ", ".join(sorted([self.self_id, *self.server.peers]))
+            raise RocketqSystemError(
+                f"{to!r} is not a member of raft group {self.group} (members: {members})"
+            ) from None
+
+    async def _watch(self) -> None:
+        """Hand leadership back to the preferred member once it is alive and caught up."""
+        interval = self.node.config.heartbeat_interval
+        while True:
+            await asyncio.sleep(interval)
+            node = self.node
+            pref = self.preferred
+            if not pref or pref == self.self_id or not self.serving:
+                continue
+            if node.transferring_to is not None:
+                continue
+            if time.monotonic() - self.serving_since < 2 * interval:
+                continue  # settle first: no hand-over storms right after an election
+            pr = node.progress.get(pref)
+            if pr is None or time.monotonic() - pr.last_ack > 2 * interval:
+                continue
+            if pr.match_index >= self.index.last_index():
+                log.info("%s: preferred leader %s is caught up; handing over", self.self_id, pref)
+                with contextlib.suppress(RaftNotLeaderError):
+                    node.transfer_leadership(pref)
+
+    # -- state for admins --------------------------------------------------------------
+
+    def runtime_info(self) -> dict[str, str]:
+        node = self.node
+        return {
+            "raftGroup": self.group,
+            "raftSelfId": self.self_id,
+            "raftRole": node.role.value,
+            "raftTerm": str(node.term),
+            "raftLeader": node.leader or "",
+            "raftServing": str(self.serving).lower(),
+            "raftCommitIndex": str(node.commit_index),
+            "raftLastIndex": str(self.index.last_index()),
+            "raftCommittedOffset": str(self.store.committed_offset),
+            "raftTakeoverMs": f"{self.last_takeover_ms:.0f}",
+        }
