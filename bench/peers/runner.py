@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 import signal
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -149,7 +151,11 @@ def _profiled(
 ) -> Iterator[None]:
     """With a profile dir: py-spy records rocketq's broker and this process (the client)
     for the scenario, as collapsed stacks (``py-spy record --format raw``)."""
-    spy = shutil.which("py-spy")
+    # py-spy from PATH, or beside this Python (a venv that is not activated)
+    spy = shutil.which(
+        "py-spy",
+        path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+    )
     if options.profile_dir is None or system.name != "rocketq" or not server.pids:
         yield
         return
@@ -157,8 +163,6 @@ def _profiled(
         echo("py-spy not found (pip install py-spy): no profile")
         yield
         return
-    import os
-
     options.profile_dir.mkdir(parents=True, exist_ok=True)
     names: list[str] = []
     targets = [("broker", server.pids[0]), ("client", os.getpid())]
