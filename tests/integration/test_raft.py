@@ -1,8 +1,9 @@
 """Raft replication on real processes (three members per group, fast timers): the leader
 SIGKILLed under load several times in a row loses nothing acknowledged and a new one
 serves within the failover goal; a paused follower catches up; transfer-leader moves the
-leadership and the routes; a member whose store was wiped rejoins and catches up byte for
-byte."""
+leadership and the routes; leadership goes back to the preferred member; a member whose
+store was wiped rejoins and catches up byte for byte; consumers read from a follower when
+no leader is left."""
 
 from __future__ import annotations
 
@@ -293,3 +294,28 @@ async def test_leadership_goes_back_to_the_preferred_member(make_cluster: MakeCl
     await wait_leader(cluster, not_=preferred)
     await asyncio.to_thread(cluster.restart, preferred.name)
     await wait_until(preferred_leads, "n2 to lead again once caught up", timeout=15)
+
+
+async def test_consumers_read_from_a_follower_when_no_leader_is_left(
+    make_cluster: MakeCluster,
+) -> None:
+    cluster = raft_cluster(make_cluster)
+    ns = cluster.namesrv_addr
+    await make_topic(ns, "RaftRead")
+    leader = await wait_leader(cluster)
+    acked: set[bytes] = set()
+    async with Producer("pg-read", ns) as producer:
+        for i in range(100):
+            body = b"r%d" % i
+            assert (await producer.send(Message("RaftRead", body))).ok
+            acked.add(body)
+    follower, other = [n for n in cluster.brokers if n is not leader]
+
+    async def committed_everywhere() -> bool:
+        info = await members(ns)
+        return info[follower.addr]["raftCommittedOffset"] == info[leader.addr]["commitLogMaxOffset"]
+
+    await wait_until(committed_everywhere, "the follower to learn the commit point")
+    cluster.kill(leader.name, signal.SIGKILL)
+    cluster.kill(other.name, signal.SIGKILL)  # no majority: no new leader
+    await consume_all(ns, "cg-raft-read", "RaftRead", acked)
