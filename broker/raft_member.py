@@ -113,6 +113,8 @@ class RaftMember:
         self._waiting: list[tuple[int, int, asyncio.Future[bool]]] = []
         self._seq = itertools.count()
         self._kick_pending = False
+        # CommitLog bytes appended this turn and not yet indexed: (start, end).
+        self._pending: tuple[int, int] | None = None
         self._switch: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._side: set[asyncio.Task[None]] = set()
@@ -176,11 +178,13 @@ class RaftMember:
             raise self.not_leader()
 
     def _on_append(self, end: int) -> None:
-        """The store appended a batch ending at ``end``: index it at our term."""
-        prev = self.log.end_of(self.index.last_index())
+        """The store appended a batch ending at ``end``: it joins the entry this event-loop
+        turn collects (one raft entry per turn and segment, not one per send), which
+        :meth:`_kick` indexes at our term and replicates."""
         if not self.serving or self.node.role is not Role.LEADER:
             # Writers are stopped before this member stops serving; should one still get
             # through, its bytes must not stay where the leader's entries will go.
+            prev = self._pending[0] if self._pending else self.log.end_of(self.index.last_index())
             log.error(
                 "%s: a write reached the CommitLog while not the serving leader; cutting "
                 "it (%d-%d)",
@@ -188,17 +192,41 @@ class RaftMember:
                 prev,
                 end,
             )
+            self._pending = None
             self.store.truncate_to(prev)
             return
         file_size = self.store.commitlog.file_size
-        start = max(prev, (end - 1) // file_size * file_size)  # a roll leaves a blank
-        self.log.record(self.node.term, start, end - start)
+        segment = (end - 1) // file_size * file_size  # a batch never spans segments
+        if self._pending is None:
+            prev = self.log.end_of(self.index.last_index())
+            self._pending = (max(prev, segment), end)  # after a roll, past the blank
+        elif segment > self._pending[0]:
+            # This batch rolled to a new segment: the entry so far ends in the old one.
+            start, stop = self._pending
+            self.log.record(self.node.term, start, stop - start)
+            self._pending = (segment, end)
+        else:
+            self._pending = (self._pending[0], end)
         if not self._kick_pending:
             self._kick_pending = True
             asyncio.get_running_loop().call_soon(self._kick)
 
+    def _record_pending(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        start, end = pending
+        if self.node.role is Role.LEADER:
+            self.log.record(self.node.term, start, end - start)
+        else:  # stepped down in this turn: these bytes are no entry of ours
+            log.warning(
+                "%s: cutting %d bytes appended just before stepping down", self.self_id, end - start
+            )
+            self.store.truncate_to(start)
+
     def _kick(self) -> None:
         self._kick_pending = False
+        self._record_pending()
         if self.node.role is Role.LEADER:
             with contextlib.suppress(RaftNotLeaderError):
                 self.node.replicate()
@@ -240,6 +268,9 @@ class RaftMember:
                 fut.set_result(True)
 
     def _on_role(self, role: Role, term: int, leader: str | None) -> None:
+        if role is not Role.LEADER:
+            # Before any entry of another leader lands: bytes of ours not yet indexed go.
+            self._record_pending()
         if role is Role.LEADER:
             # Called before the empty entry of this term is appended: it goes right after.
             self._serve_from = self.index.last_index() + 1

@@ -213,7 +213,7 @@ class HAMaster:
                 self.on_slave(conn)
             reports = asyncio.ensure_future(self._read_reports(conn, reader))
             await self._transfer(conn, writer, reports)
-        except (ConnectionError, OSError) as exc:
+        except (ConnectionError, OSError, RuntimeError) as exc:  # uvloop: RuntimeError
             log.debug("HA connection of slave %s broke: %s", conn.broker_addr, exc)
         finally:
             if reports is not None:

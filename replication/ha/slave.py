@@ -85,7 +85,7 @@ class HASlave:
                     await self._replicate(addr)
                 except asyncio.CancelledError:
                     raise
-                except (OSError, asyncio.IncompleteReadError, TimeoutError) as exc:
+                except (OSError, TimeoutError, RuntimeError) as exc:  # uvloop: RuntimeError
                     if self.connected_to:
                         log.warning("lost master %s (%s); reconnecting", addr, exc)
                 except RocketqError as exc:

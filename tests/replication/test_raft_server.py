@@ -1,8 +1,9 @@
-"""Three Raft members over real gRPC on loopback: they elect a leader, replicate and
+"""Three Raft members over loopback TCP: they elect a leader, replicate and
 commit what it is given, and elect another when it stops; the logs agree."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 from replication.raft.node import RaftConfig, Role
@@ -78,3 +79,34 @@ async def test_three_members_elect_replicate_and_fail_over() -> None:
     finally:
         for s in servers.values():
             await s.stop()
+
+
+async def test_garbage_on_the_raft_port_is_dropped() -> None:
+    """Bytes that are not length-framed RaftMessages end that connection only."""
+    (port,) = free_ports(1)
+    commits = [0]
+    server = RaftServer(
+        "n0",
+        f"127.0.0.1:{port}",
+        {},
+        MemoryLog(),
+        MemoryHardState(),
+        config=FAST,
+        on_commit=lambda i: commits.__setitem__(0, i),
+    )
+    await server.start()
+    try:
+        await wait_until(lambda: server.node.role is Role.LEADER, "a lone member to lead")
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"\xff" * 16)  # a frame of 4 GiB
+        await writer.drain()
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the member
+        writer.close()
+        _, writer2 = await asyncio.open_connection("127.0.0.1", port)
+        writer2.write(b"\x00\x00\x00\x03abc")  # framed, but not a RaftMessage
+        await writer2.drain()
+        writer2.close()
+        index = server.node.propose(b"still serving")
+        await wait_until(lambda: commits[0] >= index, "the entry to commit")
+    finally:
+        await server.stop()
