@@ -354,6 +354,10 @@ class StoreConfig:
     flush_consume_queue_least_pages: int = field(default=2, metadata={"min": 0})
     # After this many ms ConsumeQueues are flushed whatever their dirty pages.
     flush_consume_queue_thorough_interval: int = field(default=60000, metadata={"min": 0})
+    # Period of the index files' fsync, in ms (rocketq's key: RocketMQ fsyncs an index file
+    # only when it is full). Each fsync write-protects the pages of the random hash slots,
+    # and the next write to each faults, so a short period costs CPU on every message.
+    flush_interval_index: int = field(default=10000, metadata={"min": 0})
     # Whether messages are indexed by key for query-by-key.
     message_index_enable: bool = True
     # Hash slots per index file.

@@ -111,6 +111,7 @@ class MessageStore:
         self._tasks: list[asyncio.Task[None]] = []
         self._last_logics_ts = 0
         self._last_index_ts = 0
+        self._last_index_flush = time.monotonic()
 
     def _clock_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -249,8 +250,11 @@ class MessageStore:
         self.queues.flush()
         if dispatched[1]:
             self._last_logics_ts = dispatched[1]
-        if self.index is not None:
+        now = time.monotonic()
+        due = now - self._last_index_flush >= self.config.flush_interval_index / 1000
+        if self.index is not None and (clean or due):
             self._last_index_ts = self.index.flush() or self._last_index_ts
+            self._last_index_flush = now
         if self.checkpoint_file is None:
             return
         cp = Checkpoint(

@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -288,3 +289,19 @@ async def test_tag_code_override_per_topic(tmp_path: Path) -> None:
         )
     finally:
         await store.shutdown()
+
+
+async def test_index_is_fsynced_on_its_own_period(store_factory: Callable[..., Any]) -> None:
+    """ConsumeQueues flush every round; the index only every flush_interval_index (each
+    fsync makes the next write to every hash-slot page fault) and at a clean stop."""
+    store: MessageStore = await store_factory(flush_interval_index=3_600_000)
+    store.append(batch("T", [b"x"], keys="k1"), "T", 0)
+    while store.dispatcher.run(1 << 20):
+        pass
+    assert store.index is not None
+    newest = store.index._files[-1]
+    assert newest.needs_flush
+    store.flush_logics()
+    assert newest.needs_flush  # not due yet
+    store.flush_logics(clean=True)
+    assert not newest.needs_flush
