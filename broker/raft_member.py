@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
-import itertools
 import logging
 import time
 from dataclasses import replace
@@ -45,7 +43,6 @@ from typing import TYPE_CHECKING
 import grpc
 
 from broker.slave_sync import SlaveSynchronizer
-from cluster.aio import wait_done
 from cluster.errors import NotLeaderError, RocketqSystemError
 from cluster.message import MASTER_ID
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
@@ -54,6 +51,7 @@ from replication.raft.node import NotLeaderError as RaftNotLeaderError
 from replication.raft.node import RaftConfig, Role
 from replication.raft.server import RaftServer
 from replication.raft.store import CommitLogRaftLog, HardStateFile, RaftIndex
+from replication.waiters import OffsetWaiters
 from storage.results import PutStatus
 
 if TYPE_CHECKING:
@@ -110,8 +108,7 @@ class RaftMember:
         self._serve_from = 0  # the raft index of this term's empty entry
         self.elected_at = 0.0
         self.last_takeover_ms = -1.0  # election -> serving, for the logs and runtime info
-        self._waiting: list[tuple[int, int, asyncio.Future[bool]]] = []
-        self._seq = itertools.count()
+        self._waiting = OffsetWaiters()  # sends until a quorum committed them
         self._kick_pending = False
         # CommitLog bytes appended this turn and not yet indexed: (start, end).
         self._pending: tuple[int, int] | None = None
@@ -149,7 +146,7 @@ class RaftMember:
                 await task
         self._tasks = []
         await self.server.stop()
-        self._fail_waiting()
+        await self._waiting.close()
         if self._switch is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._switch
@@ -238,19 +235,15 @@ class RaftMember:
             return PutStatus.PUT_OK
         if not self.serving:
             raise self.not_leader()
-        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiting, (end_offset, next(self._seq), fut))
-        if not await wait_done(fut, timeout):
+        reached = await self._waiting.wait(end_offset, timeout)
+        if reached is None:
             return PutStatus.FLUSH_SLAVE_TIMEOUT
-        if fut.result():
+        if reached:
             return PutStatus.PUT_OK
         raise self.not_leader()
 
     def _fail_waiting(self) -> None:
-        waiting, self._waiting = self._waiting, []
-        for _, _, fut in waiting:
-            if not fut.done():
-                fut.set_result(False)
+        self._waiting.fail_all()
 
     # -- Raft callbacks ----------------------------------------------------------------
 
@@ -260,12 +253,7 @@ class RaftMember:
             return
         if not self.serving and index >= self._serve_from:
             self._serve()
-        committed = self.store.committed_offset
-        waiting = self._waiting
-        while waiting and waiting[0][0] <= committed:
-            _, _, fut = heapq.heappop(waiting)
-            if not fut.done():
-                fut.set_result(True)
+        self._waiting.advance(self.store.committed_offset)
 
     def _on_role(self, role: Role, term: int, leader: str | None) -> None:
         if role is not Role.LEADER:

@@ -9,15 +9,14 @@ ranges grow instead of multiplying. A slave ahead of the master (the master lost
 unflushed tail) is told to cut its log back first.
 
 For SYNC_MASTER, :meth:`HAMaster.wait_slave` holds a send until some slave acknowledged
-past the send's end: a heap of waiting sends is emptied up to the best acknowledged offset
-each time a report comes in, so one report completes every send it covers.
+past the send's end (:class:`~replication.waiters.OffsetWaiters`: one report completes
+every send it covers).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
 import itertools
 import logging
 import socket
@@ -34,6 +33,7 @@ from replication.ha.wire import (
     decode_hello_head,
     encode_transfer_head,
 )
+from replication.waiters import OffsetWaiters
 from storage.message_store import MessageStore
 from storage.results import PutStatus
 
@@ -43,7 +43,6 @@ TRANSFER_BATCH = 4 * 1024 * 1024
 WINDOW = 32 * 1024 * 1024
 HEARTBEAT_INTERVAL = 1.0  # s: an idle connection sends an empty transfer this often
 HELLO_TIMEOUT = 10.0  # s a new connection has to say who it is
-SWEEP_INTERVAL = 0.1  # s between looks for SYNC sends past their deadline
 
 
 @dataclass(slots=True)
@@ -91,10 +90,7 @@ class HAMaster:
         self.on_slave = on_slave
         self.slaves: dict[int, SlaveConnection] = {}
         self._ids = itertools.count(1)
-        # Waiting SYNC sends: (end offset, seq, deadline, future), smallest end first.
-        self._waiting: list[tuple[int, int, float, asyncio.Future[PutStatus]]] = []
-        self._sweeper: asyncio.Task[None] | None = None
-        self._seq = itertools.count()
+        self._waiting = OffsetWaiters()  # SYNC sends until a slave acknowledged them
         self._server: asyncio.Server | None = None
         self._handlers: set[asyncio.Task[None]] = set()
         store.append_listeners.append(self._on_append)
@@ -106,8 +102,7 @@ class HAMaster:
         self._server = await asyncio.start_server(self._serve, sock=sock)
 
     async def stop(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
+        await self._waiting.close()
         if self._server is not None:
             self._server.close()
         for task in list(self._handlers):
@@ -139,48 +134,20 @@ class HAMaster:
         conn.ack = max_offset
         conn.last_report = time.monotonic()
         conn.wake.set()
-        best = self.best_ack
-        waiting = self._waiting
-        while waiting and waiting[0][0] <= best:
-            fut = heapq.heappop(waiting)[3]
-            if not fut.done():
-                fut.set_result(PutStatus.PUT_OK)
+        self._waiting.advance(self.best_ack)
 
     # -- SYNC_MASTER -------------------------------------------------------------------
 
     async def wait_slave(self, end_offset: int, timeout: float) -> PutStatus:
         """PUT_OK once a slave has everything below ``end_offset``; SLAVE_NOT_AVAILABLE
-        with no slave (or one too far behind); FLUSH_SLAVE_TIMEOUT after ``timeout``
-        (give or take :data:`SWEEP_INTERVAL`: one sweeper times out every late send, so a
-        waiting send costs a heap entry and no timer of its own)."""
+        with no slave (or one too far behind); FLUSH_SLAVE_TIMEOUT after ``timeout``."""
         best = self.best_ack
         if best < 0 or self.store.max_phy_offset - best > self.max_gap:
             return PutStatus.SLAVE_NOT_AVAILABLE
         if best >= end_offset:
             return PutStatus.PUT_OK
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[PutStatus] = loop.create_future()
-        heapq.heappush(self._waiting, (end_offset, next(self._seq), loop.time() + timeout, fut))
-        if self._sweeper is None or self._sweeper.done():
-            self._sweeper = loop.create_task(self._sweep())
-        try:
-            return await fut
-        except asyncio.CancelledError:
-            fut.cancel()
-            raise
-
-    async def _sweep(self) -> None:
-        """Answer FLUSH_SLAVE_TIMEOUT to waiting sends past their deadline; ends when
-        nothing waits."""
-        loop = asyncio.get_running_loop()
-        waiting = self._waiting
-        while waiting:
-            await asyncio.sleep(SWEEP_INTERVAL)
-            now = loop.time()
-            while waiting and (waiting[0][2] <= now or waiting[0][3].done()):
-                fut = heapq.heappop(waiting)[3]
-                if not fut.done():
-                    fut.set_result(PutStatus.FLUSH_SLAVE_TIMEOUT)
+        reached = await self._waiting.wait(end_offset, timeout)
+        return PutStatus.PUT_OK if reached else PutStatus.FLUSH_SLAVE_TIMEOUT
 
     # -- one slave's connection ------------------------------------------------------------
 
