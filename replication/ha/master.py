@@ -4,9 +4,11 @@ The master listens on its HA port (plain TCP, frames in :mod:`replication.ha.wir
 slave that connects says where its CommitLog ends; the master streams the CommitLog from
 there as byte ranges (at most ``transfer_batch`` bytes each, at most ``window`` bytes sent
 and not yet acknowledged), and the slave reports its new end after each range it stored.
-What was appended while a range was on its way goes out as the next range, so under load
-ranges grow instead of multiplying. A slave ahead of the master (the master lost an
-unflushed tail) is told to cut its log back first.
+Appends of one event-loop turn leave as one range (the connections are pumped once per
+turn), and a report that opens the window pumps at once, in the callback that read it:
+no task sits between an append, its transfer and the acknowledgement that answers it. A
+slave ahead of the master (the master lost an unflushed tail) is told to cut its log back
+first.
 
 For SYNC_MASTER, :meth:`HAMaster.wait_slave` holds a send until some slave acknowledged
 past the send's end (:class:`~replication.waiters.OffsetWaiters`: one report completes
@@ -22,9 +24,8 @@ import logging
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from typing import cast
 
-from cluster.aio import wait_event
 from replication.ha.wire import (
     HELLO,
     REPORT,
@@ -45,14 +46,109 @@ HEARTBEAT_INTERVAL = 1.0  # s: an idle connection sends an empty transfer this o
 HELLO_TIMEOUT = 10.0  # s a new connection has to say who it is
 
 
-@dataclass(slots=True)
-class SlaveConnection:
-    conn_id: int
-    ack: int = -1  # the slave's CommitLog end, as last reported
-    broker_addr: str = ""
-    broker_id: int = 0
-    last_report: float = field(default_factory=time.monotonic)
-    wake: asyncio.Event = field(default_factory=asyncio.Event)  # new bytes or a new ack
+class SlaveConnection(asyncio.Protocol):
+    """One slave's connection: its hello, then its reports; transfers go out from
+    :meth:`pump`."""
+
+    def __init__(self, master: HAMaster, conn_id: int) -> None:
+        self.master = master
+        self.conn_id = conn_id
+        self.ack = -1  # the slave's CommitLog end, as last reported
+        self.broker_addr = ""
+        self.broker_id = 0
+        self.last_report = time.monotonic()
+        self.last_sent = time.monotonic()
+        self.next_offset = -1  # where the next transfer starts; -1 before the hello
+        self.transport: asyncio.WriteTransport | None = None
+        self.paused = False  # the socket's buffer is full: wait for resume_writing
+        self.buf = bytearray()
+
+    # -- asyncio.Protocol --------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.WriteTransport, transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.master._pending[self.conn_id] = self
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.master._forget(self)
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self.pump()
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        try:
+            if self.next_offset < 0:
+                if len(buf) < HELLO.size:
+                    return
+                self.broker_id, self.ack, addr_len = decode_hello_head(bytes(buf[: HELLO.size]))
+                if len(buf) < HELLO.size + addr_len:
+                    return
+                self.broker_addr = bytes(buf[HELLO.size : HELLO.size + addr_len]).decode(
+                    errors="replace"
+                )
+                del buf[: HELLO.size + addr_len]
+                self.master._hello(self)
+        except HAProtocolError as exc:
+            log.warning("HA connection dropped before its hello: %s", exc)
+            self.close()
+            return
+        size = REPORT.size
+        usable = len(buf) - len(buf) % size
+        if usable:
+            # Reports that arrived back to back: only the newest end counts.
+            (self.ack,) = REPORT.unpack_from(buf, usable - size)
+            del buf[:usable]
+            self.last_report = time.monotonic()
+            self.master._on_report(self)
+
+    # -- transfers -----------------------------------------------------------------------
+
+    def pump(self) -> None:
+        """Send what the CommitLog holds past ``next_offset``, as the window allows."""
+        transport = self.transport
+        if self.next_offset < 0 or self.paused or transport is None or transport.is_closing():
+            return
+        master = self.master
+        commitlog = master.store.commitlog
+        master_max = commitlog.max_offset
+        next_offset = self.next_offset
+        while next_offset < master_max and next_offset - max(self.ack, 0) < master.window:
+            segment_end = commitlog.next_segment_offset(next_offset)
+            end = min(master_max, next_offset + master.transfer_batch, segment_end)
+            view = commitlog.read(next_offset, end - next_offset)
+            if view is None:
+                break
+            try:
+                data = bytes(view)
+            finally:
+                view.release()
+            transport.write(encode_transfer_head(next_offset, master_max, len(data)) + data)
+            next_offset = end
+            self.last_sent = time.monotonic()
+            if self.paused:
+                break
+        self.next_offset = next_offset
+
+    def heartbeat(self) -> None:
+        transport = self.transport
+        if self.next_offset < 0 or transport is None or transport.is_closing():
+            return
+        master_max = self.master.store.commitlog.max_offset
+        transport.write(encode_transfer_head(self.next_offset, master_max, 0))
+        self.last_sent = time.monotonic()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
@@ -88,32 +184,53 @@ class HAMaster:
         self.transfer_batch = transfer_batch
         self.window = window
         self.on_slave = on_slave
-        self.slaves: dict[int, SlaveConnection] = {}
+        self.slaves: dict[int, SlaveConnection] = {}  # said hello
+        self._pending: dict[int, SlaveConnection] = {}  # connected, no hello yet
         self._ids = itertools.count(1)
         self._waiting = OffsetWaiters()  # SYNC sends until a slave acknowledged them
         self._server: asyncio.Server | None = None
-        self._handlers: set[asyncio.Task[None]] = set()
+        self._pump_scheduled = False
+        self._beat: asyncio.Task[None] | None = None
         store.append_listeners.append(self._on_append)
 
     # -- life --------------------------------------------------------------------------
 
     async def start(self, sock: socket.socket) -> None:
         """Serve slaves on a listening socket (see :func:`listen_socket`)."""
-        self._server = await asyncio.start_server(self._serve, sock=sock)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: SlaveConnection(self, next(self._ids)), sock=sock
+        )
+        self._beat = loop.create_task(self._heartbeats())
 
     async def stop(self) -> None:
         await self._waiting.close()
+        if self._beat is not None:
+            self._beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._beat
         if self._server is not None:
             self._server.close()
-        for task in list(self._handlers):
-            task.cancel()
-        for task in list(self._handlers):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        for conn in [*self.slaves.values(), *self._pending.values()]:
+            conn.close()
         if self._server is not None:
             with contextlib.suppress(Exception):
-                await self._server.wait_closed()
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
             self._server = None
+
+    async def _heartbeats(self) -> None:
+        """An idle connection gets an empty transfer every second (the slave's sign of
+        life); a connection silent past its hello timeout is dropped."""
+        while True:
+            await asyncio.sleep(HEARTBEAT_INTERVAL / 2)
+            now = time.monotonic()
+            for conn in list(self.slaves.values()):
+                if now - conn.last_sent >= HEARTBEAT_INTERVAL:
+                    conn.heartbeat()
+            for conn in list(self._pending.values()):
+                if now - conn.last_report >= HELLO_TIMEOUT:
+                    log.warning("HA connection dropped: no hello in %.0f s", HELLO_TIMEOUT)
+                    conn.close()
 
     # -- state -------------------------------------------------------------------------
 
@@ -127,14 +244,51 @@ class HAMaster:
         return self.store.max_phy_offset - max(best, 0)
 
     def _on_append(self, end_offset: int) -> None:
-        for conn in self.slaves.values():
-            conn.wake.set()
+        if self.slaves and not self._pump_scheduled:
+            self._pump_scheduled = True
+            asyncio.get_running_loop().call_soon(self._pump_all)
 
-    def _on_report(self, conn: SlaveConnection, max_offset: int) -> None:
-        conn.ack = max_offset
-        conn.last_report = time.monotonic()
-        conn.wake.set()
+    def _pump_all(self) -> None:
+        self._pump_scheduled = False
+        for conn in list(self.slaves.values()):
+            conn.pump()
+
+    def _hello(self, conn: SlaveConnection) -> None:
+        self._pending.pop(conn.conn_id, None)
+        self.slaves[conn.conn_id] = conn
+        log.info(
+            "slave %s (id %d) connected at CommitLog offset %d",
+            conn.broker_addr,
+            conn.broker_id,
+            conn.ack,
+        )
+        commitlog = self.store.commitlog
+        master_max = commitlog.max_offset
+        start = conn.ack
+        if start > master_max:
+            log.warning(
+                "slave %s is ahead of this master (%d > %d): it cuts its CommitLog back",
+                conn.broker_addr,
+                start,
+                master_max,
+            )
+            assert conn.transport is not None
+            conn.transport.write(encode_transfer_head(master_max, master_max, 0, TRUNCATE))
+            start = master_max
+        # A new slave (or one behind what is kept) starts at the oldest segment kept.
+        conn.next_offset = max(start, commitlog.min_offset)
+        if self.on_slave is not None:
+            self.on_slave(conn)
+        conn.pump()
+
+    def _forget(self, conn: SlaveConnection) -> None:
+        self._pending.pop(conn.conn_id, None)
+        if self.slaves.pop(conn.conn_id, None) is not None:
+            log.warning("slave %s (id %d) disconnected", conn.broker_addr, conn.broker_id)
+
+    def _on_report(self, conn: SlaveConnection) -> None:
         self._waiting.advance(self.best_ack)
+        conn.pump()  # the window may have opened
 
     # -- SYNC_MASTER -------------------------------------------------------------------
 
@@ -148,114 +302,3 @@ class HAMaster:
             return PutStatus.PUT_OK
         reached = await self._waiting.wait(end_offset, timeout)
         return PutStatus.PUT_OK if reached else PutStatus.FLUSH_SLAVE_TIMEOUT
-
-    # -- one slave's connection ------------------------------------------------------------
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._handlers.add(task)
-        conn = SlaveConnection(next(self._ids))
-        peer = writer.get_extra_info("peername")
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        reports: asyncio.Task[None] | None = None
-        try:
-            try:
-                head = await asyncio.wait_for(reader.readexactly(HELLO.size), HELLO_TIMEOUT)
-                conn.broker_id, conn.ack, addr_len = decode_hello_head(head)
-                conn.broker_addr = (await reader.readexactly(addr_len)).decode(errors="replace")
-            except (TimeoutError, asyncio.IncompleteReadError, HAProtocolError) as exc:
-                log.warning("HA connection from %s dropped before its hello: %s", peer, exc)
-                return
-            self.slaves[conn.conn_id] = conn
-            log.info(
-                "slave %s (id %d) connected at CommitLog offset %d",
-                conn.broker_addr,
-                conn.broker_id,
-                conn.ack,
-            )
-            if self.on_slave is not None:
-                self.on_slave(conn)
-            reports = asyncio.ensure_future(self._read_reports(conn, reader))
-            await self._transfer(conn, writer, reports)
-        except (ConnectionError, OSError, RuntimeError) as exc:  # uvloop: RuntimeError
-            log.debug("HA connection of slave %s broke: %s", conn.broker_addr, exc)
-        finally:
-            if reports is not None:
-                reports.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await reports
-            writer.close()
-            if self.slaves.pop(conn.conn_id, None) is not None:
-                log.warning("slave %s (id %d) disconnected", conn.broker_addr, conn.broker_id)
-            self._handlers.discard(task)
-
-    async def _read_reports(self, conn: SlaveConnection, reader: asyncio.StreamReader) -> None:
-        size = REPORT.size
-        pending = b""
-        try:
-            while True:
-                data = await reader.read(64 * 1024)
-                if not data:
-                    return
-                pending += data
-                usable = len(pending) - len(pending) % size
-                if usable:
-                    # Reports that arrived back to back: only the newest end counts.
-                    (max_offset,) = REPORT.unpack_from(pending, usable - size)
-                    pending = pending[usable:]
-                    self._on_report(conn, max_offset)
-        except ConnectionError:
-            return
-        finally:
-            conn.wake.set()  # the transfer loop sees the connection is gone
-
-    async def _transfer(
-        self, conn: SlaveConnection, writer: asyncio.StreamWriter, reports: asyncio.Task[None]
-    ) -> None:
-        commitlog = self.store.commitlog
-        master_max = commitlog.max_offset
-        next_offset = conn.ack
-        if next_offset > master_max:
-            log.warning(
-                "slave %s is ahead of this master (%d > %d): it cuts its CommitLog back",
-                conn.broker_addr,
-                next_offset,
-                master_max,
-            )
-            writer.write(encode_transfer_head(master_max, master_max, 0, TRUNCATE))
-            next_offset = master_max
-        if next_offset < commitlog.min_offset:
-            # A new slave (or one behind what is kept) starts at the oldest segment kept.
-            next_offset = commitlog.min_offset
-        last_sent = time.monotonic()
-        while not reports.done():
-            master_max = commitlog.max_offset
-            sent = False
-            while next_offset < master_max and next_offset - max(conn.ack, 0) < self.window:
-                segment_end = commitlog.next_segment_offset(next_offset)
-                end = min(master_max, next_offset + self.transfer_batch, segment_end)
-                view = commitlog.read(next_offset, end - next_offset)
-                if view is None:
-                    break
-                try:
-                    data = bytes(view)
-                finally:
-                    view.release()
-                writer.write(encode_transfer_head(next_offset, master_max, len(data)) + data)
-                next_offset = end
-                sent = True
-            now = time.monotonic()
-            if not sent and now - last_sent >= HEARTBEAT_INTERVAL:
-                writer.write(encode_transfer_head(next_offset, master_max, 0))
-                sent = True
-            if sent:
-                last_sent = now
-                await writer.drain()
-                continue
-            conn.wake.clear()
-            if commitlog.max_offset > next_offset and next_offset - conn.ack < self.window:
-                continue  # appended meanwhile
-            await wait_event(conn.wake, HEARTBEAT_INTERVAL)
