@@ -19,7 +19,7 @@ import socket
 import struct
 import time
 from collections.abc import Callable
-from typing import Final
+from typing import Final, cast
 
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from replication.raft.node import (
@@ -197,7 +197,8 @@ class RaftServer:
             on_role=on_role,
         )
         self._queues: dict[str, collections.deque[bytes]] = {p: collections.deque() for p in peers}
-        self._wakes: dict[str, asyncio.Event] = {p: asyncio.Event() for p in peers}
+        self._links: dict[str, asyncio.WriteTransport] = {}  # connected peers
+        self._flush_scheduled = False
         self._tasks: list[asyncio.Task[None]] = []
         self._inbound: set[_Inbound] = set()
         self.server: asyncio.Server | None = None
@@ -212,7 +213,26 @@ class RaftServer:
         if len(queue) >= MAX_QUEUED:
             queue.popleft()  # the oldest goes: Raft sends again what matters
         queue.append(encode_frame(self.node_id, msg))
-        self._wakes[to].set()
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Everything queued this turn, one write per connected peer."""
+        self._flush_scheduled = False
+        for peer, queue in self._queues.items():
+            if not queue:
+                continue
+            link = self._links.get(peer)
+            if link is None or link.is_closing():
+                queue.clear()  # not connected: Raft sends again what matters
+                continue
+            frames = b"".join(queue)
+            queue.clear()
+            try:
+                link.write(frames)
+            except (OSError, RuntimeError):  # uvloop: RuntimeError on a closed handle
+                link.close()  # the sender sees it and connects again
 
     # -- life --------------------------------------------------------------------------
 
@@ -254,32 +274,41 @@ class RaftServer:
             await asyncio.sleep(TICK)
 
     async def _sender(self, peer: str) -> None:
-        queue, wake = self._queues[peer], self._wakes[peer]
+        """Keep a connection to ``peer`` open; writes go through it from :meth:`_flush`."""
         host, _, port = self.peers[peer].rpartition(":")
+        loop = asyncio.get_running_loop()
         while True:
-            writer: asyncio.StreamWriter | None = None
+            transport: asyncio.BaseTransport | None = None
+            link = _Outbound(loop)
             try:
-                _, w = await asyncio.wait_for(
-                    asyncio.open_connection(host, int(port)), CONNECT_TIMEOUT
+                t, _ = await asyncio.wait_for(
+                    loop.create_connection(lambda link=link: link, host, int(port)),  # type: ignore[misc]
+                    CONNECT_TIMEOUT,
                 )
-                writer = w
-                sock = w.get_extra_info("socket")
+                transport = t
+                sock = t.get_extra_info("socket")
                 if sock is not None:
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                while not w.is_closing():
-                    await wake.wait()
-                    wake.clear()
-                    if queue and not w.is_closing():
-                        frames = b"".join(queue)
-                        queue.clear()
-                        w.write(frames)
-                        await w.drain()
+                self._links[peer] = cast(asyncio.WriteTransport, t)
+                await link.closed  # set at once if the peer hung up already
             except asyncio.CancelledError:
                 raise
             except (OSError, TimeoutError, RuntimeError) as exc:  # uvloop: RuntimeError
                 log.debug("raft connection to %s broke: %s", peer, exc)
             finally:
-                if writer is not None:
-                    writer.close()
-            queue.clear()  # what was queued for a broken link is resent by Raft as needed
+                self._links.pop(peer, None)
+                if transport is not None:
+                    transport.close()
+            self._queues[peer].clear()  # what was queued for a broken link Raft resends
             await asyncio.sleep(RECONNECT_DELAY)
+
+
+class _Outbound(asyncio.Protocol):
+    """Our side of a connection to a peer: nothing comes back on it; its end is noted."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.closed: asyncio.Future[None] = loop.create_future()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
