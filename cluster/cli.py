@@ -461,63 +461,32 @@ def bench_replication(
             "sync_master (master + slave), raft (a three-member Raft group)."
         ),
     ] = "async_master,sync_master,raft",
+    rounds: Annotated[int, typer.Option(min=1, help="Run the whole sequence this many times.")] = 1,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """One run, clusters one after the other: a lone broker, an ASYNC_MASTER with a slave,
     a SYNC_MASTER with a slave and a three-member Raft group; each one's TPS as a ratio to
-    the lone broker's."""
-    from bench.client_bench import json_line, produce, run, target_cluster
+    the lone broker's (the median over --rounds)."""
+    from bench.client_bench import json_line
+    from bench.replication_bench import replication_bench
     from cluster.errors import RocketqError
 
-    known = {
-        "async_master": ("ha", "ASYNC_MASTER"),
-        "sync_master": ("ha", "SYNC_MASTER"),
-        "raft": ("raft", "ASYNC_MASTER"),
-    }
     chosen = [m.strip() for m in modes.split(",") if m.strip()]
-    for m in chosen:
-        if m not in known:
-            raise _fail(f"--modes: unknown cluster {m!r}; choose from {', '.join(known)}")
-    runs = [("lone", "none", "ASYNC_MASTER")] + [(m, *known[m]) for m in chosen]
-    results: dict[str, dict[str, object]] = {}
     try:
-        for name, replication, role in runs:
-            typer.echo(f"--- {name} ---")
-            with target_cluster(
-                None,
-                True,
-                str(data_dir) if data_dir else None,
-                typer.echo,
-                replication=replication,
-                role=role,
-            ) as ns:
-                results[name] = run(
-                    lambda ns=ns: produce(  # type: ignore[misc]
-                        ns,
-                        topic="BenchmarkTest",
-                        size=size,
-                        concurrency=concurrency,
-                        batch=batch,
-                        duration=duration,
-                        messages=0,
-                        queues=8,
-                        echo=typer.echo,
-                    )
-                )
+        summary = replication_bench(
+            modes=chosen,
+            rounds=rounds,
+            size=size,
+            concurrency=concurrency,
+            batch=batch,
+            duration=duration,
+            data_dir=str(data_dir) if data_dir else None,
+            echo=typer.echo,
+        )
+    except ValueError as exc:
+        raise _fail(f"--modes: {exc}") from None
     except (RocketqError, OSError) as exc:
         raise _fail(str(exc)) from None
-    lone = float(results["lone"]["msgs_per_s"]) or 1.0  # type: ignore[arg-type]
-    typer.echo("--- summary ---")
-    summary: dict[str, object] = {"bench": "replication", "concurrency": concurrency}
-    for name, r in results.items():
-        tps = float(r["msgs_per_s"])  # type: ignore[arg-type]
-        ratio = tps / lone
-        lag = r.get("max_replication_lag_bytes", -1)
-        typer.echo(
-            f"{name:<13} {tps:>10,.0f} msgs/s  {ratio:6.2f} of the lone broker"
-            + (f"  max lag {lag:,} bytes" if isinstance(lag, int) and lag >= 0 else "")
-        )
-        summary[name] = {"msgs_per_s": tps, "ratio": round(ratio, 3), "max_lag_bytes": lag}
     if json_out:
         typer.echo(json_line(summary))
 

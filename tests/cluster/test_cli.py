@@ -40,3 +40,19 @@ def test_bad_flags_are_usage_errors(args: list[str], words: list[str]) -> None:
     assert result.exit_code == 2
     for word in words:
         assert word in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["replication", "--modes", "raft,paxos"], ["paxos", "async_master", "raft"]),
+        (["replication", "--rounds", "0"], ["--rounds"]),
+        (["failover", "--set", "novalue"], ["KEY=VALUE", "novalue"]),
+        (["failover", "--kills", "0"], ["--kills"]),
+    ],
+)
+def test_bad_replication_bench_flags_start_nothing(args: list[str], words: list[str]) -> None:
+    result = runner.invoke(app, ["bench", *args], env={"COLUMNS": "200"})
+    assert result.exit_code != 0
+    assert all(w in result.output for w in words), result.output
+    assert "Traceback" not in result.output

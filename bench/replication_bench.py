@@ -1,0 +1,91 @@
+"""``rocketq bench replication``: what replication costs a producer, as ratios.
+
+A lone broker and each replicated cluster (an ASYNC_MASTER or a SYNC_MASTER with a slave, a
+three-member Raft group) take the same load one after the other, each in a cluster started
+for it. With ``rounds`` > 1 the whole sequence runs again, so a slow minute of a shared
+machine lands on one round instead of one cluster: each round gives every cluster's ratio
+to that round's lone broker, and the summary gives each cluster's median ratio over the
+rounds, its range, and the rate over all rounds.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from typing import Final
+
+from bench.client_bench import produce, run, target_cluster
+
+MODES: Final = {
+    "async_master": ("ha", "ASYNC_MASTER"),
+    "sync_master": ("ha", "SYNC_MASTER"),
+    "raft": ("raft", "ASYNC_MASTER"),
+}
+
+
+def replication_bench(
+    *,
+    modes: list[str],
+    rounds: int,
+    size: int,
+    concurrency: int,
+    batch: int,
+    duration: float,
+    data_dir: str | None,
+    echo: Callable[[str], None],
+) -> dict[str, object]:
+    for m in modes:
+        if m not in MODES:
+            raise ValueError(f"unknown cluster {m!r}; choose from {', '.join(MODES)}")
+    runs = [("lone", "none", "ASYNC_MASTER")] + [(m, *MODES[m]) for m in modes]
+    rates: dict[str, list[float]] = {name: [] for name, _, _ in runs}
+    lags: dict[str, int] = {}
+    for r in range(rounds):
+        for name, replication, role in runs:
+            echo(f"--- {name} (round {r + 1}/{rounds}) ---")
+            with target_cluster(
+                None, True, data_dir, echo, replication=replication, role=role
+            ) as ns:
+                result = run(
+                    lambda ns=ns: produce(  # type: ignore[misc]
+                        ns,
+                        topic="BenchmarkTest",
+                        size=size,
+                        concurrency=concurrency,
+                        batch=batch,
+                        duration=duration,
+                        messages=0,
+                        queues=8,
+                        echo=echo,
+                    )
+                )
+            rates[name].append(float(result["msgs_per_s"]))  # type: ignore[arg-type]
+            lag = result.get("max_replication_lag_bytes", -1)
+            if isinstance(lag, int):
+                lags[name] = max(lags.get(name, -1), lag)
+    summary: dict[str, object] = {
+        "bench": "replication",
+        "concurrency": concurrency,
+        "rounds": rounds,
+    }
+    lone = rates["lone"]
+    echo("--- summary ---")
+    for name, values in rates.items():
+        ratios = [v / b if b else 0.0 for v, b in zip(values, lone, strict=True)]
+        mean = statistics.fmean(values)
+        lag = lags.get(name, -1)
+        echo(
+            f"{name:<13} {mean:>10,.0f} msgs/s  {statistics.median(ratios):6.2f} of the lone "
+            f"broker (rounds: {', '.join(f'{x:.2f}' for x in ratios)})"
+            + (f"  max lag {lag:,} bytes" if lag >= 0 else "")
+        )
+        summary[name] = {
+            "msgs_per_s": round(mean, 1),
+            "ratio": round(statistics.median(ratios), 3),
+            "round_ratios": [round(x, 3) for x in ratios],
+            "max_lag_bytes": lag,
+        }
+    return summary
+
+
+__all__ = ["MODES", "replication_bench"]
