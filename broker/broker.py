@@ -4,7 +4,6 @@ registration with the nameservers. ``await Broker(...).start()``; ``await stop()
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import socket
 import time
@@ -30,6 +29,7 @@ from broker.subscription_group import SubscriptionGroupManager
 from broker.timer import TIMER_TOPIC, TIMER_TOPIC_BYTES, TimerMessageStore
 from broker.topic_config import TopicConfigManager
 from broker.transaction import TransactionalMessageService
+from cluster.aio import cancel_all
 from cluster.config import StoreConfig
 from cluster.message import SCHEDULE_TOPIC, TopicConfig
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
@@ -251,11 +251,7 @@ class Broker:
         await self.sync.stop()
         if self.ha_master is not None:
             await self.ha_master.stop()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_all(self._tasks)
         if self.raft is not None:
             await self.raft.stop()
         await self.schedule.stop()

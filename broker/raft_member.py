@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from broker.slave_sync import SlaveSynchronizer
+from cluster.aio import cancel_all
 from cluster.errors import NotLeaderError, RocketqSystemError
 from cluster.message import MASTER_ID
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
@@ -139,11 +140,7 @@ class RaftMember:
         )
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_all(self._tasks)
         self._tasks = []
         await self.server.stop()
         await self._waiting.close()

@@ -12,12 +12,11 @@ level is saved in ``delay_offset.json`` every ``flush_delay_offset_interval`` an
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from pathlib import Path
 
-from cluster.aio import wait_event
+from cluster.aio import cancel_all, wait_event
 from cluster.errors import MessageIllegalError, StoreCorruptError
 from cluster.json_file import read_json, write_json_atomic
 from cluster.message import (
@@ -159,11 +158,7 @@ class ScheduleMessageService:
         return range(1, self.max_level + 1)
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_all(self._tasks)
         self._tasks = []
         await asyncio.to_thread(self.persist)
 

@@ -19,7 +19,6 @@ one. Log segments whose units are all delivered are deleted.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import struct
@@ -27,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from cluster.aio import wait_event
+from cluster.aio import cancel_all, wait_event
 from cluster.errors import MessageIllegalError, StoreCorruptError
 from cluster.json_file import read_json, write_json_atomic
 from cluster.message import (
@@ -262,11 +261,7 @@ class TimerMessageStore:
         ]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_all(self._tasks)
         self._tasks = []
         await asyncio.to_thread(self.persist)
         self.log.close()

@@ -10,6 +10,8 @@ caller's cancellation through.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -56,3 +58,13 @@ async def get_within(queue: asyncio.Queue[Any], timeout: float | None) -> tuple[
     if getter.done() and not getter.cancelled():
         return True, getter.result()
     return False, None
+
+
+async def cancel_all(tasks: Iterable[asyncio.Task[Any]]) -> None:
+    """Cancel every task, then wait until each has finished (its cancellation included)."""
+    tasks = list(tasks)
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

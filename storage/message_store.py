@@ -9,14 +9,13 @@ the clean-shutdown offsets and removes the abort file.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cluster.aio import wait_done
+from cluster.aio import cancel_all, wait_done
 from cluster.config import StoreConfig
 from cluster.errors import ServiceNotAvailableError
 from cluster.message_id import decode_offset_msg_id
@@ -226,11 +225,7 @@ class MessageStore:
 
     async def _stop_tasks(self) -> None:
         self.running = False
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_all(self._tasks)
         self._tasks = []
 
     def _crash_blocking(self) -> None:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Final, cast
 
+from cluster.aio import cancel_all
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from replication.raft.node import (
     AppendRequest,
@@ -253,11 +254,7 @@ class RaftServer:
         self._tasks += [loop.create_task(self._sender(p)) for p in self.peers]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_all(self._tasks)
         self._tasks = []
         if self.server is not None:
             self.server.close()
