@@ -148,8 +148,7 @@ class ScheduleMessageService:
         self._saved = snapshot
 
     def start(self) -> None:
-        if self._on_arrival not in self.store.dispatcher.listeners:  # started again
-            self.store.add_arrival_listener(self._on_arrival)
+        self.store.add_arrival_listener(self._on_arrival)  # once, if started again
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._run_level(level)) for level in self.levels()]
         self._tasks.append(loop.create_task(self._persist_loop()))

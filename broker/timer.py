@@ -251,8 +251,7 @@ class TimerMessageStore:
         )
 
     def start(self) -> None:
-        if self._on_arrival not in self.store.dispatcher.listeners:  # started again
-            self.store.add_arrival_listener(self._on_arrival)
+        self.store.add_arrival_listener(self._on_arrival)  # once, if started again
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._enqueue_loop()),

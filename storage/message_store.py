@@ -407,7 +407,10 @@ class MessageStore:
             self._dispatch_wake.set()
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
-        self.dispatcher.listeners.append(listener)
+        """Tell ``listener`` of every dispatched record; adding one twice (a service
+        started again, as on a Raft leader change) keeps one."""
+        if listener not in self.dispatcher.listeners:
+            self.dispatcher.listeners.append(listener)
 
     # -- reading -------------------------------------------------------------------------
 

@@ -305,3 +305,20 @@ async def test_index_is_fsynced_on_its_own_period(store_factory: Callable[..., A
     assert newest.needs_flush  # not due yet
     store.flush_logics(clean=True)
     assert not newest.needs_flush
+
+
+async def test_an_arrival_listener_added_twice_is_told_once(
+    store_factory: Callable[..., Any],
+) -> None:
+    store: MessageStore = await store_factory()
+    seen: list[int] = []
+
+    def listener(topic: bytes, queue_id: int, max_offset: int, code: int) -> None:
+        seen.append(max_offset)
+
+    store.add_arrival_listener(listener)
+    store.add_arrival_listener(listener)  # a service started again
+    store.append(batch("T", [b"x"]), "T", 0)
+    while store.dispatcher.run(1 << 20):
+        pass
+    assert seen == [1]
