@@ -6,7 +6,7 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 DATA_DIR ?= $(CURDIR)/data
 
-.PHONY: run test lint typecheck unit venv clean proto
+.PHONY: run test lint typecheck unit venv clean proto sysdeps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +33,17 @@ lint: $(STAMP_DEV)
 typecheck: $(STAMP_DEV)
 	$(BIN)/mypy cluster storage nameserver broker replication sdk bench chaos
 
-unit: $(STAMP_DEV)
+# Debian packages the tests use when run as root: iproute2 and nftables put Raft members
+# in network namespaces of their own and cut them apart (tests/integration/netns.py).
+SYSDEPS := iproute2 nftables
+sysdeps:
+	@if [ "$$(id -u)" = 0 ] && ! { command -v ip && command -v nft; } >/dev/null; then \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -q $(SYSDEPS) >/dev/null || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q $(SYSDEPS) >/dev/null; }; \
+	fi
+
+unit: $(STAMP_DEV) sysdeps
 	$(BIN)/pytest -q
 
 test: lint typecheck unit

@@ -114,11 +114,12 @@ class Node:
     broker_name: str = ""
     broker_id: int = 0
     raft_port: int = 0  # replication "raft": the member's Raft port, fixed before the start
+    host: str = HOST  # the address it binds and is reached at
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
 
     @property
     def addr(self) -> str:
-        return f"{HOST}:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def log(self) -> Path:
@@ -139,6 +140,7 @@ class Node:
     def to_dict(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
             "name": self.name,
+            "host": self.host,
             "addr": self.addr,
             "port": self.port,
             "pid": self.pid,
@@ -339,6 +341,7 @@ class LocalCluster:
                 node.pid = int(saved["pid"])
                 node.start_time = int(saved.get("start_time", 0))
                 node.raft_port = int(saved.get("raft_port", 0))
+                node.host = str(saved.get("host", HOST))
         except (KeyError, TypeError, ValueError) as exc:
             raise LauncherError(f"{path}: not a cluster description ({exc!r})") from None
         return cluster
@@ -392,7 +395,8 @@ class LocalCluster:
     def _command(self, node: Node) -> list[str]:
         cmd = [sys.executable, "-m", "cluster.cli", node.role]
         if node.role == "nameserver":
-            cmd += ["--port", str(node.port), "--kv-config-path", str(node.home / "kvConfig.json")]
+            cmd += ["--port", str(node.port), "--bind", node.host]
+            cmd += ["--kv-config-path", str(node.home / "kvConfig.json")]
             settings: Mapping[str, str] = self.spec.nameserver_settings
         else:
             cmd += [
@@ -401,6 +405,8 @@ class LocalCluster:
                 "--broker-name", node.broker_name,
                 "--broker-id", str(node.broker_id),
                 "--store-path-root-dir", str(node.store),
+                "--set", f"bind_address={node.host}",
+                "--set", f"broker_ip1={node.host}",
                 "--set", "ha_listen_port=0",
                 "--set", "metrics_port=0",
             ]  # fmt: skip
@@ -500,7 +506,7 @@ class LocalCluster:
         """``dledger_peers`` for a member: every member of its group as id-host:port.
         (Tests override it to put a proxy between members.)"""
         return ";".join(
-            f"{raft_member_id(m)}-{HOST}:{m.raft_port}"
+            f"{raft_member_id(m)}-{m.host}:{m.raft_port}"
             for m in self.group_members(node.broker_name)
         )
 

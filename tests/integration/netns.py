@@ -1,0 +1,116 @@
+"""Hosts of a test's own: one network namespace per host, each with a veth into a bridge
+that carries a private /24, and nftables rules inside a host's namespace to cut it off
+from others. Needs root, iproute2 and nftables (`make test` installs nftables as root).
+
+``with NetnsLab(3) as lab: lab.hosts[0].ip ...; lab.cut(lab.hosts[0], others)`` builds
+the network on the way in and removes all of it (namespaces, links) on the way out.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from types import TracebackType
+
+_TABLE = "rocketq_partition"
+
+
+class NetnsError(RuntimeError):
+    """This machine cannot build the lab (not root, or a tool missing)."""
+
+
+def netns_unavailable_reason() -> str | None:
+    """Why a lab cannot be built here, or None when it can."""
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    for tool in ("ip", "nft"):
+        if shutil.which(tool) is None:
+            return f"{tool!r} is not installed (as root, `make test` installs nftables)"
+    return None
+
+
+def _run(*argv: str, stdin: str | None = None) -> None:
+    done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=30)
+    if done.returncode != 0:
+        raise NetnsError(f"`{' '.join(argv)}` failed: {done.stderr.strip()}")
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str  # the namespace
+    ip: str
+
+    def exec_prefix(self) -> list[str]:
+        """Prepended to a command to run it inside this host."""
+        return ["ip", "netns", "exec", self.name]
+
+
+class NetnsLab:
+    def __init__(self, hosts: int) -> None:
+        tag = f"rq{os.getpid() % 100_000}"
+        subnet = f"10.{200 + os.getpid() % 50}.{os.getpid() % 250}"
+        self.bridge = f"{tag}br"
+        self.gateway = f"{subnet}.254"  # the bridge's own address, in this namespace
+        self.hosts = [Host(f"{tag}-h{i}", f"{subnet}.{i + 1}") for i in range(hosts)]
+        self._made: list[Host] = []
+        self._bridge_made = False
+
+    def __enter__(self) -> NetnsLab:
+        reason = netns_unavailable_reason()
+        if reason is not None:
+            raise NetnsError(reason)
+        try:
+            self._build()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(
+        self, _t: type[BaseException] | None, _e: BaseException | None, _tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _build(self) -> None:
+        _run("ip", "link", "add", self.bridge, "type", "bridge")
+        self._bridge_made = True
+        _run("ip", "addr", "add", f"{self.gateway}/24", "dev", self.bridge)
+        _run("ip", "link", "set", self.bridge, "up")
+        for i, host in enumerate(self.hosts):
+            _run("ip", "netns", "add", host.name)
+            self._made.append(host)
+            outer = f"{self.bridge}{i}"
+            _run("ip", "link", "add", outer, "type", "veth", "peer", "name", "eth0",
+                 "netns", host.name)  # fmt: skip
+            _run("ip", "link", "set", outer, "master", self.bridge, "up")
+            _run("ip", "-n", host.name, "addr", "add", f"{host.ip}/24", "dev", "eth0")
+            _run("ip", "-n", host.name, "link", "set", "eth0", "up")
+            _run("ip", "-n", host.name, "link", "set", "lo", "up")
+
+    def cut(self, host: Host, others: list[Host]) -> None:
+        """Drop every packet between ``host`` and ``others`` (both ways), in ``host``'s
+        namespace; the rest of the network (the bridge's address) still reaches it."""
+        peers = ", ".join(o.ip for o in others)
+        rules = (
+            f"table inet {_TABLE} {{\n"
+            f"  chain input {{ type filter hook input priority 0; policy accept;\n"
+            f"    ip saddr {{ {peers} }} drop\n  }}\n"
+            f"  chain output {{ type filter hook output priority 0; policy accept;\n"
+            f"    ip daddr {{ {peers} }} drop\n  }}\n"
+            f"}}\n"
+        )
+        _run(*host.exec_prefix(), "nft", "-f", "-", stdin=rules)
+
+    def heal(self, host: Host) -> None:
+        _run(*host.exec_prefix(), "nft", "delete", "table", "inet", _TABLE)
+
+    def close(self) -> None:
+        """Remove the namespaces (their veths go with them) and the bridge."""
+        for host in self._made:
+            subprocess.run(["ip", "netns", "del", host.name], capture_output=True, timeout=30)
+        self._made.clear()
+        if self._bridge_made:
+            subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, timeout=30)
+            self._bridge_made = False
