@@ -1,11 +1,11 @@
 """A Raft member on the network: the :class:`RaftNode` state machine, a ticker, and one
-outgoing TCP connection per peer. Messages are one-way ``RaftMessage`` protobufs, each
-framed by a 4-byte big-endian length; everything queued for a peer in one event-loop turn
-leaves in one write. A lost connection loses the messages in it, which Raft tolerates (they
-are sent again on the next heartbeat or retry); a leader whose connection to us breaks is
-reported to the node (it is likely gone, so an election need not wait for missed
-heartbeats). A gRPC stream per peer cost the leader a quarter and each follower a third of
-its CPU in stream writes, hence plain TCP, as for classic HA.
+outgoing TCP connection per peer. Messages are one-way frames (:mod:`replication.raft.wire`);
+everything queued for a peer in one event-loop turn leaves in one write. A lost connection
+loses the messages in it, which Raft tolerates (they are sent again on the next heartbeat
+or retry); a leader whose connection to us breaks is reported to the node (it is likely
+gone, so an election need not wait for missed heartbeats). A gRPC stream per peer cost the
+leader a quarter and each follower a third of its CPU in stream writes, hence plain TCP, as
+for classic HA.
 """
 
 from __future__ import annotations
@@ -16,27 +16,20 @@ import contextlib
 import logging
 import random
 import socket
-import struct
 import time
 from collections.abc import Callable
-from typing import Final, cast
+from typing import cast
 
 from cluster.aio import cancel_all
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from replication.raft.node import (
-    AppendRequest,
-    AppendResponse,
-    Entry,
     HardStateStore,
     Message,
     RaftConfig,
     RaftLog,
     RaftNode,
     Role,
-    TimeoutNow,
-    VoteRequest,
-    VoteResponse,
 )
+from replication.raft.wire import FRAME, MAX_FRAME, Encoder, decode
 
 log = logging.getLogger(__name__)
 
@@ -44,79 +37,6 @@ TICK = 0.05  # s
 RECONNECT_DELAY = 0.2  # s
 MAX_QUEUED = 10_000  # messages waiting for one peer's stream; older ones are dropped
 CONNECT_TIMEOUT = 2.0  # s
-FRAME: Final = struct.Struct(">I")
-MAX_FRAME: Final = 64 * 1024 * 1024
-
-
-def to_pb(sender: str, msg: Message) -> pb.RaftMessage:
-    if isinstance(msg, VoteRequest):
-        return pb.RaftMessage(
-            sender=sender,
-            term=msg.term,
-            vote_request=pb.RaftVoteRequest(
-                last_index=msg.last_index,
-                last_term=msg.last_term,
-                pre=msg.pre,
-                transfer=msg.transfer,
-            ),
-        )
-    if isinstance(msg, VoteResponse):
-        return pb.RaftMessage(
-            sender=sender,
-            term=msg.term,
-            vote_response=pb.RaftVoteResponse(granted=msg.granted, pre=msg.pre, reason=msg.reason),
-        )
-    if isinstance(msg, AppendRequest):
-        return pb.RaftMessage(
-            sender=sender,
-            term=msg.term,
-            append_request=pb.RaftAppendRequest(
-                prev_index=msg.prev_index,
-                prev_term=msg.prev_term,
-                entries=[pb.RaftEntry(term=e.term, data=e.data) for e in msg.entries],
-                commit=msg.commit,
-            ),
-        )
-    if isinstance(msg, TimeoutNow):
-        return pb.RaftMessage(sender=sender, term=msg.term, timeout_now=pb.RaftTimeoutNow())
-    return pb.RaftMessage(
-        sender=sender,
-        term=msg.term,
-        append_response=pb.RaftAppendResponse(
-            success=msg.success,
-            match_index=msg.match_index,
-            conflict_index=msg.conflict_index,
-            reason=msg.reason,
-        ),
-    )
-
-
-def from_pb(m: pb.RaftMessage) -> Message | None:
-    sender = m.sender
-    kind = m.WhichOneof("kind")
-    if kind == "vote_request":
-        v = m.vote_request
-        return VoteRequest(m.term, sender, v.last_index, v.last_term, v.pre, v.transfer)
-    if kind == "vote_response":
-        r = m.vote_response
-        return VoteResponse(m.term, sender, r.granted, r.pre, r.reason)
-    if kind == "append_request":
-        a = m.append_request
-        entries = tuple(Entry(e.term, e.data) for e in a.entries)
-        return AppendRequest(m.term, sender, a.prev_index, a.prev_term, entries, a.commit)
-    if kind == "timeout_now":
-        return TimeoutNow(m.term, sender)
-    if kind == "append_response":
-        r2 = m.append_response
-        return AppendResponse(
-            m.term, sender, r2.success, r2.match_index, r2.conflict_index, r2.reason
-        )
-    return None
-
-
-def encode_frame(sender: str, msg: Message) -> bytes:
-    payload: bytes = to_pb(sender, msg).SerializeToString()
-    return FRAME.pack(len(payload)) + payload
 
 
 class _Inbound(asyncio.Protocol):
@@ -142,16 +62,15 @@ class _Inbound(asyncio.Protocol):
         node = self.server.node
         try:
             while len(buf) - pos >= FRAME.size:
-                (size,) = FRAME.unpack_from(buf, pos)
-                if size > MAX_FRAME:
-                    raise ValueError(f"a raft frame of {size} bytes (max {MAX_FRAME})")
-                end = pos + FRAME.size + size
+                size, kind = FRAME.unpack_from(buf, pos)
+                if not 1 <= size <= MAX_FRAME:
+                    raise ValueError(f"a raft frame of {size} bytes (1 to {MAX_FRAME})")
+                end = pos + 4 + size
                 if len(buf) < end:
                     break
-                m = pb.RaftMessage.FromString(bytes(buf[pos + FRAME.size : end]))
+                with memoryview(buf) as view, view[pos + FRAME.size : end] as body:
+                    self.sender, msg = decode(kind, body)
                 pos = end
-                self.sender = m.sender
-                msg = from_pb(m)
                 if msg is not None:
                     node.receive(msg)
         except Exception as exc:  # not our protocol: drop the connection, keep serving
@@ -197,6 +116,7 @@ class RaftServer:
             on_commit=on_commit,
             on_role=on_role,
         )
+        self._encoder = Encoder(node_id)
         self._queues: dict[str, collections.deque[bytes]] = {p: collections.deque() for p in peers}
         self._links: dict[str, asyncio.WriteTransport] = {}  # connected peers
         self._flush_scheduled = False
@@ -213,7 +133,7 @@ class RaftServer:
             return
         if len(queue) >= MAX_QUEUED:
             queue.popleft()  # the oldest goes: Raft sends again what matters
-        queue.append(encode_frame(self.node_id, msg))
+        queue.append(self._encoder.encode(msg))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)

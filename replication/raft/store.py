@@ -113,6 +113,9 @@ class CommitLogRaftLog:
     def __init__(self, store: MessageStore, index: RaftIndex) -> None:
         self.store = store
         self.index = index
+        # The last answer of :meth:`entries`: the leader asks the same for each follower at
+        # the same place, and reads (and sends, see raft.wire.Encoder) those bytes once.
+        self._read: tuple[int, int, int, list[Entry]] | None = None
 
     def last_index(self) -> int:
         return self.index.last_index()
@@ -121,6 +124,16 @@ class CommitLogRaftLog:
         return self.index.term_at(index)
 
     def entries(self, start: int, max_count: int) -> list[Entry]:
+        last = self._read
+        if last is not None and last[:3] == (start, max_count, self.index.last_index()):
+            return last[3]
+        out = self._entries(start, max_count)
+        last_index = self.index.last_index()
+        if len(out) == min(last_index, start + max_count - 1) - start + 1:  # all readable
+            self._read = (start, max_count, last_index, out)
+        return out
+
+    def _entries(self, start: int, max_count: int) -> list[Entry]:
         out = []
         for i in range(start, min(self.index.last_index(), start + max_count - 1) + 1):
             pos, size = self.index.position(i)
@@ -189,5 +202,6 @@ class CommitLogRaftLog:
         """Drop entries after ``index`` and their bytes from the CommitLog."""
         if index >= self.index.last_index():
             return
+        self._read = None
         self.store.truncate_to(self.end_of(index))
         self.index.truncate_after(index)

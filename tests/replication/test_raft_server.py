@@ -82,7 +82,7 @@ async def test_three_members_elect_replicate_and_fail_over() -> None:
 
 
 async def test_garbage_on_the_raft_port_is_dropped() -> None:
-    """Bytes that are not length-framed RaftMessages end that connection only."""
+    """Bytes that are not Raft frames end that connection only."""
     (port,) = free_ports(1)
     commits = [0]
     server = RaftServer(
@@ -103,7 +103,7 @@ async def test_garbage_on_the_raft_port_is_dropped() -> None:
         assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the member
         writer.close()
         _, writer2 = await asyncio.open_connection("127.0.0.1", port)
-        writer2.write(b"\x00\x00\x00\x03abc")  # framed, but not a RaftMessage
+        writer2.write(b"\x00\x00\x00\x03abc")  # framed, but of no known kind
         await writer2.drain()
         writer2.close()
         index = server.node.propose(b"still serving")

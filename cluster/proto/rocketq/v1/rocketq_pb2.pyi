@@ -699,31 +699,19 @@ class SlaveSyncData(_message.Message):
     subscription_groups: bytes
     def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., topic_configs: _Optional[bytes] = ..., consumer_offsets: _Optional[bytes] = ..., delay_offsets: _Optional[bytes] = ..., subscription_groups: _Optional[bytes] = ...) -> None: ...
 
-class RaftEntry(_message.Message):
-    __slots__ = ("term", "data")
-    TERM_FIELD_NUMBER: _ClassVar[int]
-    DATA_FIELD_NUMBER: _ClassVar[int]
-    term: int
-    data: bytes
-    def __init__(self, term: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
-
 class RaftMessage(_message.Message):
-    __slots__ = ("sender", "term", "vote_request", "vote_response", "append_request", "append_response", "timeout_now")
+    __slots__ = ("sender", "term", "vote_request", "vote_response", "timeout_now")
     SENDER_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     VOTE_REQUEST_FIELD_NUMBER: _ClassVar[int]
     VOTE_RESPONSE_FIELD_NUMBER: _ClassVar[int]
-    APPEND_REQUEST_FIELD_NUMBER: _ClassVar[int]
-    APPEND_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_NOW_FIELD_NUMBER: _ClassVar[int]
     sender: str
     term: int
     vote_request: RaftVoteRequest
     vote_response: RaftVoteResponse
-    append_request: RaftAppendRequest
-    append_response: RaftAppendResponse
     timeout_now: RaftTimeoutNow
-    def __init__(self, sender: _Optional[str] = ..., term: _Optional[int] = ..., vote_request: _Optional[_Union[RaftVoteRequest, _Mapping]] = ..., vote_response: _Optional[_Union[RaftVoteResponse, _Mapping]] = ..., append_request: _Optional[_Union[RaftAppendRequest, _Mapping]] = ..., append_response: _Optional[_Union[RaftAppendResponse, _Mapping]] = ..., timeout_now: _Optional[_Union[RaftTimeoutNow, _Mapping]] = ...) -> None: ...
+    def __init__(self, sender: _Optional[str] = ..., term: _Optional[int] = ..., vote_request: _Optional[_Union[RaftVoteRequest, _Mapping]] = ..., vote_response: _Optional[_Union[RaftVoteResponse, _Mapping]] = ..., timeout_now: _Optional[_Union[RaftTimeoutNow, _Mapping]] = ...) -> None: ...
 
 class RaftTimeoutNow(_message.Message):
     __slots__ = ()
@@ -750,27 +738,3 @@ class RaftVoteResponse(_message.Message):
     pre: bool
     reason: str
     def __init__(self, granted: _Optional[bool] = ..., pre: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
-
-class RaftAppendRequest(_message.Message):
-    __slots__ = ("prev_index", "prev_term", "entries", "commit")
-    PREV_INDEX_FIELD_NUMBER: _ClassVar[int]
-    PREV_TERM_FIELD_NUMBER: _ClassVar[int]
-    ENTRIES_FIELD_NUMBER: _ClassVar[int]
-    COMMIT_FIELD_NUMBER: _ClassVar[int]
-    prev_index: int
-    prev_term: int
-    entries: _containers.RepeatedCompositeFieldContainer[RaftEntry]
-    commit: int
-    def __init__(self, prev_index: _Optional[int] = ..., prev_term: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[RaftEntry, _Mapping]]] = ..., commit: _Optional[int] = ...) -> None: ...
-
-class RaftAppendResponse(_message.Message):
-    __slots__ = ("success", "match_index", "conflict_index", "reason")
-    SUCCESS_FIELD_NUMBER: _ClassVar[int]
-    MATCH_INDEX_FIELD_NUMBER: _ClassVar[int]
-    CONFLICT_INDEX_FIELD_NUMBER: _ClassVar[int]
-    REASON_FIELD_NUMBER: _ClassVar[int]
-    success: bool
-    match_index: int
-    conflict_index: int
-    reason: str
-    def __init__(self, success: _Optional[bool] = ..., match_index: _Optional[int] = ..., conflict_index: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
