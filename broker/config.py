@@ -181,6 +181,9 @@ class BrokerConfig:
     dledger_max_vote_interval: int = field(default=1_000, metadata={"min": 1})
     # ms between a follower's copies of the leader's topics, offsets and groups (Raft mode).
     dledger_sync_interval: int = field(default=1_000, metadata={"min": 1})
+    # ms: followers beyond what a quorum needs get new entries at most this often, in one
+    # batch, instead of on every append (0: every follower gets every append at once).
+    dledger_spare_append_interval: int = field(default=5, metadata={"min": 0, "max": 1_000})
 
     def __post_init__(self) -> None:
         validate_config(self)

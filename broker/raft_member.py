@@ -71,6 +71,7 @@ def raft_config(cfg: BrokerConfig) -> RaftConfig:
         min_vote_interval=cfg.dledger_min_vote_interval / 1000,
         max_vote_interval=cfg.dledger_max_vote_interval / 1000,
         max_entries_per_append=256,  # entries are batches of a few hundred bytes and up
+        spare_append_interval=cfg.dledger_spare_append_interval / 1000,
     )
 
 
@@ -104,6 +105,7 @@ class RaftMember:
         )
         self.node = self.server.node
         self.preferred = cfg.dledger_preferred_leader_id
+        self.node.favoured = self.preferred or None  # kept up to date to take over sooner
         self.serving = False  # leader, earlier terms committed and dispatched
         self.serving_since = 0.0
         self._serve_from = 0  # the raft index of this term's empty entry
@@ -245,7 +247,12 @@ class RaftMember:
     # -- Raft callbacks ----------------------------------------------------------------
 
     def _on_commit(self, index: int) -> None:
-        self.store.commit(self.log.end_of(index))
+        end = self.log.end_of(index)
+        if self.node.role is Role.LEADER and self.serving:
+            # Answer the waiting sends first: their tasks then run before the dispatch
+            # step that the commit wakes, as a lone broker answers before it dispatches.
+            self._waiting.advance(min(end, self.store.max_phy_offset))
+        self.store.commit(end)
         if self.node.role is not Role.LEADER:
             return
         if not self.serving and index >= self._serve_from:

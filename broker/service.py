@@ -4,6 +4,7 @@ processors, and every error turned into a status with its code and a message."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
@@ -51,26 +52,26 @@ def peer_of(context: object) -> str:
 
 async def answer_stream(
     requests: AsyncIterator[Req],
-    answer: Callable[[Req], Awaitable[Resp]],
-    *,
-    inline: Callable[[], bool],
+    answer: Callable[[Req], Resp | Awaitable[Resp]],
 ) -> AsyncIterator[Resp]:
-    """The answers to a stream of requests, on the same stream. While ``inline()`` holds a
-    request is answered before the next is read; otherwise each is answered in a task of
-    its own and goes out as soon as it is ready, so a slow one does not hold up the rest."""
+    """The answers to a stream of requests, on the same stream. ``answer`` does its
+    synchronous part as the request is read and returns either the answer, which goes out
+    in order, or an awaitable of it, which is awaited in a task of its own and goes out as
+    soon as it is ready, so a slow one does not hold up the rest."""
     out: asyncio.Queue[Resp | None] = asyncio.Queue()
     pending: set[asyncio.Task[None]] = set()
 
-    async def answer_later(req: Req) -> None:
-        out.put_nowait(await answer(req))
+    async def answer_later(waiting: Awaitable[Resp]) -> None:
+        out.put_nowait(await waiting)
 
     async def reader() -> None:
         try:
             async for req in requests:
-                if inline():
-                    out.put_nowait(await answer(req))
+                result = answer(req)
+                if not inspect.isawaitable(result):
+                    out.put_nowait(result)
                     continue
-                task = asyncio.ensure_future(answer_later(req))
+                task = asyncio.ensure_future(answer_later(result))
                 pending.add(task)
                 task.add_done_callback(pending.discard)
             if pending:
@@ -119,35 +120,55 @@ class BrokerService(pb_grpc.BrokerServicer):
             msg_count=r.msg_count,
         )
 
-    async def _send_all(self, reqs: list[pb.SendRequest]) -> pb.SendBatchResponse:
-        """Append every send of a stream message, then wait once for the newest end
-        offset to be stored: one flush wait answers them all."""
+    def _start_all(
+        self, reqs: list[pb.SendRequest]
+    ) -> pb.SendBatchResponse | Awaitable[pb.SendBatchResponse]:
+        """Append every send of a stream message now; -> the answer, or, when stored sends
+        wait (a flush, a slave, a Raft quorum), one wait for the newest end offset that
+        answers them all."""
         results = [self._append(req) for req in reqs]
-        status = PutStatus.PUT_OK
         ends = [r.end_offset for r in results if not isinstance(r, BaseException)]
         if ends and self.b.send.waits:
-            try:
-                status = await self.b.send.wait_stored(max(ends))
-            except RocketqError as exc:  # Raft: the leader stepped down meanwhile
-                results = [exc] * len(reqs)
+            return self._answer_stored(reqs, results, max(ends))
+        return self._answer_all(reqs, results, PutStatus.PUT_OK)
+
+    async def _answer_stored(
+        self,
+        reqs: list[pb.SendRequest],
+        results: list[AppendResult | BaseException],
+        end_offset: int,
+    ) -> pb.SendBatchResponse:
+        try:
+            status = await self.b.send.wait_stored(end_offset)
+        except RocketqError as exc:  # Raft: the leader stepped down meanwhile
+            return self._answer_all(reqs, [exc] * len(reqs), PutStatus.PUT_OK)
+        return self._answer_all(reqs, results, status)
+
+    def _answer_all(
+        self,
+        reqs: list[pb.SendRequest],
+        results: list[AppendResult | BaseException],
+        status: PutStatus,
+    ) -> pb.SendBatchResponse:
         return pb.SendBatchResponse(
             responses=[self._answer(q, r, status) for q, r in zip(reqs, results, strict=True)]
         )
 
     async def SendMessage(self, request: pb.SendRequest, context: object) -> pb.SendResponse:
-        response: pb.SendResponse = (await self._send_all([request])).responses[0]
+        answer = self._start_all([request])
+        if not isinstance(answer, pb.SendBatchResponse):
+            answer = await answer
+        response: pb.SendResponse = answer.responses[0]
         return response
 
     async def SendStream(
         self, request_iterator: AsyncIterator[pb.SendBatchRequest], context: object
     ) -> AsyncIterator[pb.SendBatchResponse]:
-        """Many sends on one stream, each message holding several independent sends. Under
-        ASYNC_FLUSH a message is answered as soon as it is read; a flush or slave wait runs
-        as a task so the stream keeps reading."""
+        """Many sends on one stream, each message holding several independent sends,
+        appended as the message is read. Under ASYNC_FLUSH it is answered at once; a flush,
+        slave or quorum wait runs as a task so the stream keeps reading."""
         async for answer in answer_stream(
-            request_iterator,
-            lambda batch: self._send_all(list(batch.requests)),
-            inline=lambda: not self.b.send.waits,
+            request_iterator, lambda batch: self._start_all(list(batch.requests))
         ):
             yield answer
 
@@ -182,9 +203,12 @@ class BrokerService(pb_grpc.BrokerServicer):
     ) -> AsyncIterator[pb.PullResponse]:
         """Many pulls on one stream, each answered when it is ready: a pull held by long
         polling does not hold up the others."""
-        async for answer in answer_stream(
-            request_iterator, lambda req: self.PullMessage(req, context), inline=lambda: False
-        ):
+
+        def pull(req: pb.PullRequest) -> Awaitable[pb.PullResponse]:
+            return self.PullMessage(req, context)
+
+        answers: AsyncIterator[pb.PullResponse] = answer_stream(request_iterator, pull)
+        async for answer in answers:
             yield answer
 
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: object) -> pb.Status:

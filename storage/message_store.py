@@ -312,11 +312,13 @@ class MessageStore:
         """Append a batch now (no flush wait). Raises on bad input; nothing is written then."""
         self._check_writable()
         result = self.commitlog.append(blob, self.topic_bytes(topic), queue_id)
+        # Listeners first: what they schedule (shipping to a slave) runs before the
+        # dispatch step this wakes, so replication does not wait behind dispatch.
+        for listener in self.append_listeners:
+            listener(result.end_offset)
         if self.auto_commit:
             self.dispatcher.committed_offset = result.end_offset
             self._dispatch_wake.set()
-        for listener in self.append_listeners:
-            listener(result.end_offset)
         return result
 
     def append_raw(

@@ -132,6 +132,9 @@ class RaftConfig:
     max_entries_per_append: int = 64
     max_inflight_appends: int = 8
     pre_vote: bool = True
+    # Followers beyond what a quorum needs ("spares") get new entries at most this often
+    # (s) instead of on every append; 0 sends every append to every follower at once.
+    spare_append_interval: float = 0.0
 
 
 @dataclass(slots=True)
@@ -140,6 +143,7 @@ class Peer:
     match_index: int = 0
     inflight: int = 0
     last_ack: float = float("-inf")
+    last_sent: float = float("-inf")
 
 
 @dataclass
@@ -167,6 +171,8 @@ class RaftNode:
         self.transferring_to: str | None = None
         self.transfer_deadline = 0.0
         self.transfer_vote = False
+        self.favoured: str | None = None  # a peer kept among the eager ones when it is alive
+        self._eager: list[str] = []  # the followers sent every append at once
         self._reset_election_timer(initial=True)
         self.next_heartbeat = 0.0
 
@@ -226,6 +232,8 @@ class RaftNode:
                 self._check_quorum(now)
                 if self.role is Role.LEADER:
                     self._broadcast(heartbeat=True)
+            elif self.config.spare_append_interval:
+                self._broadcast(heartbeat=False)  # what spares have not been sent yet
             return
         if now >= self.election_deadline:
             if self.config.pre_vote:
@@ -361,6 +369,7 @@ class RaftNode:
         self.leader_since = now
         last = self.log.last_index()
         self.progress = {p: Peer(next_index=last + 1, last_ack=now) for p in self.peers}
+        self._eager = []
         self._set_role(Role.LEADER, self.node_id)
         log.info("%s: leader of term %d", self.node_id, self.term)
         # An empty entry of this term: once it commits, everything before it has too.
@@ -412,8 +421,44 @@ class RaftNode:
         return self.log.last_index()
 
     def _broadcast(self, *, heartbeat: bool) -> None:
+        if heartbeat or not self.config.spare_append_interval:
+            for p in self.peers:
+                self._send_appends(p, heartbeat=heartbeat)
+            return
+        # The quorum's worth of followers most likely to acknowledge first get every
+        # append at once; a spare gets what has gathered once per interval. A commit needs
+        # only the eager ones; one that leaves appends unanswered for two intervals is
+        # replaced by the spare furthest along (the favoured peer comes first when alive).
+        now = self.clock()
+        interval = self.config.spare_append_interval
+        window = self.config.heartbeat_interval * self.config.max_heartbeat_leak
+        progress = self.progress
+
+        def stalled(p: str) -> bool:
+            pr = progress[p]
+            return pr.inflight > 0 and now - pr.last_ack > 2 * interval
+
+        keep = [p for p in self._eager if p in progress and not stalled(p)]
+        fav = self.favoured
+        if (
+            fav in progress
+            and fav not in keep
+            and not stalled(fav)
+            and now - progress[fav].last_ack < window
+        ):
+            keep.insert(0, fav)
+        need = self.quorum - 1
+        if len(keep) < need:
+            rest = [p for p in self.peers if p not in keep]
+            rest.sort(
+                key=lambda p: (not stalled(p), progress[p].match_index, progress[p].last_ack),
+                reverse=True,
+            )
+            keep += rest
+        self._eager = eager = keep[:need]
         for p in self.peers:
-            self._send_appends(p, heartbeat=heartbeat)
+            if p in eager or now - progress[p].last_sent >= interval:
+                self._send_appends(p, heartbeat=False)
 
     def _send_appends(self, peer: str, *, heartbeat: bool) -> None:
         pr = self.progress[peer]
@@ -437,6 +482,8 @@ class RaftNode:
             pr.next_index += len(entries)
             pr.inflight += 1
             sent = True
+        if sent or heartbeat:
+            pr.last_sent = self.clock()
         if heartbeat and not sent:
             prev = pr.next_index - 1
             self.transport.send(
@@ -513,6 +560,9 @@ class RaftNode:
             self._advance_commit()
             if resp.follower == self.transferring_to:
                 self._maybe_hand_over()
+            if self.config.spare_append_interval:
+                self._broadcast(heartbeat=False)  # this answer may change who is eager
+                return
         else:
             # Start again from where the follower says; whatever was in flight is void.
             conflict = resp.conflict_index or 1

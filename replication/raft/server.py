@@ -81,6 +81,10 @@ class _Inbound(asyncio.Protocol):
         finally:
             if pos:
                 del buf[:pos]
+        if self.server._flush_scheduled:
+            # Answers (and the appends they free) leave now, ahead of whatever this
+            # input woke (a follower's dispatch step must not delay its acknowledgement).
+            self.server._flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server._inbound.discard(self)
