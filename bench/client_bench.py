@@ -98,6 +98,7 @@ async def produce(
     async with Producer(group="benchmark_producer", namesrv=namesrv) as producer:
         # One warm-up send opens the route and the broker stream outside the timed region.
         await producer.send(Message(topic, body))
+        await _wait_slaves_attached(namesrv, echo)
         sampler = asyncio.ensure_future(_sample_lag(namesrv, lags))
 
         async def worker() -> None:
@@ -160,6 +161,32 @@ async def produce(
         "max_replication_lag_bytes": max_lag,
         "mean_replication_lag_bytes": round(mean_lag),
     }
+
+
+async def _wait_slaves_attached(
+    namesrv: str, echo: Callable[[str], None], timeout: float = 30.0
+) -> None:
+    """With master/slave groups: wait until every master has its slave connected, so a
+    SYNC_MASTER is measured replicating (not answering SLAVE_NOT_AVAILABLE at once while
+    its slave is still connecting). Gives up, saying so, after ``timeout`` seconds."""
+    from sdk.admin import Admin
+
+    deadline = time.monotonic() + timeout
+    async with Admin(namesrv) as admin:
+        while True:
+            brokers = await admin.cluster_list()
+            groups = {b.broker_name for b in brokers if b.broker_id > 0}
+            masters = [
+                b
+                for b in brokers
+                if b.broker_id == 0 and b.broker_name in groups and "haSlaves" in b.runtime
+            ]
+            if all(int(b.runtime["haSlaves"]) > 0 for b in masters):
+                return
+            if time.monotonic() >= deadline:
+                echo(f"[Replication] a slave is still not connected after {timeout:g} s")
+                return
+            await asyncio.sleep(0.2)
 
 
 async def _sample_lag(namesrv: str, lags: list[int]) -> None:

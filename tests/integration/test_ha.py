@@ -309,3 +309,27 @@ async def test_master_sends_a_far_behind_reader_to_the_slave(make_cluster: MakeC
     info = await runtime(ns)
     assert int(info[("broker-a", 1)]["pullsFound"]) > 0, "no pull was served by the slave"
     assert int(info[("broker-a", 0)]["pullsFound"]) >= 1  # the first pull asked the master
+
+
+async def test_the_benchmark_waits_for_slaves_to_attach(cluster_ha: LocalCluster) -> None:
+    """`rocketq bench produce` starts timing once every master has its slave connected;
+    a slave that is gone from the cluster does not hold it up."""
+    from bench.client_bench import _wait_slaves_attached
+
+    ns = cluster_ha.namesrv_addr
+    said: list[str] = []
+    await _wait_slaves_attached(ns, said.append, timeout=20)
+    async with Admin(ns) as admin:
+        masters = [b for b in await admin.cluster_list() if b.broker_id == 0]
+    assert masters and all(int(b.runtime["haSlaves"]) > 0 for b in masters)
+
+    cluster_ha.kill("broker-a-1")
+
+    async def detached() -> bool:
+        async with Admin(ns) as admin:
+            brokers = await admin.cluster_list()
+        return any(b.broker_id == 0 and b.runtime.get("haSlaves") == "0" for b in brokers)
+
+    await wait_until(detached, "the master to see its slave gone", timeout=30)
+    await asyncio.wait_for(_wait_slaves_attached(ns, said.append, timeout=20), 10)
+    assert said == []
