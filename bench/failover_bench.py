@@ -5,7 +5,9 @@ A local cluster with one Raft group of three brokers (default DLedger timers unl
 benchmark SIGKILLs the group's leader ``kills`` times; for each kill it measures the time
 from the signal to the first SEND_OK after it (the dead leader answers nothing, so that
 send was stored and committed by the new leader), then restarts the killed broker and waits
-until it is registered again before the next kill. It prints each failover time, their
+until it has caught up with what the group wrote up to its return (so each kill hits a
+healthy group of three, not one whose quorum waits for a member still catching up) and
+then a short steady spell before the next kill. It prints each failover time, their
 median and max, and the sends that failed meanwhile (the SDK retries within its send
 timeout; a failed send is one whose retries all failed, and the sender tries again at
 once).
@@ -31,6 +33,7 @@ from cluster.message_id import decode_offset_msg_id
 TOPIC = "FailoverBench"
 SETTLE_S = 2.0  # steady sending between a restart and the next kill
 FAILOVER_LIMIT_S = 60.0  # a kill with no SEND_OK for this long fails the run
+CATCH_UP_LIMIT_S = 120.0  # a restarted member not caught up by then fails the run
 
 
 class FailoverBenchError(Exception):
@@ -63,6 +66,32 @@ def _leader_of(cluster: Any, group: str) -> Any | None:
         if node.addr == addr:
             return node
     return None
+
+
+async def _caught_up(namesrv: str, addr: str, timeout: float) -> None:
+    """Wait until the member at ``addr`` holds the CommitLog the leader had when we began."""
+    from sdk.admin import Admin
+
+    deadline = time.monotonic() + timeout
+    target = -1
+    async with Admin(namesrv) as admin:
+        while True:
+            try:
+                brokers = {b.addr: b for b in await admin.cluster_list()}
+            except Exception:  # a nameserver or member still settling: ask again
+                brokers = {}
+            leader = next((b for b in brokers.values() if b.broker_id == 0), None)
+            if target < 0 and leader is not None:
+                target = int(leader.runtime.get("commitLogMaxOffset", -1))
+            member = brokers.get(addr)
+            held = int(member.runtime.get("commitLogMaxOffset", -1)) if member else -1
+            if target >= 0 and held >= target:
+                return
+            if time.monotonic() > deadline:
+                raise FailoverBenchError(
+                    f"the restarted member {addr} did not catch up within {timeout:g} s"
+                )
+            await asyncio.sleep(0.1)
 
 
 async def _wait_for(cond: Callable[[], bool], what: str, timeout: float) -> None:
@@ -140,6 +169,8 @@ async def failover(
                             f"{times[-1] * 1000:,.0f} ms later"
                         )
                         await asyncio.to_thread(cluster.restart, leader.name)
+                        back = cluster.node(leader.name)
+                        await _caught_up(cluster.namesrv_addr, back.addr, CATCH_UP_LIMIT_S)
                         await asyncio.sleep(SETTLE_S)
                 finally:
                     stop.set()

@@ -11,6 +11,7 @@ import asyncio
 import shutil
 import signal
 import time
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -320,3 +321,23 @@ async def test_consumers_read_from_a_follower_when_no_leader_is_left(
     cluster.kill(leader.name, signal.SIGKILL)
     cluster.kill(other.name, signal.SIGKILL)  # no majority: no new leader
     await consume_all(ns, "cg-raft-read", "RaftRead", acked)
+
+
+async def test_failover_benchmark_kills_and_measures(tmp_path: Path) -> None:
+    """`rocketq bench failover` end to end, briefly: each kill is measured, and the killed
+    member is back and caught up before the next."""
+    from bench.failover_bench import failover
+
+    lines: list[str] = []
+    result = await failover(
+        kills=2,
+        concurrency=4,
+        size=256,
+        data_dir=str(tmp_path),
+        settings=FAST_RAFT,
+        echo=lines.append,
+    )
+    assert len(result["failover_ms"]) == 2  # type: ignore[arg-type]
+    assert int(result["send_ok"]) > 0  # type: ignore[call-overload]
+    assert sum(line.startswith("kill ") for line in lines) == 2
+    assert list(tmp_path.iterdir()) == []  # its cluster's data is gone
