@@ -226,6 +226,7 @@ class RaftMember:
         if self.node.role is Role.LEADER:
             with contextlib.suppress(RaftNotLeaderError):
                 self.node.replicate()
+            self.server.flush()  # this turn's entry leaves now, not a loop turn later
 
     async def wait_committed(self, end_offset: int, timeout: float) -> PutStatus:
         """PUT_OK once everything below ``end_offset`` is committed by a quorum;

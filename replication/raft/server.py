@@ -81,10 +81,9 @@ class _Inbound(asyncio.Protocol):
         finally:
             if pos:
                 del buf[:pos]
-        if self.server._flush_scheduled:
-            # Answers (and the appends they free) leave now, ahead of whatever this
-            # input woke (a follower's dispatch step must not delay its acknowledgement).
-            self.server._flush()
+        # Answers (and the appends they free) leave now, ahead of whatever this input
+        # woke (a follower's dispatch step must not delay its acknowledgement).
+        self.server.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server._inbound.discard(self)
@@ -141,6 +140,12 @@ class RaftServer:
         if not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
+
+    def flush(self) -> None:
+        """Write what is queued now instead of at the end of the loop's next turn (a
+        caller that has queued everything of this turn saves the leader a turn)."""
+        if self._flush_scheduled:
+            self._flush()
 
     def _flush(self) -> None:
         """Everything queued this turn, one write per connected peer."""
