@@ -22,7 +22,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -30,16 +30,15 @@ from typing import Any, Final, Literal, get_args
 
 from cluster.errors import ConfigError, RocketqError
 from cluster.json_file import read_json, write_json_atomic
+from cluster.procs import POLL_INTERVAL, is_ours, proc_stat, tail, wait_until
 
 Replication = Literal["none", "ha", "raft"]
 Role = Literal["nameserver", "broker"]
 
 HOST: Final = "127.0.0.1"
 CLUSTER_FILE: Final = "cluster.json"
-POLL_INTERVAL: Final = 0.05
 # How long a restart keeps retrying while the node's old port is briefly busy.
 PORT_RETRY_SECONDS: Final = 5.0
-LOG_TAIL_LINES: Final = 30
 _AVAILABLE_REPLICATION: Final = ("none", "ha", "raft")
 RAFT_MEMBERS: Final = 3  # processes per broker group with replication "raft"
 _PROJECT_ROOT: Final = Path(__file__).resolve().parent.parent
@@ -187,54 +186,6 @@ class ClusterStatus:
             else {b: {str(i): a for i, a in ids.items()} for b, ids in self.registered.items()},
             "info_from": self.info_from,
         }
-
-
-# ------------------------------------------------------------------ processes by pid
-
-
-def _proc_stat(pid: int) -> tuple[str, int] | None:
-    """(state, start time) of a live pid, None if it is gone."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(")") + 2 :].split()
-    return fields[0], int(fields[19])
-
-
-def _is_ours(pid: int, start_time: int) -> bool:
-    """A live (not zombie) ``cluster.cli`` process that is the one we started."""
-    if pid <= 0:
-        return False
-    stat = _proc_stat(pid)
-    if stat is None or stat[0] in ("Z", "X"):
-        return False
-    if start_time and stat[1] != start_time:
-        return False
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return b"cluster.cli" in cmdline
-
-
-def _wait_until(cond: Callable[[], bool], deadline: float) -> bool:
-    while True:
-        if cond():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(POLL_INTERVAL)
-
-
-def _tail(path: Path, offset: int = 0, lines: int = LOG_TAIL_LINES) -> str:
-    try:
-        with path.open("rb") as f:
-            f.seek(offset)
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
 
 
 def _fetch_cluster_info(addr: str, timeout: float = 2.0) -> dict[str, dict[int, str]]:
@@ -454,7 +405,7 @@ class LocalCluster:
             port = self._await_ready(node, proc, offset, time.monotonic() + timeout)
             if port is not None:
                 break
-            log_text = _tail(node.log, offset)
+            log_text = tail(node.log, offset)
             if "cannot listen" in log_text and time.monotonic() < retry_until:
                 time.sleep(POLL_INTERVAL * 4)
                 continue
@@ -463,7 +414,7 @@ class LocalCluster:
                 f"(exit code {proc.returncode}); the end of {node.log}:\n{log_text}"
             )
         node.port = port
-        stat = _proc_stat(proc.pid)
+        stat = proc_stat(proc.pid)
         node.start_time = stat[1] if stat else 0
 
     def _await_ready(
@@ -483,7 +434,7 @@ class LocalCluster:
                 raise LauncherError(
                     f"{node.role} {node.name} was not ready within "
                     f"{self.spec.ready_timeout:g} s; the end of {node.log}:\n"
-                    f"{_tail(node.log, offset)}"
+                    f"{tail(node.log, offset)}"
                 )
             time.sleep(POLL_INTERVAL)
 
@@ -527,7 +478,7 @@ class LocalCluster:
         """Wait until each of ``nameservers`` lists every one of ``brokers``."""
         deadline = time.monotonic() + self.spec.ready_timeout
         for ns in nameservers:
-            if not _wait_until(functools.partial(self._registered, brokers, ns), deadline):
+            if not wait_until(functools.partial(self._registered, brokers, ns), deadline):
                 names = ", ".join(b.name for b in brokers)
                 raise LauncherError(
                     f"brokers {names} did not register with nameserver {ns.name} ({ns.addr}) "
@@ -540,7 +491,7 @@ class LocalCluster:
     def _alive(self, node: Node) -> bool:
         if node.process is not None and node.process.pid == node.pid:
             return node.process.poll() is None
-        return _is_ours(node.pid, node.start_time)
+        return is_ours(node.pid, node.start_time)
 
     def _signal(self, node: Node, sig: signal.Signals) -> bool:
         """Send ``sig`` if the pid is still the node's process; False if it is gone."""
@@ -554,7 +505,7 @@ class LocalCluster:
 
     def _wait_exit(self, nodes: list[Node], deadline: float) -> list[Node]:
         """Wait for the nodes to exit (reaping our children); those still running."""
-        _wait_until(lambda: not any(self._alive(n) for n in nodes), deadline)
+        wait_until(lambda: not any(self._alive(n) for n in nodes), deadline)
         return [n for n in nodes if self._alive(n)]
 
     def kill(self, name: str, sig: signal.Signals = signal.SIGKILL, *, wait: bool = True) -> None:
@@ -594,7 +545,7 @@ class LocalCluster:
         nodes = []
         for n in self.nodes:
             alive = self._alive(n)
-            stat = _proc_stat(n.pid) if alive else None
+            stat = proc_stat(n.pid) if alive else None
             paused = stat is not None and stat[0] in ("T", "t")
             nodes.append(NodeStatus(n.name, n.role, n.addr, n.pid, alive, paused))
         for ns in self.nameservers:
