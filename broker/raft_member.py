@@ -248,17 +248,16 @@ class RaftMember:
     # -- Raft callbacks ----------------------------------------------------------------
 
     def _on_commit(self, index: int) -> None:
-        end = self.log.end_of(index)
-        if self.node.role is Role.LEADER and self.serving:
+        end = min(self.log.end_of(index), self.store.max_phy_offset)
+        leading = self.node.role is Role.LEADER
+        if leading and self.serving:
             # Answer the waiting sends first: their tasks then run before the dispatch
             # step that the commit wakes, as a lone broker answers before it dispatches.
-            self._waiting.advance(min(end, self.store.max_phy_offset))
+            # (Until it serves, a leader takes no sends, so nobody waits.)
+            self._waiting.advance(end)
         self.store.commit(end)
-        if self.node.role is not Role.LEADER:
-            return
-        if not self.serving and index >= self._serve_from:
+        if leading and not self.serving and index >= self._serve_from:
             self._serve()
-        self._waiting.advance(self.store.committed_offset)
 
     def _on_role(self, role: Role, term: int, leader: str | None) -> None:
         if role is not Role.LEADER:
