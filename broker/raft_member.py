@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,7 +53,7 @@ from replication.raft.node import NotLeaderError as RaftNotLeaderError
 from replication.raft.node import RaftConfig, Role
 from replication.raft.server import RaftServer
 from replication.raft.store import CommitLogRaftLog, HardStateFile, RaftIndex
-from replication.waiters import OffsetWaiters
+from replication.waiters import OffsetWaiters, resolver
 from storage.results import PutStatus
 
 if TYPE_CHECKING:
@@ -112,7 +113,6 @@ class RaftMember:
         self.elected_at = 0.0
         self.last_takeover_ms = -1.0  # election -> serving, for the logs and runtime info
         self._waiting = OffsetWaiters()  # sends until a quorum committed them
-        self._kick_pending = False
         # CommitLog bytes appended this turn and not yet indexed: (start, end).
         self._pending: tuple[int, int] | None = None
         self._switch: asyncio.Task[None] | None = None
@@ -122,6 +122,7 @@ class RaftMember:
             broker, master_addr=self.leader_broker_addr, interval_ms=cfg.dledger_sync_interval
         )
         self.store.append_listeners.append(self._on_append)
+        self.store.settle_listeners.append(self._kick)
 
     # -- life --------------------------------------------------------------------------
 
@@ -174,9 +175,9 @@ class RaftMember:
             raise self.not_leader()
 
     def _on_append(self, end: int) -> None:
-        """The store appended a batch ending at ``end``: it joins the entry this event-loop
-        turn collects (one raft entry per turn and segment, not one per send), which
-        :meth:`_kick` indexes at our term and replicates."""
+        """The store appended a batch ending at ``end``: it joins the entry collected until
+        the store settles its appends (one raft entry per stream message and segment, not
+        one per send), which :meth:`_kick` indexes at our term and replicates."""
         if not self.serving or self.node.role is not Role.LEADER:
             # Writers are stopped before this member stops serving; should one still get
             # through, its bytes must not stay where the leader's entries will go.
@@ -203,9 +204,6 @@ class RaftMember:
             self._pending = (segment, end)
         else:
             self._pending = (self._pending[0], end)
-        if not self._kick_pending:
-            self._kick_pending = True
-            asyncio.get_running_loop().call_soon(self._kick)
 
     def _record_pending(self) -> None:
         pending, self._pending = self._pending, None
@@ -221,26 +219,47 @@ class RaftMember:
             self.store.truncate_to(start)
 
     def _kick(self) -> None:
-        self._kick_pending = False
+        """After a run of appends (the store settles them): make them this term's entry
+        and send it."""
         self._record_pending()
         if self.node.role is Role.LEADER:
             with contextlib.suppress(RaftNotLeaderError):
                 self.node.replicate()
             self.server.flush()  # this turn's entry leaves now, not a loop turn later
 
-    async def wait_committed(self, end_offset: int, timeout: float) -> PutStatus:
-        """PUT_OK once everything below ``end_offset`` is committed by a quorum;
-        FLUSH_SLAVE_TIMEOUT after ``timeout``; NOT_LEADER if this member stops leading."""
+    def wait_committed_then(
+        self,
+        end_offset: int,
+        timeout: float,
+        done: Callable[[PutStatus | NotLeaderError], None],
+    ) -> None:
+        """Call ``done`` with PUT_OK once everything below ``end_offset`` is committed by
+        a quorum; FLUSH_SLAVE_TIMEOUT after ``timeout``; a NotLeaderError if this member
+        stops leading. At once when the answer is known now, else from the commit that
+        reaches the offset (or the sweep that gives up on it)."""
         if self.store.committed_offset >= end_offset:
-            return PutStatus.PUT_OK
+            done(PutStatus.PUT_OK)
+            return
         if not self.serving:
-            raise self.not_leader()
-        reached = await self._waiting.wait(end_offset, timeout)
-        if reached is None:
-            return PutStatus.FLUSH_SLAVE_TIMEOUT
-        if reached:
-            return PutStatus.PUT_OK
-        raise self.not_leader()
+            done(self.not_leader())
+            return
+
+        def reached(result: bool | None) -> None:
+            if result is None:
+                done(PutStatus.FLUSH_SLAVE_TIMEOUT)
+            else:
+                done(PutStatus.PUT_OK if result else self.not_leader())
+
+        self._waiting.add(end_offset, timeout, reached)
+
+    async def wait_committed(self, end_offset: int, timeout: float) -> PutStatus:
+        """:meth:`wait_committed_then` as a coroutine (NotLeaderError raised)."""
+        fut: asyncio.Future[PutStatus | NotLeaderError] = asyncio.get_running_loop().create_future()
+        self.wait_committed_then(end_offset, timeout, resolver(fut))
+        result = await fut
+        if isinstance(result, NotLeaderError):
+            raise result
+        return result
 
     def _fail_waiting(self) -> None:
         self._waiting.fail_all()

@@ -4,8 +4,10 @@ per-message object on the send path."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig
@@ -73,6 +75,7 @@ class SendProcessor:
         self.ha: HAMaster | None = None
         # Raft mode: only the serving leader writes; sends wait for a quorum commit.
         self.raft: RaftMember | None = None
+        self._flush_waits: set[asyncio.Task[PutStatus]] = set()  # wait_stored_then's
 
     @property
     def waits(self) -> bool:
@@ -153,6 +156,35 @@ class SendProcessor:
         finally:
             self.flow.in_flight -= 1
 
+    def wait_stored_then(
+        self, end_offset: int, done: Callable[[PutStatus | BaseException], None]
+    ) -> None:
+        """:meth:`wait_stored` with a callback, told the status or the error. A slave or
+        quorum wait alone (ASYNC_FLUSH) is answered from the callback that reads the
+        acknowledgement or the commit, with no task in between; a flush wait runs
+        :meth:`wait_stored` in a task."""
+        ha, raft = self.ha, self.raft
+        if self.store.waits_for_flush or (ha is not None and raft is not None):
+            task = asyncio.ensure_future(self.wait_stored(end_offset))
+            self._flush_waits.add(task)
+            task.add_done_callback(self._flush_waits.discard)
+            task.add_done_callback(lambda t: done(_outcome(t)))
+            return
+        if ha is None and raft is None:
+            done(PutStatus.PUT_OK)
+            return
+        timeout = self.store.config.sync_flush_timeout / 1000
+        self.flow.in_flight += 1
+
+        def finish(status: PutStatus | BaseException) -> None:
+            self.flow.in_flight -= 1
+            done(status)
+
+        if raft is not None:
+            raft.wait_committed_then(end_offset, timeout, finish)
+        elif ha is not None:
+            ha.wait_slave_then(end_offset, timeout, finish)
+
     async def send(
         self,
         records: bytes,
@@ -228,3 +260,10 @@ class SendProcessor:
             if await self.raft.wait_committed(appended.end_offset, timeout) != PutStatus.PUT_OK:
                 raise FlushSlaveTimeoutError("the retry copy was stored but no quorum has it yet")
         return result.append
+
+
+def _outcome(task: asyncio.Task[PutStatus]) -> PutStatus | BaseException:
+    if task.cancelled():
+        return ServiceNotAvailableError("the broker is stopping; send again")
+    exc = task.exception()
+    return exc if exc is not None else task.result()

@@ -18,6 +18,7 @@ from cluster.errors import QueryNotFoundError, RocketqError, ServiceNotAvailable
 from cluster.message import PERM_READ, PERM_WRITE, retry_topic
 from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from replication.waiters import resolver
 from storage.commitlog import AppendResult
 from storage.results import PutStatus
 
@@ -50,24 +51,43 @@ def peer_of(context: object) -> str:
     return str(peer()) if callable(peer) else ""
 
 
+Reply = Callable[[Resp], None]
+
+
 async def answer_stream(
     requests: AsyncIterator[Req],
-    answer: Callable[[Req], Resp | Awaitable[Resp]],
+    answer: Callable[[Req, Reply[Resp]], Resp | Awaitable[Resp] | None],
 ) -> AsyncIterator[Resp]:
     """The answers to a stream of requests, on the same stream. ``answer`` does its
-    synchronous part as the request is read and returns either the answer, which goes out
-    in order, or an awaitable of it, which is awaited in a task of its own and goes out as
-    soon as it is ready, so a slow one does not hold up the rest."""
+    synchronous part as the request is read and returns the answer, which goes out in
+    order; or an awaitable of it, awaited in a task of its own; or None, when it calls the
+    reply callback it was given itself (once, at once or later: from the callback that
+    learns the answer, with no task in between). The later ones go out as soon as they
+    are ready, so a slow one does not hold up the rest."""
     out: asyncio.Queue[Resp | None] = asyncio.Queue()
     pending: set[asyncio.Task[None]] = set()
+    promised = 0  # answers ``answer`` will reply itself
+    all_replied: asyncio.Future[None] | None = None
+
+    def reply(resp: Resp) -> None:
+        nonlocal promised
+        promised -= 1
+        out.put_nowait(resp)
+        if not promised and all_replied is not None and not all_replied.done():
+            all_replied.set_result(None)
 
     async def answer_later(waiting: Awaitable[Resp]) -> None:
         out.put_nowait(await waiting)
 
     async def reader() -> None:
+        nonlocal promised, all_replied
         try:
             async for req in requests:
-                result = answer(req)
+                promised += 1
+                result = answer(req, reply)
+                if result is None:
+                    continue
+                promised -= 1
                 if not inspect.isawaitable(result):
                     out.put_nowait(result)
                     continue
@@ -76,6 +96,9 @@ async def answer_stream(
                 task.add_done_callback(pending.discard)
             if pending:
                 await asyncio.gather(*list(pending))
+            if promised:
+                all_replied = asyncio.get_running_loop().create_future()
+                await all_replied
         finally:
             out.put_nowait(None)
 
@@ -121,28 +144,25 @@ class BrokerService(pb_grpc.BrokerServicer):
         )
 
     def _start_all(
-        self, reqs: list[pb.SendRequest]
-    ) -> pb.SendBatchResponse | Awaitable[pb.SendBatchResponse]:
-        """Append every send of a stream message now; -> the answer, or, when stored sends
-        wait (a flush, a slave, a Raft quorum), one wait for the newest end offset that
-        answers them all."""
+        self, reqs: list[pb.SendRequest], reply: Reply[pb.SendBatchResponse]
+    ) -> pb.SendBatchResponse | None:
+        """Append every send of a stream message now; -> the answer, or None when stored
+        sends wait (a flush, a slave, a Raft quorum): one wait for the newest end offset
+        then answers them all through ``reply``."""
         results = [self._append(req) for req in reqs]
+        self.b.store.settle()  # they leave for the slave or the followers now
         ends = [r.end_offset for r in results if not isinstance(r, BaseException)]
-        if ends and self.b.send.waits:
-            return self._answer_stored(reqs, results, max(ends))
-        return self._answer_all(reqs, results, PutStatus.PUT_OK)
+        if not ends or not self.b.send.waits:
+            return self._answer_all(reqs, results, PutStatus.PUT_OK)
 
-    async def _answer_stored(
-        self,
-        reqs: list[pb.SendRequest],
-        results: list[AppendResult | BaseException],
-        end_offset: int,
-    ) -> pb.SendBatchResponse:
-        try:
-            status = await self.b.send.wait_stored(end_offset)
-        except RocketqError as exc:  # Raft: the leader stepped down meanwhile
-            return self._answer_all(reqs, [exc] * len(reqs), PutStatus.PUT_OK)
-        return self._answer_all(reqs, results, status)
+        def stored(status: PutStatus | BaseException) -> None:
+            if isinstance(status, BaseException):  # Raft: the leader stepped down meanwhile
+                reply(self._answer_all(reqs, [status] * len(reqs), PutStatus.PUT_OK))
+            else:
+                reply(self._answer_all(reqs, results, status))
+
+        self.b.send.wait_stored_then(max(ends), stored)
+        return None
 
     def _answer_all(
         self,
@@ -155,9 +175,10 @@ class BrokerService(pb_grpc.BrokerServicer):
         )
 
     async def SendMessage(self, request: pb.SendRequest, context: object) -> pb.SendResponse:
-        answer = self._start_all([request])
-        if not isinstance(answer, pb.SendBatchResponse):
-            answer = await answer
+        later: asyncio.Future[pb.SendBatchResponse] = asyncio.get_running_loop().create_future()
+        answer = self._start_all([request], resolver(later))
+        if answer is None:
+            answer = await later
         response: pb.SendResponse = answer.responses[0]
         return response
 
@@ -165,10 +186,11 @@ class BrokerService(pb_grpc.BrokerServicer):
         self, request_iterator: AsyncIterator[pb.SendBatchRequest], context: object
     ) -> AsyncIterator[pb.SendBatchResponse]:
         """Many sends on one stream, each message holding several independent sends,
-        appended as the message is read. Under ASYNC_FLUSH it is answered at once; a flush,
-        slave or quorum wait runs as a task so the stream keeps reading."""
+        appended as the message is read. Without a wait it is answered at once; a slave or
+        quorum wait answers it from the callback that learns the outcome, a flush wait from a
+        task, and the stream keeps reading meanwhile."""
         async for answer in answer_stream(
-            request_iterator, lambda batch: self._start_all(list(batch.requests))
+            request_iterator, lambda batch, reply: self._start_all(list(batch.requests), reply)
         ):
             yield answer
 
@@ -207,7 +229,9 @@ class BrokerService(pb_grpc.BrokerServicer):
         def pull(req: pb.PullRequest) -> Awaitable[pb.PullResponse]:
             return self.PullMessage(req, context)
 
-        answers: AsyncIterator[pb.PullResponse] = answer_stream(request_iterator, pull)
+        answers: AsyncIterator[pb.PullResponse] = answer_stream(
+            request_iterator, lambda req, reply: pull(req)
+        )
         async for answer in answers:
             yield answer
 

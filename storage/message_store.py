@@ -60,6 +60,10 @@ class MessageStore:
         self._queue_offsets_stale = False
         # Told the CommitLog's new end after every append (replication wakes on it).
         self.append_listeners: list[Callable[[int], None]] = []
+        # Run once after a run of appends (shipping them to a slave, making them a Raft
+        # entry): by :meth:`settle`, or at the loop's next turn when nobody calls it.
+        self.settle_listeners: list[Callable[[], None]] = []
+        self._settle_handle: asyncio.Handle | None = None
         root = Path(config.store_path_root_dir)
         self.root = root
         self.commitlog = CommitLog(
@@ -316,10 +320,24 @@ class MessageStore:
         # dispatch step this wakes, so replication does not wait behind dispatch.
         for listener in self.append_listeners:
             listener(result.end_offset)
+        if self.settle_listeners and self._settle_handle is None:
+            self._settle_handle = asyncio.get_running_loop().call_soon(self.settle)
         if self.auto_commit:
             self.dispatcher.committed_offset = result.end_offset
             self._dispatch_wake.set()
         return result
+
+    def settle(self) -> None:
+        """Run now what the appends since the last call queued for after them, instead of
+        at the loop's next turn: a caller that has appended everything it has calls this,
+        so its bytes leave for the slave or the Raft followers before anything else runs
+        (the next stream message read, a dispatch step)."""
+        handle, self._settle_handle = self._settle_handle, None
+        if handle is None:
+            return
+        handle.cancel()
+        for listener in self.settle_listeners:
+            listener()
 
     def append_raw(
         self, offset: int, data: bytes | bytearray | memoryview, *, wake_dispatch: bool = True

@@ -4,11 +4,11 @@ The master listens on its HA port (plain TCP, frames in :mod:`replication.ha.wir
 slave that connects says where its CommitLog ends; the master streams the CommitLog from
 there as byte ranges (at most ``transfer_batch`` bytes each, at most ``window`` bytes sent
 and not yet acknowledged), and the slave reports its new end after each range it stored.
-Appends of one event-loop turn leave as one range (the connections are pumped once per
-turn), and a report that opens the window pumps at once, in the callback that read it:
-no task sits between an append, its transfer and the acknowledgement that answers it. A
-slave ahead of the master (the master lost an unflushed tail) is told to cut its log back
-first.
+The appends of one stream message leave as one range as soon as the last is written (the
+store settles them; appends nobody settles leave at the loop's next turn), and a report
+that opens the window pumps at once, in the callback that read it: no task sits between
+an append, its transfer and the acknowledgement that answers it. A slave ahead of the
+master (the master lost an unflushed tail) is told to cut its log back first.
 
 For SYNC_MASTER, :meth:`HAMaster.wait_slave` holds a send until some slave acknowledged
 past the send's end (:class:`~replication.waiters.OffsetWaiters`: one report completes
@@ -34,7 +34,7 @@ from replication.ha.wire import (
     decode_hello_head,
     encode_transfer_head,
 )
-from replication.waiters import OffsetWaiters
+from replication.waiters import OffsetWaiters, resolver
 from storage.message_store import MessageStore
 from storage.results import PutStatus
 
@@ -189,9 +189,8 @@ class HAMaster:
         self._ids = itertools.count(1)
         self._waiting = OffsetWaiters()  # SYNC sends until a slave acknowledged them
         self._server: asyncio.Server | None = None
-        self._pump_scheduled = False
         self._beat: asyncio.Task[None] | None = None
-        store.append_listeners.append(self._on_append)
+        store.settle_listeners.append(self._pump_all)
 
     # -- life --------------------------------------------------------------------------
 
@@ -243,13 +242,8 @@ class HAMaster:
         best = self.best_ack
         return self.store.max_phy_offset - max(best, 0)
 
-    def _on_append(self, end_offset: int) -> None:
-        if self.slaves and not self._pump_scheduled:
-            self._pump_scheduled = True
-            asyncio.get_running_loop().call_soon(self._pump_all)
-
     def _pump_all(self) -> None:
-        self._pump_scheduled = False
+        """After a run of appends (the store settles them): ship them to every slave."""
         for conn in list(self.slaves.values()):
             conn.pump()
 
@@ -292,13 +286,29 @@ class HAMaster:
 
     # -- SYNC_MASTER -------------------------------------------------------------------
 
-    async def wait_slave(self, end_offset: int, timeout: float) -> PutStatus:
-        """PUT_OK once a slave has everything below ``end_offset``; SLAVE_NOT_AVAILABLE
-        with no slave (or one too far behind); FLUSH_SLAVE_TIMEOUT after ``timeout``."""
+    def wait_slave_then(
+        self, end_offset: int, timeout: float, done: Callable[[PutStatus], None]
+    ) -> None:
+        """Call ``done`` with PUT_OK once a slave has everything below ``end_offset``;
+        SLAVE_NOT_AVAILABLE with no slave (or one too far behind); FLUSH_SLAVE_TIMEOUT after
+        ``timeout``. At once when the answer is known now, else from the report that
+        reaches the offset (or the sweep that gives up on it)."""
         best = self.best_ack
         if best < 0 or self.store.max_phy_offset - best > self.max_gap:
-            return PutStatus.SLAVE_NOT_AVAILABLE
-        if best >= end_offset:
-            return PutStatus.PUT_OK
-        reached = await self._waiting.wait(end_offset, timeout)
-        return PutStatus.PUT_OK if reached else PutStatus.FLUSH_SLAVE_TIMEOUT
+            done(PutStatus.SLAVE_NOT_AVAILABLE)
+        elif best >= end_offset:
+            done(PutStatus.PUT_OK)
+        else:
+            self._waiting.add(
+                end_offset,
+                timeout,
+                lambda reached: done(
+                    PutStatus.PUT_OK if reached else PutStatus.FLUSH_SLAVE_TIMEOUT
+                ),
+            )
+
+    async def wait_slave(self, end_offset: int, timeout: float) -> PutStatus:
+        """:meth:`wait_slave_then` as a coroutine."""
+        fut: asyncio.Future[PutStatus] = asyncio.get_running_loop().create_future()
+        self.wait_slave_then(end_offset, timeout, resolver(fut))
+        return await fut

@@ -44,3 +44,35 @@ async def test_a_cancelled_wait_leaves_nothing_behind() -> None:
     waiters.advance(1000)  # a cancelled future is skipped, not set
     assert len(waiters) == 0
     await waiters.close()
+
+
+async def test_callbacks_run_inside_the_advance_that_reaches_them() -> None:
+    waiters = OffsetWaiters()
+    seen: list[tuple[int, bool | None]] = []
+    for end in (300, 100, 200):
+        waiters.add(end, 5.0, lambda r, end=end: seen.append((end, r)))
+    waiters.advance(250)
+    assert seen == [(100, True), (200, True)]  # no loop turn in between
+    waiters.add(50, 0.05, lambda r: seen.append((50, r)))
+    waiters.add(60, 0.05, lambda r: seen.append((60, r)))
+    waiters.advance(55)
+    assert seen[-1] == (50, True)
+    await asyncio.sleep(0.3)  # the sweeper gives up on 60 (and not on 300, 5 s)
+    assert seen[-1] == (60, None) and len(waiters) == 1
+    waiters.fail_all()
+    assert seen[-1] == (300, False)
+    await waiters.close()
+
+
+async def test_a_failing_callback_does_not_keep_the_others_waiting() -> None:
+    waiters = OffsetWaiters()
+    seen: list[int] = []
+
+    def broken(result: bool | None) -> None:
+        raise RuntimeError("boom")
+
+    waiters.add(100, 5.0, broken)
+    waiters.add(200, 5.0, lambda r: seen.append(200))
+    waiters.advance(300)
+    assert seen == [200] and len(waiters) == 0
+    await waiters.close()

@@ -322,3 +322,28 @@ async def test_an_arrival_listener_added_twice_is_told_once(
     while store.dispatcher.run(1 << 20):
         pass
     assert seen == [1]
+
+
+async def test_settle_runs_the_after_append_work_once_per_run_of_appends(
+    store_factory: Callable[..., Any],
+) -> None:
+    store: MessageStore = await store_factory()
+    settled: list[int] = []
+    store.settle_listeners.append(lambda: settled.append(store.max_phy_offset))
+    store.settle()
+    assert settled == []  # nothing appended: nothing to do
+    for i in range(3):
+        store.append(batch("T", [f"m{i}".encode()]), "T", 0)
+    assert settled == []
+    store.settle()  # the caller appended all it had: the work runs now, once
+    assert settled == [store.max_phy_offset]
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert len(settled) == 1  # and not again at the loop's next turn
+
+    store.append(batch("T", [b"late"]), "T", 0)  # nobody settles this one
+    deadline = time.monotonic() + 5
+    while len(settled) < 2:
+        assert time.monotonic() < deadline, "the loop never settled the append"
+        await asyncio.sleep(0)
+    assert settled[-1] == store.max_phy_offset
