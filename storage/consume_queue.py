@@ -19,6 +19,8 @@ log = logging.getLogger(__name__)
 
 CQ_UNIT_SIZE: Final = 20
 ENTRY: Final = struct.Struct(">qiq")
+CQEntry = tuple[int, int, int, int]
+"""An entry to write: CommitLog offset, size, tag code, queue offset."""
 # A gap filler, as RocketMQ writes before the first entry of a queue created mid-way.
 _BLANK_SIZE: Final = 0x7FFFFFFF
 
@@ -89,6 +91,29 @@ class ConsumeQueue:
         self.min_logic_offset = first.file_from_offset + pos
 
     # -- writing -------------------------------------------------------------------------
+
+    def put_many(self, entries: list[CQEntry]) -> int:
+        """Write entries (CommitLog offset, size, tag code, queue offset) in queue order;
+        -> how many were new. Consecutive entries that continue the queue within its last
+        file are written in one pass; anything else goes through :meth:`put`."""
+        offset, size, _, first = entries[0]
+        n = len(entries)
+        mf = self.files.last
+        if (
+            mf is not None
+            and offset + size > self.max_physic_offset
+            and entries[-1][3] - first == n - 1
+            and mf.file_from_offset + mf.wrote_position == first * CQ_UNIT_SIZE
+            and mf.wrote_position + n * CQ_UNIT_SIZE <= mf.file_size
+        ):
+            buf, pos, pack = mf.buf, mf.wrote_position, ENTRY.pack_into
+            for offset, size, code, _ in entries:
+                pack(buf, pos, offset, size, code)
+                pos += CQ_UNIT_SIZE
+            mf.wrote_position = pos
+            self.max_physic_offset = offset + size
+            return n
+        return sum(self.put(*entry) for entry in entries)
 
     def put(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
         """Write entry ``cq_offset``; False if it is already there (re-dispatch)."""

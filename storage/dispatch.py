@@ -18,7 +18,7 @@ from typing import Final
 
 from cluster.record import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, POS_BODY, USHORT, tags_hash_code
 from storage.commitlog import CommitLog, QueueKey
-from storage.consume_queue import ConsumeQueue
+from storage.consume_queue import ConsumeQueue, CQEntry
 from storage.index_file import IndexService
 
 log = logging.getLogger(__name__)
@@ -128,7 +128,8 @@ class Dispatcher:
     def run(self, max_records: int = 4096) -> int:
         """Dispatch up to ``max_records`` records below the committed offset."""
         done = 0
-        arrivals: dict[QueueKey, tuple[int, int]] | None = {} if self.listeners else None
+        cq_entries: list[tuple[ConsumeQueue, bytes, int, list[CQEntry]]] = []
+        keys: list[tuple[bytes, bytes, int, int]] | None = [] if self.index else None
         files = self.commitlog.files
         while done < max_records and self.reput_offset < self.committed_offset:
             mf = files.find(self.reput_offset)
@@ -145,12 +146,20 @@ class Dispatcher:
             base = mf.file_from_offset
             limit = min(mf.wrote_position, self.committed_offset - base)
             done, pos, end_of_file = self._run_segment(
-                mf.buf, base, self.reput_offset - base, limit, done, max_records, arrivals
+                mf.buf, base, self.reput_offset - base, limit, done, max_records, cq_entries, keys
             )
             self.reput_offset = mf.end_offset if end_of_file else base + pos
             if not end_of_file and pos >= limit:
                 break
-        if arrivals:
+        arrivals: dict[QueueKey, tuple[int, int]] = {}
+        for cq, topic, qid, entries in cq_entries:
+            if entries and cq.put_many(entries):
+                _, _, code, queue_offset = entries[-1]
+                arrivals[(topic, qid)] = (queue_offset + 1, code)
+        if keys:
+            assert self.index is not None
+            self.index.build_many(keys)  # one pass for the run, in CommitLog order
+        if arrivals and self.listeners:
             for (topic, qid), (next_offset, code) in arrivals.items():
                 for listener in self.listeners:
                     listener(topic, qid, next_offset, code)
@@ -164,9 +173,13 @@ class Dispatcher:
         limit: int,
         done: int,
         max_records: int,
-        arrivals: dict[QueueKey, tuple[int, int]] | None,
+        cq_entries: list[tuple[ConsumeQueue, bytes, int, list[CQEntry]]],
+        index_keys: list[tuple[bytes, bytes, int, int]] | None,
     ) -> tuple[int, int, bool]:
-        """-> (records done, position reached, whether the segment's end was reached)."""
+        """-> (records done, position reached, whether the segment's end was reached).
+        The ConsumeQueue entries of the records go to ``cq_entries`` (one list per run of
+        records of one queue) and their index keys to ``index_keys``; the caller writes
+        them."""
         unpack = _DISPATCH.unpack_from
         ushort = USHORT.unpack_from
         queues = self.queues.queues
@@ -174,11 +187,10 @@ class Dispatcher:
         overrides = self.tags_code_overrides
         codes = self.tag_codes.codes
         new_code = self.tag_codes
-        index = self.index
         last_ts = self.last_dispatched[1]
         start_pos = pos
         last_topic, last_qid = b"", -1
-        last_cq: ConsumeQueue | None = None
+        entries: list[CQEntry] = []
         while pos < limit and done < max_records:
             if pos + POS_BODY > limit:
                 # Too short for a message: the blank record that ends the segment.
@@ -210,11 +222,12 @@ class Dispatcher:
             tx = sys_flag & 0xC
             if tx == 0 or tx == 0x8:
                 if qid != last_qid or topic != last_topic:
-                    # Records of one batch share their queue: look it up once per run.
+                    # Records of one batch share their queue: look it up once per run of
+                    # them, and write their entries together.
                     last_topic, last_qid = topic, qid
-                    last_cq = queues.get((topic, qid)) or get_or_create(topic, qid)
-                cq = last_cq
-                assert cq is not None
+                    cq = queues.get((topic, qid)) or get_or_create(topic, qid)
+                    entries = []
+                    cq_entries.append((cq, topic, qid, entries))
                 override = overrides.get(topic) if overrides else None
                 if override is not None:
                     code = override(topic, props, store_ts)
@@ -227,21 +240,20 @@ class Dispatcher:
                         code = new_code(tags) if cached is None else cached
                     else:
                         code = 0
-                if cq.put(base + pos, size, code, qoff) and arrivals is not None:
-                    arrivals[(topic, qid)] = (qoff + 1, code)
-            if index is not None and tx != 0xC:
+                entries.append((base + pos, size, code, qoff))
+            if index_keys is not None and tx != 0xC:
                 # KEYS and UNIQ_KEY, found inline: this runs once per stored message.
                 at = props.find(b"KEYS\x01")
-                keys: list[bytes] = []
                 if at >= 0 and (at == 0 or props[at - 1] == 2):
                     end = props.find(b"\x02", at + 5)
-                    keys = props[at + 5 : end if end >= 0 else plen].split(b" ")
+                    for key in props[at + 5 : end if end >= 0 else plen].split(b" "):
+                        index_keys.append((topic, key, base + pos, store_ts))
                 at = props.find(b"UNIQ_KEY\x01")
                 if at >= 0 and (at == 0 or props[at - 1] == 2):
                     end = props.find(b"\x02", at + 9)
-                    keys.append(props[at + 9 : end if end >= 0 else plen])
-                if keys:
-                    index.build(topic, keys, base + pos, store_ts)
+                    index_keys.append(
+                        (topic, props[at + 9 : end if end >= 0 else plen], base + pos, store_ts)
+                    )
             last_ts = store_ts
             pos += size
             done += 1

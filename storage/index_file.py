@@ -184,31 +184,46 @@ class IndexFile:
 
     def put(self, key_hash: int, phy_offset: int, store_timestamp_ms: int) -> bool:
         """Append one entry for a 31-bit ``key_hash``; False when the file is full."""
+        return self.put_many([(key_hash, phy_offset, store_timestamp_ms)]) == 1
+
+    def put_many(self, entries: list[tuple[int, int, int]], start: int = 0) -> int:
+        """Append entries (31-bit key hash, CommitLog offset, store ms) from
+        ``entries[start]`` on while the file has room, writing the header once; -> the
+        position of the first entry not put (``len(entries)`` when all were)."""
         count = self._index_count
-        if count >= self._index_num:
-            return False
+        room = self._index_num
         mm = self._mm
-        slot_pos = HEADER_SIZE + (key_hash % self._slot_num) * SLOT_SIZE
-        prev = _SLOT.unpack_from(mm, slot_pos)[0]
-        # A slot pointing at or past the next entry number is left over from a torn write;
-        # chaining to it could loop, so the chain starts afresh.
-        if not INVALID_INDEX < prev < count:
-            prev = INVALID_INDEX
-            self._hash_slot_count += 1
-        if count == 1:
-            self._begin_timestamp = store_timestamp_ms
-            self._begin_phy_offset = phy_offset
-        diff = (store_timestamp_ms - self._begin_timestamp) // 1000
-        diff = 0 if diff < 0 else min(diff, MAX_TIME_DIFF)
-        _ENTRY.pack_into(
-            mm, self._entries_pos + count * ENTRY_SIZE, key_hash, phy_offset, diff, prev
-        )
-        _SLOT.pack_into(mm, slot_pos, count)
-        self._index_count = count + 1
-        self._end_phy_offset = phy_offset
-        self._end_timestamp = store_timestamp_ms
-        self._write_header()
-        return True
+        slot_num = self._slot_num
+        entries_pos = self._entries_pos
+        begin_ts = self._begin_timestamp
+        read_slot, write_slot, write_entry = _SLOT.unpack_from, _SLOT.pack_into, _ENTRY.pack_into
+        i, n = start, len(entries)
+        while i < n and count < room:
+            key_hash, phy_offset, store_ms = entries[i]
+            slot_pos = HEADER_SIZE + (key_hash % slot_num) * SLOT_SIZE
+            prev = read_slot(mm, slot_pos)[0]
+            # A slot pointing at or past the next entry number is left over from a torn
+            # write; chaining to it could loop, so the chain starts afresh.
+            if not INVALID_INDEX < prev < count:
+                prev = INVALID_INDEX
+                self._hash_slot_count += 1
+            if count == 1:
+                begin_ts = self._begin_timestamp = store_ms
+                self._begin_phy_offset = phy_offset
+            diff = (store_ms - begin_ts) // 1000
+            if diff < 0:
+                diff = 0
+            elif diff > MAX_TIME_DIFF:
+                diff = MAX_TIME_DIFF
+            write_entry(mm, entries_pos + count * ENTRY_SIZE, key_hash, phy_offset, diff, prev)
+            write_slot(mm, slot_pos, count)
+            count += 1
+            i += 1
+        if i > start:
+            self._index_count = count
+            _, self._end_phy_offset, self._end_timestamp = entries[i - 1]
+            self._write_header()
+        return i
 
     def select(self, key_hash: int, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
         """Offsets of entries with ``key_hash`` stored in [begin_ms, end_ms], newest first.
@@ -364,32 +379,41 @@ class IndexService:
     def build(
         self, topic: bytes, keys: Iterable[bytes], phy_offset: int, store_timestamp_ms: int
     ) -> None:
-        """Index one message under each non-empty key.
+        """Index one message under each non-empty key."""
+        self.build_many([(topic, key, phy_offset, store_timestamp_ms) for key in keys])
+
+    def build_many(self, keys: list[tuple[bytes, bytes, int, int]]) -> None:
+        """Index messages, in CommitLog order: (topic, key, CommitLog offset, store ms)
+        for each key of each message (empty keys are skipped).
 
         A message below the newest file's end offset was indexed before (the CommitLog is
         being dispatched again after recovery) and is skipped, as RocketMQ's buildIndex does.
         """
         files = self._files
         f = files[-1] if files else None
-        if f is not None and (
-            phy_offset < f.end_phy_offset or (phy_offset == f.end_phy_offset and f.index_count > 1)
-        ):
-            return
-        prefix = self._prefixes.get(topic)
-        if prefix is None:
-            prefix = zlib.crc32(topic + b"#")
-            if len(self._prefixes) < 65536:
-                self._prefixes[topic] = prefix
-        for key in keys:
-            if not key:
+        # Everything below this was indexed before; at it too once the file has entries.
+        done_below = -1 if f is None else f.end_phy_offset + (f.index_count > 1)
+        prefixes = self._prefixes
+        crc32 = zlib.crc32
+        entries: list[tuple[int, int, int]] = []
+        for topic, key, phy_offset, store_ms in keys:
+            if phy_offset < done_below or not key:
                 continue
-            h = zlib.crc32(key, prefix) & HASH_MASK
-            while f is None or not f.put(h, phy_offset, store_timestamp_ms):
+            prefix = prefixes.get(topic)
+            if prefix is None:
+                prefix = crc32(topic + b"#")
+                if len(prefixes) < 65536:
+                    prefixes[topic] = prefix
+            entries.append((crc32(key, prefix) & HASH_MASK, phy_offset, store_ms))
+        i = 0
+        while i < len(entries):
+            if f is None or f.is_full:
                 if f is not None:
                     f.needs_flush = True
                 f = self._new_file()
-        if f is not None:
-            # After the puts, so a flush that sees the mark sees every key of the message.
+            i = f.put_many(entries, i)
+        if f is not None and entries:
+            # After the puts, so a flush that sees the mark sees every key put.
             f.needs_flush = True
 
     def query(

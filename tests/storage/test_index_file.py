@@ -429,3 +429,22 @@ def test_query_matches_an_in_memory_model(
             assert s.query(b"T", k, max_num, 0, 2**62) == model[k][::-1][:max_num]
             assert s.query(b"T", k, 1000, T0, clock.ms) == model[k][::-1]
         s.close()
+
+
+def test_build_many_matches_one_build_per_message(tmp_path: Path) -> None:
+    """A dispatch run indexes its messages in one call; the files (rolled over mid-run)
+    hold the same entries as one build per message, every key of a message included."""
+    messages = [(off * 100, [b"k", b"m%d" % (off % 3)] if off % 2 else [b"k"]) for off in range(9)]
+    one = service(tmp_path / "one", FakeClock())
+    for off, keys in messages:
+        one.build(b"T", keys, off, T0 + off)
+    many = service(tmp_path / "many", FakeClock())
+    many.build_many([(b"T", k, off, T0 + off) for off, keys in messages[:4] for k in keys])
+    many.build_many([(b"T", k, off, T0 + off) for off, keys in messages[3:] for k in keys])
+    assert len(many.files) == len(one.files) == 5  # 13 entries, 3 a file
+    for a, b in zip(one.files, many.files, strict=True):
+        assert a.path.read_bytes() == b.path.read_bytes()
+    for key in (b"k", b"m0", b"m1", b"m2"):
+        assert many.query(b"T", key, 100, 0, 2**62) == one.query(b"T", key, 100, 0, 2**62)
+    one.close()
+    many.close()
