@@ -33,6 +33,8 @@ from cluster.message_id import decode_offset_msg_id
 TOPIC = "FailoverBench"
 SETTLE_S = 2.0  # steady sending between a restart and the next kill
 FAILOVER_LIMIT_S = 60.0  # a kill with no SEND_OK for this long fails the run
+SLOW_FAILOVER_S = 3.0  # a failover slower than the goal lists the senders' errors
+ERROR_CHARS = 200  # of each error kept
 CATCH_UP_LIMIT_S = 120.0  # a restarted member not caught up by then fails the run
 
 
@@ -45,6 +47,17 @@ class _Sends:
     ok_times: list[float] = field(default_factory=list)  # monotonic, ascending
     ok_hosts: list[str] = field(default_factory=list)  # the storing broker of each
     failed: int = 0
+    errors: list[tuple[float, str]] = field(default_factory=list)  # (monotonic, what)
+
+    def errors_between(self, start: float, end: float) -> list[tuple[str, int]]:
+        """The distinct send errors between ``start`` and ``end``, with their counts, in
+        the order they first came."""
+        counts: dict[str, int] = {}
+        for t, what in self.errors[bisect.bisect_left(self.errors, (start, "")) :]:
+            if t > end:
+                break
+            counts[what] = counts.get(what, 0) + 1
+        return list(counts.items())
 
     def first_ok_after(self, t: float, not_from: str) -> float | None:
         """The first SEND_OK after ``t`` stored by another broker than ``not_from`` (an
@@ -139,8 +152,10 @@ async def failover(
                     while not stop.is_set():
                         try:
                             result = await producer.send(Message(TOPIC, body))
-                        except Exception:
+                        except Exception as exc:
                             sends.failed += 1
+                            what = f"{type(exc).__name__}: {exc}"
+                            sends.errors.append((time.monotonic(), what[:ERROR_CHARS]))
                             continue
                         sends.ok_times.append(time.monotonic())
                         sends.ok_hosts.append(decode_offset_msg_id(result.offset_msg_id)[0])
@@ -168,6 +183,10 @@ async def failover(
                             f"kill {k + 1}/{kills}: {leader.name} SIGKILLed; first SEND_OK "
                             f"{times[-1] * 1000:,.0f} ms later"
                         )
+                        if times[-1] > SLOW_FAILOVER_S:
+                            # Why the senders waited: the errors they got meanwhile.
+                            for what, n in sends.errors_between(t_kill, first)[:5]:
+                                echo(f"  {n} x {what}")
                         await asyncio.to_thread(cluster.restart, leader.name)
                         back = cluster.node(leader.name)
                         await _caught_up(cluster.namesrv_addr, back.addr, CATCH_UP_LIMIT_S)
