@@ -204,8 +204,14 @@ class _Pipeline:
         for fut, _ in list(self._waiting.values()):
             if not fut.done():
                 fut.set_exception(err)
-        while not self._queue.empty():  # never sent; their callers already have the error
-            self._queue.get_nowait()
+        # The next stream reads a queue of its own. gRPC leaves a broken stream's request
+        # generator waiting on this one; were it shared, that generator would take the
+        # next stream's first request and lose it (its callers would wait out their
+        # whole timeout). None ends it.
+        old, self._queue = self._queue, asyncio.Queue()
+        while not old.empty():  # never sent; their callers already have the error
+            old.get_nowait()
+        old.put_nowait(None)
 
     async def close(self) -> None:
         for task in (self._task, self._sweeper):
@@ -228,19 +234,20 @@ class _SendStream(_Pipeline):
         return cast(Iterable[Any], message.responses)
 
     async def _batches(self) -> AsyncIterator[pb.SendBatchRequest]:
+        queue = self._queue  # this stream's; None in it: the stream is gone
         while True:
-            first = await self._queue.get()
-            if self._queue.empty():
+            first = await queue.get()
+            if first is None:
+                return
+            if queue.empty():
                 # Let the other ready tasks queue their sends: they go out together.
                 await asyncio.sleep(0)
             batch = [first]
             size = len(first.records)
-            while (
-                len(batch) < MAX_COALESCED
-                and size < MAX_COALESCED_BYTES
-                and not self._queue.empty()
-            ):
-                req = self._queue.get_nowait()
+            while len(batch) < MAX_COALESCED and size < MAX_COALESCED_BYTES and not queue.empty():
+                req = queue.get_nowait()
+                if req is None:
+                    return  # the stream is gone: what was taken was failed with it
                 batch.append(req)
                 size += len(req.records)
             yield pb.SendBatchRequest(requests=batch)
@@ -259,8 +266,9 @@ class _PullStream(_Pipeline):
         return (message,)
 
     async def _requests(self) -> AsyncIterator[pb.PullRequest]:
-        while True:
-            yield await self._queue.get()
+        queue = self._queue  # this stream's; None in it: the stream is gone
+        while (req := await queue.get()) is not None:
+            yield req
 
 
 class BrokerClient:
