@@ -113,7 +113,7 @@ class RaftMember:
         self.elected_at = 0.0
         self.last_takeover_ms = -1.0  # election -> serving, for the logs and runtime info
         self._waiting = OffsetWaiters()  # sends until a quorum committed them
-        # CommitLog bytes appended this turn and not yet indexed: (start, end).
+        # CommitLog bytes appended since the store last settled, not yet indexed: (start, end).
         self._pending: tuple[int, int] | None = None
         self._switch: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -225,7 +225,7 @@ class RaftMember:
         if self.node.role is Role.LEADER:
             with contextlib.suppress(RaftNotLeaderError):
                 self.node.replicate()
-            self.server.flush()  # this turn's entry leaves now, not a loop turn later
+            self.server.flush()  # the entry leaves now, not a loop turn later
 
     def wait_committed_then(
         self,
@@ -270,9 +270,8 @@ class RaftMember:
         end = min(self.log.end_of(index), self.store.max_phy_offset)
         leading = self.node.role is Role.LEADER
         if leading and self.serving:
-            # Answer the waiting sends first: their tasks then run before the dispatch
-            # step that the commit wakes, as a lone broker answers before it dispatches.
-            # (Until it serves, a leader takes no sends, so nobody waits.)
+            # Answer the waiting sends first, here, before the dispatch step that the
+            # commit wakes. (Until it serves, a leader takes no sends, so nobody waits.)
             self._waiting.advance(end)
         self.store.commit(end)
         if leading and not self.serving and index >= self._serve_from:

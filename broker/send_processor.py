@@ -75,7 +75,7 @@ class SendProcessor:
         self.ha: HAMaster | None = None
         # Raft mode: only the serving leader writes; sends wait for a quorum commit.
         self.raft: RaftMember | None = None
-        self._flush_waits: set[asyncio.Task[PutStatus]] = set()  # wait_stored_then's
+        self._flush_waits: set[asyncio.Task[PutStatus]] = set()  # of wait_stored_then
 
     @property
     def waits(self) -> bool:
@@ -139,69 +139,48 @@ class SendProcessor:
                 return self.store.append(*delayed)
         return self.store.append(records, topic, queue_id)
 
-    async def wait_stored(self, end_offset: int) -> PutStatus:
-        """The flush and (SYNC_MASTER) slave wait of stored sends ending at ``end_offset``."""
-        self.flow.in_flight += 1
-        try:
-            status = await self.store.wait_stored(end_offset)
-            if self.ha is not None and status is PutStatus.PUT_OK:
-                status = await self.ha.wait_slave(
-                    end_offset, self.store.config.sync_flush_timeout / 1000
-                )
-            if self.raft is not None and status is PutStatus.PUT_OK:
-                status = await self.raft.wait_committed(
-                    end_offset, self.store.config.sync_flush_timeout / 1000
-                )
-            return status
-        finally:
-            self.flow.in_flight -= 1
-
     def wait_stored_then(
         self, end_offset: int, done: Callable[[PutStatus | BaseException], None]
     ) -> None:
-        """:meth:`wait_stored` with a callback, told the status or the error. A slave or
-        quorum wait alone (ASYNC_FLUSH) is answered from the callback that reads the
-        acknowledgement or the commit, with no task in between; a flush wait runs
-        :meth:`wait_stored` in a task."""
-        ha, raft = self.ha, self.raft
-        if self.store.waits_for_flush or (ha is not None and raft is not None):
-            task = asyncio.ensure_future(self.wait_stored(end_offset))
-            self._flush_waits.add(task)
-            task.add_done_callback(self._flush_waits.discard)
-            task.add_done_callback(lambda t: done(_outcome(t)))
-            return
-        if ha is None and raft is None:
-            done(PutStatus.PUT_OK)
-            return
-        timeout = self.store.config.sync_flush_timeout / 1000
+        """Call ``done`` with the status of the stored sends ending at ``end_offset`` once
+        their waits are over: the flush (SYNC_FLUSH), then a slave (SYNC_MASTER) or a
+        quorum (Raft), each only while the status is PUT_OK; or with the error that ended
+        them. The slave and quorum waits answer from the callback that reads the
+        acknowledgement or the commit, with no task in between; only a flush wait runs in
+        a task."""
         self.flow.in_flight += 1
 
         def finish(status: PutStatus | BaseException) -> None:
             self.flow.in_flight -= 1
             done(status)
 
-        if raft is not None:
-            raft.wait_committed_then(end_offset, timeout, finish)
-        elif ha is not None:
-            ha.wait_slave_then(end_offset, timeout, finish)
+        if not self.store.waits_for_flush:
+            self._replicas_then(end_offset, PutStatus.PUT_OK, finish)
+            return
+        task = asyncio.ensure_future(self.store.wait_stored(end_offset))
+        self._flush_waits.add(task)
+        task.add_done_callback(self._flush_waits.discard)
+        task.add_done_callback(lambda t: self._replicas_then(end_offset, _outcome(t), finish))
 
-    async def send(
+    def _replicas_then(
         self,
-        records: bytes,
-        topic: str,
-        queue_id: int,
-        *,
-        default_topic: str = "",
-        default_queue_nums: int = 0,
-    ) -> tuple[PutStatus, AppendResult]:
-        result = self.append(
-            records,
-            topic,
-            queue_id,
-            default_topic=default_topic,
-            default_queue_nums=default_queue_nums,
-        )
-        return await self.wait_stored(result.end_offset), result
+        end_offset: int,
+        status: PutStatus | BaseException,
+        done: Callable[[PutStatus | BaseException], None],
+    ) -> None:
+        timeout = self.store.config.sync_flush_timeout / 1000
+        raft = self.raft
+
+        def quorum(status: PutStatus | BaseException) -> None:
+            if raft is None or status is not PutStatus.PUT_OK:
+                done(status)
+            else:
+                raft.wait_committed_then(end_offset, timeout, done)
+
+        if self.ha is None or status is not PutStatus.PUT_OK:
+            quorum(status)
+        else:
+            self.ha.wait_slave_then(end_offset, timeout, quorum)
 
     async def send_back(
         self,

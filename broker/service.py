@@ -225,12 +225,8 @@ class BrokerService(pb_grpc.BrokerServicer):
     ) -> AsyncIterator[pb.PullResponse]:
         """Many pulls on one stream, each answered when it is ready: a pull held by long
         polling does not hold up the others."""
-
-        def pull(req: pb.PullRequest) -> Awaitable[pb.PullResponse]:
-            return self.PullMessage(req, context)
-
         answers: AsyncIterator[pb.PullResponse] = answer_stream(
-            request_iterator, lambda req, reply: pull(req)
+            request_iterator, lambda req, reply: self.PullMessage(req, context)
         )
         async for answer in answers:
             yield answer

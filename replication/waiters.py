@@ -54,12 +54,7 @@ class OffsetWaiters:
         """:meth:`add` as a coroutine: True once reached, None after ``timeout``, False if
         :meth:`fail_all` gives up on every waiting send first."""
         fut: asyncio.Future[bool | None] = asyncio.get_running_loop().create_future()
-
-        def reached(result: bool | None) -> None:
-            if not fut.done():
-                fut.set_result(result)
-
-        self.add(end_offset, timeout, reached)
+        self.add(end_offset, timeout, resolver(fut))
         try:
             return await fut
         except asyncio.CancelledError:

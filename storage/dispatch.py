@@ -153,7 +153,7 @@ class Dispatcher:
                 break
         arrivals: dict[QueueKey, tuple[int, int]] = {}
         for cq, topic, qid, entries in cq_entries:
-            if entries and cq.put_many(entries):
+            if cq.put_many(entries):
                 _, _, code, queue_offset = entries[-1]
                 arrivals[(topic, qid)] = (queue_offset + 1, code)
         if keys:
