@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.report import MB, json_line, rate, summarize_ns, tps_line
-from cluster.message import Message
+from rocketq.bench.report import MB, json_line, rate, summarize_ns, tps_line
+from rocketq.cluster.message import Message
 
 EMBEDDED_SETTINGS = {"mapped_file_size_commit_log": str(1 << 30)}
 
@@ -35,7 +35,7 @@ def target_cluster(
     if not embedded:
         yield namesrv or os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876")
         return
-    from cluster.launcher import ClusterSpec, LocalCluster
+    from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 
     base = Path(data_dir or "data")
     base.mkdir(parents=True, exist_ok=True)
@@ -67,7 +67,7 @@ class _Counters:
 
 
 async def ensure_topic(namesrv: str, topic: str, queues: int) -> None:
-    from sdk.admin import Admin
+    from rocketq.sdk.admin import Admin
 
     async with Admin(namesrv) as admin:
         await admin.update_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
@@ -85,7 +85,7 @@ async def produce(
     queues: int,
     echo: Callable[[str], None],
 ) -> dict[str, object]:
-    from sdk import Producer
+    from rocketq import Producer
 
     await ensure_topic(namesrv, topic, queues)
     body = os.urandom(size // 2).hex().encode()[:size].ljust(size, b"x")
@@ -169,7 +169,7 @@ async def _wait_slaves_attached(
     """With master/slave groups: wait until every master has its slave connected, so a
     SYNC_MASTER is measured replicating (not answering SLAVE_NOT_AVAILABLE at once while
     its slave is still connecting). Gives up, saying so, after ``timeout`` seconds."""
-    from sdk.admin import Admin
+    from rocketq.sdk.admin import Admin
 
     deadline = time.monotonic() + timeout
     async with Admin(namesrv) as admin:
@@ -192,7 +192,7 @@ async def _wait_slaves_attached(
 async def _sample_lag(namesrv: str, lags: list[int]) -> None:
     """Every 200 ms: the largest replication lag (bytes) any master reports, if any has
     slaves."""
-    from sdk.admin import Admin
+    from rocketq.sdk.admin import Admin
 
     async with Admin(namesrv) as admin:
         while True:
@@ -234,7 +234,7 @@ async def consume(
     consume_batch: int,
     echo: Callable[[str], None],
 ) -> dict[str, object]:
-    from sdk import ConsumeFrom, ConsumeResult, MessageExt, Producer, PushConsumer
+    from rocketq import ConsumeFrom, ConsumeResult, MessageExt, Producer, PushConsumer
 
     await ensure_topic(namesrv, topic, queues)
     if backlog:

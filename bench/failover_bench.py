@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.client_bench import EMBEDDED_SETTINGS
-from cluster.message import Message
-from cluster.message_id import decode_offset_msg_id
+from rocketq.bench.client_bench import EMBEDDED_SETTINGS
+from rocketq.cluster.message import Message
+from rocketq.cluster.message_id import decode_offset_msg_id
 
 TOPIC = "FailoverBench"
 SETTLE_S = 2.0  # steady sending between a restart and the next kill
@@ -83,7 +83,7 @@ def _leader_of(cluster: Any, group: str) -> Any | None:
 
 async def _caught_up(namesrv: str, addr: str, timeout: float) -> None:
     """Wait until the member at ``addr`` holds the CommitLog the leader had when we began."""
-    from sdk.admin import Admin
+    from rocketq.sdk.admin import Admin
 
     deadline = time.monotonic() + timeout
     target = -1
@@ -124,8 +124,8 @@ async def failover(
     settings: Mapping[str, str],
     echo: Callable[[str], None],
 ) -> dict[str, object]:
-    from cluster.launcher import ClusterSpec, LocalCluster
-    from sdk import Producer
+    from rocketq import Producer
+    from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 
     base = Path(data_dir or "data")
     base.mkdir(parents=True, exist_ok=True)
@@ -142,7 +142,7 @@ async def failover(
         await asyncio.to_thread(cluster.start)
         try:
             echo(f"raft cluster: nameserver {cluster.namesrv_addr}, data in {tmp}")
-            from bench.client_bench import ensure_topic
+            from rocketq.bench.client_bench import ensure_topic
 
             await ensure_topic(cluster.namesrv_addr, TOPIC, 8)
             stop = asyncio.Event()

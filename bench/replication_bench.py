@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Callable
 from typing import Final
 
-from bench.client_bench import produce, run, target_cluster
+from rocketq.bench.client_bench import produce, run, target_cluster
 
 MODES: Final = {
     "async_master": ("ha", "ASYNC_MASTER"),

@@ -40,15 +40,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from bench.report import MB, LatencySummary, json_line, rate, summarize_ns, tps_line
-from cluster.config import StoreConfig
-from cluster.errors import RocketqSystemError
-from cluster.message import DEFAULT_TOPIC_QUEUE_NUMS, Message
-from cluster.message_id import UniqIdGenerator
-from cluster.record import END_FILE_MIN_BLANK_LENGTH, encode_host, encode_message
-from storage.dispatch import Dispatcher
-from storage.message_store import MessageStore
-from storage.results import PutStatus
+from rocketq.bench.report import MB, LatencySummary, json_line, rate, summarize_ns, tps_line
+from rocketq.cluster.config import StoreConfig
+from rocketq.cluster.errors import RocketqSystemError
+from rocketq.cluster.message import DEFAULT_TOPIC_QUEUE_NUMS, Message
+from rocketq.cluster.message_id import UniqIdGenerator
+from rocketq.cluster.record import END_FILE_MIN_BLANK_LENGTH, encode_host, encode_message
+from rocketq.storage.dispatch import Dispatcher
+from rocketq.storage.message_store import MessageStore
+from rocketq.storage.results import PutStatus
 
 FlushMode = Literal["async", "sync"]
 

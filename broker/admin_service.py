@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, fields
-from typing import TYPE_CHECKING
 
-from broker.service import OK, status_of
-from broker.slave_sync import sync_data
-from broker.subscription_group import SubscriptionGroupConfig, check_group
-from cluster.errors import QueryNotFoundError, RocketqSystemError, TopicNotExistError
-from cluster.message import TopicConfig
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
-
-if TYPE_CHECKING:
-    from broker.broker import Broker
+from rocketq.broker.service import OK, ServiceHost, status_of
+from rocketq.broker.slave_sync import sync_data
+from rocketq.broker.subscription_group import SubscriptionGroupConfig, check_group
+from rocketq.cluster.errors import QueryNotFoundError, RocketqSystemError, TopicNotExistError
+from rocketq.cluster.message import TopicConfig
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 
 
 def topic_data(t: TopicConfig) -> pb.TopicConfigData:
@@ -30,7 +26,7 @@ def topic_data(t: TopicConfig) -> pb.TopicConfigData:
 
 
 class BrokerAdminService(pb_grpc.BrokerAdminServicer):
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ServiceHost) -> None:
         self.b = broker
 
     async def UpdateAndCreateTopic(self, request: pb.TopicConfigData, context: object) -> pb.Status:

@@ -12,30 +12,32 @@ from pathlib import Path
 
 import grpc
 
-from broker.config import BrokerConfig, parse_delay_levels
-from broker.consumer_manager import ConsumerManager
-from broker.consumer_offset import ConsumerOffsetManager
-from broker.flow_control import FlowControl
-from broker.long_polling import PullRequestHoldService
-from broker.pull_processor import PullProcessor
-from broker.raft_member import RaftMember, slave_id_of
-from broker.rebalance_lock import RebalanceLockManager
-from broker.registration import NameServerRegistration, topic_datas
-from broker.schedule import SCHEDULE_TOPIC_BYTES, ScheduleMessageService
-from broker.send_processor import SendProcessor
-from broker.service import add_services
-from broker.slave_sync import SlaveSynchronizer
-from broker.subscription_group import SubscriptionGroupManager
-from broker.timer import TIMER_TOPIC, TIMER_TOPIC_BYTES, TimerMessageStore
-from broker.topic_config import TopicConfigManager
-from broker.transaction import TransactionalMessageService
-from cluster.aio import cancel_all
-from cluster.config import StoreConfig
-from cluster.message import SCHEDULE_TOPIC, TopicConfig
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from replication.ha.master import HAMaster, SlaveConnection, listen_socket
-from replication.ha.slave import HASlave
-from storage.message_store import MessageStore
+from rocketq.broker.admin_service import BrokerAdminService
+from rocketq.broker.config import BrokerConfig, parse_delay_levels
+from rocketq.broker.consumer_manager import ConsumerManager
+from rocketq.broker.consumer_offset import ConsumerOffsetManager
+from rocketq.broker.flow_control import FlowControl
+from rocketq.broker.long_polling import PullRequestHoldService
+from rocketq.broker.pull_processor import PullProcessor
+from rocketq.broker.raft_member import RaftMember, slave_id_of
+from rocketq.broker.rebalance_lock import RebalanceLockManager
+from rocketq.broker.registration import NameServerRegistration, topic_datas
+from rocketq.broker.schedule import SCHEDULE_TOPIC_BYTES, ScheduleMessageService
+from rocketq.broker.send_processor import SendProcessor
+from rocketq.broker.service import BrokerService
+from rocketq.broker.slave_sync import SlaveSynchronizer
+from rocketq.broker.subscription_group import SubscriptionGroupManager
+from rocketq.broker.timer import TIMER_TOPIC, TIMER_TOPIC_BYTES, TimerMessageStore
+from rocketq.broker.topic_config import TopicConfigManager
+from rocketq.broker.transaction import TransactionalMessageService
+from rocketq.cluster.aio import cancel_all
+from rocketq.cluster.config import StoreConfig
+from rocketq.cluster.message import SCHEDULE_TOPIC, TopicConfig
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.replication.ha.master import HAMaster, SlaveConnection, listen_socket
+from rocketq.replication.ha.slave import HASlave
+from rocketq.storage.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,10 @@ GRPC_OPTIONS = [
 
 
 class Broker:
+    # Read by the store's tag-code hooks, which are made before these are.
+    schedule: ScheduleMessageService
+    timer: TimerMessageStore
+
     def __init__(self, config: BrokerConfig, store_config: StoreConfig) -> None:
         # Bind first: with listen_port 0 the real port is what the broker advertises and
         # what its records and message ids carry.
@@ -156,7 +162,8 @@ class Broker:
         self.sync = SlaveSynchronizer(self)
         self.raft = RaftMember(self) if config.enable_dledger_commit_log else None
         self.send.raft = self.raft
-        add_services(self.server, self)
+        pb_grpc.add_BrokerServicer_to_server(BrokerService(self), self.server)  # type: ignore[no-untyped-call]
+        pb_grpc.add_BrokerAdminServicer_to_server(BrokerAdminService(self), self.server)  # type: ignore[no-untyped-call]
         self.boot_time = time.time()
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[None]] = set()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cluster.json_file import read_json, write_json_atomic
+from rocketq.cluster.json_file import read_json, write_json_atomic
 
 SEPARATOR = "@"
 

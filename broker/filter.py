@@ -7,9 +7,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from cluster.errors import SubscriptionParseFailedError
-from cluster.record import record_properties, tags_hash_code
-from cluster.sql92 import compile_expression
+from rocketq.cluster.errors import SubscriptionParseFailedError
+from rocketq.cluster.record import record_properties, tags_hash_code
+from rocketq.cluster.sql92 import compile_expression
 
 SUB_ALL = "*"
 TAG = "TAG"

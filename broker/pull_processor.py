@@ -8,20 +8,20 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from broker.config import BrokerConfig
-from broker.consumer_offset import ConsumerOffsetManager
-from broker.filter import sql_filter, tag_filter
-from broker.long_polling import PullRequestHoldService
-from broker.subscription_group import SubscriptionGroupManager
-from broker.topic_config import TopicConfigManager
-from cluster.errors import (
+from rocketq.broker.config import BrokerConfig
+from rocketq.broker.consumer_offset import ConsumerOffsetManager
+from rocketq.broker.filter import sql_filter, tag_filter
+from rocketq.broker.long_polling import PullRequestHoldService
+from rocketq.broker.subscription_group import SubscriptionGroupManager
+from rocketq.broker.topic_config import TopicConfigManager
+from rocketq.cluster.errors import (
     NoPermissionError,
     RocketqSystemError,
     TopicNotExistError,
 )
-from cluster.message import MASTER_ID, PERM_READ
-from storage.message_store import MessageStore
-from storage.results import GetStatus
+from rocketq.cluster.message import MASTER_ID, PERM_READ
+from rocketq.storage.message_store import MessageStore
+from rocketq.storage.results import GetStatus
 
 MAX_PULL_BATCH = 32
 

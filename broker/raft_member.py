@@ -39,30 +39,42 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import grpc
 
-from broker.slave_sync import SlaveSynchronizer
-from cluster.aio import cancel_all
-from cluster.errors import NotLeaderError, RocketqSystemError
-from cluster.message import MASTER_ID
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
-from replication.raft.node import NotLeaderError as RaftNotLeaderError
-from replication.raft.node import RaftConfig, Role
-from replication.raft.server import RaftServer
-from replication.raft.store import CommitLogRaftLog, HardStateFile, RaftIndex
-from replication.waiters import OffsetWaiters, resolver
-from storage.results import PutStatus
+from rocketq.broker.host import BrokerHost
+from rocketq.broker.slave_sync import SlaveSynchronizer
+from rocketq.cluster.aio import cancel_all
+from rocketq.cluster.errors import NotLeaderError, RocketqSystemError
+from rocketq.cluster.message import MASTER_ID
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.replication.raft.node import NotLeaderError as RaftNotLeaderError
+from rocketq.replication.raft.node import RaftConfig, Role
+from rocketq.replication.raft.server import RaftServer
+from rocketq.replication.raft.store import CommitLogRaftLog, HardStateFile, RaftIndex
+from rocketq.replication.waiters import OffsetWaiters, resolver
+from rocketq.storage.results import PutStatus
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
-    from broker.config import BrokerConfig
+    from rocketq.broker.config import BrokerConfig
+    from rocketq.broker.pull_processor import PullProcessor
+    from rocketq.broker.send_processor import SendProcessor
+    from rocketq.broker.transaction import TransactionalMessageService
 
 log = logging.getLogger(__name__)
 
 LEADER_ROLE = "SYNC_MASTER"  # what a serving leader reports (RocketMQ's DLedger does too)
+
+
+class RaftHost(BrokerHost, Protocol):
+    """The broker as its Raft member sees it: a change of role reaches the processors'
+    config, and the writers run on the serving leader only."""
+
+    send: SendProcessor
+    pull: PullProcessor
+    transactions: TransactionalMessageService
 
 
 def raft_config(cfg: BrokerConfig) -> RaftConfig:
@@ -82,7 +94,7 @@ def slave_id_of(cfg: BrokerConfig) -> int:
 
 
 class RaftMember:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: RaftHost) -> None:
         cfg = broker.config
         self.b = broker
         self.store = broker.store

@@ -14,10 +14,10 @@ from collections.abc import AsyncIterator, Callable
 
 import grpc
 
-from cluster.aio import wait_event
-from cluster.message import TopicConfig
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.cluster.aio import wait_event
+from rocketq.cluster.message import TopicConfig
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
 

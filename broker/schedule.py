@@ -16,10 +16,10 @@ import logging
 import time
 from pathlib import Path
 
-from cluster.aio import cancel_all, wait_event
-from cluster.errors import MessageIllegalError, StoreCorruptError
-from cluster.json_file import read_json, write_json_atomic
-from cluster.message import (
+from rocketq.cluster.aio import cancel_all, wait_event
+from rocketq.cluster.errors import MessageIllegalError, StoreCorruptError
+from rocketq.cluster.json_file import read_json, write_json_atomic
+from rocketq.cluster.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -29,14 +29,14 @@ from cluster.message import (
     MessageExt,
     transaction_type,
 )
-from cluster.record import (
+from rocketq.cluster.record import (
     decode_record,
     iter_records,
     property_value,
     rewrite_record,
 )
-from storage.consume_queue import ENTRY
-from storage.message_store import MessageStore
+from rocketq.storage.consume_queue import ENTRY
+from rocketq.storage.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 

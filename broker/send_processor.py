@@ -8,25 +8,26 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from broker.config import BrokerConfig
-from broker.flow_control import FlowControl
-from broker.schedule import ScheduleMessageService
-from broker.subscription_group import SubscriptionGroupManager
-from broker.timer import TimerMessageStore
-from broker.topic_config import TopicConfigManager
-from broker.transaction import TransactionalMessageService, is_prepared
-from cluster.errors import (
+from rocketq.broker.config import BrokerConfig
+from rocketq.broker.flow_control import FlowControl
+from rocketq.broker.schedule import ScheduleMessageService
+from rocketq.broker.subscription_group import SubscriptionGroupManager
+from rocketq.broker.timer import TimerMessageStore
+from rocketq.broker.topic_config import TopicConfigManager
+from rocketq.broker.transaction import TransactionalMessageService, is_prepared
+from rocketq.cluster.errors import (
     FlushDiskTimeoutError,
     FlushSlaveTimeoutError,
     MessageIllegalError,
     NoPermissionError,
+    NotLeaderError,
     QueryNotFoundError,
     RocketqSystemError,
     ServiceNotAvailableError,
 )
-from cluster.message import (
+from rocketq.cluster.message import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     PERM_READ,
     PERM_WRITE,
@@ -36,19 +37,32 @@ from cluster.message import (
     dlq_topic,
     retry_topic,
 )
-from cluster.record import (
+from rocketq.cluster.record import (
     decode_record,
     rewrite_record,
 )
-from replication.ha.master import HAMaster
-from storage.commitlog import AppendResult
-from storage.message_store import MessageStore
-from storage.results import PutResult, PutStatus
-
-if TYPE_CHECKING:
-    from broker.raft_member import RaftMember
+from rocketq.replication.ha.master import HAMaster
+from rocketq.storage.commitlog import AppendResult
+from rocketq.storage.message_store import MessageStore
+from rocketq.storage.results import PutResult, PutStatus
 
 log = logging.getLogger(__name__)
+
+
+class Quorum(Protocol):
+    """What sends need from a Raft member (``raft_member.RaftMember``): whether this
+    member may write now, and a call when a quorum has what was written."""
+
+    def check_writable(self) -> None: ...
+
+    def wait_committed_then(
+        self,
+        end_offset: int,
+        timeout: float,
+        done: Callable[[PutStatus | NotLeaderError], None],
+    ) -> None: ...
+
+    async def wait_committed(self, end_offset: int, timeout: float) -> PutStatus: ...
 
 
 class SendProcessor:
@@ -74,7 +88,7 @@ class SendProcessor:
         # SYNC_MASTER: sends also wait for a slave (set by the broker).
         self.ha: HAMaster | None = None
         # Raft mode: only the serving leader writes; sends wait for a quorum commit.
-        self.raft: RaftMember | None = None
+        self.raft: Quorum | None = None
         self._flush_waits: set[asyncio.Task[PutStatus]] = set()  # of wait_stored_then
 
     @property

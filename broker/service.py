@@ -7,25 +7,43 @@ import asyncio
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-import grpc
-
-from broker.consumer_manager import Subscription
-from broker.filter import SQL92, TAG, parse_tags, sql_filter
-from broker.subscription_group import check_group
-from cluster.errors import QueryNotFoundError, RocketqError, ServiceNotAvailableError
-from cluster.message import PERM_READ, PERM_WRITE, retry_topic
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
-from replication.waiters import resolver
-from storage.commitlog import AppendResult
-from storage.results import PutStatus
+from rocketq.broker.consumer_manager import Subscription
+from rocketq.broker.filter import SQL92, TAG, parse_tags, sql_filter
+from rocketq.broker.host import BrokerHost
+from rocketq.broker.subscription_group import check_group
+from rocketq.cluster.errors import QueryNotFoundError, RocketqError, ServiceNotAvailableError
+from rocketq.cluster.message import PERM_READ, PERM_WRITE, retry_topic
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.replication.waiters import resolver
+from rocketq.storage.commitlog import AppendResult
+from rocketq.storage.results import PutStatus
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from rocketq.broker.flow_control import FlowControl
+    from rocketq.broker.pull_processor import PullProcessor
+    from rocketq.broker.raft_member import RaftMember
+    from rocketq.broker.send_processor import SendProcessor
+    from rocketq.broker.transaction import TransactionalMessageService
+    from rocketq.replication.ha.master import HAMaster
+    from rocketq.replication.ha.slave import HASlave
 
 log = logging.getLogger(__name__)
+
+
+class ServiceHost(BrokerHost, Protocol):
+    """The broker as its gRPC services see it: its processors and its replication."""
+
+    send: SendProcessor
+    pull: PullProcessor
+    transactions: TransactionalMessageService
+    flow: FlowControl
+    raft: RaftMember | None
+    ha_master: HAMaster | None
+    ha_slave: HASlave | None
+
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -113,7 +131,7 @@ async def answer_stream(
 
 
 class BrokerService(pb_grpc.BrokerServicer):
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ServiceHost) -> None:
         self.b = broker
 
     def _append(self, req: pb.SendRequest) -> AppendResult | BaseException:
@@ -387,10 +405,3 @@ class BrokerService(pb_grpc.BrokerServicer):
         except Exception as exc:
             return status_of(exc)
         return OK
-
-
-def add_services(server: grpc.aio.Server, broker: Broker) -> None:
-    from broker.admin_service import BrokerAdminService
-
-    pb_grpc.add_BrokerServicer_to_server(BrokerService(broker), server)  # type: ignore[no-untyped-call]
-    pb_grpc.add_BrokerAdminServicer_to_server(BrokerAdminService(broker), server)  # type: ignore[no-untyped-call]

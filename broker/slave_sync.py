@@ -19,18 +19,18 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from broker.subscription_group import SubscriptionGroupConfig
-from cluster.message import TopicConfig
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.broker.subscription_group import SubscriptionGroupConfig
+from rocketq.cluster.message import TopicConfig
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from rocketq.broker.host import BrokerHost
 
 log = logging.getLogger(__name__)
 
 
-def sync_data(b: Broker) -> pb.SlaveSyncData:
+def sync_data(b: BrokerHost) -> pb.SlaveSyncData:
     """This broker's state as a slave copies it."""
 
     def dump(doc: object) -> bytes:
@@ -64,7 +64,7 @@ class SlaveSynchronizer:
 
     def __init__(
         self,
-        broker: Broker,
+        broker: BrokerHost,
         *,
         master_addr: Callable[[], Awaitable[str]] | None = None,
         interval_ms: int | None = None,

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-from cluster.errors import MessageIllegalError, TopicNotExistError
-from cluster.json_file import read_json, write_json_atomic
-from cluster.message import (
+from rocketq.cluster.errors import MessageIllegalError, TopicNotExistError
+from rocketq.cluster.json_file import read_json, write_json_atomic
+from rocketq.cluster.message import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     PERM_INHERIT,
     PERM_READ,
@@ -19,7 +19,7 @@ from cluster.message import (
     TRANS_OP_HALF_TOPIC,
     TopicConfig,
 )
-from cluster.record import check_topic
+from rocketq.cluster.record import check_topic
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from cluster.errors import MessageIllegalError, NoPermissionError, RocketqSystemError
-from cluster.message import (
+from rocketq.cluster.errors import MessageIllegalError, NoPermissionError, RocketqSystemError
+from rocketq.cluster.message import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_REAL_QUEUE_ID,
@@ -36,8 +36,8 @@ from cluster.message import (
     MessageExt,
     transaction_type,
 )
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from cluster.record import (
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.record import (
     POS_SYS_FLAG,
     decode_record,
     encode_host,
@@ -48,7 +48,7 @@ from cluster.record import (
 )
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from rocketq.broker.host import BrokerHost
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def with_transaction_type(sys_flag: int, kind: int) -> int:
 
 
 class TransactionalMessageService:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerHost) -> None:
         self.b = broker
         self.config = broker.config
         self._task: asyncio.Task[None] | None = None

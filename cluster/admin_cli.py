@@ -13,7 +13,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from cluster.aio import wait_event
+from rocketq.cluster.aio import wait_event
 
 T = TypeVar("T")
 
@@ -36,7 +36,7 @@ DEFAULT_NAMESRV = "127.0.0.1:9876"
 
 def run(make: Callable[[], Awaitable[T]]) -> T:
     """Run one async admin action; rocketq errors become a message and exit code 1."""
-    from cluster.errors import RocketqError
+    from rocketq.cluster.errors import RocketqError
 
     try:
         return asyncio.run(make())  # type: ignore[arg-type]
@@ -66,7 +66,7 @@ def to_jsonable(obj: Any) -> Any:
 
 
 async def _with_admin(namesrv: str, fn: Callable[[Any], Awaitable[T]]) -> T:
-    from sdk.admin import Admin
+    from rocketq.sdk.admin import Admin
 
     async with Admin(namesrv) as admin:
         return await fn(admin)
@@ -230,10 +230,10 @@ def transfer_leader(
 async def _transfer_leader(namesrv: str, group: str, to: str, timeout: float) -> str:
     import grpc
 
-    from cluster.errors import RocketqSystemError, for_code
-    from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-    from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
-    from sdk.admin import Admin, BrokerInfo
+    from rocketq.cluster.errors import RocketqSystemError, for_code
+    from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+    from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+    from rocketq.sdk.admin import Admin, BrokerInfo
 
     def members(brokers: list[BrokerInfo]) -> list[BrokerInfo]:
         return [
@@ -531,7 +531,7 @@ def send_cmd(
     """Send messages (for trying things by hand)."""
 
     async def go() -> None:
-        from sdk import Message, Producer
+        from rocketq import Message, Producer
 
         async with Producer(group=group, namesrv=namesrv) as producer:
             for i in range(count):
@@ -565,7 +565,7 @@ def consume_cmd(
     """Consume and print messages (for trying things by hand)."""
 
     async def go() -> None:
-        from sdk import ConsumeFrom, ConsumeResult, MessageExt, PushConsumer
+        from rocketq import ConsumeFrom, ConsumeResult, MessageExt, PushConsumer
 
         seen = 0
         got = asyncio.Event()

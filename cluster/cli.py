@@ -1,4 +1,5 @@
-"""The ``rocketq`` command line (console script ``rocketq = "cluster.cli:app"``).
+"""The ``rocketq`` command line (console script ``rocketq = "rocketq.cluster.cli:app"``,
+also ``python -m rocketq``).
 
 Commands are grouped by component, one sub-app each, added as the components land
 (nameserver, broker, cluster, admin). Each command imports its implementation inside its
@@ -71,8 +72,13 @@ def bench_store(
 
     TPS counts until every message is appended and dispatched; the ratio is store / raw MB/s.
     """
-    from bench.store_bench import BenchOptionError, FlushMode, StoreBenchOptions, run_store_bench
-    from cluster.errors import RocketqError
+    from rocketq.bench.store_bench import (
+        BenchOptionError,
+        FlushMode,
+        StoreBenchOptions,
+        run_store_bench,
+    )
+    from rocketq.cluster.errors import RocketqError
 
     mode: FlushMode = "sync" if flush is Flush.SYNC else "async"
     try:
@@ -138,11 +144,11 @@ def nameserver_cmd(
     ] = [],  # noqa: B006 - typer reads the default
 ) -> None:
     """Run a nameserver until SIGTERM or Ctrl-C."""
-    from cluster.config import load_config
-    from cluster.errors import ConfigError
-    from cluster.process import run_server, setup_logging
-    from nameserver.config import NameServerConfig
-    from nameserver.server import NameServer
+    from rocketq.cluster.config import load_config
+    from rocketq.cluster.errors import ConfigError
+    from rocketq.cluster.process import run_server, setup_logging
+    from rocketq.nameserver.config import NameServerConfig
+    from rocketq.nameserver.server import NameServer
 
     overrides = {
         "listen_port": port,
@@ -183,10 +189,10 @@ def broker_cmd(
     ] = [],  # noqa: B006 - typer reads the default
 ) -> None:
     """Run a broker until SIGTERM or Ctrl-C (graceful stop: unregister, flush, checkpoint)."""
-    from broker.broker import Broker
-    from broker.config import load_broker_config
-    from cluster.errors import ConfigError, RocketqError
-    from cluster.process import run_server, setup_logging
+    from rocketq.broker.broker import Broker
+    from rocketq.broker.config import load_broker_config
+    from rocketq.cluster.errors import ConfigError, RocketqError
+    from rocketq.cluster.process import run_server, setup_logging
 
     overrides = {
         "listen_port": listen_port,
@@ -272,8 +278,8 @@ def cluster_up(
     import signal
     import threading
 
-    from cluster.errors import RocketqError
-    from cluster.launcher import ClusterSpec, LocalCluster
+    from rocketq.cluster.errors import RocketqError
+    from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 
     try:
         spec = ClusterSpec(
@@ -314,8 +320,8 @@ def cluster_up(
 @cluster_app.command("down")
 def cluster_down(data_dir: DataDirOption = Path("data/cluster")) -> None:
     """Stop the cluster described by <data-dir>/cluster.json (brokers first)."""
-    from cluster.errors import RocketqError
-    from cluster.launcher import LocalCluster
+    from rocketq.cluster.errors import RocketqError
+    from rocketq.cluster.launcher import LocalCluster
 
     try:
         cluster = LocalCluster.load(data_dir)
@@ -337,8 +343,8 @@ def cluster_status(
     """Which nodes are alive, and which brokers a nameserver knows."""
     import json
 
-    from cluster.errors import RocketqError
-    from cluster.launcher import LocalCluster
+    from rocketq.cluster.errors import RocketqError
+    from rocketq.cluster.launcher import LocalCluster
 
     try:
         cluster = LocalCluster.load(data_dir)
@@ -367,7 +373,7 @@ def cluster_status(
 
 # -- admin, send, consume (cluster/admin_cli.py) --------------------------------------------
 
-from cluster.admin_cli import admin_app, consume_cmd, send_cmd  # noqa: E402
+from rocketq.cluster.admin_cli import admin_app, consume_cmd, send_cmd  # noqa: E402
 
 app.add_typer(admin_app, name="admin")
 app.command("send")(send_cmd)
@@ -384,7 +390,7 @@ def _bench_target(
     replication: str = "none",
     role: str = "ASYNC_MASTER",
 ) -> Any:
-    from bench.client_bench import target_cluster
+    from rocketq.bench.client_bench import target_cluster
 
     return target_cluster(
         namesrv,
@@ -419,8 +425,8 @@ def bench_produce(
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Send messages as fast as the given concurrency allows; TPS, RT, p50/p99/p999."""
-    from bench.client_bench import json_line, produce, run
-    from cluster.errors import RocketqError
+    from rocketq.bench.client_bench import json_line, produce, run
+    from rocketq.cluster.errors import RocketqError
 
     try:
         with _bench_target(namesrv, embedded, data_dir, replication.value, role.value) as ns:
@@ -467,9 +473,9 @@ def bench_replication(
     """One run, clusters one after the other: a lone broker, an ASYNC_MASTER with a slave,
     a SYNC_MASTER with a slave and a three-member Raft group; each one's TPS as a ratio to
     the lone broker's (the median over --rounds)."""
-    from bench.client_bench import json_line
-    from bench.replication_bench import replication_bench
-    from cluster.errors import RocketqError
+    from rocketq.bench.client_bench import json_line
+    from rocketq.bench.replication_bench import replication_bench
+    from rocketq.cluster.errors import RocketqError
 
     chosen = [m.strip() for m in modes.split(",") if m.strip()]
     try:
@@ -507,9 +513,9 @@ def bench_failover(
 ) -> None:
     """SIGKILL a Raft group's leader under load, again and again: the time from each kill
     to the first SEND_OK on the new leader, with its median and max."""
-    from bench.client_bench import json_line, run
-    from bench.failover_bench import FailoverBenchError, failover
-    from cluster.errors import RocketqError
+    from rocketq.bench.client_bench import json_line, run
+    from rocketq.bench.failover_bench import FailoverBenchError, failover
+    from rocketq.cluster.errors import RocketqError
 
     extra = {}
     for item in settings or []:
@@ -562,8 +568,8 @@ def bench_consume(
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Consume as fast as possible (a backlog, or what arrives); consume TPS."""
-    from bench.client_bench import consume, json_line, run
-    from cluster.errors import RocketqError
+    from rocketq.bench.client_bench import consume, json_line, run
+    from rocketq.cluster.errors import RocketqError
 
     try:
         with _bench_target(namesrv, embedded, data_dir) as ns:
@@ -640,10 +646,10 @@ def bench_peers(
 ) -> None:
     """rocketq side by side with Redis Streams, NATS JetStream and RabbitMQ on this
     machine: the same workload for each, a table, and rocketq's ratio to the best peer."""
-    from bench.peers.chart import ChartUnavailableError, write_chart
-    from bench.peers.runner import PeerRunOptions, run_peers
-    from bench.peers.systems import make_systems
-    from bench.peers.workload import Durability, Scenario, Workload, WorkloadError
+    from rocketq.bench.peers.chart import ChartUnavailableError, write_chart
+    from rocketq.bench.peers.runner import PeerRunOptions, run_peers
+    from rocketq.bench.peers.systems import make_systems
+    from rocketq.bench.peers.workload import Durability, Scenario, Workload, WorkloadError
 
     try:
         workload = Workload(

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from cluster.errors import StoreCorruptError
+from rocketq.cluster.errors import StoreCorruptError
 
 
 def write_json_atomic(path: Path, doc: Any) -> None:

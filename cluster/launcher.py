@@ -1,13 +1,13 @@
 """The local multi-process launcher: one nameserver and broker processes on this machine.
 
 ``rocketq cluster up``, the integration tests and the chaos harness all start clusters
-through :class:`LocalCluster`. Every node is ``python -m cluster.cli nameserver|broker`` in
+through :class:`LocalCluster`. Every node is ``python -m rocketq.cluster.cli nameserver|broker`` in
 its own session, on a free port, with stdout (the one ``{"ready": ...}`` line) in
 ``<data_dir>/logs/<name>.out`` and its log in ``<data_dir>/logs/<name>.log``. The cluster's
 addresses and pids go to ``<data_dir>/cluster.json``, from which :meth:`LocalCluster.load`
 rebuilds a handle in another process (``rocketq cluster down|status``).
 
-A pid is signalled only while ``/proc/<pid>`` shows a ``cluster.cli`` process started at the
+A pid is signalled only while ``/proc/<pid>`` shows a ``rocketq.cluster.cli`` process started at the
 recorded time, so a pid the kernel has handed to another process is never signalled.
 """
 
@@ -28,9 +28,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal, get_args
 
-from cluster.errors import ConfigError, RocketqError
-from cluster.json_file import read_json, write_json_atomic
-from cluster.procs import POLL_INTERVAL, is_ours, proc_stat, tail, wait_until
+from rocketq.cluster.errors import ConfigError, RocketqError
+from rocketq.cluster.json_file import read_json, write_json_atomic
+from rocketq.cluster.procs import POLL_INTERVAL, is_ours, proc_stat, tail, wait_until
 
 Replication = Literal["none", "ha", "raft"]
 Role = Literal["nameserver", "broker"]
@@ -191,8 +191,8 @@ class ClusterStatus:
 def _fetch_cluster_info(addr: str, timeout: float = 2.0) -> dict[str, dict[int, str]]:
     import grpc
 
-    from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-    from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+    from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+    from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 
     with grpc.insecure_channel(addr) as channel:
         stub = pb_grpc.NameServerStub(channel)  # type: ignore[no-untyped-call]
@@ -344,7 +344,7 @@ class LocalCluster:
             )
 
     def _command(self, node: Node) -> list[str]:
-        cmd = [sys.executable, "-m", "cluster.cli", node.role]
+        cmd = [sys.executable, "-m", "rocketq.cluster.cli", node.role]
         if node.role == "nameserver":
             cmd += ["--port", str(node.port), "--bind", node.host]
             cmd += ["--kv-config-path", str(node.home / "kvConfig.json")]

@@ -9,7 +9,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Final
 
-from cluster.message_id import encode_offset_msg_id
+from rocketq.cluster.message_id import encode_offset_msg_id
 
 # System topics and prefixes (RocketMQ's names).
 AUTO_CREATE_TOPIC_KEY_TOPIC: Final = "TBW102"

@@ -1,5 +1,5 @@
 """Local processes by pid, for the launcher: a pid is trusted only while ``/proc`` shows a
-live ``cluster.cli`` process started at the recorded time, so a pid the kernel has handed
+live ``rocketq.cluster.cli`` process started at the recorded time, so a pid the kernel has handed
 to another process is never signalled."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def proc_stat(pid: int) -> tuple[str, int] | None:
 
 
 def is_ours(pid: int, start_time: int) -> bool:
-    """A live (not zombie) ``cluster.cli`` process that is the one we started."""
+    """A live (not zombie) ``rocketq.cluster.cli`` process that is the one we started."""
     if pid <= 0:
         return False
     stat = proc_stat(pid)
@@ -36,7 +36,7 @@ def is_ours(pid: int, start_time: int) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return b"cluster.cli" in cmdline
+    return b"rocketq.cluster.cli" in cmdline
 
 
 def wait_until(cond: Callable[[], bool], deadline: float) -> bool:

@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 
-from cluster.errors import SubscriptionParseFailedError
+from rocketq.cluster.errors import SubscriptionParseFailedError
 
 __all__ = ["MAX_NESTING", "Sql92Filter", "compile_expression", "validate"]
 

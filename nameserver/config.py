@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cluster.config import validate_config
+from rocketq.cluster.config import validate_config
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from cluster.message import MASTER_ID, TopicConfig
+from rocketq.cluster.message import MASTER_ID, TopicConfig
 
 log = logging.getLogger(__name__)
 

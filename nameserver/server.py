@@ -11,13 +11,13 @@ from pathlib import Path
 
 import grpc
 
-from cluster.errors import RocketqError, TopicNotExistError
-from cluster.message import TopicConfig
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
-from nameserver.config import NameServerConfig
-from nameserver.kv_config import KVConfigManager
-from nameserver.route_info import RouteInfoManager
+from rocketq.cluster.errors import RocketqError, TopicNotExistError
+from rocketq.cluster.message import TopicConfig
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.nameserver.config import NameServerConfig
+from rocketq.nameserver.kv_config import KVConfigManager
+from rocketq.nameserver.route_info import RouteInfoManager
 
 log = logging.getLogger(__name__)
 

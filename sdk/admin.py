@@ -8,14 +8,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from cluster.errors import QueryNotFoundError, RocketqError, TopicNotExistError
-from cluster.message import MASTER_ID, PERM_READ, PERM_WRITE, MessageExt
-from cluster.message_id import decode_offset_msg_id
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from cluster.record import decode_records
-from sdk.client import ClientInstance
-from sdk.remoting import check
-from sdk.trace import TRACE_TOPIC, TraceEvent, parse_events
+from rocketq.cluster.errors import QueryNotFoundError, RocketqError, TopicNotExistError
+from rocketq.cluster.message import MASTER_ID, PERM_READ, PERM_WRITE, MessageExt
+from rocketq.cluster.message_id import decode_offset_msg_id
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.record import decode_records
+from rocketq.sdk.client import ClientInstance
+from rocketq.sdk.remoting import check
+from rocketq.sdk.trace import TRACE_TOPIC, TraceEvent, parse_events
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,10 +18,10 @@ from collections.abc import Awaitable, Callable
 
 import grpc
 
-from cluster.errors import ConnectBrokerError, RocketqError, TopicNotExistError
-from cluster.message import MASTER_ID, PERM_READ, PERM_WRITE, MessageQueue
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from sdk.remoting import BrokerClient, BrokerConnections, NameServerClient, check
+from rocketq.cluster.errors import ConnectBrokerError, RocketqError, TopicNotExistError
+from rocketq.cluster.message import MASTER_ID, PERM_READ, PERM_WRITE, MessageQueue
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.sdk.remoting import BrokerClient, BrokerConnections, NameServerClient, check
 
 log = logging.getLogger(__name__)
 

@@ -9,11 +9,11 @@ import logging
 import os
 from pathlib import Path
 
-from cluster.errors import QueryNotFoundError, RocketqError
-from cluster.message import MessageQueue
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from sdk.client import ClientInstance
-from sdk.remoting import check
+from rocketq.cluster.errors import QueryNotFoundError, RocketqError
+from rocketq.cluster.message import MessageQueue
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.sdk.client import ClientInstance
+from rocketq.sdk.remoting import check
 
 log = logging.getLogger(__name__)
 

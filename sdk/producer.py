@@ -16,23 +16,23 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cluster.errors import (
+from rocketq.cluster.errors import (
     ClientStateError,
     MessageIllegalError,
     RocketqError,
     RocketqSystemError,
     TopicNotExistError,
 )
-from cluster.message import (
+from rocketq.cluster.message import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     RETRY_GROUP_TOPIC_PREFIX,
     Message,
     MessageQueue,
     SysFlag,
 )
-from cluster.message_id import UniqIdGenerator, encode_offset_msg_id
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from cluster.record import (
+from rocketq.cluster.message_id import UniqIdGenerator, encode_offset_msg_id
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.record import (
     FIXED_SIZE,
     SIZE_MAGIC,
     check_topic,
@@ -41,10 +41,10 @@ from cluster.record import (
     encode_send_record,
     message_properties,
 )
-from sdk.client import ClientInstance, local_ip, publish_queues
-from sdk.fault_tolerance import MQFaultStrategy, TopicPublishInfo
-from sdk.remoting import check
-from sdk.trace import TraceDispatcher, publish_event
+from rocketq.sdk.client import ClientInstance, local_ip, publish_queues
+from rocketq.sdk.fault_tolerance import MQFaultStrategy, TopicPublishInfo
+from rocketq.sdk.remoting import check
+from rocketq.sdk.trace import TRACE_PRODUCER_GROUP, TraceDispatcher, publish_event
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +197,8 @@ class Producer:
             raise ClientStateError("a producer needs a group name")
         await self.client.start()
         if self.config.enable_trace and self.tracer is None:
-            self.tracer = TraceDispatcher(self.namesrv, topic=self.config.trace_topic)
+            writer = Producer(TRACE_PRODUCER_GROUP, self.namesrv)
+            self.tracer = TraceDispatcher(writer, topic=self.config.trace_topic)
             await self.tracer.start()
         self._running = True
 

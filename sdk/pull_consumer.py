@@ -15,24 +15,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cluster.aio import get_within, wait_event
-from cluster.errors import ClientStateError, RocketqError, TopicNotExistError
-from cluster.message import MessageExt, MessageQueue
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from cluster.record import decode_records
-from cluster.sql92 import validate
-from sdk.client import ClientInstance, consumer_heartbeat, subscribe_queues
-from sdk.consumer_types import ConsumeFrom, MessageModel, MessageSelector
-from sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
-from sdk.push_consumer import (
+from rocketq.cluster.aio import get_within, wait_event
+from rocketq.cluster.errors import ClientStateError, RocketqError, TopicNotExistError
+from rocketq.cluster.message import MessageExt, MessageQueue
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.record import decode_records
+from rocketq.cluster.sql92 import validate
+from rocketq.sdk.client import ClientInstance, consumer_heartbeat, subscribe_queues
+from rocketq.sdk.consumer_types import ConsumeFrom, MessageModel, MessageSelector
+from rocketq.sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
+from rocketq.sdk.push_consumer import (
     FOUND,
     NO_MATCHED_MSG,
     NO_NEW_MSG,
     PULL_DELAY_WHEN_EXCEPTION,
     finish_messages,
 )
-from sdk.rebalance import STRATEGIES
-from sdk.remoting import check
+from rocketq.sdk.rebalance import STRATEGIES
+from rocketq.sdk.remoting import check
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cluster.aio import wait_event
-from cluster.errors import ClientStateError, RocketqError, TopicNotExistError
-from cluster.message import (
+from rocketq.cluster.aio import wait_event
+from rocketq.cluster.errors import ClientStateError, RocketqError, TopicNotExistError
+from rocketq.cluster.message import (
     MASTER_ID,
     PROPERTY_RETRY_TOPIC,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -33,16 +33,17 @@ from cluster.message import (
     SysFlag,
     retry_topic,
 )
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from cluster.record import decode_records
-from cluster.sql92 import validate
-from sdk.client import ClientInstance, consumer_heartbeat, subscribe_queues
-from sdk.consumer_types import ConsumeFrom, ConsumeResult, MessageModel, MessageSelector
-from sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
-from sdk.process_queue import ProcessQueue
-from sdk.rebalance import STRATEGIES
-from sdk.remoting import check
-from sdk.trace import TraceDispatcher, consume_event
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.record import decode_records
+from rocketq.cluster.sql92 import validate
+from rocketq.sdk.client import ClientInstance, consumer_heartbeat, subscribe_queues
+from rocketq.sdk.consumer_types import ConsumeFrom, ConsumeResult, MessageModel, MessageSelector
+from rocketq.sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
+from rocketq.sdk.process_queue import ProcessQueue
+from rocketq.sdk.producer import Producer
+from rocketq.sdk.rebalance import STRATEGIES
+from rocketq.sdk.remoting import check
+from rocketq.sdk.trace import TRACE_PRODUCER_GROUP, TraceDispatcher, consume_event
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +202,8 @@ class PushConsumer:
         )
         await self.client.start()
         if self.config.enable_trace and self.tracer is None:
-            self.tracer = TraceDispatcher(self.namesrv, topic=self.config.trace_topic)
+            writer = Producer(TRACE_PRODUCER_GROUP, self.namesrv)
+            self.tracer = TraceDispatcher(writer, topic=self.config.trace_topic)
             await self.tracer.start()
         self.running = True
         self._workers = [

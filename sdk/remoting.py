@@ -20,15 +20,15 @@ from typing import Any, TypeVar, cast
 
 import grpc
 
-from cluster.errors import (
+from rocketq.cluster.errors import (
     ConnectBrokerError,
     NoNameServerError,
     RequestTimeoutError,
     RocketqError,
     for_code,
 )
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
 

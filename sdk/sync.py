@@ -3,7 +3,7 @@
 Every client object lives on one event loop that runs in a background thread; a method
 call runs the asynchronous method there and waits for its result::
 
-    from sdk.sync import Producer
+    from rocketq.sync import Producer
     with Producer(group="pg", namesrv="127.0.0.1:9876") as producer:
         producer.send(Message(topic="T", body=b"hi"))
 """
@@ -18,10 +18,11 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from sdk import admin as _admin
-from sdk import producer as _producer
-from sdk import pull_consumer as _pull
-from sdk import push_consumer as _push
+from rocketq.sdk import admin as _admin
+from rocketq.sdk import producer as _producer
+from rocketq.sdk import pull_consumer as _pull
+from rocketq.sdk import push_consumer as _push
+from rocketq.sdk import transaction as _transaction
 
 T = TypeVar("T")
 _lock = threading.Lock()
@@ -78,6 +79,12 @@ class Producer(_Blocking):
     _target = _producer.Producer
 
 
+class TransactionProducer(_Blocking):
+    """The listener's methods may be plain functions: they run on a thread pool."""
+
+    _target = _transaction.TransactionProducer
+
+
 class PushConsumer(_Blocking):
     """Handlers may be plain functions: they run on the consumer's thread pool."""
 
@@ -92,4 +99,4 @@ class Admin(_Blocking):
     _target = _admin.Admin
 
 
-__all__ = ["Admin", "Producer", "PullConsumer", "PushConsumer"]
+__all__ = ["Admin", "Producer", "PullConsumer", "PushConsumer", "TransactionProducer"]

@@ -16,10 +16,11 @@ import json
 import logging
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Protocol
 
-from cluster.aio import wait_event
-from cluster.errors import RocketqError
-from cluster.message import Message, MessageExt
+from rocketq.cluster.aio import wait_event
+from rocketq.cluster.errors import RocketqError
+from rocketq.cluster.message import Message, MessageExt
 
 log = logging.getLogger(__name__)
 
@@ -108,14 +109,23 @@ def consume_event(
     )
 
 
+class TraceWriter(Protocol):
+    """What writes the trace messages: a producer of the dispatcher's own (in the group
+    ``TRACE_PRODUCER_GROUP``), started and shut down with it."""
+
+    async def start(self) -> None: ...
+
+    async def shutdown(self) -> None: ...
+
+    async def send(self, msg: Message) -> object: ...
+
+
 class TraceDispatcher:
-    """Writes trace events in the background through a producer of its own."""
+    """Writes trace events in the background through ``producer``, a producer of its own."""
 
-    def __init__(self, namesrv: str, *, topic: str = TRACE_TOPIC) -> None:
-        from sdk.producer import Producer
-
+    def __init__(self, producer: TraceWriter, *, topic: str = TRACE_TOPIC) -> None:
         self.topic = topic
-        self.producer = Producer(TRACE_PRODUCER_GROUP, namesrv)
+        self.producer = producer
         self._pending: asyncio.Queue[TraceEvent] = asyncio.Queue(MAX_PENDING)
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()

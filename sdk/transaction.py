@@ -18,18 +18,18 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from cluster.errors import ClientStateError, MessageIllegalError, RocketqError
-from cluster.message import (
+from rocketq.cluster.errors import ClientStateError, MessageIllegalError, RocketqError
+from rocketq.cluster.message import (
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_TRANSACTION_PREPARED,
     Message,
     MessageExt,
 )
-from cluster.message_id import decode_offset_msg_id
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from cluster.record import decode_record
-from sdk.producer import Producer, SendResult, SendStatus
-from sdk.remoting import check
+from rocketq.cluster.message_id import decode_offset_msg_id
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.record import decode_record
+from rocketq.sdk.producer import Producer, SendResult, SendStatus
+from rocketq.sdk.remoting import check
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from cluster.errors import MessageIllegalError, PropertiesSizeExceededError, StoreCorruptError
-from cluster.record import (
+from rocketq.cluster.errors import (
+    MessageIllegalError,
+    PropertiesSizeExceededError,
+    StoreCorruptError,
+)
+from rocketq.cluster.record import (
     BLANK,
     BLANK_MAGIC_CODE,
     END_FILE_MIN_BLANK_LENGTH,
@@ -35,7 +39,7 @@ from cluster.record import (
     STAMP_STORE,
     USHORT,
 )
-from storage.mapped_file import MappedFile, MappedFileQueue
+from rocketq.storage.mapped_file import MappedFile, MappedFileQueue
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from storage.mapped_file import MappedFile, MappedFileQueue
+from rocketq.storage.mapped_file import MappedFile, MappedFileQueue
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from cluster.record import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, POS_BODY, USHORT, tags_hash_code
-from storage.commitlog import CommitLog, QueueKey
-from storage.consume_queue import ConsumeQueue, CQEntry
-from storage.index_file import IndexService
+from rocketq.cluster.record import (
+    BLANK_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE,
+    POS_BODY,
+    USHORT,
+    tags_hash_code,
+)
+from rocketq.storage.commitlog import CommitLog, QueueKey
+from rocketq.storage.consume_queue import ConsumeQueue, CQEntry
+from rocketq.storage.index_file import IndexService
 
 log = logging.getLogger(__name__)
 

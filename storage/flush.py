@@ -14,8 +14,8 @@ import logging
 import time
 from collections.abc import Callable
 
-from storage.commitlog import CommitLog
-from storage.service_thread import ServiceThread
+from rocketq.storage.commitlog import CommitLog
+from rocketq.storage.service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
 

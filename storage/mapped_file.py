@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from cluster.errors import StoreCorruptError
+from rocketq.cluster.errors import StoreCorruptError
 
 log = logging.getLogger(__name__)
 

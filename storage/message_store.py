@@ -15,27 +15,27 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cluster.aio import cancel_all, wait_done
-from cluster.config import StoreConfig
-from cluster.errors import ServiceNotAvailableError
-from cluster.message_id import decode_offset_msg_id
-from cluster.record import INT, POS_BODY, POS_BODY_LENGTH, USHORT, check_topic, encode_host
-from storage.checkpoint import Checkpoint, CheckpointFile
-from storage.commitlog import AppendResult, CommitLog
-from storage.consume_queue import CQ_UNIT_SIZE, ENTRY
-from storage.dispatch import (
+from rocketq.cluster.aio import cancel_all, wait_done
+from rocketq.cluster.config import StoreConfig
+from rocketq.cluster.errors import ServiceNotAvailableError
+from rocketq.cluster.message_id import decode_offset_msg_id
+from rocketq.cluster.record import INT, POS_BODY, POS_BODY_LENGTH, USHORT, check_topic, encode_host
+from rocketq.storage.checkpoint import Checkpoint, CheckpointFile
+from rocketq.storage.commitlog import AppendResult, CommitLog
+from rocketq.storage.consume_queue import CQ_UNIT_SIZE, ENTRY
+from rocketq.storage.dispatch import (
     ArrivalListener,
     ConsumeQueueTable,
     Dispatcher,
     TagsCodeFn,
     property_value,
 )
-from storage.flush import CommitLogFlusher, LogicsFlusher
-from storage.index_file import IndexService
-from storage.recovery import RecoveryResult, recover
-from storage.results import GetResult, GetStatus, PutResult, PutStatus
-from storage.retention import CleanReport, CleanService, disk_used_ratio
-from storage.warm import CommitLogWarmer
+from rocketq.storage.flush import CommitLogFlusher, LogicsFlusher
+from rocketq.storage.index_file import IndexService
+from rocketq.storage.recovery import RecoveryResult, recover
+from rocketq.storage.results import GetResult, GetStatus, PutResult, PutStatus
+from rocketq.storage.retention import CleanReport, CleanService, disk_used_ratio
+from rocketq.storage.warm import CommitLogWarmer
 
 log = logging.getLogger(__name__)
 

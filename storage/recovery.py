@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from storage.checkpoint import Checkpoint
-from storage.commitlog import (
+from rocketq.storage.checkpoint import Checkpoint
+from rocketq.storage.commitlog import (
     BAD_RECORD,
     BLANK_RECORD,
     CommitLog,
@@ -23,8 +23,8 @@ from storage.commitlog import (
     RecordInfo,
     check_record,
 )
-from storage.dispatch import ConsumeQueueTable
-from storage.mapped_file import MappedFile
+from rocketq.storage.dispatch import ConsumeQueueTable
+from rocketq.storage.mapped_file import MappedFile
 
 log = logging.getLogger(__name__)
 

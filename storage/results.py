@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from storage.commitlog import AppendResult
+from rocketq.storage.commitlog import AppendResult
 
 
 class PutStatus(enum.Enum):

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from cluster.config import StoreConfig
-from storage.commitlog import CommitLog
-from storage.dispatch import ConsumeQueueTable
-from storage.index_file import IndexService
+from rocketq.cluster.config import StoreConfig
+from rocketq.storage.commitlog import CommitLog
+from rocketq.storage.dispatch import ConsumeQueueTable
+from rocketq.storage.index_file import IndexService
 
 log = logging.getLogger(__name__)
 

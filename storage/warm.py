@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from storage.mapped_file import MappedFileQueue
-from storage.service_thread import ServiceThread
+from rocketq.storage.mapped_file import MappedFileQueue
+from rocketq.storage.service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-from bench.peers.results import Report
+from rocketq.bench.peers.results import Report
 
 CHART_EXTRA: Final = "pip install 'rocketq[chart]'"
 # (scenario, field, axis label)

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Final
 
-from bench.peers.workload import Scenario
+from rocketq.bench.peers.workload import Scenario
 
 ROCKETQ: Final = "rocketq"
 OK: Final = "ok"

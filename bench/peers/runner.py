@@ -18,12 +18,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
-from bench.peers.install import Installer, SystemMissingError
-from bench.peers.processes import ProcessGroup
-from bench.peers.results import FAILED, MISSING, Report, ScenarioResult
-from bench.peers.scenarios import run_scenario
-from bench.peers.systems.base import PeerSystem, ServerInfo
-from bench.peers.workload import Scenario, Workload
+from rocketq.bench.peers.install import Installer, SystemMissingError
+from rocketq.bench.peers.processes import ProcessGroup
+from rocketq.bench.peers.results import FAILED, MISSING, Report, ScenarioResult
+from rocketq.bench.peers.scenarios import run_scenario
+from rocketq.bench.peers.systems.base import PeerSystem, ServerInfo
+from rocketq.bench.peers.workload import Scenario, Workload
 
 Echo = Callable[[str], None]
 # A scenario is cut off after this many seconds on top of its own bounds.

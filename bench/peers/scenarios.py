@@ -9,10 +9,10 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from bench.peers.results import ScenarioResult
-from bench.peers.systems.base import Consumer, Driver, Producer
-from bench.peers.workload import Scenario, Workload, make_body, stamp_of, stamped
-from bench.report import MB, rate, summarize_ns
+from rocketq.bench.peers.results import ScenarioResult
+from rocketq.bench.peers.systems.base import Consumer, Driver, Producer
+from rocketq.bench.peers.workload import Scenario, Workload, make_body, stamp_of, stamped
+from rocketq.bench.report import MB, rate, summarize_ns
 
 Echo = Callable[[str], None]
 # e2e: producers wake this often and send what is due (one send per message).

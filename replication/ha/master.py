@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import cast
 
-from replication.ha.wire import (
+from rocketq.replication.ha.wire import (
     HELLO,
     REPORT,
     TRUNCATE,
@@ -34,9 +34,9 @@ from replication.ha.wire import (
     decode_hello_head,
     encode_transfer_head,
 )
-from replication.waiters import OffsetWaiters, resolver
-from storage.message_store import MessageStore
-from storage.results import PutStatus
+from rocketq.replication.waiters import OffsetWaiters, resolver
+from rocketq.storage.message_store import MessageStore
+from rocketq.storage.results import PutStatus
 
 log = logging.getLogger(__name__)
 

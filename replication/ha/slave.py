@@ -18,8 +18,8 @@ import socket
 from collections.abc import Callable
 from typing import cast
 
-from cluster.errors import RocketqError
-from replication.ha.wire import (
+from rocketq.cluster.errors import RocketqError
+from rocketq.replication.ha.wire import (
     REPORT,
     TRANSFER,
     TRUNCATE,
@@ -27,7 +27,7 @@ from replication.ha.wire import (
     decode_transfer_head,
     encode_hello,
 )
-from storage.message_store import MessageStore
+from rocketq.storage.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable
 from typing import cast
 
-from cluster.aio import cancel_all
-from replication.raft.node import (
+from rocketq.cluster.aio import cancel_all
+from rocketq.replication.raft.node import (
     HardStateStore,
     Message,
     RaftConfig,
@@ -29,7 +29,7 @@ from replication.raft.node import (
     RaftNode,
     Role,
 )
-from replication.raft.wire import FRAME, MAX_FRAME, Encoder, decode
+from rocketq.replication.raft.wire import FRAME, MAX_FRAME, Encoder, decode
 
 log = logging.getLogger(__name__)
 

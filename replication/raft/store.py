@@ -18,10 +18,10 @@ import struct
 from pathlib import Path
 from typing import Final
 
-from cluster.errors import StoreCorruptError
-from cluster.json_file import read_json, write_json_atomic
-from replication.raft.node import Entry
-from storage.message_store import MessageStore
+from rocketq.cluster.errors import StoreCorruptError
+from rocketq.cluster.json_file import read_json, write_json_atomic
+from rocketq.replication.raft.node import Entry
+from rocketq.storage.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from typing import Final
 
 from google.protobuf.message import DecodeError
 
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from replication.raft.node import (
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.replication.raft.node import (
     AppendRequest,
     AppendResponse,
     Entry,

@@ -3,7 +3,7 @@ and the first SEND_OK after it, with counts, in the order they first came."""
 
 from __future__ import annotations
 
-from bench.failover_bench import _Sends
+from rocketq.bench.failover_bench import _Sends
 
 
 def test_errors_between_counts_the_window_only() -> None:

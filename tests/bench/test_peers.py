@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench.peers.chart import panel_values
-from bench.peers.install import BENCH_EXTRA, Installer, Requirement, SystemMissingError
-from bench.peers.processes import start_time
-from bench.peers.results import FAILED, MISSING, Report, ScenarioResult, compute_ratios
-from bench.peers.runner import PeerRunOptions, run_peers
-from bench.peers.systems.stub import FakeSystem
-from bench.peers.workload import (
+from rocketq.bench.peers.chart import panel_values
+from rocketq.bench.peers.install import BENCH_EXTRA, Installer, Requirement, SystemMissingError
+from rocketq.bench.peers.processes import start_time
+from rocketq.bench.peers.results import FAILED, MISSING, Report, ScenarioResult, compute_ratios
+from rocketq.bench.peers.runner import PeerRunOptions, run_peers
+from rocketq.bench.peers.systems.stub import FakeSystem
+from rocketq.bench.peers.workload import (
     Durability,
     Scenario,
     Workload,
@@ -221,7 +221,7 @@ def test_markdown_table_has_a_row_per_system_and_scenario(two_systems: Report) -
 
 
 def test_chart_is_a_png(two_systems: Report, tmp_path: Path) -> None:
-    from bench.peers.chart import write_chart  # matplotlib comes with the dev extra
+    from rocketq.bench.peers.chart import write_chart  # matplotlib comes with the dev extra
 
     path = write_chart(two_systems, tmp_path / "peers.png")
     assert path.read_bytes()[:4] == b"\x89PNG"
@@ -265,8 +265,8 @@ def test_install_runs_apt_get_only_when_allowed() -> None:
 def test_cli_prints_the_table_and_one_json_line_last(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import bench.peers.systems as systems
-    from cluster.cli import app
+    import rocketq.bench.peers.systems as systems
+    from rocketq.cluster.cli import app
 
     monkeypatch.setattr(
         systems, "make_systems", lambda names: [FakeSystem("rocketq"), FakeSystem("peer")]
@@ -285,7 +285,7 @@ def test_cli_prints_the_table_and_one_json_line_last(
 
 
 def test_cli_refuses_an_unknown_system() -> None:
-    from cluster.cli import app
+    from rocketq.cluster.cli import app
 
     result = CliRunner().invoke(app, ["bench", "peers", "--systems", "kafka"])
     assert result.exit_code == 2

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.peers.processes import (
+from rocketq.bench.peers.processes import (
     MARKER_ENV,
     ProcessGroup,
     free_port,

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from bench.report import percentile, summarize_ns
-from bench.store_bench import (
+from rocketq.bench.report import percentile, summarize_ns
+from rocketq.bench.store_bench import (
     QUEUES,
     TOPIC,
     BenchOptionError,
@@ -17,9 +17,9 @@ from bench.store_bench import (
     record_size,
     run_store_bench_async,
 )
-from cluster.record import decode_records
-from storage.message_store import MessageStore
-from storage.results import GetStatus
+from rocketq.cluster.record import decode_records
+from rocketq.storage.message_store import MessageStore
+from rocketq.storage.results import GetStatus
 
 # Small files so a run of a few thousand messages rolls CommitLog segments over.
 SMALL_STORE = {

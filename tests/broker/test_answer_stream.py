@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from broker.service import answer_stream
+from rocketq.broker.service import answer_stream
 
 
 async def _requests(items: list[int], gate: asyncio.Event | None = None) -> AsyncIterator[int]:

@@ -14,15 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from broker.broker import Broker
-from broker.config import BrokerConfig
-from cluster.config import StoreConfig
-from cluster.message import Message
-from nameserver.config import NameServerConfig
-from nameserver.server import NameServer
-from sdk import Producer, SendStatus
-from sdk.admin import Admin
-from storage import mapped_file
+from rocketq import Message, Producer, SendStatus
+from rocketq.broker.broker import Broker
+from rocketq.broker.config import BrokerConfig
+from rocketq.cluster.config import StoreConfig
+from rocketq.nameserver.config import NameServerConfig
+from rocketq.nameserver.server import NameServer
+from rocketq.sdk.admin import Admin
+from rocketq.storage import mapped_file
 from tests.integration.waiting import wait_until
 
 

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from broker.consumer_manager import ConsumerManager
-from broker.consumer_offset import ConsumerOffsetManager
-from broker.filter import parse_tags, tag_filter
-from broker.flow_control import FlowControl
-from broker.long_polling import PullRequestHoldService
-from broker.subscription_group import SubscriptionGroupManager
-from broker.topic_config import TopicConfigManager
-from cluster.errors import (
+from rocketq.broker.consumer_manager import ConsumerManager
+from rocketq.broker.consumer_offset import ConsumerOffsetManager
+from rocketq.broker.filter import parse_tags, tag_filter
+from rocketq.broker.flow_control import FlowControl
+from rocketq.broker.long_polling import PullRequestHoldService
+from rocketq.broker.subscription_group import SubscriptionGroupManager
+from rocketq.broker.topic_config import TopicConfigManager
+from rocketq.cluster.errors import (
     MessageIllegalError,
     StoreCorruptError,
     SubscriptionGroupNotExistError,
@@ -22,8 +22,8 @@ from cluster.errors import (
     SystemBusyError,
     TopicNotExistError,
 )
-from cluster.message import PERM_INHERIT, TopicConfig
-from cluster.record import tags_hash_code
+from rocketq.cluster.message import PERM_INHERIT, TopicConfig
+from rocketq.cluster.record import tags_hash_code
 
 
 def test_topics_auto_create_from_tbw102_and_persist(tmp_path: Path) -> None:

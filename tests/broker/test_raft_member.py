@@ -13,18 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from broker.broker import Broker
-from broker.config import BrokerConfig, parse_dledger_peers
-from cluster.config import StoreConfig
-from cluster.errors import ConfigError, NotLeaderError
-from cluster.message import Message
-from cluster.record import encode_host, encode_record
-from nameserver.config import NameServerConfig
-from nameserver.server import NameServer
-from replication.raft.node import Role
-from sdk import Producer, SendStatus
-from sdk.admin import Admin
-from storage.results import PutStatus
+from rocketq import Message, Producer, SendStatus
+from rocketq.broker.broker import Broker
+from rocketq.broker.config import BrokerConfig, parse_dledger_peers
+from rocketq.cluster.config import StoreConfig
+from rocketq.cluster.errors import ConfigError, NotLeaderError
+from rocketq.cluster.record import encode_host, encode_record
+from rocketq.nameserver.config import NameServerConfig
+from rocketq.nameserver.server import NameServer
+from rocketq.replication.raft.node import Role
+from rocketq.sdk.admin import Admin
+from rocketq.storage.results import PutStatus
 from tests.integration.waiting import wait_until
 
 FAST = {

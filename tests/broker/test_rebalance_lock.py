@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.rebalance_lock import RebalanceLockManager
+from rocketq.broker.rebalance_lock import RebalanceLockManager
 
 
 class Clock:

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import DEFAULT_DELAY_LEVELS, load_broker_config, parse_delay_levels
-from broker.schedule import ScheduleMessageService
-from cluster.config import StoreConfig
-from cluster.errors import ConfigError, StoreCorruptError
-from storage.message_store import MessageStore
+from rocketq.broker.config import DEFAULT_DELAY_LEVELS, load_broker_config, parse_delay_levels
+from rocketq.broker.schedule import ScheduleMessageService
+from rocketq.cluster.config import StoreConfig
+from rocketq.cluster.errors import ConfigError, StoreCorruptError
+from rocketq.storage.message_store import MessageStore
 
 
 def test_default_levels_are_rocketmqs_eighteen() -> None:

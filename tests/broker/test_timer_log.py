@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from broker import timer
-from broker.timer import TimerLog, TimerUnit
+from rocketq.broker import timer
+from rocketq.broker.timer import TimerLog, TimerUnit
 
 
 def test_append_truncate_and_reopen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

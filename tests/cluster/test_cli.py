@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cluster.cli import app
+from rocketq.cluster.cli import app
 
 runner = CliRunner()
 

@@ -7,14 +7,14 @@ from typing import Literal
 
 import pytest
 
-from cluster.config import (
+from rocketq.cluster.config import (
     StoreConfig,
     config_to_dict,
     dump_toml,
     load_config,
     validate_config,
 )
-from cluster.errors import ConfigError
+from rocketq.cluster.errors import ConfigError
 
 
 def write(tmp_path: Path, text: str, name: str = "broker.toml") -> Path:

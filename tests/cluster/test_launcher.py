@@ -15,9 +15,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from cluster.launcher import ClusterSpec, LauncherError, LocalCluster, broker_group_name
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.cluster.launcher import ClusterSpec, LauncherError, LocalCluster, broker_group_name
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 
 SMALL_STORE = {"mapped_file_size_commit_log": "67108864"}
 
@@ -48,7 +48,7 @@ def registered(namesrv: str) -> dict[str, dict[int, str]]:
 
 def rocketq(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
-        [sys.executable, "-m", "cluster.cli", *args],
+        [sys.executable, "-m", "rocketq.cluster.cli", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -250,7 +250,7 @@ def test_cli_errors_are_clear(tmp_path: Path, args: list[str], message: str) -> 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_cli_up_foreground_stops_on_signal(tmp_path: Path, sig: signal.Signals) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cluster.cli", "cluster", "up", "--data-dir", str(tmp_path),
+        [sys.executable, "-m", "rocketq.cluster.cli", "cluster", "up", "--data-dir", str(tmp_path),
          "--foreground", "--set", "mapped_file_size_commit_log=67108864"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -5,10 +5,10 @@ import zlib
 
 import pytest
 
-from cluster.errors import MessageIllegalError, PropertiesSizeExceededError
-from cluster.message import Message, decode_properties
-from cluster.message_id import UniqIdGenerator, decode_offset_msg_id, encode_offset_msg_id
-from cluster.record import (
+from rocketq.cluster.errors import MessageIllegalError, PropertiesSizeExceededError
+from rocketq.cluster.message import Message, decode_properties
+from rocketq.cluster.message_id import UniqIdGenerator, decode_offset_msg_id, encode_offset_msg_id
+from rocketq.cluster.record import (
     FIXED_SIZE,
     MESSAGE_MAGIC_CODE,
     check_topic,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from cluster.launcher import ClusterSpec, LocalCluster
+from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 
 # Delay levels for tests: levels 1 and 2 are 1 s and 2 s (delayed-message tests); the
 # levels retries use (3 + reconsume times) are 100 ms, so 16 retries take seconds.

@@ -7,11 +7,10 @@ import os
 
 import pytest
 
-from cluster.errors import MessageIllegalError
-from cluster.launcher import LocalCluster
-from cluster.message import Message
-from sdk import Producer, split_batches
-from sdk.admin import Admin
+from rocketq import Message, Producer, split_batches
+from rocketq.cluster.errors import MessageIllegalError
+from rocketq.cluster.launcher import LocalCluster
+from rocketq.sdk.admin import Admin
 
 
 async def test_split_batches_all_arrive(cluster: LocalCluster) -> None:

@@ -9,8 +9,8 @@ import time
 
 from typer.testing import CliRunner
 
-from cluster.cli import app
-from cluster.launcher import LocalCluster
+from rocketq.cluster.cli import app
+from rocketq.cluster.launcher import LocalCluster
 
 runner = CliRunner()
 
@@ -102,9 +102,9 @@ def test_admin_errors_are_clear_and_exit_non_zero(cluster: LocalCluster) -> None
 
 BLOCKING_SCRIPT = r"""
 import sys, threading
-from cluster.message import Message
-from sdk import ConsumeFrom, ConsumeResult
-from sdk.sync import Admin, Producer, PullConsumer, PushConsumer
+from rocketq.sync import (
+    Admin, ConsumeFrom, ConsumeResult, Message, Producer, PullConsumer, PushConsumer,
+)
 
 ns = sys.argv[1]
 with Admin(ns) as admin:

@@ -11,14 +11,14 @@ from pathlib import Path
 import grpc
 import pytest
 
-from cluster.errors import MessageIllegalError
-from cluster.launcher import LocalCluster
-from cluster.message import SCHEDULE_TOPIC, Message, MessageExt
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
-from cluster.record import encode_message
-from sdk import ConsumeFrom, ConsumeResult, Producer, PushConsumer
-from sdk.admin import Admin
+from rocketq import ConsumeFrom, ConsumeResult, Producer, PushConsumer
+from rocketq.cluster.errors import MessageIllegalError
+from rocketq.cluster.launcher import LocalCluster
+from rocketq.cluster.message import SCHEDULE_TOPIC, Message, MessageExt
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.cluster.record import encode_message
+from rocketq.sdk.admin import Admin
 from tests.integration.waiting import wait_until
 
 

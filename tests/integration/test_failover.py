@@ -6,10 +6,17 @@ import asyncio
 import collections
 import signal
 
-from cluster.launcher import LocalCluster
-from cluster.message import Message, MessageExt
-from sdk import ConsumeFrom, ConsumeResult, Producer, PushConsumer, SendStatus
-from sdk.admin import Admin
+from rocketq import (
+    ConsumeFrom,
+    ConsumeResult,
+    Message,
+    MessageExt,
+    Producer,
+    PushConsumer,
+    SendStatus,
+)
+from rocketq.cluster.launcher import LocalCluster
+from rocketq.sdk.admin import Admin
 from tests.integration.conftest import MakeCluster
 from tests.integration.waiting import wait_until
 

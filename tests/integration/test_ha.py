@@ -15,13 +15,20 @@ from pathlib import Path
 import grpc
 from typer.testing import CliRunner
 
-from cluster.cli import app
-from cluster.launcher import LocalCluster
-from cluster.message import Message, MessageExt
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
-from sdk import ConsumeFrom, ConsumeResult, Producer, PushConsumer, SendStatus
-from sdk.admin import Admin
+from rocketq import (
+    ConsumeFrom,
+    ConsumeResult,
+    Message,
+    MessageExt,
+    Producer,
+    PushConsumer,
+    SendStatus,
+)
+from rocketq.cluster.cli import app
+from rocketq.cluster.launcher import LocalCluster
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.sdk.admin import Admin
 from tests.integration.conftest import MakeCluster
 from tests.integration.waiting import wait_until
 
@@ -314,7 +321,7 @@ async def test_master_sends_a_far_behind_reader_to_the_slave(make_cluster: MakeC
 async def test_the_benchmark_waits_for_slaves_to_attach(cluster_ha: LocalCluster) -> None:
     """`rocketq bench produce` starts timing once every master has its slave connected;
     a slave that is gone from the cluster does not hold it up."""
-    from bench.client_bench import _wait_slaves_attached
+    from rocketq.bench.client_bench import _wait_slaves_attached
 
     ns = cluster_ha.namesrv_addr
     said: list[str] = []

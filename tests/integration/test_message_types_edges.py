@@ -7,20 +7,21 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from cluster.errors import ClientStateError, MessageIllegalError, NoPermissionError
-from cluster.launcher import LocalCluster
-from cluster.message import Message, MessageExt
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
-from sdk import (
+from rocketq import (
     ConsumeFrom,
     ConsumeResult,
+    Message,
+    MessageExt,
     Producer,
     PushConsumer,
     TransactionProducer,
     TransactionState,
 )
-from sdk.admin import Admin
+from rocketq.cluster.errors import ClientStateError, MessageIllegalError, NoPermissionError
+from rocketq.cluster.launcher import LocalCluster
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.sdk.admin import Admin
 from tests.integration.conftest import MakeCluster
 from tests.integration.waiting import wait_until
 

@@ -17,11 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from cluster.errors import ClientStateError
-from cluster.launcher import LocalCluster
-from cluster.message import Message, MessageExt
-from sdk import ConsumeFrom, ConsumeResult, MessageModel, Producer, PushConsumer
-from sdk.admin import Admin
+from rocketq import (
+    ConsumeFrom,
+    ConsumeResult,
+    Message,
+    MessageExt,
+    MessageModel,
+    Producer,
+    PushConsumer,
+)
+from rocketq.cluster.errors import ClientStateError
+from rocketq.cluster.launcher import LocalCluster
+from rocketq.sdk.admin import Admin
 from tests.integration.conftest import MakeCluster
 from tests.integration.waiting import wait_until
 
@@ -34,7 +41,7 @@ CLIENT_LOCKS = {"rebalance_lock_interval": 1000, "rebalance_lock_max_live_time":
 
 CONSUMER_SCRIPT = r"""
 import asyncio, sys, time
-from sdk import ConsumeFrom, ConsumeResult, PushConsumer
+from rocketq import ConsumeFrom, ConsumeResult, PushConsumer
 
 async def main():
     out = open(sys.argv[2], "a", buffering=1)

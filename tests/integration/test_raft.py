@@ -15,11 +15,18 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from cluster.cli import app
-from cluster.launcher import LocalCluster, Node
-from cluster.message import Message, MessageExt
-from sdk import ConsumeFrom, ConsumeResult, Producer, PushConsumer, SendStatus
-from sdk.admin import Admin
+from rocketq import (
+    ConsumeFrom,
+    ConsumeResult,
+    Message,
+    MessageExt,
+    Producer,
+    PushConsumer,
+    SendStatus,
+)
+from rocketq.cluster.cli import app
+from rocketq.cluster.launcher import LocalCluster, Node
+from rocketq.sdk.admin import Admin
 from tests.integration.conftest import MakeCluster
 from tests.integration.waiting import wait_until
 
@@ -326,7 +333,7 @@ async def test_consumers_read_from_a_follower_when_no_leader_is_left(
 async def test_failover_benchmark_kills_and_measures(tmp_path: Path) -> None:
     """`rocketq bench failover` end to end, briefly: each kill is measured, and the killed
     member is back and caught up before the next."""
-    from bench.failover_bench import failover
+    from rocketq.bench.failover_bench import failover
 
     lines: list[str] = []
     result = await failover(

@@ -20,12 +20,11 @@ from pathlib import Path
 import grpc
 import pytest
 
-from cluster.launcher import HOST, ClusterSpec, LocalCluster, Node, raft_member_id
-from cluster.message import Message
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
-from cluster.record import encode_host, encode_record
-from sdk import Producer, SendStatus
+from rocketq import Message, Producer, SendStatus
+from rocketq.cluster.launcher import HOST, ClusterSpec, LocalCluster, Node, raft_member_id
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.cluster.record import encode_host, encode_record
 from tests.integration.conftest import SMALL_STORE
 from tests.integration.netns import NetnsLab, netns_unavailable_reason
 from tests.integration.test_raft import (

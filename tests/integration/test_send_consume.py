@@ -11,22 +11,24 @@ from pathlib import Path
 import grpc
 import pytest
 
-from cluster.errors import MessageIllegalError, TopicNotExistError
-from cluster.launcher import LocalCluster
-from cluster.message import Message, MessageExt, MessageQueue
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
-from cluster.record import decode_records
-from sdk import (
+from rocketq import (
     ConsumeFrom,
     ConsumeResult,
+    Message,
+    MessageExt,
     MessageModel,
+    MessageQueue,
     Producer,
     PushConsumer,
     SendStatus,
 )
-from sdk.admin import Admin
-from sdk.pull_consumer import PullConsumer
+from rocketq.cluster.errors import MessageIllegalError, TopicNotExistError
+from rocketq.cluster.launcher import LocalCluster
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.cluster.record import decode_records
+from rocketq.sdk.admin import Admin
+from rocketq.sdk.pull_consumer import PullConsumer
 from tests.integration.conftest import MakeCluster
 from tests.integration.waiting import wait_until
 

@@ -6,12 +6,19 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.errors import SubscriptionParseFailedError
-from cluster.launcher import LocalCluster
-from cluster.message import Message, MessageExt
-from sdk import ConsumeFrom, ConsumeResult, MessageSelector, Producer, PushConsumer
-from sdk.admin import Admin
-from sdk.pull_consumer import PullConsumer
+from rocketq import (
+    ConsumeFrom,
+    ConsumeResult,
+    Message,
+    MessageExt,
+    MessageSelector,
+    Producer,
+    PushConsumer,
+)
+from rocketq.cluster.errors import SubscriptionParseFailedError
+from rocketq.cluster.launcher import LocalCluster
+from rocketq.sdk.admin import Admin
+from rocketq.sdk.pull_consumer import PullConsumer
 from tests.integration.conftest import MakeCluster
 from tests.integration.waiting import wait_until
 

@@ -8,11 +8,10 @@ import time
 
 import pytest
 
-from cluster.errors import MessageIllegalError
-from cluster.launcher import LocalCluster
-from cluster.message import Message, MessageExt
-from sdk import ConsumeFrom, ConsumeResult, Producer, PushConsumer
-from sdk.admin import Admin
+from rocketq import ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
+from rocketq.cluster.errors import MessageIllegalError
+from rocketq.cluster.launcher import LocalCluster
+from rocketq.sdk.admin import Admin
 from tests.integration.waiting import wait_until
 
 

@@ -8,12 +8,11 @@ import json
 
 from typer.testing import CliRunner
 
-from cluster.cli import app
-from cluster.launcher import LocalCluster
-from cluster.message import Message, MessageExt
-from sdk import ConsumeFrom, ConsumeResult, Producer, PushConsumer
-from sdk.admin import Admin
-from sdk.trace import TraceEvent
+from rocketq import ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
+from rocketq.cluster.cli import app
+from rocketq.cluster.launcher import LocalCluster
+from rocketq.sdk.admin import Admin
+from rocketq.sdk.trace import TraceEvent
 from tests.integration.waiting import wait_until
 
 

@@ -16,16 +16,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cluster.message import Message, MessageExt
-from sdk import (
+from rocketq import (
     ConsumeFrom,
     ConsumeResult,
+    Message,
+    MessageExt,
     PushConsumer,
     SendStatus,
     TransactionProducer,
     TransactionState,
 )
-from sdk.admin import Admin
+from rocketq.sdk.admin import Admin
 from tests.integration.conftest import MakeCluster
 from tests.integration.waiting import wait_until
 
@@ -143,8 +144,8 @@ async def test_unanswered_half_message_is_discarded_after_max_checks(
 
 KILLED_PRODUCER = r"""
 import asyncio, sys
-from cluster.message import Message
-from sdk import TransactionProducer, TransactionState
+from rocketq import Message
+from rocketq import TransactionProducer, TransactionState
 
 class Stuck:
     async def execute_local_transaction(self, msg, arg):

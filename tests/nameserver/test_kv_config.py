@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.errors import ConfigError
-from nameserver.kv_config import KVConfigManager
+from rocketq.cluster.errors import ConfigError
+from rocketq.nameserver.kv_config import KVConfigManager
 
 
 @pytest.fixture

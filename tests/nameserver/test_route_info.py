@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.message import PERM_READ, PERM_WRITE, TopicConfig
-from nameserver.route_info import BrokerData, QueueData, RegisterResult, RouteInfoManager
+from rocketq.cluster.message import PERM_READ, PERM_WRITE, TopicConfig
+from rocketq.nameserver.route_info import BrokerData, QueueData, RegisterResult, RouteInfoManager
 
 EXPIRY_MS = 120_000
 RW = PERM_READ | PERM_WRITE

@@ -22,12 +22,12 @@ from typing import Any, Final
 import grpc
 import pytest
 
-from cluster.errors import ConfigError, TopicNotExistError
-from cluster.message import PERM_READ, PERM_WRITE
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
-from nameserver.config import NameServerConfig
-from nameserver.server import ORDER_TOPIC_CONFIG, NameServer
+from rocketq.cluster.errors import ConfigError, TopicNotExistError
+from rocketq.cluster.message import PERM_READ, PERM_WRITE
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.nameserver.config import NameServerConfig
+from rocketq.nameserver.server import ORDER_TOPIC_CONFIG, NameServer
 
 RW: Final = PERM_READ | PERM_WRITE
 SUCCESS: Final = 0
@@ -448,8 +448,8 @@ CHILD_BROKER: Final = textwrap.dedent(
 
     import grpc
 
-    from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-    from cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+    from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+    from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 
 
     async def main(port: int) -> None:

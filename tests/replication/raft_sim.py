@@ -13,7 +13,7 @@ import itertools
 import random
 from dataclasses import dataclass, field
 
-from replication.raft.node import Entry, Message, NotLeaderError, RaftConfig, RaftNode, Role
+from rocketq.replication.raft.node import Entry, Message, NotLeaderError, RaftConfig, RaftNode, Role
 
 
 class MemoryLog:

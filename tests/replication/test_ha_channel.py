@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from replication.ha.master import HAMaster, listen_socket
-from replication.ha.slave import HASlave
-from replication.ha.wire import (
+from rocketq.replication.ha.master import HAMaster, listen_socket
+from rocketq.replication.ha.slave import HASlave
+from rocketq.replication.ha.wire import (
     HELLO,
     TRANSFER,
     HAProtocolError,
@@ -23,8 +23,8 @@ from replication.ha.wire import (
     encode_hello,
     encode_transfer_head,
 )
-from storage.message_store import MessageStore
-from storage.results import PutStatus
+from rocketq.storage.message_store import MessageStore
+from rocketq.storage.results import PutStatus
 from tests.integration.waiting import wait_until
 from tests.storage.conftest import batch
 from tests.storage.test_replica import log_bytes

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from replication.raft.node import RaftConfig, Role
-from replication.raft.server import RaftServer
+from rocketq.replication.raft.node import RaftConfig, Role
+from rocketq.replication.raft.server import RaftServer
 from tests.integration.waiting import wait_until
 from tests.replication.raft_sim import MemoryHardState, MemoryLog
 

@@ -11,7 +11,13 @@ import os
 
 import pytest
 
-from replication.raft.node import AppendResponse, NotLeaderError, RaftConfig, Role, VoteResponse
+from rocketq.replication.raft.node import (
+    AppendResponse,
+    NotLeaderError,
+    RaftConfig,
+    Role,
+    VoteResponse,
+)
 from tests.replication.raft_sim import Simulation
 
 # Fast timers so a short simulated run sees many elections.
@@ -114,7 +120,7 @@ def test_figure_8_an_old_term_entry_is_never_committed_by_counting() -> None:
     """Raft paper, figure 8: a leader must not commit an entry of an earlier term because
     a majority holds it (a later leader could still overwrite it); it commits such entries
     only through an entry of its own term."""
-    from replication.raft.node import Entry, RaftNode
+    from rocketq.replication.raft.node import Entry, RaftNode
     from tests.replication.raft_sim import MemoryHardState, MemoryLog
 
     class Silent:
@@ -150,7 +156,7 @@ def test_figure_8_an_old_term_entry_is_never_committed_by_counting() -> None:
 
 
 def test_votes_go_only_to_candidates_with_a_log_at_least_as_new() -> None:
-    from replication.raft.node import Entry, RaftNode, VoteRequest
+    from rocketq.replication.raft.node import Entry, RaftNode, VoteRequest
     from tests.replication.raft_sim import MemoryHardState, MemoryLog
 
     sent: list[object] = []

@@ -5,7 +5,7 @@ peer (the preferred leader) is kept eager."""
 
 from __future__ import annotations
 
-from replication.raft.node import (
+from rocketq.replication.raft.node import (
     AppendRequest,
     AppendResponse,
     Message,

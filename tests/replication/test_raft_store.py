@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from cluster.errors import StoreCorruptError
-from replication.raft.node import Entry
-from replication.raft.store import UNIT, CommitLogRaftLog, HardStateFile, RaftIndex
-from storage.message_store import MessageStore
+from rocketq.cluster.errors import StoreCorruptError
+from rocketq.replication.raft.node import Entry
+from rocketq.replication.raft.store import UNIT, CommitLogRaftLog, HardStateFile, RaftIndex
+from rocketq.storage.message_store import MessageStore
 from tests.storage.conftest import batch
 from tests.storage.test_replica import log_bytes
 
@@ -75,7 +75,7 @@ async def test_raft_over_two_commitlogs_commits_and_copies_byte_for_byte(
     """A leader and two followers, each a RaftNode over a real store: the leader appends
     batches to its CommitLog, records them at its term and replicates; the followers'
     CommitLogs become byte-identical and everything commits."""
-    from replication.raft.node import Message, RaftNode, Role
+    from rocketq.replication.raft.node import Message, RaftNode, Role
     from tests.replication.raft_sim import MemoryHardState
 
     ids = ["n0", "n1", "n2"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from replication.raft.node import (
+from rocketq.replication.raft.node import (
     AppendRequest,
     AppendResponse,
     Entry,
@@ -14,7 +14,16 @@ from replication.raft.node import (
     VoteRequest,
     VoteResponse,
 )
-from replication.raft.wire import ACK, APPEND, FRAME, PB, Encoder, FrameError, decode, encode
+from rocketq.replication.raft.wire import (
+    ACK,
+    APPEND,
+    FRAME,
+    PB,
+    Encoder,
+    FrameError,
+    decode,
+    encode,
+)
 
 
 def trip(sender: str, msg: Message) -> tuple[str, Message | None]:

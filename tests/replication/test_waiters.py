@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from replication.waiters import OffsetWaiters
+from rocketq.replication.waiters import OffsetWaiters
 
 
 async def test_advance_completes_exactly_the_sends_it_covers() -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.errors import MessageIllegalError
-from cluster.message import Message
-from sdk import split_batches
-from sdk.producer import estimated_size
+from rocketq import split_batches
+from rocketq.cluster.errors import MessageIllegalError
+from rocketq.cluster.message import Message
+from rocketq.sdk.producer import estimated_size
 
 
 def test_batches_keep_order_and_stay_under_the_limit() -> None:

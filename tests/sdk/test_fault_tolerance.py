@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cluster.message import MessageQueue
-from sdk.fault_tolerance import (
+from rocketq.cluster.message import MessageQueue
+from rocketq.sdk.fault_tolerance import (
     ISOLATION_LATENCY,
     LATENCY_MAX,
     NOT_AVAILABLE_DURATION,

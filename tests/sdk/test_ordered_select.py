@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from cluster.message import Message, MessageQueue
-from sdk.producer import java_string_hash, select_by_hash
+from rocketq.cluster.message import Message, MessageQueue
+from rocketq.sdk.producer import java_string_hash, select_by_hash
 
 
 def test_java_string_hash_matches_java() -> None:

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cluster.message import MessageQueue
-from sdk.rebalance import (
+from rocketq.cluster.message import MessageQueue
+from rocketq.sdk.rebalance import (
     STRATEGIES,
     AllocateStrategy,
     allocate_averagely,

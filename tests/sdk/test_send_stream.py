@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from cluster.errors import ConnectBrokerError
-from cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from sdk.remoting import _SendStream
+from rocketq.cluster.errors import ConnectBrokerError
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.sdk.remoting import _SendStream
 
 
 class FakeStub:

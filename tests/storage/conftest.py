@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from cluster.config import StoreConfig
-from cluster.message import Message
-from cluster.record import encode_host, encode_message
-from storage.message_store import MessageStore
+from rocketq.cluster.config import StoreConfig
+from rocketq.cluster.message import Message
+from rocketq.cluster.record import encode_host, encode_message
+from rocketq.storage.message_store import MessageStore
 
 BORN_HOST = encode_host("127.0.0.1:40000")
 

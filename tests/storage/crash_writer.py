@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
-from cluster.config import StoreConfig
-from cluster.message import Message
-from cluster.record import encode_host, encode_message
-from storage.message_store import MessageStore
-from storage.results import PutStatus
+from rocketq.cluster.config import StoreConfig
+from rocketq.cluster.message import Message
+from rocketq.cluster.record import encode_host, encode_message
+from rocketq.storage.message_store import MessageStore
+from rocketq.storage.results import PutStatus
 
 TOPICS: Final = ("CrashA", "CrashB")
 QUEUES: Final = 3

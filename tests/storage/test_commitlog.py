@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from cluster.errors import (
+from rocketq.cluster.errors import (
     MessageIllegalError,
     PropertiesSizeExceededError,
     ServiceNotAvailableError,
 )
-from cluster.message import Message
-from cluster.message_id import decode_offset_msg_id
-from cluster.record import (
+from rocketq.cluster.message import Message
+from rocketq.cluster.message_id import decode_offset_msg_id
+from rocketq.cluster.record import (
     BLANK_MAGIC_CODE,
     FIXED_SIZE,
     HEADER,
@@ -24,7 +24,7 @@ from cluster.record import (
     encode_properties,
     encode_record,
 )
-from storage.message_store import MessageStore
+from rocketq.storage.message_store import MessageStore
 from tests.storage.conftest import BORN_HOST, batch
 
 
@@ -214,7 +214,7 @@ async def test_writes_refused_when_not_writable(store_factory: Any) -> None:
 
 
 def test_wrong_segment_size_is_a_clear_error(tmp_path: Path) -> None:
-    from cluster.errors import StoreCorruptError
+    from rocketq.cluster.errors import StoreCorruptError
     from tests.storage.conftest import small_config
 
     d = tmp_path / "store" / "commitlog"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from storage.consume_queue import ConsumeQueue, CQEntry
+from rocketq.storage.consume_queue import ConsumeQueue, CQEntry
 
 UNITS = 4  # entries per file
 

@@ -23,11 +23,11 @@ from typing import Final
 
 import pytest
 
-from cluster.message import MessageExt
-from cluster.record import BLANK_MAGIC_CODE, POS_BODY, SIZE_MAGIC, decode_records
-from storage.mapped_file import offset_name
-from storage.message_store import MessageStore
-from storage.results import GetStatus, PutStatus
+from rocketq.cluster.message import MessageExt
+from rocketq.cluster.record import BLANK_MAGIC_CODE, POS_BODY, SIZE_MAGIC, decode_records
+from rocketq.storage.mapped_file import offset_name
+from rocketq.storage.message_store import MessageStore
+from rocketq.storage.results import GetStatus, PutStatus
 from tests.storage.crash_writer import (
     COMMIT_LOG_SIZE,
     QUEUES,

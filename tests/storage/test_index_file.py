@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster.errors import StoreCorruptError
-from storage.index_file import IndexFile, IndexService, index_file_size, key_hash, time_name
+from rocketq.cluster.errors import StoreCorruptError
+from rocketq.storage.index_file import IndexFile, IndexService, index_file_size, key_hash, time_name
 
 SLOTS = 8
 ENTRIES = 32

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from cluster.errors import ServiceNotAvailableError
-from cluster.record import decode_record, decode_records, tags_hash_code
-from storage.message_store import MessageStore
-from storage.results import GetStatus, PutStatus
+from rocketq.cluster.errors import ServiceNotAvailableError
+from rocketq.cluster.record import decode_record, decode_records, tags_hash_code
+from rocketq.storage.message_store import MessageStore
+from rocketq.storage.results import GetStatus, PutStatus
 from tests.storage.conftest import FakeClock, batch, small_config
 
 
@@ -101,8 +101,8 @@ async def test_lookup_by_offset_id_and_key(store_factory: Any, clock: FakeClock)
 
 
 async def test_unique_id_is_indexed(store_factory: Any) -> None:
-    from cluster.message import Message
-    from cluster.record import encode_message
+    from rocketq.cluster.message import Message
+    from rocketq.cluster.record import encode_message
     from tests.storage.conftest import BORN_HOST
 
     store: MessageStore = await store_factory()

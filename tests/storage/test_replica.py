@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from cluster.errors import StoreCorruptError
-from storage.message_store import MessageStore
+from rocketq.cluster.errors import StoreCorruptError
+from rocketq.storage.message_store import MessageStore
 from tests.storage.conftest import batch
 
 

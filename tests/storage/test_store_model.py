@@ -24,9 +24,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from cluster.record import decode_records
-from storage.message_store import MessageStore
-from storage.results import PutStatus
+from rocketq.cluster.record import decode_records
+from rocketq.storage.message_store import MessageStore
+from rocketq.storage.results import PutStatus
 from tests.storage.crash_writer import COMMIT_LOG_SIZE, QUEUES, TOPICS, encode_batch, store_config
 from tests.storage.test_crash import (
     QueueKey,

@@ -5,29 +5,29 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from bench.peers.systems.base import PeerSystem
+from rocketq.bench.peers.systems.base import PeerSystem
 
 
 def _rocketq() -> PeerSystem:
-    from bench.peers.systems.rocketq import RocketqSystem
+    from rocketq.bench.peers.systems.rocketq import RocketqSystem
 
     return RocketqSystem()
 
 
 def _redis() -> PeerSystem:
-    from bench.peers.systems.redis_streams import RedisSystem
+    from rocketq.bench.peers.systems.redis_streams import RedisSystem
 
     return RedisSystem()
 
 
 def _nats() -> PeerSystem:
-    from bench.peers.systems.nats_jetstream import NatsSystem
+    from rocketq.bench.peers.systems.nats_jetstream import NatsSystem
 
     return NatsSystem()
 
 
 def _rabbitmq() -> PeerSystem:
-    from bench.peers.systems.rabbitmq import RabbitmqSystem
+    from rocketq.bench.peers.systems.rabbitmq import RabbitmqSystem
 
     return RabbitmqSystem()
 

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.peers.install import Installer
-from bench.peers.processes import ProcessGroup
-from bench.peers.workload import Durability, Scenario
+from rocketq.bench.peers.install import Installer
+from rocketq.bench.peers.processes import ProcessGroup
+from rocketq.bench.peers.workload import Durability, Scenario
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from bench.peers.install import Installer, Requirement
-from bench.peers.processes import HOST, ProcessGroup, free_port, port_open, wait_until
-from bench.peers.systems.base import Consumer, Driver, PeerSystem, Producer, ServerInfo
-from bench.peers.workload import Durability
+from rocketq.bench.peers.install import Installer, Requirement
+from rocketq.bench.peers.processes import HOST, ProcessGroup, free_port, port_open, wait_until
+from rocketq.bench.peers.systems.base import Consumer, Driver, PeerSystem, Producer, ServerInfo
+from rocketq.bench.peers.workload import Durability
 
 FETCH_BATCH: Final = 256
 MAX_ACK_PENDING: Final = 65_536

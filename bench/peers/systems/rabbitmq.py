@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from bench.peers.install import Installer, Requirement
-from bench.peers.processes import HOST, ProcessGroup, free_port, port_open, wait_until
-from bench.peers.systems.amqp import AmqpChannel, AmqpConnection
-from bench.peers.systems.base import Consumer, Driver, PeerSystem, Producer, ServerInfo
-from bench.peers.workload import Durability, Scenario
+from rocketq.bench.peers.install import Installer, Requirement
+from rocketq.bench.peers.processes import HOST, ProcessGroup, free_port, port_open, wait_until
+from rocketq.bench.peers.systems.amqp import AmqpChannel, AmqpConnection
+from rocketq.bench.peers.systems.base import Consumer, Driver, PeerSystem, Producer, ServerInfo
+from rocketq.bench.peers.workload import Durability, Scenario
 
 SERVER: Final = "/usr/lib/rabbitmq/bin/rabbitmq-server"  # not the Debian wrapper (su)
 REQUIREMENT: Final = Requirement(SERVER, "rabbitmq-server", (("pika", "pika"),))

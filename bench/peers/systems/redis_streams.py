@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from bench.peers.install import Installer, Requirement
-from bench.peers.processes import HOST, ProcessGroup, free_port, port_open, wait_until
-from bench.peers.systems.base import Consumer, Driver, PeerSystem, Producer, ServerInfo
-from bench.peers.workload import Durability
+from rocketq.bench.peers.install import Installer, Requirement
+from rocketq.bench.peers.processes import HOST, ProcessGroup, free_port, port_open, wait_until
+from rocketq.bench.peers.systems.base import Consumer, Driver, PeerSystem, Producer, ServerInfo
+from rocketq.bench.peers.workload import Durability
 
 READ_COUNT: Final = 512
 POOL_SIZE: Final = 32

@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from bench.peers.install import Installer
-from bench.peers.processes import ProcessGroup
-from bench.peers.systems.base import Consumer, Driver, PeerSystem, Producer, ServerInfo
-from bench.peers.workload import Durability
+from rocketq.bench.peers.install import Installer
+from rocketq.bench.peers.processes import ProcessGroup
+from rocketq.bench.peers.systems.base import Consumer, Driver, PeerSystem, Producer, ServerInfo
+from rocketq.bench.peers.workload import Durability
 
 if TYPE_CHECKING:
-    from cluster.launcher import LocalCluster
+    from rocketq.cluster.launcher import LocalCluster
 
 QUEUES: Final = 8
 CONSUME_BATCH: Final = 32
@@ -38,7 +38,7 @@ class RocketqSystem(PeerSystem):
         return None  # this package
 
     def start(self, durability: Durability, workdir: Path, procs: ProcessGroup) -> ServerInfo:
-        from cluster.launcher import ClusterSpec, LocalCluster
+        from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 
         flush = _FLUSH[durability]
         spec = ClusterSpec(
@@ -80,7 +80,7 @@ class _SharedProducer(Producer):
         self._topic = topic
 
     async def send(self, bodies: Sequence[bytes]) -> None:
-        from cluster.message import Message
+        from rocketq.cluster.message import Message
 
         if len(bodies) == 1:
             result = await self._producer.send(Message(self._topic, bodies[0]))
@@ -117,13 +117,13 @@ class RocketqDriver(Driver):
         self._producer: Any = None
 
     async def prepare(self, stream: str) -> None:
-        from sdk.admin import Admin
+        from rocketq.sdk.admin import Admin
 
         async with Admin(self.namesrv) as admin:
             await admin.update_topic(stream, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
 
     async def producer(self, stream: str, *, acked: bool = False) -> Producer:
-        from sdk import Producer as SdkProducer
+        from rocketq import Producer as SdkProducer
 
         if self._producer is None:
             self._producer = SdkProducer(group="bench_peers_producer", namesrv=self.namesrv)
@@ -131,7 +131,7 @@ class RocketqDriver(Driver):
         return _SharedProducer(self._producer, stream)
 
     async def consumer(self, stream: str, group: str, *, latency: bool = False) -> Consumer:
-        from sdk import ConsumeFrom, ConsumeResult, MessageExt, PushConsumer
+        from rocketq import ConsumeFrom, ConsumeResult, MessageExt, PushConsumer
 
         inbox: asyncio.Queue[list[bytes]] = asyncio.Queue()
 

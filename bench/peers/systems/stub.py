@@ -10,10 +10,10 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.peers.install import Installer, SystemMissingError
-from bench.peers.processes import ProcessGroup
-from bench.peers.systems.base import Consumer, Driver, PeerSystem, Producer, ServerInfo
-from bench.peers.workload import Durability, Scenario
+from rocketq.bench.peers.install import Installer, SystemMissingError
+from rocketq.bench.peers.processes import ProcessGroup
+from rocketq.bench.peers.systems.base import Consumer, Driver, PeerSystem, Producer, ServerInfo
+from rocketq.bench.peers.workload import Durability, Scenario
 
 
 class FakeStream:

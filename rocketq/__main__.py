@@ -1,0 +1,8 @@
+"""``python -m rocketq``: the ``rocketq`` command line."""
+
+from __future__ import annotations
+
+from rocketq.cluster.cli import app
+
+if __name__ == "__main__":
+    app(prog_name="rocketq")

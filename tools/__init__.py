@@ -1,0 +1,1 @@
+"""Build helpers run by ``make``; not installed."""
