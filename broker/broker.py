@@ -27,12 +27,12 @@ from rocketq.broker.send_processor import SendProcessor
 from rocketq.broker.service import BrokerService
 from rocketq.broker.slave_sync import SlaveSynchronizer
 from rocketq.broker.subscription_group import SubscriptionGroupManager
-from rocketq.broker.timer import TIMER_TOPIC, TIMER_TOPIC_BYTES, TimerMessageStore
+from rocketq.broker.timer import TIMER_TOPIC_BYTES, TimerMessageStore
 from rocketq.broker.topic_config import TopicConfigManager
 from rocketq.broker.transaction import TransactionalMessageService
 from rocketq.cluster.aio import cancel_all
 from rocketq.cluster.config import StoreConfig
-from rocketq.cluster.message import SCHEDULE_TOPIC, TopicConfig
+from rocketq.cluster.message import SCHEDULE_TOPIC, TIMER_TOPIC, TopicConfig
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 from rocketq.replication.ha.master import HAMaster, SlaveConnection, listen_socket

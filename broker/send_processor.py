@@ -36,6 +36,7 @@ from rocketq.cluster.message import (
     PROPERTY_RETRY_TOPIC,
     dlq_topic,
     retry_topic,
+    send_forbidden_reason,
 )
 from rocketq.cluster.record import (
     decode_record,
@@ -117,10 +118,15 @@ class SendProcessor:
         *,
         default_topic: str = "",
         default_queue_nums: int = 0,
+        producer_group: str = "",
     ) -> AppendResult:
-        """Check and store a single record or a batch for one topic and queue (no wait)."""
+        """Check and store a single record or a batch a client sent for one topic and
+        queue (no wait)."""
         self._check_writable()
         self.flow.check()
+        forbidden = send_forbidden_reason(topic, producer_group)
+        if forbidden is not None:
+            raise NoPermissionError(f"sending to topic {topic} is forbidden: it is {forbidden}")
         if topic == AUTO_CREATE_TOPIC_KEY_TOPIC:
             raise MessageIllegalError(
                 f"the topic[{topic}] is conflict with AUTO_CREATE_TOPIC_KEY_TOPIC; "

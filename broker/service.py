@@ -142,6 +142,7 @@ class BrokerService(pb_grpc.BrokerServicer):
                 req.queue_id,
                 default_topic=req.default_topic,
                 default_queue_nums=req.default_topic_queue_nums,
+                producer_group=req.producer_group,
             )
         except Exception as exc:  # every failure becomes an answer, never a broken call
             return exc

@@ -34,6 +34,7 @@ from rocketq.cluster.message import (
     PROPERTY_REAL_TOPIC,
     PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_WAIT_STORE_MSG_OK,
+    TIMER_TOPIC,
 )
 from rocketq.cluster.record import (
     decode_record,
@@ -46,7 +47,6 @@ from rocketq.storage.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
-TIMER_TOPIC = "rmq_sys_wheel_timer"
 TIMER_TOPIC_BYTES = TIMER_TOPIC.encode()
 UNIT = struct.Struct(">qqiI")  # deliver ms, CommitLog offset, size, magic
 UNIT_MAGIC = 0x54494D52  # "TIMR"

@@ -19,6 +19,9 @@ DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
 TRANS_HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC: Final = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TIME_TOPIC: Final = "TRANS_CHECK_MAX_TIME_TOPIC"
+TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
+TRACE_TOPIC: Final = "RMQ_SYS_TRACE_TOPIC"
+TRACE_PRODUCER_GROUP: Final = "_INNER_TRACE_PRODUCER"
 DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
 MASTER_ID: Final = 0
 
@@ -106,6 +109,40 @@ def retry_topic(group: str) -> str:
 
 def dlq_topic(group: str) -> str:
     return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+# Topics only the broker writes, and why a client may not (RocketMQ's
+# TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET, plus the timer topic and the groups' retry and
+# dead-letter topics). The trace topic takes sends from trace writers only.
+_NOT_ALLOWED_SEND: Final = {
+    SCHEDULE_TOPIC: "the broker's delay topic; set delay_level on the message instead",
+    TRANS_HALF_TOPIC: "the broker's transaction topic; send with a TransactionProducer",
+    TRANS_OP_HALF_TOPIC: "the broker's transaction topic; send with a TransactionProducer",
+    TRANS_CHECK_MAX_TIME_TOPIC: (
+        "where the broker keeps transactions it stopped checking; send with a TransactionProducer"
+    ),
+    TIMER_TOPIC: "the broker's timer topic; set deliver_at on the message instead",
+}
+
+
+def send_forbidden_reason(topic: str, producer_group: str) -> str | None:
+    """Why a client may not send to ``topic``, or None when it may."""
+    reason = _NOT_ALLOWED_SEND.get(topic)
+    if reason is not None:
+        return reason
+    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return (
+            "a consumer group's retry topic; a consumer retries a message by returning "
+            "RECONSUME_LATER"
+        )
+    if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+        return (
+            "a consumer group's dead-letter topic; the broker moves a message there after "
+            "max_reconsume_times failed deliveries"
+        )
+    if topic == TRACE_TOPIC and producer_group != TRACE_PRODUCER_GROUP:
+        return "the message trace topic; producers and consumers with enable_trace=True write it"
+    return None
 
 
 def is_system_topic(topic: str) -> bool:

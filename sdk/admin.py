@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from rocketq.cluster.errors import QueryNotFoundError, RocketqError, TopicNotExistError
-from rocketq.cluster.message import MASTER_ID, PERM_READ, PERM_WRITE, MessageExt
+from rocketq.cluster.message import MASTER_ID, PERM_READ, PERM_WRITE, TRACE_TOPIC, MessageExt
 from rocketq.cluster.message_id import decode_offset_msg_id
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.record import decode_records
 from rocketq.sdk.client import ClientInstance
 from rocketq.sdk.remoting import check
-from rocketq.sdk.trace import TRACE_TOPIC, TraceEvent, parse_events
+from rocketq.sdk.trace import TraceEvent, parse_events
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,16 +19,18 @@ from typing import Any
 from rocketq.cluster.errors import (
     ClientStateError,
     MessageIllegalError,
+    NoPermissionError,
     RocketqError,
     RocketqSystemError,
     TopicNotExistError,
 )
 from rocketq.cluster.message import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
-    RETRY_GROUP_TOPIC_PREFIX,
+    TRACE_PRODUCER_GROUP,
     Message,
     MessageQueue,
     SysFlag,
+    send_forbidden_reason,
 )
 from rocketq.cluster.message_id import UniqIdGenerator, encode_offset_msg_id
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
@@ -44,7 +46,7 @@ from rocketq.cluster.record import (
 from rocketq.sdk.client import ClientInstance, local_ip, publish_queues
 from rocketq.sdk.fault_tolerance import MQFaultStrategy, TopicPublishInfo
 from rocketq.sdk.remoting import check
-from rocketq.sdk.trace import TRACE_PRODUCER_GROUP, TraceDispatcher, publish_event
+from rocketq.sdk.trace import TraceDispatcher, publish_event
 
 log = logging.getLogger(__name__)
 
@@ -236,6 +238,9 @@ class Producer:
             raise MessageIllegalError("nothing to send: the batch is empty")
         topic = msgs[0].topic
         topic_raw = check_topic(topic)
+        forbidden = send_forbidden_reason(topic, self.group)
+        if forbidden is not None:
+            raise NoPermissionError(f"sending to topic {topic} is forbidden: it is {forbidden}")
         topic_part = bytes((len(topic_raw),)) + topic_raw
         born_ip, born_port = self._born_host[:4], int.from_bytes(self._born_host[4:8], "big")
         max_size = self.config.max_message_size
@@ -379,10 +384,6 @@ class Producer:
                 raise MessageIllegalError(
                     "batch messages cannot be delayed (TimeDelayLevel is not supported for "
                     "batching); send delayed messages one by one"
-                )
-            if m.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                raise MessageIllegalError(
-                    f"batches cannot go to a retry topic ({m.topic}); send them one by one"
                 )
         sending = self._send(self._encode(msgs), None, None, None, queue, timeout)
         return await (sending if self.tracer is None else self._traced(msgs, sending))

@@ -28,6 +28,7 @@ from rocketq.cluster.message import (
     MASTER_ID,
     PROPERTY_RETRY_TOPIC,
     RETRY_GROUP_TOPIC_PREFIX,
+    TRACE_PRODUCER_GROUP,
     MessageExt,
     MessageQueue,
     SysFlag,
@@ -43,7 +44,7 @@ from rocketq.sdk.process_queue import ProcessQueue
 from rocketq.sdk.producer import Producer
 from rocketq.sdk.rebalance import STRATEGIES
 from rocketq.sdk.remoting import check
-from rocketq.sdk.trace import TRACE_PRODUCER_GROUP, TraceDispatcher, consume_event
+from rocketq.sdk.trace import TraceDispatcher, consume_event
 
 log = logging.getLogger(__name__)
 

@@ -20,12 +20,10 @@ from typing import Protocol
 
 from rocketq.cluster.aio import wait_event
 from rocketq.cluster.errors import RocketqError
-from rocketq.cluster.message import Message, MessageExt
+from rocketq.cluster.message import TRACE_TOPIC, Message, MessageExt
 
 log = logging.getLogger(__name__)
 
-TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
-TRACE_PRODUCER_GROUP = "_INNER_TRACE_PRODUCER"
 MAX_PENDING = 20_000
 MAX_BATCH = 100  # events per trace message
 FLUSH_INTERVAL = 0.1  # s

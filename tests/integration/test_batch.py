@@ -8,7 +8,7 @@ import os
 import pytest
 
 from rocketq import Message, Producer, split_batches
-from rocketq.cluster.errors import MessageIllegalError
+from rocketq.cluster.errors import MessageIllegalError, NoPermissionError
 from rocketq.cluster.launcher import LocalCluster
 from rocketq.sdk.admin import Admin
 
@@ -24,7 +24,7 @@ async def test_split_batches_all_arrive(cluster: LocalCluster) -> None:
         for batch in batches:
             result = await producer.send_batch(batch)
             assert result.ok and len(result.msg_ids) == len(batch)
-        with pytest.raises(MessageIllegalError, match="retry topic"):
+        with pytest.raises(NoPermissionError, match="retry topic"):
             await producer.send_batch([Message("%RETRY%g", b"a"), Message("%RETRY%g", b"b")])
         with pytest.raises(MessageIllegalError, match="one topic"):
             await producer.send_batch([Message("Bulk", b"a"), Message("Other", b"b")])
