@@ -1,7 +1,7 @@
 """``rocketq bench store``: the message store alone against plain ``os.write`` on the same disk.
 
 The store run appends ``messages`` records of ``size`` body bytes in batches of ``batch``
-through :class:`storage.message_store.MessageStore` (``await store.put``), with the store's
+through :class:`rocketq.storage.message_store.MessageStore` (``await store.put``), with the store's
 dispatch task (ConsumeQueue and index entries), flush threads and cleaner running as they
 do in a broker. The raw run then writes the very same bytes in the same batch sizes with
 ``os.write`` to one file in the same directory (same file system), from one writer:

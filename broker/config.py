@@ -1,6 +1,6 @@
 """The broker's config: RocketMQ's broker.conf names in snake_case with its defaults.
 
-A broker.toml holds these keys and the store's (``cluster.config.StoreConfig``) side by
+A broker.toml holds these keys and the store's (``rocketq.cluster.config.StoreConfig``) side by
 side; :func:`load_broker_config` reads both from one file, the environment and flags.
 """
 

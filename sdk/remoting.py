@@ -4,7 +4,7 @@ connection per broker with a pipelined send stream.
 Sends to a broker share one bidirectional stream: each request carries an id, and the
 requests waiting when the stream is free go out together in one message, so many sends in
 flight cost few gRPC messages. Every non-zero status becomes the error class of its code
-(``cluster.errors``); a broken connection is ``ConnectBrokerError`` and a missed deadline
+(``rocketq.cluster.errors``); a broken connection is ``ConnectBrokerError`` and a missed deadline
 ``RequestTimeoutError``, both retriable.
 """
 

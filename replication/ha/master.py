@@ -1,6 +1,6 @@
 """The master's side of classic HA (RocketMQ's HAService, HAConnection, GroupTransferService).
 
-The master listens on its HA port (plain TCP, frames in :mod:`replication.ha.wire`). Each
+The master listens on its HA port (plain TCP, frames in :mod:`rocketq.replication.ha.wire`). Each
 slave that connects says where its CommitLog ends; the master streams the CommitLog from
 there as byte ranges (at most ``transfer_batch`` bytes each, at most ``window`` bytes sent
 and not yet acknowledged), and the slave reports its new end after each range it stored.

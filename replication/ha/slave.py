@@ -1,7 +1,7 @@
 """The slave's side of classic HA (RocketMQ's HAClient).
 
 The slave connects to its master's HA port (plain TCP, frames in
-:mod:`replication.ha.wire`), says who it is and where its CommitLog ends, and appends what
+:mod:`rocketq.replication.ha.wire`), says who it is and where its CommitLog ends, and appends what
 the master streams from there, byte for byte, reporting its new end after every range and
 at least every ``report_interval``. When the master says the slave is ahead of it, the
 slave cuts its CommitLog back (and logs it). A broken connection is opened again after a

@@ -1,11 +1,11 @@
 """A Raft member on the network: the :class:`RaftNode` state machine, a ticker, and one
-outgoing TCP connection per peer. Messages are one-way frames (:mod:`replication.raft.wire`);
-everything queued for a peer in one event-loop turn leaves in one write. A lost connection
-loses the messages in it, which Raft tolerates (they are sent again on the next heartbeat
-or retry); a leader whose connection to us breaks is reported to the node (it is likely
-gone, so an election need not wait for missed heartbeats). A gRPC stream per peer cost the
-leader a quarter and each follower a third of its CPU in stream writes, hence plain TCP, as
-for classic HA.
+outgoing TCP connection per peer. Messages are one-way frames
+(:mod:`rocketq.replication.raft.wire`); everything queued for a peer in one event-loop turn
+leaves in one write. A lost connection loses the messages in it, which Raft tolerates (they
+are sent again on the next heartbeat or retry); a leader whose connection to us breaks is
+reported to the node (it is likely gone, so an election need not wait for missed
+heartbeats). A gRPC stream per peer cost the leader a quarter and each follower a third of
+its CPU in stream writes, hence plain TCP, as for classic HA.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ one per entry (DLedger's unit size): the entry's term, its CommitLog position an
 a magic number; entry ``i`` is unit ``i - 1``, so a term or position is one read away. A
 torn last unit (a crash mid-write) is cut off when the index is opened.
 ``CommitLogRaftLog`` puts the two together behind the ``RaftLog`` protocol of
-:mod:`replication.raft.node`: an entry's data is the CommitLog byte range it covers.
+:mod:`rocketq.replication.raft.node`: an entry's data is the CommitLog byte range it covers.
 """
 
 from __future__ import annotations
