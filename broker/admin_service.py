@@ -218,7 +218,8 @@ class BrokerAdminService(pb_grpc.BrokerAdminServicer):
         if b.ha_master is not None:
             table["haSlaves"] = str(len(b.ha_master.slaves))
             table["haSlaveAckOffset"] = str(b.ha_master.best_ack)
-            table["haLagBytes"] = str(b.ha_master.lag_bytes())
+            if b.ha_master.slaves:  # no slave, no lag: lag_bytes() would give the whole log
+                table["haLagBytes"] = str(b.ha_master.lag_bytes())
         if b.raft is not None:
             table.update(b.raft.runtime_info())
         if b.ha_slave is not None:

@@ -13,12 +13,15 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from rocketq.cluster import cluster_list as listing
 from rocketq.cluster.aio import wait_event
 
 T = TypeVar("T")
 
 admin_app = typer.Typer(
-    help="Administer topics, groups, offsets and messages.", no_args_is_help=True
+    help="Administer topics, groups, offsets and messages.",
+    no_args_is_help=True,
+    rich_markup_mode="markdown",
 )
 
 Namesrv = Annotated[
@@ -165,53 +168,10 @@ def _time(ms: int) -> str:
 
 @admin_app.command("cluster-list")
 def cluster_list(namesrv: Namesrv = DEFAULT_NAMESRV, as_json: JsonOut = False) -> None:
-    """Brokers of every cluster with role, address and CommitLog offsets (Raft members
-    also with their member id, term, leader and committed offset)."""
+    """Brokers of every cluster with role, address, CommitLog offsets and replication lag
+    (Raft members also with their member id, term, leader and committed offset)."""
     brokers = run(lambda: _with_admin(namesrv, lambda a: a.cluster_list()))
-    rows = [
-        [
-            b.cluster,
-            b.broker_name,
-            b.broker_id,
-            b.addr,
-            b.runtime.get("brokerRole", "?"),
-            _raft_state(b.runtime),
-            b.runtime.get("commitLogMaxOffset", "?"),
-            b.runtime.get("raftCommittedOffset", "-"),
-            b.runtime.get("haLagBytes", "-"),
-            b.runtime.get("dispatchBehindBytes", "?"),
-            b.runtime.get("error", ""),
-        ]
-        for b in brokers
-    ]
-    emit(
-        rows,
-        [
-            "cluster",
-            "broker",
-            "id",
-            "address",
-            "role",
-            "raft",
-            "max_offset",
-            "committed",
-            "replication_lag",
-            "dispatch_behind",
-            "error",
-        ],
-        as_json,
-    )
-
-
-def _raft_state(runtime: dict[str, str]) -> str:
-    """``n1 LEADER t3`` / ``n0 FOLLOWER t3 ->n1``; "-" for a broker without Raft."""
-    if "raftSelfId" not in runtime:
-        return "-"
-    text = f"{runtime['raftSelfId']} {runtime.get('raftRole', '?')} t{runtime.get('raftTerm', '?')}"
-    leader = runtime.get("raftLeader", "")
-    if leader and leader != runtime["raftSelfId"]:
-        text += f" ->{leader}"
-    return text
+    emit(listing.rows(brokers), listing.HEADER, as_json)
 
 
 @admin_app.command("transfer-leader")
@@ -432,7 +392,7 @@ def _print_messages(msgs: list[Any], as_json: bool, namesrv: str | None = None) 
             ("msg id", m.msg_id),
             ("offset msg id", m.offset_msg_id),
             ("topic / queue / offset", f"{m.topic} / {m.queue_id} / {m.queue_offset}"),
-            ("tags / keys", f"{m.tags} / {' '.join(m.keys)}"),
+            ("tags / keys", f"{m.tags or '-'} / {' '.join(m.keys) or '-'}"),
             ("store host / time", f"{m.store_host} / {_time(m.store_timestamp)}"),
             ("born host / time", f"{m.born_host} / {_time(m.born_timestamp)}"),
             ("reconsume times", str(m.reconsume_times)),

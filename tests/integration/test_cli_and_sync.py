@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from typer.testing import CliRunner
 
 from rocketq.cluster.cli import app
 from rocketq.cluster.launcher import LocalCluster
+from rocketq.sdk.admin import Admin
 
 runner = CliRunner()
 
@@ -21,14 +23,23 @@ def cli(*args: str) -> str:
     return result.output
 
 
+def wait_for_topic(ns: str, topic: str) -> None:
+    for _ in range(50):  # the broker registers the new topic at once; give it a moment
+        if topic in cli("admin", "topic-list", "-n", ns):
+            return
+        time.sleep(0.05)
+
+
+async def broker_runtime(ns: str) -> list[dict[str, str]]:
+    async with Admin(ns) as admin:
+        return [b.runtime for b in await admin.cluster_list()]
+
+
 def test_admin_verbs_send_and_consume(cluster: LocalCluster) -> None:
     ns = cluster.namesrv_addr
     out = cli("admin", "update-topic", "-n", ns, "-t", "CliTopic", "-r", "2", "-w", "2")
     assert "CliTopic" in out and cluster.brokers[0].addr in out
-    for _ in range(50):  # the broker registers the new topic at once; give it a moment
-        if "CliTopic" in cli("admin", "topic-list", "-n", ns):
-            break
-        time.sleep(0.05)
+    wait_for_topic(ns, "CliTopic")
     route = json.loads(cli("admin", "topic-route", "-n", ns, "-t", "CliTopic", "--json"))
     assert route[0]["broker"] == "broker-a" and route[0]["write_queues"] == 2
     sent = cli(
@@ -88,6 +99,32 @@ def test_admin_verbs_send_and_consume(cluster: LocalCluster) -> None:
     assert rewound[0]["consumed_by"][0]["state"] == "NOT_ONLINE"  # offset 0, nobody online
     clusters = json.loads(cli("admin", "cluster-list", "-n", ns, "--json"))
     assert clusters[0]["role"] == "ASYNC_MASTER"
+    # A master without a slave lags nobody: not its whole CommitLog as a "lag".
+    assert int(clusters[0]["max_offset"]) > 0 and clusters[0]["replication_lag"] == "no slave"
+    header, _, master = cli("admin", "cluster-list", "-n", ns).splitlines()
+    assert master.find("no slave") == header.find("replication_lag") > 0
+    runtime = asyncio.run(broker_runtime(ns))[0]  # the broker reports no lag either
+    assert runtime["haSlaves"] == "0" and "haLagBytes" not in runtime
+
+
+def test_consume_prints_absent_tags_and_keys_as_dashes(cluster: LocalCluster) -> None:
+    ns = cluster.namesrv_addr
+    cli("admin", "update-topic", "-n", ns, "-t", "PlainTopic", "-r", "1", "-w", "1")
+    wait_for_topic(ns, "PlainTopic")
+    cli("send", "-n", ns, "-t", "PlainTopic", "-b", "bare")
+    cli("send", "-n", ns, "-t", "PlainTopic", "-b", "tagged", "--tags", "TagA")
+    cli("send", "-n", ns, "-t", "PlainTopic", "-b", "keyed", "--keys", "k1 k2")
+    shown = cli(
+        "consume", "-n", ns, "-t", "PlainTopic", "-g", "plain-group", "--from-first",
+        "-c", "3", "--timeout", "20",
+    )  # fmt: skip
+    shown_tags = [
+        line.removeprefix("tags / keys").strip()
+        for line in shown.splitlines()
+        if line.startswith("tags / keys")
+    ]
+    assert sorted(shown_tags) == ["- / -", "- / k1 k2", "TagA / -"], shown
+    assert "None" not in shown
 
 
 def test_admin_errors_are_clear_and_exit_non_zero(cluster: LocalCluster) -> None:

@@ -1,0 +1,400 @@
+"""``rocketq bench``: the store alone, rocketq end to end, replication, failover and peer
+brokers. Each command imports its benchmark inside its body."""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from rocketq.cluster.cli_options import MasterRole, Replication, fail
+
+bench_app = typer.Typer(
+    help="Benchmarks that print TPS, RT and p50/p99/p999 like RocketMQ's, or JSON.",
+    no_args_is_help=True,
+    rich_markup_mode="markdown",
+)
+
+
+class Flush(enum.StrEnum):
+    ASYNC = "async"
+    SYNC = "sync"
+
+
+@bench_app.command("store")
+def bench_store(
+    size: Annotated[int, typer.Option(min=1, help="Message body size in bytes.")] = 1024,
+    messages: Annotated[int, typer.Option(min=1, help="Messages to append in all.")] = 200_000,
+    batch: Annotated[int, typer.Option(min=1, help="Messages per put (one batch).")] = 32,
+    flush: Annotated[
+        Flush,
+        typer.Option(
+            case_sensitive=False,
+            help="async: ASYNC_FLUSH, raw baseline without fsync; sync: SYNC_FLUSH group "
+            "commit, raw baseline with one os.fsync per batch.",
+        ),
+    ] = Flush.ASYNC,
+    writers: Annotated[
+        int | None,
+        typer.Option(min=1, help="Concurrent writers (default: 1 for async, 32 for sync)."),
+    ] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Also print one JSON object on the last line.")
+    ] = False,
+    directory: Annotated[
+        Path | None,
+        typer.Option(
+            "--dir",
+            file_okay=False,
+            help="Base directory; the run uses a new temporary directory inside it, and the "
+            "raw baseline writes there too (same file system). Default: ./data/bench-store.",
+        ),
+    ] = None,
+    keep: Annotated[
+        bool, typer.Option("--keep", help="Keep the run's store files instead of removing them.")
+    ] = False,
+    segment_size: Annotated[
+        int, typer.Option(min=4096, help="CommitLog segment size in bytes.")
+    ] = 1 << 30,
+) -> None:
+    """Append messages through the message store, then write the same bytes with os.write.
+
+    TPS counts until every message is appended and dispatched; the ratio is store / raw MB/s.
+    """
+    from rocketq.bench.store_bench import (
+        BenchOptionError,
+        FlushMode,
+        StoreBenchOptions,
+        run_store_bench,
+    )
+    from rocketq.cluster.errors import RocketqError
+
+    mode: FlushMode = "sync" if flush is Flush.SYNC else "async"
+    try:
+        options = StoreBenchOptions(
+            size=size,
+            messages=messages,
+            batch=batch,
+            flush=mode,
+            writers=writers,
+            directory=str(directory) if directory is not None else None,
+            keep=keep,
+            segment_size=segment_size,
+        )
+    except BenchOptionError as exc:
+        raise typer.BadParameter(str(exc), param_hint=f"'{exc.flag}'") from None
+    try:
+        result = run_store_bench(options)
+    except (RocketqError, OSError) as exc:  # StoreBenchError, a full disk, a bad --dir
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    for line in result.lines():
+        typer.echo(line)
+    if json_out:
+        typer.echo(result.json())
+
+
+# -- client benchmarks (bench/client_bench.py) -----------------------------------------------
+
+
+def _bench_target(
+    namesrv: str | None,
+    embedded: bool,
+    data_dir: Path | None,
+    replication: str = "none",
+    role: str = "ASYNC_MASTER",
+) -> Any:
+    from rocketq.bench.client_bench import target_cluster
+
+    return target_cluster(
+        namesrv,
+        embedded,
+        str(data_dir) if data_dir else None,
+        typer.echo,
+        replication=replication,
+        role=role,
+    )
+
+
+@bench_app.command("produce")
+def bench_produce(
+    namesrv: Annotated[str | None, typer.Option("--namesrv", "-n", envvar="NAMESRV_ADDR")] = None,
+    embedded: Annotated[bool, typer.Option(help="Start a local cluster for the run.")] = False,
+    data_dir: Annotated[Path | None, typer.Option(help="Where --embedded keeps its data.")] = None,
+    topic: Annotated[str, typer.Option("--topic", "-t")] = "BenchmarkTest",
+    size: Annotated[int, typer.Option("--size", "-s", min=1)] = 1024,
+    concurrency: Annotated[
+        int, typer.Option("--threads", "-c", min=1, help="Sends in flight.")
+    ] = 1,
+    batch: Annotated[int, typer.Option("--batch", "-b", min=1, max=1024)] = 1,
+    duration: Annotated[float, typer.Option("--duration", "-d", min=0.1)] = 10.0,
+    messages: Annotated[int, typer.Option(min=0, help="Stop after N messages (0: duration).")] = 0,
+    queues: Annotated[int, typer.Option(min=1)] = 8,
+    replication: Annotated[
+        Replication, typer.Option(help="--embedded: each broker group with a slave (ha).")
+    ] = Replication.NONE,
+    role: Annotated[
+        MasterRole, typer.Option(help="--embedded: the masters' broker_role.")
+    ] = MasterRole.ASYNC_MASTER,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Send messages as fast as the given concurrency allows; TPS, RT, p50/p99/p999."""
+    from rocketq.bench.client_bench import json_line, produce, run
+    from rocketq.cluster.errors import RocketqError
+
+    try:
+        with _bench_target(namesrv, embedded, data_dir, replication.value, role.value) as ns:
+            result = run(
+                lambda: produce(
+                    ns,
+                    topic=topic,
+                    size=size,
+                    concurrency=concurrency,
+                    batch=batch,
+                    duration=duration,
+                    messages=messages,
+                    queues=queues,
+                    echo=typer.echo,
+                )
+            )
+    except (RocketqError, OSError) as exc:
+        raise fail(str(exc)) from None
+    if json_out:
+        typer.echo(json_line(result))
+
+
+@bench_app.command("replication")
+def bench_replication(
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Where the clusters keep their data.")
+    ] = None,
+    size: Annotated[int, typer.Option("--size", "-s", min=1)] = 1024,
+    concurrency: Annotated[
+        int, typer.Option("--threads", "-c", min=1, help="Sends in flight.")
+    ] = 32,
+    batch: Annotated[int, typer.Option("--batch", "-b", min=1, max=1024)] = 1,
+    duration: Annotated[float, typer.Option("--duration", "-d", min=0.1)] = 10.0,
+    modes: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated clusters to run after the lone broker: async_master, "
+            "sync_master (master + slave), raft (a three-member Raft group)."
+        ),
+    ] = "async_master,sync_master,raft",
+    rounds: Annotated[int, typer.Option(min=1, help="Run the whole sequence this many times.")] = 1,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """One run, clusters one after the other: a lone broker, an ASYNC_MASTER with a slave,
+    a SYNC_MASTER with a slave and a three-member Raft group; each one's TPS as a ratio to
+    the lone broker's (the median over --rounds)."""
+    from rocketq.bench.client_bench import json_line
+    from rocketq.bench.replication_bench import replication_bench
+    from rocketq.cluster.errors import RocketqError
+
+    chosen = [m.strip() for m in modes.split(",") if m.strip()]
+    try:
+        summary = replication_bench(
+            modes=chosen,
+            rounds=rounds,
+            size=size,
+            concurrency=concurrency,
+            batch=batch,
+            duration=duration,
+            data_dir=str(data_dir) if data_dir else None,
+            echo=typer.echo,
+        )
+    except ValueError as exc:
+        raise fail(f"--modes: {exc}") from None
+    except (RocketqError, OSError) as exc:
+        raise fail(str(exc)) from None
+    if json_out:
+        typer.echo(json_line(summary))
+
+
+@bench_app.command("failover")
+def bench_failover(
+    kills: Annotated[int, typer.Option(min=1, help="Leader kills in the run.")] = 10,
+    concurrency: Annotated[
+        int, typer.Option("--threads", "-c", min=1, help="Sends in flight.")
+    ] = 8,
+    size: Annotated[int, typer.Option("--size", "-s", min=1)] = 1024,
+    data_dir: Annotated[Path | None, typer.Option(help="Where the cluster keeps its data.")] = None,
+    settings: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="KEY=VALUE for every broker (e.g. Raft timers)."),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """SIGKILL a Raft group's leader under load, again and again: the time from each kill
+    to the first SEND_OK on the new leader, with its median and max."""
+    from rocketq.bench.client_bench import json_line, run
+    from rocketq.bench.failover_bench import FailoverBenchError, failover
+    from rocketq.cluster.errors import RocketqError
+
+    extra = {}
+    for item in settings or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise fail(f"--set takes KEY=VALUE, got {item!r}")
+        extra[key.strip()] = value.strip()
+    try:
+        result = run(
+            lambda: failover(
+                kills=kills,
+                concurrency=concurrency,
+                size=size,
+                data_dir=str(data_dir) if data_dir else None,
+                settings=extra,
+                echo=typer.echo,
+            )
+        )
+    except (RocketqError, OSError, FailoverBenchError) as exc:
+        raise fail(str(exc)) from None
+    typer.echo(
+        f"failover over {kills} kills: median {result['median_ms']} ms, max "
+        f"{result['max_ms']} ms; {result['send_ok']:,} sends OK, {result['send_failed']:,} failed"
+    )
+    if json_out:
+        typer.echo(json_line(result))
+
+
+@bench_app.command("consume")
+def bench_consume(
+    namesrv: Annotated[str | None, typer.Option("--namesrv", "-n", envvar="NAMESRV_ADDR")] = None,
+    embedded: Annotated[bool, typer.Option(help="Start a local cluster for the run.")] = False,
+    data_dir: Annotated[Path | None, typer.Option(help="Where --embedded keeps its data.")] = None,
+    topic: Annotated[str, typer.Option("--topic", "-t")] = "BenchmarkTest",
+    group: Annotated[str, typer.Option("--group", "-g")] = "benchmark_consumer",
+    size: Annotated[int, typer.Option("--size", "-s", min=1)] = 1024,
+    backlog: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Write N messages first, then consume "
+            "them all (a new group starts at the oldest).",
+        ),
+    ] = 0,
+    duration: Annotated[float, typer.Option("--duration", "-d", min=0.1)] = 60.0,
+    queues: Annotated[int, typer.Option(min=1)] = 8,
+    consume_batch: Annotated[
+        int, typer.Option(min=1, max=1024, help="consume_message_batch_max_size")
+    ] = 1,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Consume as fast as possible (a backlog, or what arrives); consume TPS."""
+    from rocketq.bench.client_bench import consume, json_line, run
+    from rocketq.cluster.errors import RocketqError
+
+    try:
+        with _bench_target(namesrv, embedded, data_dir) as ns:
+            result = run(
+                lambda: consume(
+                    ns,
+                    topic=topic,
+                    group=group,
+                    size=size,
+                    backlog=backlog,
+                    duration=duration,
+                    queues=queues,
+                    consume_batch=consume_batch,
+                    echo=typer.echo,
+                )
+            )
+    except (RocketqError, OSError) as exc:
+        raise fail(str(exc)) from None
+    if json_out:
+        typer.echo(json_line(result))
+
+
+class PeerDurability(enum.StrEnum):
+    PAGE_CACHE = "page-cache"
+    FSYNC = "fsync"
+
+
+@bench_app.command("peers")
+def bench_peers(
+    install: Annotated[
+        bool,
+        typer.Option(
+            help="Install what is missing: redis-server, rabbitmq-server, nats-server with "
+            "apt-get and the Python clients (rocketq[bench]) with pip."
+        ),
+    ] = False,
+    durability: Annotated[
+        PeerDurability,
+        typer.Option(help="page-cache (acknowledged once written) or fsync (once on disk)."),
+    ] = PeerDurability.PAGE_CACHE,
+    duration: Annotated[
+        float, typer.Option("--duration", "-d", min=0.1, help="Seconds per timed scenario.")
+    ] = 10.0,
+    systems: Annotated[
+        str, typer.Option(help="Comma-separated, in run order.")
+    ] = "rocketq,redis,nats,rabbitmq",
+    scenarios: Annotated[
+        str, typer.Option(help="Comma-separated: produce, consume, e2e, sync_send.")
+    ] = "produce,consume,e2e,sync_send",
+    producers: Annotated[int, typer.Option(min=1)] = 4,
+    consumers: Annotated[int, typer.Option(min=1)] = 1,
+    size: Annotated[int, typer.Option("--size", "-s", min=8)] = 1024,
+    batch: Annotated[
+        int, typer.Option("--batch", "-b", min=1, max=1024, help="Messages per send call.")
+    ] = 32,
+    messages: Annotated[
+        int, typer.Option(min=0, help="produce: stop after N messages (0: duration).")
+    ] = 0,
+    backlog: Annotated[int, typer.Option(min=1, help="consume: backlog to drain.")] = 200_000,
+    rate: Annotated[int, typer.Option(min=1, help="e2e: messages/s in all.")] = 5_000,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Where the servers' temp dirs go (default: /tmp).")
+    ] = None,
+    chart: Annotated[
+        Path | None,
+        typer.Option(help="PNG bar chart (needs rocketq[chart]). Default: no chart."),
+    ] = None,
+    markdown: Annotated[Path | None, typer.Option(help="Also write the tables here.")] = None,
+    profile: Annotated[
+        Path | None,
+        typer.Option(help="py-spy profiles (raw) of rocketq's broker and client per scenario."),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """rocketq side by side with Redis Streams, NATS JetStream and RabbitMQ on this
+    machine: the same workload for each, a table, and rocketq's ratio to the best peer."""
+    from rocketq.bench.peers.chart import ChartUnavailableError, write_chart
+    from rocketq.bench.peers.runner import PeerRunOptions, run_peers
+    from rocketq.bench.peers.systems import make_systems
+    from rocketq.bench.peers.workload import Durability, Scenario, Workload, WorkloadError
+
+    try:
+        workload = Workload(
+            durability=Durability(durability.value),
+            scenarios=tuple(Scenario(s.strip()) for s in scenarios.split(",") if s.strip()),
+            producers=producers,
+            consumers=consumers,
+            size=size,
+            batch=batch,
+            duration=duration,
+            messages=messages,
+            backlog=backlog,
+            e2e_rate=rate,
+        )
+        chosen = make_systems([s.strip() for s in systems.split(",") if s.strip()])
+    except (WorkloadError, ValueError) as exc:
+        raise fail(str(exc), 2) from None
+    typer.echo(f"workload: {workload.describe()}")
+    options = PeerRunOptions(workload, install=install, workdir=data_dir, profile_dir=profile)
+    report = run_peers(options, chosen, typer.echo)
+    table = report.markdown()
+    typer.echo("")
+    typer.echo(table)
+    if markdown is not None:
+        markdown.write_text(table + "\n")
+    if chart is not None:
+        try:
+            typer.echo(f"chart: {write_chart(report, chart)}")
+        except ChartUnavailableError as exc:
+            typer.echo(f"no chart: {exc}", err=True)
+    if json_out:
+        typer.echo(report.json_line())

@@ -1,0 +1,64 @@
+"""The table of ``rocketq admin cluster-list``: one row per broker, read from the runtime
+info it reports (``GetBrokerRuntimeInfo``), for people and, with ``--json``, for tools."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from rocketq.sdk.admin import BrokerInfo
+
+HEADER: Final = (
+    "cluster",
+    "broker",
+    "id",
+    "address",
+    "role",
+    "raft",
+    "max_offset",
+    "committed",
+    "replication_lag",
+    "dispatch_behind",
+    "error",
+)
+NO_SLAVE: Final = "no slave"
+
+
+def rows(brokers: Sequence[BrokerInfo]) -> list[list[object]]:
+    """One row per broker, in :data:`HEADER`'s order."""
+    return [
+        [
+            b.cluster,
+            b.broker_name,
+            b.broker_id,
+            b.addr,
+            b.runtime.get("brokerRole", "?"),
+            raft_state(b.runtime),
+            b.runtime.get("commitLogMaxOffset", "?"),
+            b.runtime.get("raftCommittedOffset", "-"),
+            replication_lag(b.runtime),
+            b.runtime.get("dispatchBehindBytes", "?"),
+            b.runtime.get("error", ""),
+        ]
+        for b in brokers
+    ]
+
+
+def replication_lag(runtime: dict[str, str]) -> str:
+    """Bytes a master's best slave is behind it (a slave: behind its master); "no slave" for
+    a master that has none connected now; "-" where the classic HA does not run (Raft)."""
+    if runtime.get("haSlaves") == "0":  # first: older brokers sent their whole CommitLog
+        return NO_SLAVE
+    return runtime.get("haLagBytes", "-")
+
+
+def raft_state(runtime: dict[str, str]) -> str:
+    """``n1 LEADER t3`` / ``n0 FOLLOWER t3 ->n1``; "-" for a broker without Raft."""
+    if "raftSelfId" not in runtime:
+        return "-"
+    text = f"{runtime['raftSelfId']} {runtime.get('raftRole', '?')} t{runtime.get('raftTerm', '?')}"
+    leader = runtime.get("raftLeader", "")
+    if leader and leader != runtime["raftSelfId"]:
+        text += f" ->{leader}"
+    return text
