@@ -96,6 +96,57 @@ def bench_store(
         typer.echo(result.json())
 
 
+# -- many topics (bench/topics_bench.py) ---------------------------------------------------
+
+
+@bench_app.command("topics")
+def bench_topics(
+    topics: Annotated[
+        str, typer.Option("--topics", help="Topic counts, ascending, as a comma list.")
+    ] = "1,100,1000,10000",
+    queues: Annotated[int, typer.Option(min=1, max=1024, help="Queues per topic.")] = 4,
+    concurrency: Annotated[
+        int, typer.Option("--threads", "-c", min=1, help="Sends in flight.")
+    ] = 32,
+    duration: Annotated[
+        float, typer.Option("--duration", "-d", min=0.1, help="Seconds of sending per count.")
+    ] = 10.0,
+    size: Annotated[int, typer.Option("--size", "-s", min=1)] = 1024,
+    data_dir: Annotated[Path | None, typer.Option(help="Where the broker keeps its data.")] = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """One broker as its topics grow: for each count the topics are auto-created one by one,
+    then single sends go round-robin over all of them. Prints msgs/s and the ratio to one
+    topic, the time to create the topics, the broker's registration size with the
+    nameservers and its resident memory."""
+    from rocketq.bench.topics_bench import (
+        TopicsBenchError,
+        json_report,
+        parse_counts,
+        run_topics_bench,
+    )
+    from rocketq.cluster.errors import RocketqError
+
+    try:
+        counts = parse_counts(topics)
+    except TopicsBenchError as exc:
+        raise typer.BadParameter(str(exc), param_hint=f"'{exc.flag}'") from None
+    try:
+        result = run_topics_bench(
+            counts,
+            queues=queues,
+            concurrency=concurrency,
+            duration=duration,
+            size=size,
+            data_dir=str(data_dir) if data_dir else None,
+            echo=typer.echo,
+        )
+    except (RocketqError, OSError, RuntimeError) as exc:
+        raise fail(str(exc)) from None
+    if json_out:
+        typer.echo(json_report(result))
+
+
 # -- client benchmarks (bench/client_bench.py) -----------------------------------------------
 
 

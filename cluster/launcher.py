@@ -41,7 +41,6 @@ CLUSTER_FILE: Final = "cluster.json"
 PORT_RETRY_SECONDS: Final = 5.0
 _AVAILABLE_REPLICATION: Final = ("none", "ha", "raft")
 RAFT_MEMBERS: Final = 3  # processes per broker group with replication "raft"
-_PROJECT_ROOT: Final = Path(__file__).resolve().parent.parent
 
 
 class LauncherError(RocketqError):
@@ -378,9 +377,8 @@ class LocalCluster:
     def _spawn(self, node: Node) -> tuple[subprocess.Popen[bytes], int]:
         """Start the node's process; the offset where this run's log begins."""
         node.home.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ)
-        path = env.get("PYTHONPATH")
-        env["PYTHONPATH"] = f"{_PROJECT_ROOT}{os.pathsep}{path}" if path else str(_PROJECT_ROOT)
+        # The node runs this interpreter, so it imports the same rocketq (installed, or
+        # the editable install of a checkout), whatever its working directory.
         with node.out.open("wb") as out, node.log.open("ab") as err:
             offset = err.tell()
             proc = subprocess.Popen(
@@ -389,7 +387,6 @@ class LocalCluster:
                 stdout=out,
                 stderr=err,
                 cwd=node.home,
-                env=env,
                 start_new_session=True,
             )
         return proc, offset

@@ -3,6 +3,7 @@ virtual environment of its own."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -28,10 +29,13 @@ class Installed:
 
     def run(self, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         """The environment's Python, isolated: no working directory or PYTHONPATH on the
-        path, so only what the wheel installed (and its dependencies) can be imported."""
+        path, so only what the wheel installed (and its dependencies) can be imported. The
+        processes it starts inherit no PYTHONPATH either."""
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         return subprocess.run(
             [str(self.python), "-I", *args],
             cwd=cwd,
+            env=env,
             capture_output=True,
             text=True,
             timeout=120,

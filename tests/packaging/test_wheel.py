@@ -95,3 +95,31 @@ def test_python_m_rocketq_runs_the_cli(installed: Installed, tmp_path: Path) -> 
     script = installed.python.parent / "rocketq"
     assert script.exists()
     assert "rocketq.cluster.cli" in script.read_text()
+
+
+def test_the_installed_wheel_runs_a_local_cluster(installed: Installed, tmp_path: Path) -> None:
+    """`rocketq cluster up` from the wheel: its nodes run the environment's interpreter and
+    import the installed package, not a source tree."""
+    data = tmp_path / "cluster"
+    up = installed.run("-m", "rocketq", "cluster", "up", "--data-dir", str(data), cwd=tmp_path)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        doc = json.loads((data / "cluster.json").read_text())
+        pids = [node["pid"] for node in doc["nameservers"] + doc["brokers"]]
+        assert pids
+        for pid in pids:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            assert cmdline[0].decode() == str(installed.python), cmdline
+            assert b"rocketq.cluster.cli" in cmdline
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            assert not any(e.startswith(b"PYTHONPATH=") for e in env), env
+        status = installed.run(
+            "-m", "rocketq", "cluster", "status", "--data-dir", str(data), cwd=tmp_path
+        )
+        assert status.returncode == 0, status.stderr
+        assert "broker-a" in status.stdout
+    finally:
+        down = installed.run(
+            "-m", "rocketq", "cluster", "down", "--data-dir", str(data), cwd=tmp_path
+        )
+        assert down.returncode == 0, down.stdout + down.stderr

@@ -1,0 +1,296 @@
+"""``rocketq bench topics``: what a broker's throughput, topic creation, registration and
+memory cost as its topics grow from one to thousands (RocketMQ's promise over Kafka:
+"hundreds to thousands of topics with small throughput drop", every topic sharing one
+CommitLog).
+
+One run, one ASYNC_FLUSH broker and one nameserver started for it. For each topic count,
+in increasing order, the topics the count adds are auto-created one by one (one producer
+send each, as a new user's first sends create them), then single sends with ``concurrency``
+in flight go round-robin over all topics for ``duration`` seconds. Each count reports
+msgs/s and its ratio to one topic, the time it took to create that many topics one by one
+(summed over the counts so far), the failed sends by error, the size of the broker's
+registration with the nameservers, and the broker's resident memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rocketq.bench.report import json_line, rate
+
+TOPIC_PREFIX = "BenchTopic-"
+MAX_TOPICS = 100_000
+
+
+class TopicsBenchError(ValueError):
+    """A flag of ``rocketq bench topics`` is out of range; ``flag`` names it."""
+
+    def __init__(self, flag: str, message: str) -> None:
+        super().__init__(message)
+        self.flag = flag
+
+
+def parse_counts(text: str) -> list[int]:
+    """``"1,100,1000"`` -> [1, 100, 1000]: distinct, ascending, 1..MAX_TOPICS."""
+    try:
+        counts = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise TopicsBenchError(
+            "--topics", f"{text!r} is not a comma list of topic counts such as 1,100,1000"
+        ) from None
+    if not counts:
+        raise TopicsBenchError("--topics", "give at least one topic count, e.g. 1,100,1000")
+    if counts[0] < 1 or counts[-1] > MAX_TOPICS:
+        raise TopicsBenchError(
+            "--topics", f"topic counts must be between 1 and {MAX_TOPICS:,}, got {text!r}"
+        )
+    return counts
+
+
+@dataclass
+class StepResult:
+    topics: int
+    msgs: int = 0
+    elapsed_s: float = 0.0
+    failed: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    created: int = 0
+    create_s: float = 0.0
+    create_total_s: float = 0.0
+    register_full_bytes: int = -1
+    register_last_bytes: int = -1
+    broker_rss_mb: float = -1.0
+    ratio: float = 0.0
+
+    @property
+    def msgs_per_s(self) -> float:
+        return rate(self.msgs, self.elapsed_s)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topics": self.topics,
+            "msgs": self.msgs,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "msgs_per_s": round(self.msgs_per_s, 1),
+            "ratio_to_one_topic": round(self.ratio, 3),
+            "failed": self.failed,
+            "errors": self.errors,
+            "created": self.created,
+            "create_s": round(self.create_s, 3),
+            "create_total_s": round(self.create_total_s, 3),
+            "register_full_bytes": self.register_full_bytes,
+            "register_last_bytes": self.register_last_bytes,
+            "broker_rss_mb": round(self.broker_rss_mb, 1),
+        }
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process in MiB (VmRSS), -1 when it cannot be read."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return -1.0
+
+
+def topic_name(index: int) -> str:
+    return f"{TOPIC_PREFIX}{index:05d}"
+
+
+async def _create(producer: Any, start: int, end: int, body: bytes) -> None:
+    """Auto-create topics ``start``..``end - 1`` one by one: one send each."""
+    from rocketq import Message
+
+    for i in range(start, end):
+        result = await producer.send(Message(topic_name(i), body))
+        if not result.ok:
+            raise RuntimeError(f"creating {topic_name(i)}: send answered {result.status.name}")
+
+
+async def _load(
+    producer: Any, topics: int, concurrency: int, duration: float, body: bytes, step: StepResult
+) -> None:
+    """Single sends, ``concurrency`` in flight, round-robin over the topics."""
+    from rocketq import Message
+
+    names = [topic_name(i) for i in range(topics)]
+    errors: collections.Counter[str] = collections.Counter()
+    turn = 0
+    stop_at = time.monotonic() + duration
+
+    async def worker() -> None:
+        nonlocal turn
+        while time.monotonic() < stop_at:
+            topic = names[turn % topics]
+            turn += 1
+            try:
+                result = await producer.send(Message(topic, body))
+            except Exception as exc:
+                step.failed += 1
+                errors[type(exc).__name__] += 1
+                continue
+            if result.ok:
+                step.msgs += 1
+            else:
+                step.failed += 1
+                errors[result.status.name] += 1
+
+    start = time.monotonic()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    step.elapsed_s = time.monotonic() - start
+    step.errors = dict(errors)
+
+
+async def _registration(namesrv: str) -> tuple[int, int]:
+    """The broker's last full registration body and last registration request, in bytes."""
+    from rocketq.sdk.admin import Admin
+
+    async with Admin(namesrv) as admin:
+        brokers = await admin.cluster_list()
+    runtime = brokers[0].runtime if brokers else {}
+    return (
+        int(runtime.get("registerFullBytes", -1)),
+        int(runtime.get("registerLastBytes", -1)),
+    )
+
+
+async def _run_steps(
+    namesrv: str,
+    broker_pid: int,
+    counts: Sequence[int],
+    *,
+    queues: int,
+    concurrency: int,
+    duration: float,
+    size: int,
+    echo: Callable[[str], None],
+) -> list[StepResult]:
+    from rocketq import Producer
+
+    body = b"x" * size
+    steps: list[StepResult] = []
+    created = 0
+    create_total = 0.0
+    async with Producer(
+        group="benchmark_topics", namesrv=namesrv, default_topic_queue_nums=queues
+    ) as producer:
+        for count in counts:
+            step = StepResult(count)
+            t0 = time.monotonic()
+            await _create(producer, created, count, body)
+            step.create_s = time.monotonic() - t0
+            step.created = count - created
+            create_total += step.create_s
+            step.create_total_s = create_total
+            created = count
+            echo(
+                f"[Topics {count:,}] created {step.created:,} topics one by one in "
+                f"{step.create_s:.2f} s ({create_total:.2f} s for all {count:,}); sending for "
+                f"{duration:g} s"
+            )
+            await _load(producer, count, concurrency, duration, body, step)
+            step.register_full_bytes, step.register_last_bytes = await _registration(namesrv)
+            step.broker_rss_mb = rss_mb(broker_pid)
+            steps.append(step)
+            base = steps[0].msgs_per_s if steps[0].topics == 1 else 0.0
+            step.ratio = step.msgs_per_s / base if base else 0.0
+            echo(
+                f"[Topics {count:,}] {step.msgs_per_s:,.0f} msgs/s"
+                + (f" ({step.ratio:.2f} of one topic)" if base else "")
+                + f", failed {step.failed:,}{_errors_text(step.errors)}, registration "
+                f"{step.register_full_bytes:,} bytes full / {step.register_last_bytes:,} last, "
+                f"broker RSS {step.broker_rss_mb:,.0f} MiB"
+            )
+    return steps
+
+
+def _errors_text(errors: dict[str, int]) -> str:
+    return " (" + ", ".join(f"{k} {v:,}" for k, v in errors.items()) + ")" if errors else ""
+
+
+def table(steps: Sequence[StepResult]) -> list[str]:
+    head = (
+        f"{'topics':>7} {'msgs/s':>9} {'of 1 topic':>10} {'failed':>7} {'create s':>9} "
+        f"{'create all s':>12} {'register B':>11} {'RSS MiB':>8}"
+    )
+    lines = [head]
+    for s in steps:
+        ratio = f"{s.ratio:.2f}" if s.ratio else "-"
+        lines.append(
+            f"{s.topics:>7,} {s.msgs_per_s:>9,.0f} {ratio:>10} {s.failed:>7,} "
+            f"{s.create_s:>9.2f} {s.create_total_s:>12.2f} {s.register_full_bytes:>11,} "
+            f"{s.broker_rss_mb:>8,.0f}"
+        )
+    return lines
+
+
+def run_topics_bench(
+    counts: Sequence[int],
+    *,
+    queues: int = 4,
+    concurrency: int = 32,
+    duration: float = 10.0,
+    size: int = 1024,
+    data_dir: str | None = None,
+    echo: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Start one nameserver and one ASYNC_FLUSH broker, run every step, stop them."""
+    from rocketq.cluster.launcher import ClusterSpec, LocalCluster
+
+    if concurrency < 1:
+        raise TopicsBenchError("-c", "at least one send in flight")
+    if duration <= 0:
+        raise TopicsBenchError("--duration", "the duration must be > 0 seconds")
+    if not 1 <= queues <= 1024:
+        raise TopicsBenchError("--queues", "queues per topic must be 1-1024")
+    base = Path(data_dir or "data")
+    base.mkdir(parents=True, exist_ok=True)
+    settings = {
+        "flush_disk_type": "ASYNC_FLUSH",
+        "auto_create_topic_enable": "true",
+        "default_topic_queue_nums": str(queues),
+    }
+    with tempfile.TemporaryDirectory(prefix="bench-topics-", dir=base) as tmp:
+        spec = ClusterSpec(data_dir=Path(tmp), broker_settings=settings)
+        with LocalCluster(spec) as cluster:
+            broker = cluster.brokers[0]
+            echo(
+                f"one broker ({broker.addr}, pid {broker.pid}) and a nameserver "
+                f"({cluster.namesrv_addr}); {queues} queues per topic, {concurrency} single "
+                f"{size}-byte sends in flight"
+            )
+            steps = asyncio.run(
+                _run_steps(
+                    cluster.namesrv_addr,
+                    broker.pid,
+                    counts,
+                    queues=queues,
+                    concurrency=concurrency,
+                    duration=duration,
+                    size=size,
+                    echo=echo,
+                )
+            )
+    for line in table(steps):
+        echo(line)
+    return {
+        "bench": "topics",
+        "queues": queues,
+        "concurrency": concurrency,
+        "duration_s": duration,
+        "size": size,
+        "steps": [s.to_dict() for s in steps],
+    }
+
+
+def json_report(result: dict[str, Any]) -> str:
+    return json_line(result)

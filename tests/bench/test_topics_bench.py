@@ -1,0 +1,47 @@
+"""``rocketq bench topics``: flags checked before anything starts, and a short run end to
+end on real processes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rocketq.bench.topics_bench import TopicsBenchError, parse_counts, run_topics_bench
+from rocketq.cluster.cli import app
+
+
+def test_counts_are_parsed_sorted_and_checked() -> None:
+    assert parse_counts("1000,1,100,100") == [1, 100, 1000]
+    for bad in ("", "a,b", "0,10", "1,1000000"):
+        with pytest.raises(TopicsBenchError) as info:
+            parse_counts(bad)
+        assert info.value.flag == "--topics"
+
+
+def test_bad_flags_fail_before_anything_starts(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["bench", "topics", "--topics", "x", "--data-dir", str(tmp_path)]
+    )
+    assert result.exit_code == 2 and "comma list" in result.output
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_short_run_reports_every_count(tmp_path: Path) -> None:
+    lines: list[str] = []
+    result = run_topics_bench(
+        [1, 6], queues=2, concurrency=4, duration=0.5, data_dir=str(tmp_path), echo=lines.append
+    )
+    steps = result["steps"]
+    assert [s["topics"] for s in steps] == [1, 6]
+    assert [s["created"] for s in steps] == [1, 5]
+    for step in steps:
+        assert step["msgs"] > 0 and step["failed"] == 0, step
+        assert step["broker_rss_mb"] > 0
+        assert step["create_total_s"] >= step["create_s"] > 0
+    assert steps[0]["ratio_to_one_topic"] == 1.0
+    assert any(line.lstrip().startswith("6 ") for line in lines)  # the table's last row
+    json.dumps(result)  # one JSON line
+    assert not any(p.name.startswith("bench-topics-") for p in tmp_path.iterdir())
