@@ -213,8 +213,10 @@ class BrokerAdminService(pb_grpc.BrokerAdminServicer):
             "pullsHeld": str(b.holds.held_count),
             "pullsFound": str(b.pull.found),
             "topics": str(len(b.topics.topics)),
+            "topicCount": str(len(b.topics.topics)),
             "consumerGroups": str(len(b.consumers.groups)),
         }
+        table.update(b.registration.runtime_info())
         if b.ha_master is not None:
             table["haSlaves"] = str(len(b.ha_master.slaves))
             table["haSlaveAckOffset"] = str(b.ha_master.best_ack)

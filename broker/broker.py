@@ -21,7 +21,7 @@ from rocketq.broker.long_polling import PullRequestHoldService
 from rocketq.broker.pull_processor import PullProcessor
 from rocketq.broker.raft_member import RaftMember, slave_id_of
 from rocketq.broker.rebalance_lock import RebalanceLockManager
-from rocketq.broker.registration import NameServerRegistration, topic_datas
+from rocketq.broker.registration import NameServerRegistration
 from rocketq.broker.schedule import SCHEDULE_TOPIC_BYTES, ScheduleMessageService
 from rocketq.broker.send_processor import SendProcessor
 from rocketq.broker.service import BrokerService
@@ -136,6 +136,7 @@ class Broker:
         self.registration = NameServerRegistration(
             config.namesrv_addrs,
             identity=self._identity,
+            topics=self.topics,
             period_ms=config.register_name_server_period,
         )
         self.topics.on_change = self.registration.register_now
@@ -177,6 +178,7 @@ class Broker:
             task.add_done_callback(self._side_tasks.discard)
 
     def _identity(self) -> pb.RegisterBrokerRequest:
+        """Who this broker is now; registration adds the topics (full, delta or none)."""
         c = self.config
         return pb.RegisterBrokerRequest(
             cluster_name=c.broker_cluster_name,
@@ -184,8 +186,6 @@ class Broker:
             broker_id=c.broker_id,
             broker_addr=c.broker_addr,
             ha_server_addr=c.ha_server_addr,
-            topics=topic_datas(self.topics.registrable()),
-            data_version=self.topics.data_version,
             max_phy_offset=self.store.max_phy_offset,
         )
 
@@ -265,5 +265,6 @@ class Broker:
         await self.transactions.stop()
         await self.timer.stop()
         await asyncio.to_thread(self.offsets.persist)
+        await self.topics.close()
         await self.store.shutdown()
         log.info("broker %s stopped", c.broker_name)

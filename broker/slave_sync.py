@@ -129,13 +129,13 @@ class SlaveSynchronizer:
         topics: dict[str, Any] = json.loads(data.topic_configs)
         version = int(topics.get("dataVersion", 0))
         if version != b.topics.data_version:
-            b.topics.topics = {
-                name: TopicConfig(**fields)
-                for name, fields in topics.get("topicConfigTable", {}).items()
-            }
-            b.topics.data_version = version
-            b.topics.persist()
-            b.topics.on_change()
+            b.topics.replace_all(
+                {
+                    name: TopicConfig(**fields)
+                    for name, fields in topics.get("topicConfigTable", {}).items()
+                },
+                version,
+            )
         groups: dict[str, Any] = json.loads(data.subscription_groups)
         b.groups.groups = {
             name: SubscriptionGroupConfig(**fields)

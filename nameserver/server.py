@@ -8,25 +8,44 @@ import itertools
 import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import TypedDict
 
 import grpc
 
 from rocketq.cluster.errors import RocketqError, TopicNotExistError
-from rocketq.cluster.message import TopicConfig
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 from rocketq.nameserver.config import NameServerConfig
 from rocketq.nameserver.kv_config import KVConfigManager
+from rocketq.nameserver.register_body import RegisterBodyError, full_table, topic_configs
 from rocketq.nameserver.route_info import RouteInfoManager
 
 log = logging.getLogger(__name__)
 
 OK = pb.Status(code=0)
+# A full registration of a broker with very many topics is one large message.
+SERVER_OPTIONS = [
+    ("grpc.so_reuseport", 0),
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+]
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 
 
 def error_status(exc: RocketqError) -> pb.Status:
     return pb.Status(code=exc.code, message=str(exc))
+
+
+class _Registrant(TypedDict):
+    """What every kind of registration says of the broker (RouteInfoManager's arguments)."""
+
+    cluster: str
+    broker_addr: str
+    broker_name: str
+    broker_id: int
+    ha_server_addr: str
+    data_version: int
+    channel: int | None
+    max_phy_offset: int
 
 
 class NameServerService(pb_grpc.NameServerServicer):
@@ -82,30 +101,45 @@ class NameServerService(pb_grpc.NameServerServicer):
             return pb.RegisterBrokerResult(
                 status=pb.Status(code=13, message="broker_name and broker_addr are required")
             )
-        topics = [
-            TopicConfig(
-                t.topic_name,
-                t.read_queue_nums,
-                t.write_queue_nums,
-                t.perm,
-                t.topic_sys_flag,
-                t.order,
+        who: _Registrant = {
+            "cluster": r.cluster_name,
+            "broker_addr": r.broker_addr,
+            "broker_name": r.broker_name,
+            "broker_id": r.broker_id,
+            "ha_server_addr": r.ha_server_addr,
+            "data_version": r.data_version,
+            "channel": channel,
+            "max_phy_offset": r.max_phy_offset,
+        }
+        if r.kind == pb.REGISTER_DELTA:
+            result = self.routes.apply_delta(
+                base_version=r.base_version,
+                put=topic_configs(r.topics),
+                deleted=list(r.deleted_topics),
+                **who,
             )
-            for t in r.topics
-        ]
-        result = self.routes.register_broker(
-            cluster=r.cluster_name,
-            broker_addr=r.broker_addr,
-            broker_name=r.broker_name,
-            broker_id=r.broker_id,
-            ha_server_addr=r.ha_server_addr,
-            topics=topics,
-            data_version=r.data_version,
-            channel=channel,
-            max_phy_offset=r.max_phy_offset,
-        )
+        elif r.kind == pb.REGISTER_HEARTBEAT:
+            result = self.routes.heartbeat(**who)
+        else:
+            try:
+                topics = full_table(r)
+            except RegisterBodyError as exc:
+                log.warning(
+                    "refused the full registration of broker %s at %s: %s",
+                    r.broker_name,
+                    r.broker_addr,
+                    exc,
+                )
+                return pb.RegisterBrokerResult(
+                    status=pb.Status(code=13, message=f"broker {r.broker_name}: {exc}")
+                )
+            result = self.routes.register_broker(topics=topics, **who)
         return pb.RegisterBrokerResult(
-            status=OK, master_addr=result.master_addr, ha_server_addr=result.ha_server_addr
+            status=OK,
+            master_addr=result.master_addr,
+            ha_server_addr=result.ha_server_addr,
+            need_full=result.need_full,
+            data_version=result.data_version,
         )
 
     async def UnregisterBroker(
@@ -220,7 +254,7 @@ class NameServer:
 
     async def start(self) -> None:
         self.kv.load()
-        self.server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        self.server = grpc.aio.server(options=SERVER_OPTIONS)
         pb_grpc.add_NameServerServicer_to_server(self.service, self.server)  # type: ignore[no-untyped-call]
         addr = f"{self.config.bind_address}:{self.config.listen_port}"
         try:

@@ -409,3 +409,228 @@ def test_delete_topic_in_one_cluster_keeps_the_other_clusters_queues(
 def test_delete_unknown_topic_returns_false(routes: RouteInfoManager) -> None:
     assert not routes.delete_topic("NOPE")
     assert not routes.delete_topic("NOPE", "C1")
+
+
+# ---------------------------------------------------------------- deltas and heartbeats
+
+
+def delta(
+    routes: RouteInfoManager,
+    name: str,
+    addr: str,
+    *,
+    base: int,
+    version: int,
+    put: list[TopicConfig] | None = None,
+    deleted: list[str] | None = None,
+    broker_id: int = 0,
+    cluster: str = "DefaultCluster",
+    channel: int | None = 1,
+) -> RegisterResult:
+    return routes.apply_delta(
+        cluster=cluster,
+        broker_addr=addr,
+        broker_name=name,
+        broker_id=broker_id,
+        ha_server_addr="",
+        base_version=base,
+        data_version=version,
+        put=put or [],
+        deleted=deleted or [],
+        channel=channel,
+    )
+
+
+def heartbeat(
+    routes: RouteInfoManager,
+    name: str,
+    addr: str,
+    *,
+    version: int,
+    broker_id: int = 0,
+    cluster: str = "DefaultCluster",
+    channel: int | None = 1,
+) -> RegisterResult:
+    return routes.heartbeat(
+        cluster=cluster,
+        broker_addr=addr,
+        broker_name=name,
+        broker_id=broker_id,
+        ha_server_addr="",
+        data_version=version,
+        channel=channel,
+    )
+
+
+def test_delta_puts_and_deletes_only_what_changed(routes: RouteInfoManager) -> None:
+    register(routes, "broker-a", "a:1", topic_list=topics("T", "U", "GONE"), data_version=3)
+    register(routes, "broker-b", "b:1", topic_list=topics("GONE"), channel=2)
+
+    result = delta(
+        routes,
+        "broker-a",
+        "a:1",
+        base=3,
+        version=5,
+        put=[*topics("NEW"), *topics("T", queues=16)],
+        deleted=["GONE", "NEVER_HAD"],
+    )
+
+    assert not result.need_full and result.data_version == 5
+    assert routes.topics() == ["GONE", "NEW", "T", "U"]
+    assert routes.topic_queue_table["T"]["broker-a"].write_queue_nums == 16
+    assert served_by(routes, "GONE") == {"broker-b"}
+    assert routes.broker_live_table["a:1"].data_version == 5
+    assert routes.held_table("a:1") == {t.topic_name: t for t in [
+        *topics("NEW"), *topics("T", queues=16), *topics("U")
+    ]}  # fmt: skip
+
+
+def test_delta_or_heartbeat_of_an_unknown_broker_asks_for_the_full_table(
+    routes: RouteInfoManager,
+) -> None:
+    result = delta(routes, "broker-a", "a:1", base=0, version=1, put=topics("T"))
+
+    assert result.need_full and result.data_version == -1
+    assert heartbeat(routes, "broker-a", "a:1", version=1).need_full
+    # Nothing of it was applied: no broker, no route.
+    assert routes.broker_addr_table == {} and routes.broker_live_table == {}
+    assert routes.topics() == []
+
+
+def test_delta_from_another_version_asks_for_the_full_table(
+    routes: RouteInfoManager, clock: FakeClock
+) -> None:
+    register(routes, "broker-a", "a:1", topic_list=topics("T"), data_version=4)
+    clock.advance(10)
+
+    result = delta(routes, "broker-a", "a:1", base=5, version=6, put=topics("LOST"))
+
+    assert result.need_full and result.data_version == 4
+    assert routes.topics() == ["T"]
+    assert heartbeat(routes, "broker-a", "a:1", version=6).need_full
+    # Not a sign of life: only what applies refreshes the broker.
+    assert routes.broker_live_table["a:1"].last_update_timestamp == clock.now - 10
+
+    full = register(routes, "broker-a", "a:1", topic_list=topics("T", "LOST"), data_version=6)
+
+    assert not full.need_full and routes.topics() == ["LOST", "T"]
+    assert not heartbeat(routes, "broker-a", "a:1", version=6).need_full
+
+
+def test_unregistered_or_expired_broker_needs_the_full_table_again(
+    routes: RouteInfoManager, clock: FakeClock
+) -> None:
+    register(routes, "broker-a", "a:1", topic_list=topics("T"), data_version=2)
+    routes.unregister_broker(
+        cluster="DefaultCluster", broker_addr="a:1", broker_name="broker-a", broker_id=0
+    )
+    assert heartbeat(routes, "broker-a", "a:1", version=2).need_full
+
+    register(routes, "broker-a", "a:1", topic_list=topics("T"), data_version=2)
+    clock.advance(121)
+    routes.scan_not_active_brokers(EXPIRY_MS)
+    assert delta(routes, "broker-a", "a:1", base=2, version=3).need_full
+
+
+def test_another_name_or_cluster_on_the_address_needs_the_full_table(
+    routes: RouteInfoManager,
+) -> None:
+    register(routes, "broker-a", "a:1", topic_list=topics("T"), data_version=2)
+
+    assert heartbeat(routes, "broker-z", "a:1", version=2).need_full
+    assert heartbeat(routes, "broker-a", "a:1", version=2, cluster="Other").need_full
+    assert served_by(routes, "T") == {"broker-a"}
+
+
+def test_heartbeat_refreshes_liveness_without_touching_topics(
+    routes: RouteInfoManager, clock: FakeClock
+) -> None:
+    register(routes, "broker-a", "a:1", topic_list=topics("T"), data_version=2)
+    clock.advance(100)
+
+    result = heartbeat(routes, "broker-a", "a:1", version=2)
+
+    assert not result.need_full and not result.first
+    assert routes.broker_live_table["a:1"].last_update_timestamp == clock.now
+    clock.advance(100)  # 100 s after the heartbeat, 200 s after the registration
+    assert routes.scan_not_active_brokers(EXPIRY_MS) == []
+    assert served_by(routes, "T") == {"broker-a"}
+
+
+def test_slave_deltas_keep_its_table_but_make_no_queue_data(routes: RouteInfoManager) -> None:
+    register(routes, "broker-a", "a:1", topic_list=topics("T"), data_version=1)
+    register(routes, "broker-a", "a:2", broker_id=1, topic_list=topics("T"), channel=2)
+
+    result = delta(
+        routes, "broker-a", "a:2", base=1, version=2, put=topics("S"), broker_id=1, channel=2
+    )
+
+    assert not result.need_full and result.master_addr == "a:1"
+    assert routes.topics() == ["T"]
+    held = routes.held_table("a:2")
+    assert held is not None and set(held) == {"S", "T"}
+
+
+def test_slave_promoted_by_heartbeat_makes_queue_data_from_its_held_table(
+    routes: RouteInfoManager,
+) -> None:
+    """A Raft leader registers as master id 0 with a heartbeat: no table is resent."""
+    register(routes, "broker-a", "a:1", topic_list=topics("T", "OLD_ONLY"), data_version=1)
+    register(
+        routes,
+        "broker-a",
+        "a:2",
+        broker_id=2,
+        topic_list=topics("T", "S"),
+        data_version=7,
+        channel=2,
+    )
+    routes.on_channel_destroy(1)  # the old leader dies
+    assert served_by(routes, "OLD_ONLY") == {"broker-a"}  # the group lives on in its slave
+
+    result = heartbeat(routes, "broker-a", "a:2", version=7, broker_id=0, channel=2)
+
+    assert not result.need_full
+    assert routes.broker_addr_table["broker-a"].broker_addrs == {0: "a:2"}
+    assert routes.topics() == ["S", "T"]
+
+
+def test_new_master_address_by_delta_replaces_the_queue_data(routes: RouteInfoManager) -> None:
+    register(routes, "broker-a", "a:1", topic_list=topics("T", "A1_ONLY"), channel=1)
+    register(routes, "broker-a", "a:2", broker_id=1, topic_list=topics("T"), channel=2)
+
+    delta(routes, "broker-a", "a:2", base=1, version=2, put=topics("A2"), channel=2)
+
+    assert routes.broker_addr_table["broker-a"].broker_addrs == {0: "a:2"}
+    assert routes.topics() == ["A2", "T"]
+    assert "a:1" not in routes.broker_live_table
+
+
+class NoScan(dict[str, dict[str, QueueData]]):
+    """The topic table, refusing to be walked: what may not happen per registration."""
+
+    def _refuse(self, *args: object) -> None:
+        raise AssertionError("the whole topic table was scanned")
+
+    __iter__ = keys = values = items = _refuse  # type: ignore[assignment]
+
+
+def test_registration_never_walks_the_whole_topic_table(routes: RouteInfoManager) -> None:
+    register(routes, "broker-big", "big:1", topic_list=topics(*(f"B{i}" for i in range(5000))))
+    register(routes, "broker-a", "a:1", topic_list=topics("T", "U"), data_version=1, channel=2)
+    routes.topic_queue_table = NoScan(routes.topic_queue_table)
+
+    delta(routes, "broker-a", "a:1", base=1, version=2, put=topics("V"), deleted=["T"], channel=2)
+    heartbeat(routes, "broker-a", "a:1", version=2, channel=2)
+    register(routes, "broker-a", "a:1", topic_list=topics("U", "W"), data_version=3, channel=2)
+    register(routes, "broker-c", "c:1", topic_list=topics("C"), channel=3)
+    routes.delete_topic("C", "DefaultCluster")
+    routes.unregister_broker(
+        cluster="DefaultCluster", broker_addr="a:1", broker_name="broker-a", broker_id=0
+    )
+    routes.on_channel_destroy(3)
+
+    table = dict(dict.items(routes.topic_queue_table))
+    assert len(table) == 5000
+    assert all(set(queues) == {"broker-big"} for queues in table.values())

@@ -15,6 +15,7 @@ import signal
 import sys
 import textwrap
 import time
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final
@@ -327,6 +328,69 @@ async def test_delete_topic_in_namesrv(stub: pb_grpc.NameServerStub) -> None:
     await stub.DeleteTopicInNamesrv(pb.DeleteTopicRequest(topic="T"))
     assert await route_code(stub, "T") == TOPIC_NOT_EXIST
     assert list((await stub.GetAllTopicList(pb.Empty())).topics) == ["U"]
+
+
+def compressed(req: pb.RegisterBrokerRequest) -> pb.RegisterBrokerRequest:
+    """The same full registration with its table as a zlib body, as brokers send it."""
+    out = pb.RegisterBrokerRequest()
+    out.CopyFrom(req)
+    del out.topics[:]
+    out.topic_body = zlib.compress(pb.TopicConfigList(topics=req.topics).SerializeToString())
+    out.body_crc32 = zlib.crc32(out.topic_body)
+    return out
+
+
+async def test_full_registration_with_a_compressed_body(stub: pb_grpc.NameServerStub) -> None:
+    broker = BrokerStream(stub)
+    names = tuple(f"T{i}" for i in range(2000))
+
+    result = await broker.register(compressed(register_request(topics=names, data_version=3)))
+
+    assert result.status.code == SUCCESS and not result.need_full
+    assert result.data_version == 3
+    assert list((await stub.GetAllTopicList(pb.Empty())).topics) == sorted(names)
+
+
+async def test_damaged_body_is_refused_and_changes_nothing(stub: pb_grpc.NameServerStub) -> None:
+    broker = BrokerStream(stub)
+    req = compressed(register_request(topics=("T",)))
+    req.body_crc32 ^= 1
+
+    result = await broker.register(req)
+
+    assert result.status.code != SUCCESS
+    assert "CRC32" in result.status.message and "broker-a" in result.status.message
+    assert await route_code(stub, "T") == TOPIC_NOT_EXIST
+
+
+async def test_deltas_and_heartbeats_on_the_channel(stub: pb_grpc.NameServerStub) -> None:
+    broker = BrokerStream(stub)
+    heartbeat = register_request(topics=(), data_version=1)
+    heartbeat.kind = pb.REGISTER_HEARTBEAT
+
+    # Unknown here: the full table is asked for, nothing is registered.
+    refused = await broker.register(heartbeat)
+    assert refused.status.code == SUCCESS and refused.need_full
+    assert len((await stub.GetBrokerClusterInfo(pb.Empty())).live) == 0
+
+    await broker.register(compressed(register_request(topics=("A", "B"), data_version=1)))
+    assert not (await broker.register(heartbeat)).need_full
+
+    change = register_request(topics=("C",), queues=2, data_version=3)
+    change.kind = pb.REGISTER_DELTA
+    change.base_version = 1
+    change.deleted_topics.append("A")
+    result = await broker.register(change)
+
+    assert not result.need_full and result.data_version == 3
+    assert list((await stub.GetAllTopicList(pb.Empty())).topics) == ["B", "C"]
+    resp = await stub.GetRouteInfoByTopic(pb.GetRouteRequest(topic="C"))
+    assert resp.route.queue_datas[0].write_queue_nums == 2
+
+    # The same delta again does not apply to version 3: the full table is asked for.
+    again = await broker.register(change)
+    assert again.need_full and again.data_version == 3
+    assert (await broker.register(heartbeat)).need_full  # version 1 is no longer held
 
 
 # ---------------------------------------------------------------- removal triggers

@@ -7,6 +7,12 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class RegisterKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REGISTER_FULL: _ClassVar[RegisterKind]
+    REGISTER_DELTA: _ClassVar[RegisterKind]
+    REGISTER_HEARTBEAT: _ClassVar[RegisterKind]
+
 class PullStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     FOUND: _ClassVar[PullStatus]
@@ -19,6 +25,9 @@ class TransactionResolution(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TRANSACTION_UNKNOWN: _ClassVar[TransactionResolution]
     TRANSACTION_COMMIT: _ClassVar[TransactionResolution]
     TRANSACTION_ROLLBACK: _ClassVar[TransactionResolution]
+REGISTER_FULL: RegisterKind
+REGISTER_DELTA: RegisterKind
+REGISTER_HEARTBEAT: RegisterKind
 FOUND: PullStatus
 NO_NEW_MSG: PullStatus
 NO_MATCHED_MSG: PullStatus
@@ -96,8 +105,14 @@ class TopicRouteData(_message.Message):
     order_topic_conf: str
     def __init__(self, queue_datas: _Optional[_Iterable[_Union[QueueData, _Mapping]]] = ..., broker_datas: _Optional[_Iterable[_Union[BrokerData, _Mapping]]] = ..., order_topic_conf: _Optional[str] = ...) -> None: ...
 
+class TopicConfigList(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[TopicConfigData]
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicConfigData, _Mapping]]] = ...) -> None: ...
+
 class RegisterBrokerRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_addr", "ha_server_addr", "topics", "data_version", "max_phy_offset")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_addr", "ha_server_addr", "topics", "data_version", "max_phy_offset", "kind", "topic_body", "body_crc32", "base_version", "deleted_topics")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -106,6 +121,11 @@ class RegisterBrokerRequest(_message.Message):
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     DATA_VERSION_FIELD_NUMBER: _ClassVar[int]
     MAX_PHY_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_BODY_FIELD_NUMBER: _ClassVar[int]
+    BODY_CRC32_FIELD_NUMBER: _ClassVar[int]
+    BASE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    DELETED_TOPICS_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
@@ -114,17 +134,26 @@ class RegisterBrokerRequest(_message.Message):
     topics: _containers.RepeatedCompositeFieldContainer[TopicConfigData]
     data_version: int
     max_phy_offset: int
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ..., ha_server_addr: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[TopicConfigData, _Mapping]]] = ..., data_version: _Optional[int] = ..., max_phy_offset: _Optional[int] = ...) -> None: ...
+    kind: RegisterKind
+    topic_body: bytes
+    body_crc32: int
+    base_version: int
+    deleted_topics: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ..., ha_server_addr: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[TopicConfigData, _Mapping]]] = ..., data_version: _Optional[int] = ..., max_phy_offset: _Optional[int] = ..., kind: _Optional[_Union[RegisterKind, str]] = ..., topic_body: _Optional[bytes] = ..., body_crc32: _Optional[int] = ..., base_version: _Optional[int] = ..., deleted_topics: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RegisterBrokerResult(_message.Message):
-    __slots__ = ("status", "master_addr", "ha_server_addr")
+    __slots__ = ("status", "master_addr", "ha_server_addr", "need_full", "data_version")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     MASTER_ADDR_FIELD_NUMBER: _ClassVar[int]
     HA_SERVER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    NEED_FULL_FIELD_NUMBER: _ClassVar[int]
+    DATA_VERSION_FIELD_NUMBER: _ClassVar[int]
     status: Status
     master_addr: str
     ha_server_addr: str
-    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., master_addr: _Optional[str] = ..., ha_server_addr: _Optional[str] = ...) -> None: ...
+    need_full: bool
+    data_version: int
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., master_addr: _Optional[str] = ..., ha_server_addr: _Optional[str] = ..., need_full: _Optional[bool] = ..., data_version: _Optional[int] = ...) -> None: ...
 
 class UnregisterBrokerRequest(_message.Message):
     __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_addr")
