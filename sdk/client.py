@@ -14,7 +14,8 @@ import itertools
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Final
 
 import grpc
 
@@ -87,6 +88,11 @@ def subscribe_queues(topic: str, route: pb.TopicRouteData) -> list[MessageQueue]
     ]
 
 
+# Route lookups in flight while refreshing every topic's route: a client with thousands of
+# topics refreshes them in a fraction of the period instead of one lookup after another.
+ROUTE_REFRESH_IN_FLIGHT: Final = 16
+
+
 class ClientInstance:
     def __init__(
         self,
@@ -108,6 +114,11 @@ class ClientInstance:
         self.heartbeat: Callable[[], pb.HeartbeatRequest] | None = None
         # Events from brokers: (event, the broker's address).
         self.on_event: Callable[[pb.ServerEvent, str], Awaitable[None]] | None = None
+        # Topics to keep fresh besides those looked up through ``route`` (a producer's
+        # topics first sent through the auto-create template), and who hears of a topic
+        # whose route changed.
+        self.extra_topics: Callable[[], Iterable[str]] = tuple
+        self.on_route: Callable[[str, pb.TopicRouteData], None] | None = None
         self._channels: dict[str, asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self.started = False
@@ -155,11 +166,32 @@ class ClientInstance:
                     self._open_channel(addr)
 
     async def refresh_routes(self) -> None:
-        for topic in list(self.routes):
-            try:
-                await self.update_route(topic)
-            except TopicNotExistError:
-                self.routes.pop(topic, None)
+        """Fetch every used topic's route again (RocketMQ's updateTopicRouteInfoFromNameServer),
+        ``ROUTE_REFRESH_IN_FLIGHT`` lookups at a time; a changed route goes to ``on_route``,
+        a topic no nameserver knows any more is forgotten. The first failure to reach the
+        nameservers ends the round and is raised."""
+        topics = iter(sorted({*self.routes, *self.extra_topics()}))
+        failures: list[RocketqError] = []
+
+        async def worker() -> None:
+            for topic in topics:
+                if failures:
+                    return
+                old = self.routes.get(topic)
+                try:
+                    route = await self.update_route(topic)
+                except TopicNotExistError:
+                    self.routes.pop(topic, None)
+                    continue
+                except RocketqError as exc:
+                    failures.append(exc)
+                    return
+                if self.on_route is not None and route != old:
+                    self.on_route(topic, route)
+
+        await asyncio.gather(*(worker() for _ in range(ROUTE_REFRESH_IN_FLIGHT)))
+        if failures:
+            raise failures[0]
 
     def master_addr(self, broker_name: str) -> str | None:
         return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)

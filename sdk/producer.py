@@ -189,6 +189,9 @@ class Producer:
             send_latency_fault_enable=self.config.send_latency_fault_enable
         )
         self.publish: dict[str, TopicPublishInfo] = {}
+        # Every topic sent to stays fresh, those first sent through TBW102's route too.
+        self.client.extra_topics = self.publish.keys
+        self.client.on_route = self._route_changed
         self._ids = UniqIdGenerator(local_ip())
         self._born_host = encode_host(f"{local_ip()}:0")
         self._oneway: set[asyncio.Task[Any]] = set()
@@ -316,6 +319,16 @@ class Producer:
         info = TopicPublishInfo(message_queues=queues)
         self.publish[topic] = info
         return info
+
+    def _route_changed(self, topic: str, route: pb.TopicRouteData) -> None:
+        """A refreshed route: a topic's queues follow it (a topic auto-created through the
+        template moves to its own route; a broker added or gone), keeping the round robin."""
+        info = self.publish.get(topic)
+        if info is None:
+            return
+        queues = publish_queues(topic, route)
+        if queues and queues != info.message_queues:
+            info.message_queues = queues
 
     # -- sending -----------------------------------------------------------------------
 
