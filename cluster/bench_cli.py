@@ -449,3 +449,67 @@ def bench_peers(
             typer.echo(f"no chart: {exc}", err=True)
     if json_out:
         typer.echo(report.json_line())
+
+
+# -- recovery after a SIGKILL (bench/recovery_bench.py) --------------------------------------
+
+
+@bench_app.command("recovery")
+def bench_recovery(
+    gb: Annotated[
+        str,
+        typer.Option(
+            "--gb",
+            help="CommitLog sizes in GB (decimal), two at most, comma-separated; one size N "
+            "also runs N/8, so a run always compares two sizes.",
+        ),
+    ] = "0.4,3",
+    senders: Annotated[int, typer.Option(min=1, help="Concurrent senders while filling.")] = 8,
+    batch: Annotated[int, typer.Option("--batch", "-b", min=1, max=1024)] = 32,
+    size: Annotated[int, typer.Option("--size", "-s", min=1)] = 1024,
+    segment_size: Annotated[
+        int, typer.Option(min=4096, help="CommitLog segment size in bytes.")
+    ] = 1 << 30,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Where the brokers keep their data.")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """For each size, fill a fresh ASYNC_FLUSH broker with batches from concurrent senders,
+    SIGKILL it, restart it and time the first SEND_OK of a new producer; the broker's log
+    adds what its recovery checked and re-dispatched."""
+    import asyncio
+
+    from rocketq.bench.recovery_bench import (
+        RecoveryBenchError,
+        check_options,
+        json_report,
+        parse_sizes,
+        run_recovery_bench,
+        table,
+    )
+    from rocketq.cluster.errors import RocketqError
+
+    try:
+        sizes = parse_sizes(gb)
+        check_options(senders=senders, batch=batch, size=size, segment_size=segment_size)
+    except RecoveryBenchError as exc:
+        raise typer.BadParameter(str(exc), param_hint=f"'{exc.flag}'") from None
+    try:
+        results = asyncio.run(
+            run_recovery_bench(
+                sizes,
+                senders=senders,
+                batch=batch,
+                size=size,
+                segment_size=segment_size,
+                data_dir=str(data_dir) if data_dir else None,
+                echo=typer.echo,
+            )
+        )
+    except (RocketqError, OSError, RuntimeError) as exc:
+        raise fail(str(exc)) from None
+    for line in table(results):
+        typer.echo(line)
+    if json_out:
+        typer.echo(json_report(results, senders=senders, batch=batch, size=size))

@@ -3,6 +3,11 @@
 Entry n lies at n * 20: CommitLog offset (8), record size (4), tag hash code (8). Files
 hold ``mapped_file_size_consume_queue`` bytes (300,000 entries) and are named by the byte
 offset of their first entry, under ``consumequeue/<topic>/<queueId>/``.
+
+A broker may hold tens of thousands of these files, so they keep no file descriptor and are
+mapped for random access (storage.mapped_file). A queue tells its owner when a write makes
+it dirty (``on_dirty``, once per run of entries), so a flush round visits only the queues
+written since the last one.
 """
 
 from __future__ import annotations
@@ -26,18 +31,33 @@ _BLANK_SIZE: Final = 0x7FFFFFFF
 
 
 class ConsumeQueue:
-    def __init__(self, topic: str, queue_id: int, directory: Path, file_size: int) -> None:
+    def __init__(
+        self,
+        topic: str,
+        queue_id: int,
+        directory: Path,
+        file_size: int,
+        *,
+        on_dirty: Callable[[ConsumeQueue], None] | None = None,
+    ) -> None:
         self.topic = topic
         self.queue_id = queue_id
-        self.files = MappedFileQueue(directory, file_size)
+        self.files = MappedFileQueue(directory, file_size, keep_fd=False, random_access=True)
         self.file_size = file_size
         # End of the newest CommitLog record this queue indexes (re-dispatch skips below it).
         self.max_physic_offset = -1
         self.min_logic_offset = 0
+        self._on_dirty = on_dirty
 
-    def load(self) -> None:
+    def load(self, durable_below: int | None = None) -> None:
+        """Map the files and find where the entries end. ``durable_below``: after a crash,
+        only entries pointing below this CommitLog offset are known to be on disk (the
+        checkpoint's logics offset); later ones count as unflushed. None: all of them are
+        (a clean shutdown flushed everything)."""
         self.files.load()
         self._recover_positions()
+        if durable_below is not None:
+            self._mark_unflushed_from(durable_below)
 
     def _recover_positions(self) -> None:
         """Find where the written entries end, from the third-last file on (as RocketMQ):
@@ -80,6 +100,31 @@ class ConsumeQueue:
                 self.max_physic_offset = offset + size
         self._skip_blank_prefix()
 
+    def _mark_unflushed_from(self, durable_below: int) -> None:
+        """Set each file's flushed position at its first entry pointing at or past
+        ``durable_below`` (entries are in CommitLog order; blanks count as below)."""
+        dirty = False
+        for mf in reversed(self.files.files):
+            units = mf.wrote_position // CQ_UNIT_SIZE
+            if durable_below <= 0:  # nothing known on disk: no need to read the files
+                mf.flushed_position = 0
+                dirty = dirty or units > 0
+                continue
+            lo, hi = 0, units
+            while lo < hi:
+                mid = (lo + hi) // 2
+                offset, size, _ = ENTRY.unpack_from(mf.buf, mid * CQ_UNIT_SIZE)
+                if size == _BLANK_SIZE or offset < durable_below:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            mf.flushed_position = min(mf.flushed_position, lo * CQ_UNIT_SIZE)
+            dirty = dirty or lo < units
+            if lo > 0:
+                break  # the earlier files point further back still
+        if dirty and self._on_dirty is not None:
+            self._on_dirty(self)
+
     def _skip_blank_prefix(self) -> None:
         first = self.files.files[0]
         pos = 0
@@ -112,11 +157,22 @@ class ConsumeQueue:
                 pos += CQ_UNIT_SIZE
             mf.wrote_position = pos
             self.max_physic_offset = offset + size
+            if self._on_dirty is not None:
+                self._on_dirty(self)
             return n
-        return sum(self.put(*entry) for entry in entries)
+        new = sum(self._put(*entry) for entry in entries)
+        if new and self._on_dirty is not None:
+            self._on_dirty(self)
+        return new
 
     def put(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
         """Write entry ``cq_offset``; False if it is already there (re-dispatch)."""
+        new = self._put(offset, size, tags_code, cq_offset)
+        if new and self._on_dirty is not None:
+            self._on_dirty(self)
+        return new
+
+    def _put(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
         if offset + size <= self.max_physic_offset:
             return False
         expect = cq_offset * CQ_UNIT_SIZE
@@ -263,7 +319,45 @@ class ConsumeQueue:
         self.correct_min_offset(commit_log_min_offset)
         return deleted
 
+    # -- flushing (the logics flush thread) ----------------------------------------------
+
+    def needs_flush(self, least_pages: int) -> bool:
+        """RocketMQ's isAbleToFlush: a full file with unflushed bytes always; the last file
+        once it has ``least_pages`` dirty pages (any unflushed byte if ``least_pages`` <= 0)."""
+        files = self.files.files
+        if not files:
+            return False
+        for mf in files[-2:-1]:
+            if mf.flushed_position < mf.wrote_position:
+                return True
+        last = files[-1]
+        if least_pages <= 0 or last.is_full:
+            return last.flushed_position < last.wrote_position
+        return last.dirty_pages() >= least_pages
+
+    def first_unflushed_offset(self) -> int | None:
+        """The CommitLog offset of the oldest entry not yet on disk; None if all are.
+        (Flush thread: a file the event loop closes meanwhile is skipped.)"""
+        found: int | None = None
+        for mf in reversed(self.files.files):
+            if mf.flushed_position >= mf.wrote_position:
+                if mf.wrote_position:
+                    break
+                continue
+            pos = mf.flushed_position - mf.flushed_position % CQ_UNIT_SIZE
+            try:
+                while pos < mf.wrote_position:
+                    offset, size, _ = ENTRY.unpack_from(mf.buf, pos)
+                    if size != _BLANK_SIZE:
+                        found = offset
+                        break
+                    pos += CQ_UNIT_SIZE
+            except ValueError:  # unmapped: deleted by retention, or cut back
+                continue
+        return found
+
     def flush(self) -> None:
+        """Flush every unflushed byte (flush thread)."""
         self.files.flush()
 
     def close(self) -> None:

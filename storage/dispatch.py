@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import mmap
 import struct
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
@@ -66,14 +67,20 @@ class TagsCodeCache:
 
 
 class ConsumeQueueTable:
-    """Every ConsumeQueue of the store, keyed by (topic bytes, queue id)."""
+    """Every ConsumeQueue of the store, keyed by (topic bytes, queue id), and the set of
+    those written since the flush thread last looked (RocketMQ's FlushConsumeQueueService
+    walks every queue each round; with thousands of queues that costs more than the
+    writes, so a round here visits the dirty ones only)."""
 
     def __init__(self, directory: Path, file_size: int) -> None:
         self.directory = directory
         self.file_size = file_size
         self.queues: dict[QueueKey, ConsumeQueue] = {}
+        self._dirty: set[ConsumeQueue] = set()
+        self._dirty_lock = threading.Lock()
 
-    def load(self) -> None:
+    def load(self, durable_below: int | None = None) -> None:
+        """Map every queue's files (see ConsumeQueue.load for ``durable_below``)."""
         if not self.directory.exists():
             return
         for topic_dir in sorted(self.directory.iterdir()):
@@ -83,8 +90,14 @@ class ConsumeQueueTable:
                 if not queue_dir.name.isdigit():
                     log.warning("ignoring %s: queue directories are numbers", queue_dir)
                     continue
-                cq = ConsumeQueue(topic_dir.name, int(queue_dir.name), queue_dir, self.file_size)
-                cq.load()
+                cq = ConsumeQueue(
+                    topic_dir.name,
+                    int(queue_dir.name),
+                    queue_dir,
+                    self.file_size,
+                    on_dirty=self.mark_dirty,
+                )
+                cq.load(durable_below)
                 self.queues[(topic_dir.name.encode(), cq.queue_id)] = cq
 
     def get(self, topic: bytes, queue_id: int) -> ConsumeQueue | None:
@@ -95,13 +108,53 @@ class ConsumeQueueTable:
         cq = self.queues.get(key)
         if cq is None:
             name = topic.decode()
-            cq = ConsumeQueue(name, queue_id, self.directory / name / str(queue_id), self.file_size)
+            cq = ConsumeQueue(
+                name,
+                queue_id,
+                self.directory / name / str(queue_id),
+                self.file_size,
+                on_dirty=self.mark_dirty,
+            )
             self.queues[key] = cq
         return cq
 
-    def flush(self) -> None:
-        for cq in list(self.queues.values()):
-            cq.flush()
+    def mark_dirty(self, cq: ConsumeQueue) -> None:
+        """A write made ``cq`` dirty (the writer's thread, after the write). Lock-free when
+        it is already marked: the flush thread swaps the set out before it looks at any
+        queue's positions, so it sees every write made before a queue was found marked."""
+        if cq not in self._dirty:
+            with self._dirty_lock:
+                self._dirty.add(cq)
+
+    @property
+    def dirty_count(self) -> int:
+        return len(self._dirty)
+
+    def flush(self, least_pages: int = 0, built_offset: int = 0) -> int:
+        """Flush the dirty queues that have ``least_pages`` dirty pages (or a full file);
+        every dirty one with ``least_pages`` <= 0 (a thorough flush). Runs on the flush
+        thread; costs O(dirty queues).
+
+        ``built_offset`` is the dispatcher's offset read before this call: every entry for
+        a record below it was written. Returns the CommitLog offset below which every
+        entry is on disk: ``built_offset``, or the oldest unflushed entry of a queue still
+        dirty, whichever is lower.
+        """
+        with self._dirty_lock:
+            batch, self._dirty = self._dirty, set()
+        still: list[ConsumeQueue] = []
+        durable_below = built_offset
+        for cq in batch:
+            if cq.needs_flush(least_pages):
+                cq.flush()
+            first = cq.first_unflushed_offset()
+            if first is not None:
+                still.append(cq)
+                durable_below = min(durable_below, first)
+        if still:
+            with self._dirty_lock:
+                self._dirty.update(still)
+        return durable_below
 
     def close(self) -> None:
         for cq in self.queues.values():
@@ -126,6 +179,14 @@ class Dispatcher:
         self.committed_offset = 0
         # (offset, store timestamp) of the newest dispatched record, for the checkpoint.
         self.last_dispatched: tuple[int, int] = (0, 0)
+        # (offset, store timestamp): every record below the offset has its ConsumeQueue
+        # entry and index keys written (set after the writes; the flush thread reads it).
+        self.built: tuple[int, int] = (0, 0)
+
+    def reset(self, offset: int) -> None:
+        """Dispatch from ``offset`` on (recovery, a replica cut back)."""
+        self.reput_offset = offset
+        self.built = (offset, self.built[1])
 
     @property
     def behind(self) -> int:
@@ -165,6 +226,7 @@ class Dispatcher:
         if keys:
             assert self.index is not None
             self.index.build_many(keys)  # one pass for the run, in CommitLog order
+        self.built = (self.reput_offset, self.last_dispatched[1])
         if arrivals and self.listeners:
             for (topic, qid), (next_offset, code) in arrivals.items():
                 for listener in self.listeners:

@@ -3,7 +3,9 @@
 ``CommitLogFlusher`` is RocketMQ's FlushRealTimeService (ASYNC_FLUSH: every 500 ms when at
 least 4 pages are dirty, or everything every 10 s) and GroupCommitService (SYNC_FLUSH: every
 writer waiting for the same fsync shares it; waiters are woken in one batch per fsync).
-``LogicsFlusher`` flushes ConsumeQueues and the index every second and writes the checkpoint.
+``LogicsFlusher`` is RocketMQ's FlushConsumeQueueService (every second the ConsumeQueues
+written since with at least 2 dirty pages, every dirty one each 60 s), flushes the index
+every ``flush_interval_index`` and writes the checkpoint with what is on disk.
 """
 
 from __future__ import annotations
@@ -11,10 +13,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import threading
 import time
-from collections.abc import Callable
 
+from rocketq.cluster.config import StoreConfig
+from rocketq.storage.checkpoint import Checkpoint, CheckpointFile
 from rocketq.storage.commitlog import CommitLog
+from rocketq.storage.dispatch import ConsumeQueueTable, Dispatcher
+from rocketq.storage.index_file import IndexService
 from rocketq.storage.service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
@@ -115,14 +121,107 @@ class CommitLogFlusher(ServiceThread):
 
 
 class LogicsFlusher(ServiceThread):
-    """Flushes ConsumeQueues and the index, then writes the checkpoint, on a thread."""
+    """RocketMQ's FlushConsumeQueueService, the index flush and the checkpoint, on a thread.
+
+    Every ``flush_interval_consume_queue`` a round flushes the ConsumeQueues written since
+    the last one that have ``flush_consume_queue_least_pages`` dirty pages (or a full
+    file), every dirty one each ``flush_consume_queue_thorough_interval``; the index each
+    ``flush_interval_index``; then writes the checkpoint. The checkpoint claims only what
+    is on disk: the CommitLog's flushed offset, the offset below which every ConsumeQueue
+    entry is flushed (the dispatcher's built offset, or the oldest entry of a queue still
+    dirty), and the one below which every index key is; the logics timestamp moves only
+    when no queue is left dirty below what was built.
+    """
 
     name = "logics-flush"
 
-    def __init__(self, interval_ms: int, flush_once: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        config: StoreConfig,
+        queues: ConsumeQueueTable,
+        index: IndexService | None,
+        dispatcher: Dispatcher,
+        commitlog_flusher: CommitLogFlusher,
+    ) -> None:
         super().__init__()
-        self.interval = interval_ms / 1000
-        self.flush_once = flush_once
+        self.config = config
+        self.interval = config.flush_interval_consume_queue / 1000
+        self.queues = queues
+        self.index = index
+        self.dispatcher = dispatcher
+        self.commitlog_flusher = commitlog_flusher
+        self.checkpoint_file: CheckpointFile | None = None
+        # Held by a round from reading the offsets to writing the checkpoint; whoever cuts
+        # the CommitLog back holds it too, so no round writes offsets from before the cut.
+        self.lock = threading.Lock()
+        self.logics_flushed_offset = 0
+        self.index_flushed_offset = 0
+        self.logics_msg_timestamp = 0
+        self.index_msg_timestamp = 0
+        now = time.monotonic()
+        self._last_thorough = now
+        self._last_index = now
+
+    def restore(self, cp: Checkpoint, *, max_offset: int) -> None:
+        """Start from what a checkpoint (the one read at load) says is flushed."""
+        self.logics_flushed_offset = min(cp.logics_flushed_offset, max_offset)
+        self.index_flushed_offset = min(cp.index_flushed_offset, max_offset)
+        self.logics_msg_timestamp = cp.logics_msg_timestamp
+        self.index_msg_timestamp = cp.index_msg_timestamp
+
+    def flush(self, *, clean: bool = False, thorough: bool = False) -> None:
+        """One round, then the checkpoint; ``thorough`` flushes every dirty queue and the
+        index now, ``clean`` too and writes the clean-shutdown offsets."""
+        cfg = self.config
+        forced = thorough or clean
+        with self.lock:
+            now = time.monotonic()
+            thorough = forced or now - self._last_thorough >= (
+                cfg.flush_consume_queue_thorough_interval / 1000
+            )
+            # Read before flushing: every entry for a record below it is written.
+            built_offset, built_ts = self.dispatcher.built
+            least = 0 if thorough else cfg.flush_consume_queue_least_pages
+            durable = self.queues.flush(least, built_offset)
+            if thorough:
+                self._last_thorough = now
+            if durable >= built_offset and built_ts:
+                # No queue is dirty below the newest record built (RocketMQ moves
+                # logicsMsgTimestamp on thorough flushes only; such a round is one).
+                self.logics_msg_timestamp = built_ts
+            self.logics_flushed_offset = max(self.logics_flushed_offset, durable)
+            due = now - self._last_index >= cfg.flush_interval_index / 1000
+            if self.index is not None and (forced or due):
+                index_built = self.dispatcher.built[0]
+                self.index_msg_timestamp = self.index.flush() or self.index_msg_timestamp
+                self.index_flushed_offset = max(self.index_flushed_offset, index_built)
+                self._last_index = now
+            self.write_checkpoint(clean=clean)
+
+    def cut(self, offset: int) -> None:
+        """The CommitLog was cut back to ``offset`` (hold ``lock``): claim nothing past it."""
+        self.logics_flushed_offset = min(self.logics_flushed_offset, offset)
+        self.index_flushed_offset = min(self.index_flushed_offset, offset)
+        self.write_checkpoint()
+
+    def write_checkpoint(self, *, clean: bool = False) -> None:
+        """Write what is known flushed (hold ``lock``)."""
+        if self.checkpoint_file is None:
+            return
+        flushed_offset, flushed_ts = self.commitlog_flusher.flushed
+        cp = Checkpoint(
+            physic_msg_timestamp=flushed_ts,
+            logics_msg_timestamp=self.logics_msg_timestamp,
+            index_msg_timestamp=self.index_msg_timestamp,
+            confirm_phy_offset=self.dispatcher.committed_offset,
+            physic_flushed_offset=flushed_offset,
+            logics_flushed_offset=self.logics_flushed_offset,
+            index_flushed_offset=self.index_flushed_offset if self.index is not None else 0,
+        )
+        if clean:
+            cp.clean_max_phy_offset = self.commitlog_flusher.commitlog.max_offset
+            cp.clean_dispatched_offset = self.dispatcher.reput_offset
+        self.checkpoint_file.write(cp)
 
     def _run(self) -> None:
         while not self._stopping:
@@ -130,6 +229,6 @@ class LogicsFlusher(ServiceThread):
             if self._stopping:
                 break
             try:
-                self.flush_once()
+                self.flush()
             except OSError:
                 log.exception("consume queue / index flush failed")

@@ -113,6 +113,9 @@ class IndexFile:
                         "with, or move the file away (it is rebuilt from the CommitLog)"
                     )
             self._mm = mmap.mmap(self._fd, size)
+            # Puts land on random hash slots: a fault must read one page, not read_ahead_kb
+            # around it (the device's read-ahead zero-fills megabytes of the sparse file).
+            self._mm.madvise(mmap.MADV_RANDOM)
         except BaseException:
             os.close(self._fd)
             if create:
@@ -318,6 +321,9 @@ class IndexService:
         self._prefixes: dict[bytes, int] = {}
         self._lock = threading.Lock()
         self._flushed_timestamp = 0
+        # The lowest CommitLog offset indexed by a file that load dropped (re-dispatch
+        # starts at or below it); None when none was.
+        self.dropped_from: int | None = None
 
     @property
     def files(self) -> list[IndexFile]:
@@ -346,12 +352,18 @@ class IndexService:
             for name in names:
                 f = IndexFile(self._dir / name, self._slot_num, self._index_num, create=False)
                 if not last_exit_ok and f.begin_timestamp > checkpoint_index_ms:
+                    begin = f.begin_phy_offset
                     f.destroy()
+                    if self.dropped_from is None or begin < self.dropped_from:
+                        self.dropped_from = begin
                 else:
                     self._files.append(f)
         except BaseException:
             self.close()
             raise
+        if not last_exit_ok and self._files:
+            # Entries put before the crash may still be only in the page cache.
+            self._files[-1].needs_flush = True
         newest = self._files[-1].end_timestamp if self._files else 0
         self._flushed_timestamp = max(checkpoint_index_ms, newest)
 

@@ -4,6 +4,11 @@ Lifecycle: ``await store.start()`` loads and recovers (blocking work on a thread
 runs the flush threads and the dispatch and cleanup tasks on the event loop;
 ``await store.shutdown()`` drains dispatch, flushes everything, writes the checkpoint with
 the clean-shutdown offsets and removes the abort file.
+
+After a crash ``start`` returns once the CommitLog's tail is checked and every queue's
+next offset is known: appends are taken at once, and re-dispatch of what the ConsumeQueues
+and the index may lack runs in the background, as dispatch always does (consumers see the
+entries as they are built).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from rocketq.cluster.config import StoreConfig
 from rocketq.cluster.errors import ServiceNotAvailableError
 from rocketq.cluster.message_id import decode_offset_msg_id
 from rocketq.cluster.record import INT, POS_BODY, POS_BODY_LENGTH, USHORT, check_topic, encode_host
-from rocketq.storage.checkpoint import Checkpoint, CheckpointFile
+from rocketq.storage.checkpoint import CheckpointFile
 from rocketq.storage.commitlog import AppendResult, CommitLog
 from rocketq.storage.consume_queue import CQ_UNIT_SIZE, ENTRY
 from rocketq.storage.dispatch import (
@@ -95,7 +100,9 @@ class MessageStore:
             self.commitlog.files,
             config.warm_mapped_file_ahead if config.flush_disk_type == "ASYNC_FLUSH" else 0,
         )
-        self.logics_flusher = LogicsFlusher(config.flush_interval_consume_queue, self.flush_logics)
+        self.logics_flusher = LogicsFlusher(
+            config, self.queues, self.index, self.dispatcher, self.flusher
+        )
         self.cleaner = CleanService(
             config,
             self.commitlog,
@@ -112,9 +119,8 @@ class MessageStore:
         self._topics: dict[str, bytes] = {}
         self._dispatch_wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._last_logics_ts = 0
-        self._last_index_ts = 0
-        self._last_index_flush = time.monotonic()
+        # Re-dispatch after a crash: where it ends, and when it began (for the log line).
+        self._redispatch: tuple[int, float] | None = None
 
     def _clock_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -123,6 +129,9 @@ class MessageStore:
 
     async def start(self) -> None:
         await asyncio.to_thread(self.load)
+        if self.dispatcher.behind:
+            self._redispatch = (self.dispatcher.committed_offset, time.monotonic())
+            self._dispatch_wake.set()
         loop = asyncio.get_running_loop()
         self.flusher.start_on(loop)
         self.logics_flusher.start()
@@ -134,7 +143,8 @@ class MessageStore:
         ]
 
     def load(self) -> RecoveryResult:
-        """Load every file and recover; blocking (``start`` runs it on a thread)."""
+        """Load every file and recover; blocking (``start`` runs it on a thread). Leaves
+        the re-dispatch a crash needs to the dispatch task (``start`` wakes it)."""
         cfg = self.config
         self.root.mkdir(parents=True, exist_ok=True)
         abort = Path(cfg.abort_path)
@@ -142,9 +152,12 @@ class MessageStore:
         self.checkpoint_file = CheckpointFile(Path(cfg.checkpoint_path))
         cp = self.checkpoint_file.read()
         self.commitlog.files.load()
-        self.queues.load()
+        # After a crash only the entries below the checkpoint's logics offset are known to
+        # be on disk; a clean shutdown flushed them all.
+        self.queues.load(None if last_exit_ok else cp.logics_flushed_offset)
         if self.index is not None:
             self.index.load(last_exit_ok, cp.index_msg_timestamp)
+        dropped = self.index.dropped_from if self.index is not None else None
         result = recover(
             self.commitlog,
             self.queues,
@@ -152,16 +165,21 @@ class MessageStore:
             last_exit_ok=last_exit_ok,
             check_crc=cfg.check_crc_on_recover,
             with_index=self.index is not None,
+            index_dropped_from=dropped,
         )
         self.recovery = result
-        if self.index is not None:
-            self.index.truncate(result.max_offset)
-        # Clean-shutdown offsets are valid once: a crash from here on must not trust them.
-        cp.clean_max_phy_offset = cp.clean_dispatched_offset = -1
-        self.checkpoint_file.write(cp)
-        abort.touch()
-        _fsync_dir(abort.parent)
         max_offset = result.max_offset
+        if self.index is not None:
+            self.index.truncate(max_offset)
+        if last_exit_ok:
+            # Everything below the dispatched offset was flushed at the clean shutdown.
+            cp.logics_flushed_offset = cp.index_flushed_offset = result.dispatch_from
+        elif dropped is not None:
+            cp.index_flushed_offset = min(cp.index_flushed_offset, dropped)
+        # recover() made the CommitLog durable up to its end.
+        self.flusher.flushed = (max_offset, cp.physic_msg_timestamp)
+        self.logics_flusher.restore(cp, max_offset=max_offset)
+        self.logics_flusher.checkpoint_file = self.checkpoint_file
         if self.auto_commit:
             committed = max_offset
         else:
@@ -169,23 +187,27 @@ class MessageStore:
                 (cq.max_physic_offset for cq in self.queues.queues.values()), default=0
             )
             committed = min(max_offset, max(cp.confirm_phy_offset, dispatched))
-        self.dispatcher.reput_offset = max(result.dispatch_from, self.commitlog.min_offset, 0)
+        self.dispatcher.reset(max(result.dispatch_from, self.commitlog.min_offset, 0))
         self.dispatcher.committed_offset = committed
-        while self.dispatcher.run(1 << 20):
-            pass
+        # Clean-shutdown offsets are valid once: a crash from here on must not trust them.
+        with self.logics_flusher.lock:
+            self.logics_flusher.write_checkpoint()
+        abort.touch()
+        _fsync_dir(abort.parent)
         self._rebuild_queue_table(result)
-        self.flusher.flushed = (max_offset, cp.physic_msg_timestamp)
-        self._last_logics_ts = cp.logics_msg_timestamp
-        self._last_index_ts = cp.index_msg_timestamp
         for cq in self.queues.queues.values():
             cq.correct_min_offset(self.commitlog.min_offset)
         log.info(
-            "store loaded from %s: CommitLog [%d, %d), %d queues, %s recovery",
+            "store loaded from %s: CommitLog [%d, %d), %d queues, %s; %d bytes to dispatch",
             self.root,
             self.commitlog.min_offset,
             max_offset,
             len(self.queues.queues),
-            "fast" if result.fast else f"scanned {result.scanned_records} records",
+            "fast recovery"
+            if result.fast
+            else f"checked {result.scanned_records} records ({result.scanned_bytes} bytes) "
+            f"from offset {result.scan_from}",
+            self.dispatcher.behind,
         )
         return result
 
@@ -243,29 +265,10 @@ class MessageStore:
         if self.checkpoint_file is not None:
             self.checkpoint_file.close()
 
-    def flush_logics(self, *, clean: bool = False) -> None:
-        """Flush ConsumeQueues and the index, then the checkpoint (flush thread)."""
-        dispatched = self.dispatcher.last_dispatched
-        self.queues.flush()
-        if dispatched[1]:
-            self._last_logics_ts = dispatched[1]
-        now = time.monotonic()
-        due = now - self._last_index_flush >= self.config.flush_interval_index / 1000
-        if self.index is not None and (clean or due):
-            self._last_index_ts = self.index.flush() or self._last_index_ts
-            self._last_index_flush = now
-        if self.checkpoint_file is None:
-            return
-        cp = Checkpoint(
-            physic_msg_timestamp=self.flusher.flushed[1],
-            logics_msg_timestamp=self._last_logics_ts,
-            index_msg_timestamp=self._last_index_ts,
-            confirm_phy_offset=self.dispatcher.committed_offset,
-        )
-        if clean:
-            cp.clean_max_phy_offset = self.commitlog.max_offset
-            cp.clean_dispatched_offset = self.dispatcher.reput_offset
-        self.checkpoint_file.write(cp)
+    def flush_logics(self, *, clean: bool = False, thorough: bool = False) -> None:
+        """One round of the logics flush, then the checkpoint (see flush.LogicsFlusher);
+        ``thorough`` flushes every dirty ConsumeQueue and the index now."""
+        self.logics_flusher.flush(clean=clean, thorough=thorough)
 
     async def _dispatch_loop(self) -> None:
         while True:
@@ -273,6 +276,13 @@ class MessageStore:
             self._dispatch_wake.clear()
             while self.dispatcher.run(1024):
                 await asyncio.sleep(0)
+            if self._redispatch is not None and self.dispatcher.reput_offset >= self._redispatch[0]:
+                log.info(
+                    "re-dispatch after recovery caught up at CommitLog offset %d in %.3f s",
+                    self._redispatch[0],
+                    time.monotonic() - self._redispatch[1],
+                )
+                self._redispatch = None
 
     async def _clean_loop(self) -> None:
         interval = self.config.clean_resource_interval / 1000
@@ -284,7 +294,7 @@ class MessageStore:
         """One retention run (every ``clean_resource_interval``; tests call it directly)."""
         report = self.cleaner.run()
         if report.commit_log_files and self.dispatcher.reput_offset < self.commitlog.min_offset:
-            self.dispatcher.reput_offset = self.commitlog.min_offset
+            self.dispatcher.reset(self.commitlog.min_offset)
         return report
 
     # -- writing -------------------------------------------------------------------------
@@ -370,15 +380,19 @@ class MessageStore:
             self.commitlog.max_offset,
             offset,
         )
-        self.commitlog.files.truncate_dirty(offset)
-        for cq in self.queues.queues.values():
-            cq.truncate_dirty(offset)
-        if self.index is not None:
-            self.index.truncate(offset)
-        self.dispatcher.reput_offset = min(self.dispatcher.reput_offset, offset)
-        self.dispatcher.committed_offset = min(self.dispatcher.committed_offset, offset)
-        self.commitlog.last_append = (offset, self.commitlog.last_append[1])
-        self.flusher.flushed = (min(self.flusher.flushed[0], offset), self.flusher.flushed[1])
+        # Under the checkpoint lock: the flush thread must not write offsets from before
+        # the cut after the checkpoint written here.
+        with self.logics_flusher.lock:
+            self.commitlog.files.truncate_dirty(offset)
+            for cq in self.queues.queues.values():
+                cq.truncate_dirty(offset)
+            if self.index is not None:
+                self.index.truncate(offset)
+            self.dispatcher.reset(min(self.dispatcher.reput_offset, offset))
+            self.dispatcher.committed_offset = min(self.dispatcher.committed_offset, offset)
+            self.commitlog.last_append = (offset, self.commitlog.last_append[1])
+            self.flusher.flushed = (min(self.flusher.flushed[0], offset), self.flusher.flushed[1])
+            self.logics_flusher.cut(offset)
         self._queue_offsets_stale = True
         self.refresh_queue_offsets()
 
@@ -481,7 +495,14 @@ class MessageStore:
         record_filter: Callable[[memoryview], bool] | None = None,
     ) -> GetResult:
         """Records of one queue from ``offset``, as RocketMQ's getMessage answers a pull."""
-        cq = self.queues.get(topic.encode(), queue_id)
+        topic_raw = topic.encode()
+        cq = self.queues.get(topic_raw, queue_id)
+        hi = cq.max_offset if cq is not None else 0
+        if offset >= hi and 0 < offset <= self.commitlog.queue_table.get((topic_raw, queue_id), 0):
+            # The queue's records up to there are stored and not dispatched yet (the
+            # re-dispatch after a crash): nothing new for now, not a bad offset.
+            lo = cq.min_offset if cq is not None else 0
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
         if cq is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
         lo, hi = cq.min_offset, cq.max_offset

@@ -1,11 +1,19 @@
 """ConsumeQueue writes: a run of entries is written in one pass when it continues the queue
-within its last file, and otherwise entry by entry, with the same bytes either way."""
+within its last file, and otherwise entry by entry, with the same bytes either way; the
+files keep no descriptor and are mapped for random access; the flush policy of the logics
+flush thread (least pages, thorough rounds, only the queues written since)."""
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
-from rocketq.storage.consume_queue import ConsumeQueue, CQEntry
+import pytest
+
+from rocketq.storage.consume_queue import CQ_UNIT_SIZE, ENTRY, ConsumeQueue, CQEntry
+from rocketq.storage.dispatch import ConsumeQueueTable
+from rocketq.storage.mapped_file import MappedFileQueue, offset_name
 
 UNITS = 4  # entries per file
 
@@ -45,3 +53,211 @@ def test_put_many_after_a_gap_fills_it_as_put_does(tmp_path: Path) -> None:
     assert cq.entry(1) == (100, 100, 1) and cq.entry(3) == (300, 100, 3)
     assert cq.max_offset == 5
     cq.close()
+
+
+# -- files without descriptors, mapped for random access ----------------------------------
+
+
+def reference_bytes(runs: list[list[CQEntry]], units: int) -> dict[str, bytes]:
+    """What the files must hold, written the plain way: every entry packed at n * 20 into
+    zeroed files of ``units`` entries, named by their first entry's byte offset."""
+    files: dict[int, bytearray] = {}
+    size = units * CQ_UNIT_SIZE
+    done: set[int] = set()
+    for run in runs:
+        for offset, size_, code, q in run:
+            if q in done:
+                continue
+            done.add(q)
+            at = q * CQ_UNIT_SIZE
+            buf = files.setdefault(at - at % size, bytearray(size))
+            ENTRY.pack_into(buf, at % size, offset, size_, code)
+    return {offset_name(start): bytes(buf) for start, buf in files.items()}
+
+
+def test_files_written_through_the_mapping_match_plain_writes(tmp_path: Path) -> None:
+    """The dispatch path (runs of entries into fd-less mappings, flushed by page-range
+    msync as the flush thread does, with repeats from a re-dispatch) leaves the same bytes
+    on disk as packing each entry at n * 20 into plain files; after a reload too."""
+    dirty: list[ConsumeQueue] = []
+    runs = [entries(0, 3), entries(3, 3), entries(6, 1), entries(2, 5), entries(7, 4)]
+    many = ConsumeQueue("T", 0, tmp_path / "q", UNITS * 20, on_dirty=dirty.append)
+    many.load()
+    for run in runs:
+        many.put_many(run)
+        many.flush()  # msync of the dirty page range, between runs
+    assert dirty, "writes tell the owner the queue is dirty"
+    many.close()
+    expected = reference_bytes(runs, UNITS)
+    on_disk = {p.name: p.read_bytes() for p in (tmp_path / "q").iterdir()}
+    assert on_disk == expected
+    again = queue(tmp_path / "q")
+    assert again.max_offset == 11
+    assert [again.entry(i) for i in range(11)] == [(q * 100, 100, q % 7) for q in range(11)]
+    again.close()
+
+
+def test_a_store_sized_queue_matches_plain_writes_across_pages(tmp_path: Path) -> None:
+    """Entries crossing page boundaries, flushed partway through a page (msync from the
+    flushed position's page on), are on disk as written."""
+    units = 1000  # 20,000 bytes: five pages
+    cq = ConsumeQueue("T", 1, tmp_path / "q", units * CQ_UNIT_SIZE)
+    cq.load()
+    runs = [entries(first, 7) for first in range(0, 1400, 7)]
+    for i, run in enumerate(runs):
+        cq.put_many(run)
+        if i % 9 == 0:
+            cq.flush()
+    cq.flush()
+    assert all(mf.flushed_position == mf.wrote_position for mf in cq.files.files)
+    cq.close()
+    expected = reference_bytes(runs, units)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "q").iterdir()} == expected
+
+
+def _maps_of(path: Path) -> list[str]:
+    """The /proc/self/smaps blocks (header and fields) of the mappings of ``path``."""
+    blocks: list[list[str]] = []
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if re.match(r"[0-9a-f]+-[0-9a-f]+ ", line):
+            blocks.append([line])
+        elif blocks:
+            blocks[-1].append(line)
+    return ["\n".join(b) for b in blocks if b[0].endswith(str(path))]
+
+
+def _vm_flags(block: str) -> set[str]:
+    for line in block.splitlines():
+        if line.startswith("VmFlags:"):
+            return set(line.split()[1:])
+    return set()
+
+
+def _fds_on(path: Path) -> int:
+    count = 0
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            if Path(os.readlink(fd)) == path:
+                count += 1
+        except OSError:
+            continue
+    return count
+
+
+def test_queue_files_hold_no_descriptor_and_are_advised_random(tmp_path: Path) -> None:
+    """ConsumeQueue mappings keep no file descriptor and carry MADV_RANDOM (smaps flag
+    "rr") from the start; CommitLog segments keep theirs and no advice."""
+    cq = queue(tmp_path / "q")
+    cq.put_many(entries(0, 2))
+    path = cq.files.files[0].path
+    assert _fds_on(path) == 0
+    (block,) = _maps_of(path)
+    assert "rr" in _vm_flags(block)
+    cq.close()
+    reopened = queue(tmp_path / "q")  # loaded files too, before the search for their end
+    (block,) = _maps_of(path)
+    assert "rr" in _vm_flags(block) and _fds_on(path) == 0
+    reopened.close()
+
+    log = MappedFileQueue(tmp_path / "commitlog", 64 * 1024)
+    segment = log.create(0)
+    assert _fds_on(segment.path) >= 1  # ours for pwrite (and the mmap object's copy)
+    (block,) = _maps_of(segment.path)
+    assert "rr" not in _vm_flags(block)
+    log.close()
+
+
+def test_load_marks_entries_past_the_durable_offset_unflushed(tmp_path: Path) -> None:
+    """After a crash, entries pointing at or past the checkpoint's logics offset may not be
+    on disk: load counts them unflushed and reports the queue dirty."""
+    cq = queue(tmp_path / "q")
+    cq.put_many(entries(0, 10))  # CommitLog offsets 0, 100, ..., 900
+    cq.flush()
+    cq.close()
+    dirty: list[ConsumeQueue] = []
+    again = ConsumeQueue("T", 0, tmp_path / "q", UNITS * 20, on_dirty=dirty.append)
+    again.load(durable_below=650)
+    assert dirty == [again]
+    assert again.first_unflushed_offset() == 700
+    # Files wholly below stay flushed; the file holding 700 is flushed up to it.
+    assert [(mf.flushed_position, mf.wrote_position) for mf in again.files.files] == [
+        (80, 80),
+        (60, 80),
+        (0, 40),
+    ]
+    again.flush()
+    assert again.first_unflushed_offset() is None
+    again.close()
+    clean = ConsumeQueue("T", 0, tmp_path / "q", UNITS * 20, on_dirty=dirty.append)
+    clean.load()  # a clean shutdown: everything was flushed
+    assert clean.first_unflushed_offset() is None
+    clean.close()
+
+
+# -- the flush policy (RocketMQ's FlushConsumeQueueService) --------------------------------
+
+
+def table_with(tmp_path: Path, queues: int, units: int = 1000) -> ConsumeQueueTable:
+    table = ConsumeQueueTable(tmp_path / "cq", units * CQ_UNIT_SIZE)
+    for q in range(queues):
+        table.get_or_create(b"T", q)
+    return table
+
+
+def test_a_round_flushes_queues_with_least_pages_and_keeps_the_rest_dirty(
+    tmp_path: Path,
+) -> None:
+    table = table_with(tmp_path, 3)
+    big, small, idle = (table.get_or_create(b"T", q) for q in range(3))
+    # big: 500 entries (10,000 bytes, 2 dirty pages); small: 10 entries (0 full pages).
+    big.put_many([(1000 + i * 10, 10, 0, i) for i in range(500)])
+    small.put_many([(50 + i * 10, 10, 0, i) for i in range(10)])
+    assert table.dirty_count == 2  # idle was never written
+    durable = table.flush(least_pages=2, built_offset=9000)
+    assert big.first_unflushed_offset() is None
+    assert small.first_unflushed_offset() == 50  # under 2 pages: waits
+    assert durable == 50  # below the oldest entry still unflushed
+    assert table.dirty_count == 1
+    # A thorough round flushes every dirty queue: all is durable up to what was built.
+    assert table.flush(least_pages=0, built_offset=9000) == 9000
+    assert small.first_unflushed_offset() is None
+    assert table.dirty_count == 0
+    assert idle.files.files == []  # never written, never created
+    table.close()
+
+
+def test_a_full_file_is_flushed_whatever_its_pages(tmp_path: Path) -> None:
+    table = table_with(tmp_path, 2, units=4)  # 80-byte files: never 2 dirty pages
+    full, part = table.get_or_create(b"T", 0), table.get_or_create(b"T", 1)
+    full.put_many(entries(0, 4))  # fills its first file
+    part.put_many([(1000 + q, 1, 0, q) for q in range(3)])
+    assert table.flush(least_pages=2, built_offset=10_000) == 1000
+    assert full.first_unflushed_offset() is None
+    assert part.first_unflushed_offset() == 1000
+    table.close()
+
+
+def test_a_round_visits_only_the_queues_written_since_the_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """O(dirty queues): with 2,000 queues and 3 written, a round looks at 3."""
+    table = table_with(tmp_path, 2000)
+    for q in (5, 700, 1999):
+        table.get_or_create(b"T", q).put_many([(q * 10, 10, 0, 0)])
+    seen: list[ConsumeQueue] = []
+    original = ConsumeQueue.needs_flush
+
+    def counting(self: ConsumeQueue, least_pages: int) -> bool:
+        seen.append(self)
+        return original(self, least_pages)
+
+    monkeypatch.setattr(ConsumeQueue, "needs_flush", counting)
+    table.flush(least_pages=0, built_offset=100_000)
+    assert sorted(cq.queue_id for cq in seen) == [5, 700, 1999]
+    seen.clear()
+    table.flush(least_pages=0, built_offset=100_000)
+    assert seen == []  # nothing written since
+    table.get_or_create(b"T", 5).put_many([(60, 10, 0, 1)])
+    table.flush(least_pages=0, built_offset=100_000)
+    assert [cq.queue_id for cq in seen] == [5]
+    table.close()

@@ -5,6 +5,13 @@ SIGKILLs it and reopens the store (abnormal recovery, the abort file is left beh
 tests corrupt a record or tear the tail by hand, drop what a power loss would (unflushed
 ConsumeQueue bytes), and check that a clean restart skips the recovery scan. The helpers
 that check a whole store against itself are shared with ``test_store_model``.
+
+Abnormal recovery checks the CommitLog from the checkpoint's flushed offsets on: what was
+fsynced before the last checkpoint is trusted (RocketMQ likewise re-checks only from the
+segment it picks by the checkpoint's times). So the tests that damage records write some
+after a checkpoint and damage those, and they run three ways: after a crash, after a clean
+shutdown whose abort file came back, and with a checkpoint as an older rocketq wrote it
+(no offsets: recovery picks a segment by the times, and the damage lies in the last one).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import hashlib
 import os
 import random
 import signal
+import struct
 import sys
 from collections import defaultdict
 from collections.abc import Callable
@@ -349,14 +357,16 @@ class Written:
     body: bytes
 
 
-async def write_messages(store: MessageStore, rng: random.Random, count: int) -> list[Written]:
+async def write_messages(
+    store: MessageStore, rng: random.Random, count: int, *, first_key: int = 0
+) -> list[Written]:
     """Append about ``count`` messages in batches of 1..8 to every queue; nonempty bodies."""
     out: list[Written] = []
     while len(out) < count:
         topic, queue_id = rng.choice(TOPICS), rng.randrange(QUEUES)
         n = rng.randint(1, 8)
         bodies = [rng.randbytes(max(1, random_body_size(rng))) for _ in range(n)]
-        keys = [f"w{len(out) + i}" for i in range(n)]
+        keys = [f"w{first_key + len(out) + i}" for i in range(n)]
         batch = encode_batch(topic, bodies, keys)
         result = await store.put(batch.blob, topic, queue_id)
         assert result.status is PutStatus.PUT_OK
@@ -371,13 +381,82 @@ async def write_messages(store: MessageStore, rng: random.Random, count: int) ->
     return out
 
 
-async def stop(store: MessageStore, how: str) -> None:
-    """Stop the store so that the next start runs the abnormal (scanning) recovery."""
+CHECKPOINT_OFFSETS: Final = struct.Struct(">qqq")  # after the six longs of older files
+STOP_MODES: Final = ("crash", "shutdown", "old-checkpoint")
+
+
+@dataclass(frozen=True, slots=True)
+class Written2:
+    """Messages written before and after a checkpoint, and that checkpoint's bytes."""
+
+    before: list[Written]
+    after: list[Written]
+    checkpoint: bytes
+
+    @property
+    def all(self) -> list[Written]:
+        return self.before + self.after
+
+    @property
+    def scan_from(self) -> int:
+        """Where recovery with this checkpoint starts checking: the lower of the
+        CommitLog's and the ConsumeQueues' flushed offsets."""
+        physic, logics, _ = CHECKPOINT_OFFSETS.unpack_from(self.checkpoint, 48)
+        return min(physic, logics)
+
+
+async def write_past_checkpoint(
+    store: MessageStore, rng: random.Random, before: int, after: int
+) -> Written2:
+    """Write about ``before`` messages, flush them and write the checkpoint, keep its bytes,
+    then write about ``after`` more (the records a crash's recovery must check)."""
+    first = await write_messages(store, rng, before)
+    await wait_dispatched(store)
+    store.flush_logics(thorough=True)
+    raw = Path(store.config.checkpoint_path).read_bytes()
+    assert min(CHECKPOINT_OFFSETS.unpack_from(raw, 48)[:2]) == first[-1].phy + first[-1].size
+    rest = await write_messages(store, rng, after, first_key=len(first))
+    await wait_dispatched(store)
+    return Written2(first, rest, raw)
+
+
+async def stop(store: MessageStore, how: str, checkpoint: bytes | None = None) -> None:
+    """Stop the store so that the next start runs the abnormal (scanning) recovery.
+
+    ``crash``: as a killed process, with ``checkpoint`` as the last one it wrote (the flush
+    thread may have written a later one meanwhile). ``shutdown``: a clean stop, every file
+    flushed, then the abort file comes back and the checkpoint is ``checkpoint`` again.
+    ``old-checkpoint``: a clean stop, the abort file back, and the checkpoint as an older
+    rocketq wrote it (the six longs, no flushed offsets).
+    """
+    path = Path(store.config.checkpoint_path)
     if how == "crash":
         await crash_store(store)
     else:
         await store.shutdown()
         Path(store.config.abort_path).touch()
+    if how == "old-checkpoint":
+        raw = path.read_bytes()
+        path.write_bytes(raw[:48].ljust(len(raw), b"\0"))
+    elif checkpoint is not None:
+        path.write_bytes(checkpoint)
+
+
+def check_scan_start(store: MessageStore, how: str, written: Written2) -> None:
+    """The recovery checked from the checkpoint's offsets, or (older checkpoint) from the
+    start of a segment chosen by its times."""
+    recovery = store.recovery
+    assert recovery is not None
+    if how == "old-checkpoint":
+        assert not recovery.from_checkpoint
+        assert recovery.scan_from % COMMIT_LOG_SIZE == 0
+        assert recovery.dispatch_from == recovery.scan_from
+    else:
+        assert recovery.from_checkpoint
+        assert recovery.scan_from == written.scan_from
+        assert recovery.scanned_records == sum(
+            1 for w in written.all if w.phy >= written.scan_from and w.phy < recovery.max_offset
+        )
 
 
 def expected_queues(written: list[Written]) -> dict[QueueKey, list[bytes]]:
@@ -441,17 +520,19 @@ async def recover_after(
     return store, survivors
 
 
-@pytest.mark.parametrize("how", ["crash", "shutdown"])
+@pytest.mark.parametrize("how", STOP_MODES)
 async def test_corrupt_body_cuts_the_log_before_the_bad_record(tmp_path: Path, how: str) -> None:
     root = tmp_path / "store"
     store = MessageStore(store_config(root), clock=SteppingClock())
     await store.start()
-    written = await write_messages(store, random.Random(f"corrupt-{how}"), 400)
-    await wait_dispatched(store)
-    await stop(store, how)
+    two = await write_past_checkpoint(store, random.Random(f"corrupt-{how}"), 300, 150)
+    written = two.all
+    await stop(store, how, two.checkpoint)
 
+    # A record written after the checkpoint, in the last segment (where a recovery by the
+    # times of an older checkpoint starts).
     last_segment = written[-1].phy - written[-1].phy % COMMIT_LOG_SIZE
-    in_last = [w for w in written if w.phy >= last_segment]
+    in_last = [w for w in two.after if w.phy >= last_segment]
     assert len(in_last) >= 5, "write more: the last segment should hold several records"
     victim = in_last[len(in_last) // 2]
     path = segment_path(root, victim.phy)
@@ -464,20 +545,21 @@ async def test_corrupt_body_cuts_the_log_before_the_bad_record(tmp_path: Path, h
 
     store, survivors = await recover_after(root, written, victim.phy)
     try:
+        check_scan_start(store, how, two)
         assert survivors == written[: written.index(victim)]
         await check_appends_continue(store, survivors)
     finally:
         await store.shutdown()
 
 
-@pytest.mark.parametrize("how", ["crash", "shutdown"])
+@pytest.mark.parametrize("how", STOP_MODES)
 async def test_torn_tail_is_cut_at_the_last_whole_record(tmp_path: Path, how: str) -> None:
     root = tmp_path / "store"
     store = MessageStore(store_config(root), clock=SteppingClock())
     await store.start()
-    written = await write_messages(store, random.Random(f"torn-{how}"), 300)
-    await wait_dispatched(store)
-    await stop(store, how)
+    two = await write_past_checkpoint(store, random.Random(f"torn-{how}"), 200, 100)
+    written = two.all
+    await stop(store, how, two.checkpoint)
 
     victim = written[-1]
     half = victim.size // 2
@@ -487,6 +569,7 @@ async def test_torn_tail_is_cut_at_the_last_whole_record(tmp_path: Path, how: st
 
     store, survivors = await recover_after(root, written, victim.phy)
     try:
+        check_scan_start(store, how, two)
         assert survivors == written[:-1]
         await check_appends_continue(store, survivors)
     finally:
@@ -656,7 +739,7 @@ async def test_abnormal_restart_indexes_each_message_once(tmp_path: Path, how: s
     await store.start()
     written = await write_messages(store, random.Random(f"index-{how}"), 100)
     await wait_dispatched(store)
-    store.flush_logics()  # the checkpoint covers the index files: recovery keeps them
+    store.flush_logics(thorough=True)  # the checkpoint covers the index: recovery keeps it
     await stop(store, how)
 
     store = MessageStore(store_config(root))

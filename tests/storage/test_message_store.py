@@ -292,8 +292,9 @@ async def test_tag_code_override_per_topic(tmp_path: Path) -> None:
 
 
 async def test_index_is_fsynced_on_its_own_period(store_factory: Callable[..., Any]) -> None:
-    """ConsumeQueues flush every round; the index only every flush_interval_index (each
-    fsync makes the next write to every hash-slot page fault) and at a clean stop."""
+    """ConsumeQueues flush each round (by their dirty pages); the index only every
+    flush_interval_index (each fsync makes the next write to every hash-slot page fault)
+    and at a clean stop."""
     store: MessageStore = await store_factory(flush_interval_index=3_600_000)
     store.append(batch("T", [b"x"], keys="k1"), "T", 0)
     while store.dispatcher.run(1 << 20):

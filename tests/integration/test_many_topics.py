@@ -1,0 +1,95 @@
+"""A broker with 10,000 topics (40,000 queues): created by producers' first sends, written,
+read back, SIGKILLed and restarted; every acknowledged message is readable again and the
+nameserver routes every topic."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import grpc
+
+from rocketq import Message, MessageQueue, Producer, SendResult
+from rocketq.cluster.launcher import LocalCluster
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.cluster.record import decode_records
+from rocketq.sdk.admin import Admin
+from tests.integration.conftest import MakeCluster
+
+TOPICS = 10_000
+IN_FLIGHT = 64
+
+
+def name(i: int) -> str:
+    return f"Many-{i:05d}"
+
+
+async def send_all(ns: str) -> dict[str, SendResult]:
+    """One message to each topic (its first send creates it), 64 in flight."""
+    results: dict[str, SendResult] = {}
+    todo = iter(range(TOPICS))
+    async with Producer("pg-many", ns) as producer:
+
+        async def worker() -> None:
+            for i in todo:
+                results[name(i)] = await producer.send(Message(name(i), b"body-%d" % i))
+
+        await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
+    return results
+
+
+async def read_back(addr: str, sent: dict[str, SendResult]) -> dict[str, bytes]:
+    """Pull each acknowledged message from its queue at its offset."""
+    got: dict[str, bytes] = {}
+    items = iter(sent.items())
+    async with grpc.aio.insecure_channel(addr) as channel:
+        stub = pb_grpc.BrokerStub(channel)
+
+        async def worker() -> None:
+            for topic, result in items:
+                queue: MessageQueue = result.queue
+                resp = await stub.PullMessage(
+                    pb.PullRequest(
+                        consumer_group="cg-many",
+                        topic=topic,
+                        queue_id=queue.queue_id,
+                        queue_offset=result.queue_offset,
+                        max_msg_nums=1,
+                    ),
+                    timeout=30,
+                )
+                assert resp.status.code == 0, (topic, resp.status)
+                assert resp.pull_status == pb.FOUND, (topic, resp.pull_status)
+                (msg,) = decode_records(resp.records)
+                got[topic] = msg.body
+
+        await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
+    return got
+
+
+async def test_ten_thousand_topics_survive_a_sigkill(make_cluster: MakeCluster) -> None:
+    cluster: LocalCluster = make_cluster(broker_settings={"default_topic_queue_nums": "4"})
+    ns = cluster.namesrv_addr
+    broker = cluster.brokers[0]
+    sent = await send_all(ns)
+    assert len(sent) == TOPICS and all(r.ok for r in sent.values())
+    expected = {name(i): b"body-%d" % i for i in range(TOPICS)}
+    assert await read_back(broker.addr, sent) == expected
+    async with Admin(ns) as admin:
+        routed = set(await admin.topic_list())
+    assert set(expected) <= routed
+
+    await asyncio.to_thread(cluster.kill, broker.name, signal.SIGKILL)
+    await asyncio.to_thread(cluster.restart, broker.name)
+
+    assert await read_back(broker.addr, sent) == expected
+    async with Admin(ns) as admin:
+        routed = set(await admin.topic_list())
+        status = await admin.topic_status(name(TOPICS - 1))
+    assert set(expected) <= routed
+    assert sum(q.max_offset for q in status) == 1
+    # And it takes new messages on every topic's queues.
+    async with Producer("pg-many-after", ns) as producer:
+        for i in (0, TOPICS // 2, TOPICS - 1):
+            assert (await producer.send(Message(name(i), b"again"))).ok
