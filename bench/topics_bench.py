@@ -8,8 +8,10 @@ in increasing order, the topics the count adds are auto-created one by one (one 
 send each, as a new user's first sends create them), then single sends with ``concurrency``
 in flight go round-robin over all topics for ``duration`` seconds. Each count reports
 msgs/s and its ratio to one topic, the time it took to create that many topics one by one
-(summed over the counts so far), the failed sends by error, the size of the broker's
-registration with the nameservers, and the broker's resident memory.
+(summed over the counts so far), the failed sends by error, the broker's registration with
+the nameservers (the compressed body a full registration of its table carries, and the
+bytes it sent them during the step: one small change per new topic, then heartbeats), and
+the broker's resident memory.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ class StepResult:
     create_s: float = 0.0
     create_total_s: float = 0.0
     register_full_bytes: int = -1
-    register_last_bytes: int = -1
+    register_sent_bytes: int = -1
     broker_rss_mb: float = -1.0
     ratio: float = 0.0
 
@@ -86,7 +88,7 @@ class StepResult:
             "create_s": round(self.create_s, 3),
             "create_total_s": round(self.create_total_s, 3),
             "register_full_bytes": self.register_full_bytes,
-            "register_last_bytes": self.register_last_bytes,
+            "register_sent_bytes": self.register_sent_bytes,
             "broker_rss_mb": round(self.broker_rss_mb, 1),
         }
 
@@ -151,15 +153,16 @@ async def _load(
 
 
 async def _registration(namesrv: str) -> tuple[int, int]:
-    """The broker's last full registration body and last registration request, in bytes."""
+    """What a full registration of the broker's table carries now (its compressed body),
+    and the bytes it sent to the nameservers so far."""
     from rocketq.sdk.admin import Admin
 
     async with Admin(namesrv) as admin:
         brokers = await admin.cluster_list()
     runtime = brokers[0].runtime if brokers else {}
     return (
-        int(runtime.get("registerFullBytes", -1)),
-        int(runtime.get("registerLastBytes", -1)),
+        int(runtime.get("registerFullBodyBytes", -1)),
+        int(runtime.get("registerTotalBytes", -1)),
     )
 
 
@@ -180,6 +183,7 @@ async def _run_steps(
     steps: list[StepResult] = []
     created = 0
     create_total = 0.0
+    sent_before = 0
     async with Producer(
         group="benchmark_topics", namesrv=namesrv, default_topic_queue_nums=queues
     ) as producer:
@@ -198,7 +202,9 @@ async def _run_steps(
                 f"{duration:g} s"
             )
             await _load(producer, count, concurrency, duration, body, step)
-            step.register_full_bytes, step.register_last_bytes = await _registration(namesrv)
+            step.register_full_bytes, sent = await _registration(namesrv)
+            step.register_sent_bytes = sent - sent_before
+            sent_before = sent
             step.broker_rss_mb = rss_mb(broker_pid)
             steps.append(step)
             base = steps[0].msgs_per_s if steps[0].topics == 1 else 0.0
@@ -206,8 +212,8 @@ async def _run_steps(
             echo(
                 f"[Topics {count:,}] {step.msgs_per_s:,.0f} msgs/s"
                 + (f" ({step.ratio:.2f} of one topic)" if base else "")
-                + f", failed {step.failed:,}{_errors_text(step.errors)}, registration "
-                f"{step.register_full_bytes:,} bytes full / {step.register_last_bytes:,} last, "
+                + f", failed {step.failed:,}{_errors_text(step.errors)}, registration body "
+                f"{step.register_full_bytes:,} bytes, {step.register_sent_bytes:,} bytes sent, "
                 f"broker RSS {step.broker_rss_mb:,.0f} MiB"
             )
     return steps
@@ -220,7 +226,7 @@ def _errors_text(errors: dict[str, int]) -> str:
 def table(steps: Sequence[StepResult]) -> list[str]:
     head = (
         f"{'topics':>7} {'msgs/s':>9} {'of 1 topic':>10} {'failed':>7} {'create s':>9} "
-        f"{'create all s':>12} {'register B':>11} {'RSS MiB':>8}"
+        f"{'create all s':>12} {'reg. body B':>11} {'reg. sent B':>11} {'RSS MiB':>8}"
     )
     lines = [head]
     for s in steps:
@@ -228,6 +234,7 @@ def table(steps: Sequence[StepResult]) -> list[str]:
         lines.append(
             f"{s.topics:>7,} {s.msgs_per_s:>9,.0f} {ratio:>10} {s.failed:>7,} "
             f"{s.create_s:>9.2f} {s.create_total_s:>12.2f} {s.register_full_bytes:>11,} "
+            f"{s.register_sent_bytes:>11,} "
             f"{s.broker_rss_mb:>8,.0f}"
         )
     return lines

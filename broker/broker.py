@@ -140,6 +140,7 @@ class Broker:
             period_ms=config.register_name_server_period,
         )
         self.topics.on_change = self.registration.register_now
+        self.topics.on_put = self._prepare_queues
         self.ha_master: HAMaster | None = None
         self.ha_slave: HASlave | None = None
         if config.enable_dledger_commit_log:
@@ -168,6 +169,15 @@ class Broker:
         self.boot_time = time.time()
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[None]] = set()
+
+    def _prepare_queues(self, put: list[TopicConfig]) -> None:
+        """New or grown topics: the store makes their queues' files ahead of their first
+        messages, on a thread of its own. On a writer only: its queue offsets are its own,
+        a replica's follow what it copies."""
+        if not self.store.running or self.config.broker_role == "SLAVE":
+            return
+        for t in put:
+            self.store.prepare_queues(t.topic_name, max(t.read_queue_nums, t.write_queue_nums))
 
     def _slave_connected(self, conn: SlaveConnection) -> None:
         """A slave (re)connected: take back the consumer offsets it kept while this master

@@ -167,6 +167,8 @@ class NameServerRegistration:
             "registerFullBytes": str(s.full_bytes),
             "registerLastBytes": str(s.last_bytes),
             "registerTotalBytes": str(s.total_bytes),
+            # What a full registration of today's table carries (built once per version).
+            "registerFullBodyBytes": str(len(self._full_body(self.topics.data_version)[0])),
             "registerDataVersion": str(self.topics.data_version),
             "registerNameServersHolding": str(
                 sum(link.held == self.topics.data_version for link in self._links)

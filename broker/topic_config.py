@@ -123,6 +123,9 @@ class TopicConfigManager:
         self.data_version = 0
         # Called after every change (the broker registers the change with the nameservers).
         self.on_change: Callable[[], None] = lambda: None
+        # Called with the topics a change created or updated (the broker prepares their
+        # queues' files ahead of their first messages).
+        self.on_put: Callable[[list[TopicConfig]], None] = lambda put: None
         self._log_fd: int | None = None
         self._log_changes = 0  # changes in the log since the snapshot
         # A background compaction: the lines appended since it took its copy of the table.
@@ -238,6 +241,8 @@ class TopicConfigManager:
             self._journal_floor = max(self._journal_floor, self._journal.popleft()[0])
         self.data_version = self._journal_version = version
         self._append(put, deleted, version)
+        if put:
+            self.on_put(put)
         self.on_change()
 
     def _append(self, put: list[TopicConfig], deleted: list[str], version: int) -> None:

@@ -1,19 +1,53 @@
-"""Running a server as the main job of a process: logging, uvloop, and a graceful stop on
-SIGTERM or SIGINT (Ctrl-C), for ``rocketq nameserver`` and ``rocketq broker``."""
+"""Running a server as the main job of a process: logging, uvloop, short garbage
+collections, and a graceful stop on SIGTERM or SIGINT (Ctrl-C), for ``rocketq nameserver``
+and ``rocketq broker``.
+
+Garbage collection: CPython's full (oldest-generation) collection walks every tracked
+object, and a server holds a few objects per topic queue for as long as it runs. With
+10,000 topics (40,000 queues) one full collection took 270 ms, and the event loop stood
+still that long (sends were refused with TIMEOUT_CLEAN_QUEUE while topics were created).
+So the state a server has built is moved out of the collector's sight with
+``gc.freeze()`` once it has started, and again whenever ``FREEZE_AFTER`` more objects have
+lived into the oldest generation; a full collection then walks only what is newer. Frozen
+objects are still freed by reference counting; only reference cycles among objects that
+were alive at a freeze and die later stay (a few in-flight requests' worth per freeze, and
+freezes stop once the state stops growing).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Final, Protocol
+
+FREEZE_AFTER: Final = 50_000  # unfrozen objects in the oldest generation
+FREEZE_CHECK_INTERVAL: Final = 5.0  # s
 
 
 class Server(Protocol):
     async def start(self) -> None: ...
     async def stop(self) -> None: ...
+
+
+def freeze_long_lived() -> None:
+    """Collect, then freeze what survived: later full collections skip it."""
+    gc.collect()
+    gc.freeze()
+
+
+async def keep_collections_short(
+    interval: float = FREEZE_CHECK_INTERVAL, threshold: int = FREEZE_AFTER
+) -> None:
+    """Freeze again whenever ``threshold`` objects have lived into the oldest generation
+    since the last freeze (the state grew: topics, queues, clients)."""
+    while True:
+        await asyncio.sleep(interval)
+        if len(gc.get_objects(generation=2)) > threshold:
+            freeze_long_lived()
 
 
 def setup_logging(level: str = "INFO") -> None:
@@ -36,9 +70,12 @@ def run_server(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await server.start()
+        freeze_long_lived()
+        keeper = loop.create_task(keep_collections_short())
         if on_started is not None:
             await on_started(server)
         await stop.wait()
+        keeper.cancel()
         await server.stop()
 
     try:

@@ -305,12 +305,17 @@ class Producer:
             route = await self.client.update_route(topic)
             queues = publish_queues(topic, route)
         except TopicNotExistError:
-            # Unknown topic: send through the auto-create template's brokers (TBW102).
-            template = await self.client.update_route(self.config.create_topic_key)
+            # Unknown topic: send through the auto-create template's brokers (TBW102). Its
+            # route is cached like any other (refreshed every 30 s and after a failure), so
+            # a producer creating topics one by one asks the nameservers once per topic.
+            key = self.config.create_topic_key
+            fetch = self.client.update_route if refresh else self.client.route
+            route = pb.TopicRouteData()
+            route.CopyFrom(await fetch(key))
             n = self.config.default_topic_queue_nums
-            for q in template.queue_datas:
+            for q in route.queue_datas:
                 q.write_queue_nums = min(n, q.write_queue_nums)
-            queues = publish_queues(topic, template)
+            queues = publish_queues(topic, route)
         if not queues:
             raise TopicNotExistError(
                 f"no writable queue of topic {topic!r} has a live master; check the brokers "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
@@ -48,6 +49,8 @@ class ConsumeQueue:
         self.max_physic_offset = -1
         self.min_logic_offset = 0
         self._on_dirty = on_dirty
+        # Serialises creating the first file with :meth:`prepare` on the table's thread.
+        self._create_lock = threading.Lock()
 
     def load(self, durable_below: int | None = None) -> None:
         """Map the files and find where the entries end. ``durable_below``: after a crash,
@@ -165,6 +168,13 @@ class ConsumeQueue:
             self._on_dirty(self)
         return new
 
+    def prepare(self) -> None:
+        """Create the first file of a queue that has none and whose first entry will be
+        entry 0 (a new queue), ahead of that entry (the table's preparing thread)."""
+        with self._create_lock:
+            if self.files.last is None and self.max_physic_offset < 0:
+                self.files.create(0)
+
     def put(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
         """Write entry ``cq_offset``; False if it is already there (re-dispatch)."""
         new = self._put(offset, size, tags_code, cq_offset)
@@ -178,10 +188,13 @@ class ConsumeQueue:
         expect = cq_offset * CQ_UNIT_SIZE
         mf = self.files.last
         if mf is None:
-            mf = self.files.create(expect - expect % self.file_size)
-            self.min_logic_offset = expect
-            self._fill_blank(mf, 0, expect - mf.file_from_offset)
-        elif mf.is_full:
+            with self._create_lock:  # prepare() may be creating it right now
+                mf = self.files.last
+                if mf is None:
+                    mf = self.files.create(expect - expect % self.file_size)
+                    self.min_logic_offset = expect
+                    self._fill_blank(mf, 0, expect - mf.file_from_offset)
+        if mf.is_full:
             mf = self.files.create(mf.end_offset)
         current = mf.wrote_offset
         if expect < current:

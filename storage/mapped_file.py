@@ -36,7 +36,14 @@ OS_PAGE_SIZE = 4096
 NAME_DIGITS = 20
 _MAP_FIXED: Final = 0x10  # Linux; the mmap module does not export it
 
+_MS_SYNC: Final = 4  # Linux
+
+# ctypes releases the GIL around a foreign call (CDLL, not PyDLL): an msync through it lets
+# the event loop run while the pages go to disk, where ``mmap.flush`` holds the GIL for
+# the whole write (CPython 3.11 calls msync without releasing it).
 _libc = ctypes.CDLL(None, use_errno=True)
+_libc.msync.restype = ctypes.c_int
+_libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [
     ctypes.c_void_p,
@@ -75,6 +82,21 @@ def map_without_fd(fd: int, size: int) -> mmap.mmap:
     return buf
 
 
+def mapping_address(buf: mmap.mmap) -> int:
+    """Where ``buf``'s mapping starts (the export is released at once)."""
+    anchor = ctypes.c_char.from_buffer(buf)
+    address = ctypes.addressof(anchor)
+    del anchor
+    return address
+
+
+def msync(address: int, length: int) -> None:
+    """Write a mapped range to disk and wait, without holding the GIL."""
+    if _libc.msync(address, length, _MS_SYNC) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"msync failed: {os.strerror(err)}")
+
+
 def offset_name(offset: int) -> str:
     return f"{offset:0{NAME_DIGITS}d}"
 
@@ -83,6 +105,7 @@ class MappedFile:
     """One fixed-size segment: the mapping, its start offset and its positions."""
 
     __slots__ = (
+        "_address",
         "_closed",
         "_fd",
         "_lock",
@@ -121,6 +144,7 @@ class MappedFile:
                     "set the matching mapped_file_size_* in the config, or move the file away"
                 )
             self.buf = mmap.mmap(fd, file_size) if keep_fd else map_without_fd(fd, file_size)
+            self._address = 0 if keep_fd else mapping_address(self.buf)
             if random_access:
                 # Before any access: a fault then reads one page, not read_ahead_kb around it.
                 self.buf.madvise(mmap.MADV_RANDOM)
@@ -202,7 +226,7 @@ class MappedFile:
                     os.fdatasync(self._fd)
                 else:
                     start = self.flushed_position - self.flushed_position % OS_PAGE_SIZE
-                    self.buf.flush(start, target - start)
+                    msync(self._address + start, target - start)
                 self.flushed_position = target
             return self.flushed_position
 

@@ -312,6 +312,14 @@ class MessageStore:
                 "or lower file_reserved_time"
             )
 
+    def prepare_queues(self, topic: str, queue_nums: int) -> None:
+        """A topic was created or grew: make the files of its new queues on a thread
+        (``ConsumeQueueTable.prepare``). Only queues nothing was written to yet."""
+        raw = self.topic_bytes(topic)
+        written, queues = self.commitlog.queue_table, self.queues.queues
+        keys = [(raw, q) for q in range(queue_nums) if (raw, q) not in written]
+        self.queues.prepare(k for k in keys if k not in queues)
+
     def topic_bytes(self, topic: str) -> bytes:
         raw = self._topics.get(topic)
         if raw is None:

@@ -348,3 +348,40 @@ async def test_settle_runs_the_after_append_work_once_per_run_of_appends(
         assert time.monotonic() < deadline, "the loop never settled the append"
         await asyncio.sleep(0)
     assert settled[-1] == store.max_phy_offset
+
+
+async def test_new_queues_are_prepared_on_a_thread(store_factory: Any) -> None:
+    """A new topic's queue files are made ahead of its messages (not on the event loop);
+    a queue already written is left alone, and a queue written before its turn works."""
+    store: MessageStore = await store_factory()
+    store.append(batch("Old", [b"x"]), "Old", 0)
+    await caught_up(store)
+    old = store.queues.get(b"Old", 0)
+    assert old is not None
+    old_files = list(old.files.files)
+    store.prepare_queues("Old", 2)  # queue 0 was written: only queue 1 is new
+    store.prepare_queues("New", 4)
+    store.append(batch("New", [b"first"]), "New", 2)  # may race its preparation
+    deadline = time.monotonic() + 5
+    while True:
+        queues = [store.queues.get(b"New", q) for q in range(4)]
+        if all(cq is not None and cq.files.files for cq in queues):
+            break
+        assert time.monotonic() < deadline, "the queues were not prepared"
+        await asyncio.sleep(0.005)
+    assert old.files.files == old_files
+    for q in range(4):
+        path = Path(store.config.consume_queue_dir) / "New" / str(q) / ("0" * 20)
+        assert path.is_file(), path
+    await caught_up(store)
+    got = store.get_messages("New", 2, 0)
+    assert [m.body for m in decode_records(got.to_bytes())] == [b"first"]
+    got.release()
+    for q in (0, 1, 3):
+        assert store.get_messages("New", q, 0).status is not GetStatus.FOUND
+        store.append(batch("New", [b"q%d" % q]), "New", q)
+    await caught_up(store)
+    for q in (0, 1, 3):
+        got = store.get_messages("New", q, 0)
+        assert [m.body for m in decode_records(got.to_bytes())] == [b"q%d" % q]
+        got.release()
