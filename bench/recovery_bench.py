@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from rocketq.bench.report import MB, json_line, rate
+from rocketq.bench.report import MB, BenchOptionError, json_line, rate
 
 TOPIC: Final = "RecoveryBench"
 QUEUES: Final = 8
@@ -46,29 +46,21 @@ _OLD_LOADED: Final = re.compile(r"CommitLog \[(\d+), (\d+)\), \d+ queues, scanne
 _OLD_SEGMENT: Final = re.compile(r"recovering from segment (\d+)")
 
 
-class RecoveryBenchError(ValueError):
-    """A flag of ``rocketq bench recovery`` is out of range; ``flag`` names it."""
-
-    def __init__(self, flag: str, message: str) -> None:
-        super().__init__(message)
-        self.flag = flag
-
-
 def parse_sizes(text: str) -> list[float]:
     """``"0.4,3"`` -> [0.4, 3.0] GB, ascending. One size N also runs N/8, so every run
     compares two sizes."""
     try:
         sizes = sorted({float(part) for part in text.split(",") if part.strip()})
     except ValueError:
-        raise RecoveryBenchError(
+        raise BenchOptionError(
             "--gb", f"{text!r} is not a comma list of sizes in GB such as 0.4,3"
         ) from None
     if not sizes:
-        raise RecoveryBenchError("--gb", "give one or two sizes in GB, e.g. 0.4,3")
+        raise BenchOptionError("--gb", "give one or two sizes in GB, e.g. 0.4,3")
     if len(sizes) > 2:
-        raise RecoveryBenchError("--gb", f"at most two sizes per run, got {text!r}")
+        raise BenchOptionError("--gb", f"at most two sizes per run, got {text!r}")
     if sizes[0] <= 0 or sizes[-1] > MAX_GB or any(s != s for s in sizes):
-        raise RecoveryBenchError(
+        raise BenchOptionError(
             "--gb", f"sizes must be more than 0 and at most {MAX_GB:g} GB, got {text!r}"
         )
     if len(sizes) == 1:
@@ -84,13 +76,13 @@ def check_options(*, senders: int, batch: int, size: int, segment_size: int) -> 
         ("--segment-size", segment_size, 4096),
     ):
         if value < low:
-            raise RecoveryBenchError(flag, f"must be at least {low}, got {value}")
+            raise BenchOptionError(flag, f"must be at least {low}, got {value}")
     if batch * size > 4 * 1024 * 1024:
-        raise RecoveryBenchError(
+        raise BenchOptionError(
             "--batch", f"a batch of {batch} x {size} B is over the 4 MiB a send may carry"
         )
     if batch * (size + 300) * 2 > segment_size:
-        raise RecoveryBenchError(
+        raise BenchOptionError(
             "--segment-size", f"{segment_size} B is too small for batches of {batch} x {size} B"
         )
 
@@ -359,7 +351,6 @@ def json_report(results: Sequence[SizeResult], *, senders: int, batch: int, size
 
 __all__ = [
     "DEFAULT_SIZES",
-    "RecoveryBenchError",
     "SizeResult",
     "check_options",
     "json_report",

@@ -83,3 +83,12 @@ def json_line(fields: Mapping[str, object]) -> str:
         {k: round(v, 4) if isinstance(v, float) else v for k, v in fields.items()},
         separators=(", ", ": "),
     )
+
+
+class BenchOptionError(ValueError):
+    """Options that cannot run; ``flag`` names the command-line flag at fault. Every
+    benchmark raises it before it starts anything."""
+
+    def __init__(self, flag: str, message: str) -> None:
+        super().__init__(message)
+        self.flag = flag

@@ -40,7 +40,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from rocketq.bench.report import MB, LatencySummary, json_line, rate, summarize_ns, tps_line
+from rocketq.bench.report import (
+    MB,
+    BenchOptionError,
+    LatencySummary,
+    json_line,
+    rate,
+    summarize_ns,
+    tps_line,
+)
 from rocketq.cluster.config import StoreConfig
 from rocketq.cluster.errors import RocketqSystemError
 from rocketq.cluster.message import DEFAULT_TOPIC_QUEUE_NUMS, Message
@@ -64,14 +72,6 @@ DISPATCH_TIMEOUT_S: Final = 300.0
 _BORN_HOST: Final = encode_host("127.0.0.1:40000")
 _FLUSH_DISK_TYPE: Final[Mapping[str, str]] = {"async": "ASYNC_FLUSH", "sync": "SYNC_FLUSH"}
 _DEFAULT_WRITERS: Final[Mapping[str, int]] = {"async": 1, "sync": 32}
-
-
-class BenchOptionError(ValueError):
-    """Options that cannot run; ``flag`` names the command-line flag at fault."""
-
-    def __init__(self, flag: str, message: str) -> None:
-        super().__init__(message)
-        self.flag = flag
 
 
 class StoreBenchError(RocketqSystemError):

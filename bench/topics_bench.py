@@ -25,18 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocketq.bench.report import json_line, rate
+from rocketq.bench.report import BenchOptionError, json_line, rate
 
 TOPIC_PREFIX = "BenchTopic-"
 MAX_TOPICS = 100_000
-
-
-class TopicsBenchError(ValueError):
-    """A flag of ``rocketq bench topics`` is out of range; ``flag`` names it."""
-
-    def __init__(self, flag: str, message: str) -> None:
-        super().__init__(message)
-        self.flag = flag
 
 
 def parse_counts(text: str) -> list[int]:
@@ -44,13 +36,13 @@ def parse_counts(text: str) -> list[int]:
     try:
         counts = sorted({int(part) for part in text.split(",") if part.strip()})
     except ValueError:
-        raise TopicsBenchError(
+        raise BenchOptionError(
             "--topics", f"{text!r} is not a comma list of topic counts such as 1,100,1000"
         ) from None
     if not counts:
-        raise TopicsBenchError("--topics", "give at least one topic count, e.g. 1,100,1000")
+        raise BenchOptionError("--topics", "give at least one topic count, e.g. 1,100,1000")
     if counts[0] < 1 or counts[-1] > MAX_TOPICS:
-        raise TopicsBenchError(
+        raise BenchOptionError(
             "--topics", f"topic counts must be between 1 and {MAX_TOPICS:,}, got {text!r}"
         )
     return counts
@@ -254,11 +246,11 @@ def run_topics_bench(
     from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 
     if concurrency < 1:
-        raise TopicsBenchError("-c", "at least one send in flight")
+        raise BenchOptionError("-c", "at least one send in flight")
     if duration <= 0:
-        raise TopicsBenchError("--duration", "the duration must be > 0 seconds")
+        raise BenchOptionError("--duration", "the duration must be > 0 seconds")
     if not 1 <= queues <= 1024:
-        raise TopicsBenchError("--queues", "queues per topic must be 1-1024")
+        raise BenchOptionError("--queues", "queues per topic must be 1-1024")
     base = Path(data_dir or "data")
     base.mkdir(parents=True, exist_ok=True)
     settings = {

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from rocketq.bench.report import BenchOptionError
 from rocketq.cluster.cli_options import MasterRole, Replication, fail
 
 bench_app = typer.Typer(
@@ -64,7 +65,6 @@ def bench_store(
     TPS counts until every message is appended and dispatched; the ratio is store / raw MB/s.
     """
     from rocketq.bench.store_bench import (
-        BenchOptionError,
         FlushMode,
         StoreBenchOptions,
         run_store_bench,
@@ -120,7 +120,6 @@ def bench_topics(
     topic, the time to create the topics, the broker's registration size with the
     nameservers and its resident memory."""
     from rocketq.bench.topics_bench import (
-        TopicsBenchError,
         json_report,
         parse_counts,
         run_topics_bench,
@@ -129,7 +128,7 @@ def bench_topics(
 
     try:
         counts = parse_counts(topics)
-    except TopicsBenchError as exc:
+    except BenchOptionError as exc:
         raise typer.BadParameter(str(exc), param_hint=f"'{exc.flag}'") from None
     try:
         result = run_topics_bench(
@@ -481,7 +480,6 @@ def bench_recovery(
     import asyncio
 
     from rocketq.bench.recovery_bench import (
-        RecoveryBenchError,
         check_options,
         json_report,
         parse_sizes,
@@ -493,7 +491,7 @@ def bench_recovery(
     try:
         sizes = parse_sizes(gb)
         check_options(senders=senders, batch=batch, size=size, segment_size=segment_size)
-    except RecoveryBenchError as exc:
+    except BenchOptionError as exc:
         raise typer.BadParameter(str(exc), param_hint=f"'{exc.flag}'") from None
     try:
         results = asyncio.run(

@@ -4,8 +4,9 @@ and ``rocketq broker``.
 
 Garbage collection: CPython's full (oldest-generation) collection walks every tracked
 object, and a server holds a few objects per topic queue for as long as it runs. With
-10,000 topics (40,000 queues) one full collection took 270 ms, and the event loop stood
-still that long (sends were refused with TIMEOUT_CLEAN_QUEUE while topics were created).
+10,000 topics (40,000 queues) one full collection stopped the event loop for longer than
+the broker's 200 ms send-queue limit (sends were refused with TIMEOUT_CLEAN_QUEUE while
+topics were created).
 So the state a server has built is moved out of the collector's sight with
 ``gc.freeze()`` once it has started, and again whenever ``FREEZE_AFTER`` more objects have
 lived into the oldest generation; a full collection then walks only what is newer. Frozen

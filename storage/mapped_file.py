@@ -12,8 +12,8 @@ holds the file and no descriptor, see ``map_without_fd``; a flush is an ``msync`
 dirty page range), so tens of thousands of queues need no more descriptors than a few.
 Their mapping is advised ``MADV_RANDOM`` before any access: otherwise the first touch of
 a sparse page makes the kernel read around it, up to the device's ``read_ahead_kb`` (8 MiB
-on the machines measured), which zero-fills the whole 6 MB file into the page cache, about
-9 ms per queue, and thrashes once the queues outgrow memory.
+on the machines measured), which zero-fills the whole 6 MB file into the page cache, and
+thrashes once the queues outgrow memory.
 """
 
 from __future__ import annotations

@@ -10,12 +10,12 @@ import pytest
 from typer.testing import CliRunner
 
 from rocketq.bench.recovery_bench import (
-    RecoveryBenchError,
     SizeResult,
     check_options,
     parse_sizes,
     read_recovery_log,
 )
+from rocketq.bench.report import BenchOptionError
 from rocketq.cluster.cli import app
 
 
@@ -23,17 +23,17 @@ def test_sizes_are_two_ascending_and_checked() -> None:
     assert parse_sizes("3,0.4") == [0.4, 3.0]
     assert parse_sizes("2") == [0.25, 2.0]  # one size runs a small one too
     for bad in ("", "x", "0", "-1,2", "1,2,3", "5000", "nan"):
-        with pytest.raises(RecoveryBenchError) as info:
+        with pytest.raises(BenchOptionError) as info:
             parse_sizes(bad)
         assert info.value.flag == "--gb"
 
 
 def test_options_name_the_flag_at_fault() -> None:
     check_options(senders=8, batch=32, size=1024, segment_size=1 << 20)
-    with pytest.raises(RecoveryBenchError) as info:
+    with pytest.raises(BenchOptionError) as info:
         check_options(senders=8, batch=32, size=1024, segment_size=8192)
     assert info.value.flag == "--segment-size"
-    with pytest.raises(RecoveryBenchError) as info:
+    with pytest.raises(BenchOptionError) as info:
         check_options(senders=8, batch=1024, size=8192, segment_size=1 << 30)
     assert info.value.flag == "--batch"
 

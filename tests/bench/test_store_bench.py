@@ -7,11 +7,10 @@ from typing import Any
 
 import pytest
 
-from rocketq.bench.report import percentile, summarize_ns
+from rocketq.bench.report import BenchOptionError, percentile, summarize_ns
 from rocketq.bench.store_bench import (
     QUEUES,
     TOPIC,
-    BenchOptionError,
     FlushMode,
     StoreBenchOptions,
     record_size,

@@ -9,14 +9,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rocketq.bench.topics_bench import TopicsBenchError, parse_counts, run_topics_bench
+from rocketq.bench.report import BenchOptionError
+from rocketq.bench.topics_bench import parse_counts, run_topics_bench
 from rocketq.cluster.cli import app
 
 
 def test_counts_are_parsed_sorted_and_checked() -> None:
     assert parse_counts("1000,1,100,100") == [1, 100, 1000]
     for bad in ("", "a,b", "0,10", "1,1000000"):
-        with pytest.raises(TopicsBenchError) as info:
+        with pytest.raises(BenchOptionError) as info:
             parse_counts(bad)
         assert info.value.flag == "--topics"
 

@@ -11,9 +11,15 @@ import pytest
 from rocketq import Message, Producer
 from rocketq.cluster.launcher import LocalCluster
 from rocketq.cluster.message import (
+    SCHEDULE_TOPIC,
     TIMER_TOPIC,
     TRACE_PRODUCER_GROUP,
     TRACE_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+    dlq_topic,
+    retry_topic,
     send_forbidden_reason,
 )
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
@@ -22,14 +28,15 @@ from rocketq.cluster.record import encode_message
 from rocketq.errors import NoPermissionError, TopicNotExistError
 from rocketq.sdk.admin import Admin
 
+# Each internal topic and the hint its refusal gives.
 INTERNAL = {
-    "SCHEDULE_TOPIC_XXXX": "delay_level",
-    "RMQ_SYS_TRANS_HALF_TOPIC": "TransactionProducer",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC": "TransactionProducer",
-    "TRANS_CHECK_MAX_TIME_TOPIC": "TransactionProducer",
+    SCHEDULE_TOPIC: "delay_level",
+    TRANS_HALF_TOPIC: "TransactionProducer",
+    TRANS_OP_HALF_TOPIC: "TransactionProducer",
+    TRANS_CHECK_MAX_TIME_TOPIC: "TransactionProducer",
     TIMER_TOPIC: "deliver_at",
-    "%RETRY%cg-orders": "RECONSUME_LATER",
-    "%DLQ%cg-orders": "max_reconsume_times",
+    retry_topic("cg-orders"): "RECONSUME_LATER",
+    dlq_topic("cg-orders"): "max_reconsume_times",
     TRACE_TOPIC: "enable_trace",
 }
 
@@ -59,7 +66,7 @@ async def test_the_sdk_and_the_broker_refuse_internal_topics(cluster: LocalClust
             with pytest.raises(NoPermissionError, match=f"topic {topic} is forbidden.*{hint}"):
                 await producer.send(Message(topic, b"x"))
         with pytest.raises(NoPermissionError, match="retry topic"):
-            await producer.send_batch([Message("%RETRY%cg-orders", b"a")] * 2)
+            await producer.send_batch([Message(retry_topic("cg-orders"), b"a")] * 2)
     # A client that skips the SDK's check gets the same answer from the broker.
     async with grpc.aio.insecure_channel(cluster.brokers[0].addr) as channel:
         stub = pb_grpc.BrokerStub(channel)
