@@ -281,5 +281,12 @@ from rocketq.cluster.bench_cli import bench_app  # noqa: E402
 app.add_typer(bench_app, name="bench")
 
 
+# -- the chaos harness (cluster/chaos_cli.py) -----------------------------------------------
+
+from rocketq.cluster.chaos_cli import chaos_app  # noqa: E402
+
+app.add_typer(chaos_app, name="chaos")
+
+
 if __name__ == "__main__":
     app()

@@ -1,9 +1,11 @@
-"""Hosts of a test's own: one network namespace per host, each with a veth into a bridge
+"""Hosts of a run's own: one network namespace per host, each with a veth into a bridge
 that carries a private /24, and nftables rules inside a host's namespace to cut it off
 from others. Needs root, iproute2 and nftables (`make test` installs nftables as root).
 
 ``with NetnsLab(3) as lab: lab.hosts[0].ip ...; lab.cut(lab.hosts[0], others)`` builds
 the network on the way in and removes all of it (namespaces, links) on the way out.
+:class:`NetnsCluster` runs each broker of a launcher cluster on a host of its own; the
+nameservers and the clients stay in this namespace, on the bridge's address.
 """
 
 from __future__ import annotations
@@ -13,12 +15,16 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Final
 
-_TABLE = "rocketq_partition"
+from rocketq.cluster.errors import RocketqError
+from rocketq.cluster.launcher import ClusterSpec, LocalCluster, Node
+
+TABLE: Final = "rocketq_partition"
 
 
-class NetnsError(RuntimeError):
-    """This machine cannot build the lab (not root, or a tool missing)."""
+class NetnsError(RocketqError):
+    """This machine cannot build the lab (not root, or a tool missing), or a rule failed."""
 
 
 def netns_unavailable_reason() -> str | None:
@@ -49,6 +55,8 @@ class Host:
 
 class NetnsLab:
     def __init__(self, hosts: int) -> None:
+        if not 1 <= hosts <= 250:
+            raise NetnsError(f"a lab has 1 to 250 hosts, not {hosts}")
         tag = f"rq{os.getpid() % 100_000}"
         subnet = f"10.{200 + os.getpid() % 50}.{os.getpid() % 250}"
         self.bridge = f"{tag}br"
@@ -94,7 +102,7 @@ class NetnsLab:
         namespace; the rest of the network (the bridge's address) still reaches it."""
         peers = ", ".join(o.ip for o in others)
         rules = (
-            f"table inet {_TABLE} {{\n"
+            f"table inet {TABLE} {{\n"
             f"  chain input {{ type filter hook input priority 0; policy accept;\n"
             f"    ip saddr {{ {peers} }} drop\n  }}\n"
             f"  chain output {{ type filter hook output priority 0; policy accept;\n"
@@ -104,7 +112,7 @@ class NetnsLab:
         _run(*host.exec_prefix(), "nft", "-f", "-", stdin=rules)
 
     def heal(self, host: Host) -> None:
-        _run(*host.exec_prefix(), "nft", "delete", "table", "inet", _TABLE)
+        _run(*host.exec_prefix(), "nft", "delete", "table", "inet", TABLE)
 
     def close(self) -> None:
         """Remove the namespaces (their veths go with them) and the bridge."""
@@ -114,3 +122,49 @@ class NetnsLab:
         if self._bridge_made:
             subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, timeout=30)
             self._bridge_made = False
+
+    def namespaces(self) -> list[str]:
+        """Every namespace this lab is made of (whether it exists now or not)."""
+        return [h.name for h in self.hosts]
+
+
+def existing(names: list[str]) -> list[str]:
+    """Those of the namespaces ``names`` that exist now (a closed lab must leave none)."""
+    done = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30)
+    present = {line.split()[0] for line in done.stdout.splitlines() if line.strip()}
+    return [n for n in names if n in present]
+
+
+class NetnsCluster(LocalCluster):
+    """Each broker runs in its own network namespace of ``lab``; the nameservers and the
+    clients stay here, on the bridge's address."""
+
+    def __init__(self, spec: ClusterSpec, lab: NetnsLab) -> None:
+        super().__init__(spec)
+        if len(lab.hosts) < len(self.brokers):
+            raise NetnsError(f"the lab has {len(lab.hosts)} hosts for {len(self.brokers)} brokers")
+        self.lab = lab
+        for ns in self.nameservers:
+            ns.host = lab.gateway
+        for broker, host in zip(self.brokers, lab.hosts, strict=False):
+            broker.host = host.ip
+
+    def host_of(self, node: Node) -> Host:
+        for host in self.lab.hosts:
+            if host.ip == node.host:
+                return host
+        raise NetnsError(f"{node.name} ({node.host}) runs on no host of the lab")
+
+    def _command(self, node: Node) -> list[str]:
+        cmd = super()._command(node)
+        if node.role == "broker":
+            cmd = [*self.host_of(node).exec_prefix(), *cmd]
+        return cmd
+
+    def isolate(self, node: Node) -> None:
+        """Cut ``node`` off from the other members of its broker group."""
+        others = [self.host_of(m) for m in self.group_members(node.broker_name) if m is not node]
+        self.lab.cut(self.host_of(node), others)
+
+    def heal(self, node: Node) -> None:
+        self.lab.heal(self.host_of(node))

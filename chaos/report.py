@@ -1,0 +1,270 @@
+"""The outputs of a chaos check: a JSON document, a short Markdown summary and a PNG chart of
+throughput over time with the faults shaded (matplotlib, the ``rocketq[chart]`` extra)."""
+
+from __future__ import annotations
+
+import math
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+from rocketq.chaos.checker import CheckResult, broken_promises
+from rocketq.chaos.history import ChaosError, History
+
+CHART_EXTRA: Final = "pip install 'rocketq[chart]'"
+CHART_SIZE_IN: Final = (11.0, 4.0)
+CHART_DPI: Final = 100
+# Fault bands, one colour per kind (none of them the lines' black and green).
+FAULT_COLOURS: Final = (
+    "tab:red",
+    "tab:blue",
+    "tab:orange",
+    "tab:purple",
+    "tab:brown",
+    "tab:pink",
+    "tab:olive",
+    "tab:cyan",
+    "tab:gray",
+)
+
+
+def result_json(result: CheckResult) -> dict[str, Any]:
+    """The result as one JSON-serialisable dict (what ``rocketq chaos check --json`` prints)."""
+    loss = result.loss_window
+    return {
+        "history": result.history,
+        "sent": result.sent,
+        "acked": result.acked,
+        "received": result.received,
+        "receipts": result.receipts,
+        "lost": result.lost,
+        "duplicated": result.duplicated,
+        "duplicate_rate": round(result.duplicate_rate, 6),
+        "redeliveries": result.redeliveries,
+        "unexpected": result.unexpected,
+        "indeterminate": result.indeterminate,
+        "indeterminate_received": result.indeterminate_received,
+        "order_violations": result.order_violations,
+        "faults": dict(result.faults),
+        "failover_ms": {
+            kind: {"p50": s.p50, "p99": s.p99, "max": s.max, "count": s.count}
+            for kind, s in result.failover_ms.items()
+        },
+        "failover_missing": dict(result.failover_missing),
+        "availability": round(result.availability, 3),
+        "window_s": round(result.window_s, 3),
+        "ok_seconds": round(result.ok_seconds, 4),
+        "loss_window": None
+        if loss is None
+        else {"count": loss.count, "first_t": loss.first_t, "last_t": loss.last_t, "ms": loss.ms},
+        "partial": result.partial,
+        "partial_reason": result.partial_reason,
+        "bad_lines": result.bad_lines,
+    }
+
+
+def _cell(value: object) -> str:
+    """A Markdown table cell: "-" for None, pipes escaped."""
+    return "-" if value is None else str(value).replace("|", "\\|")
+
+
+def _clock(t: float, start: float) -> str:
+    at = datetime.fromtimestamp(t, tz=UTC).isoformat(timespec="milliseconds")
+    return f"{at} (+{t - start:.3f} s)"
+
+
+def _counts(result: CheckResult) -> list[str]:
+    rows = [
+        ("sent", str(result.sent)),
+        ("acknowledged", str(result.acked)),
+        ("received", f"{result.received} ({result.receipts} receipts)"),
+        ("lost", str(result.lost)),
+        (
+            "duplicated",
+            f"{result.duplicated} ({result.duplicate_rate:.2%}; "
+            f"{result.redeliveries} redeliveries)",
+        ),
+        ("unexpected", str(result.unexpected)),
+        (
+            "indeterminate (received)",
+            f"{result.indeterminate} ({result.indeterminate_received})",
+        ),
+        ("order violations", str(result.order_violations)),
+    ]
+    return ["| | messages |", "|---|---:|", *(f"| {name} | {value} |" for name, value in rows)]
+
+
+def _faults(result: CheckResult) -> list[str]:
+    if not result.faults:
+        return ["No faults were injected."]
+    lines = [
+        "| fault | count | failover p50 (ms) | p99 (ms) | max (ms) | missing |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for kind, count in result.faults.items():
+        stats = result.failover_ms.get(kind)
+        p50, p99, top = (stats.p50, stats.p99, stats.max) if stats else (None, None, None)
+        missing = result.failover_missing.get(kind, 0)
+        lines.append(
+            f"| {_cell(kind)} | {count} | {_cell(p50)} | {_cell(p99)} | {_cell(top)} | {missing} |"
+        )
+    lines += [
+        "",
+        "Failover: from a fault's start to the first later acknowledged send of its broker "
+        "group (of any group for a nameserver or consumer fault); *missing* faults were "
+        "never followed by one.",
+    ]
+    return lines
+
+
+def render_markdown(result: CheckResult, *, broken: list[str] | None = None) -> str:
+    """A short Markdown summary: the counts, availability, faults with failover times, the
+    loss window, warnings (partial history, unreadable lines) and the verdict. ``broken`` is
+    the run's :func:`broken_promises`; without it the strictest promises are applied (no
+    acknowledged message lost, none unexpected, order kept)."""
+    if broken is None:
+        broken = broken_promises(result, replication="raft", role="SYNC_MASTER", orderly=True)
+    lines = [f"# Chaos check{f': {result.history}' if result.history else ''}", ""]
+    if result.partial:
+        lines += [f"> **PARTIAL**: {result.partial_reason}", ""]
+    lines += _counts(result)
+    lines += [
+        "",
+        f"Availability: {result.availability:.1f} acknowledged msgs/s over a "
+        f"{result.window_s:.1f} s workload window; {result.ok_seconds:.1%} of its seconds "
+        "had an acknowledged send (ok seconds).",
+        "",
+        "## Faults",
+        "",
+        *_faults(result),
+    ]
+    loss = result.loss_window
+    if loss is not None:
+        lines += [
+            "",
+            "## Loss window",
+            "",
+            f"{loss.count} lost messages were acknowledged within {loss.ms} ms: from "
+            f"{_clock(loss.first_t, result.start_t)} to {_clock(loss.last_t, result.start_t)}.",
+        ]
+        if result.lost_keys:
+            lines.append(f"First lost keys: {', '.join(result.lost_keys)}.")
+    if result.bad_lines:
+        where = "; ".join(f"line {n}: {reason}" for n, reason in result.bad_line_samples)
+        more = ", ..." if result.bad_lines > len(result.bad_line_samples) else ""
+        lines += ["", f"**Unreadable lines**: {result.bad_lines} ({where}{more})."]
+    lines.append("")
+    if broken:
+        count = f"{len(broken)} broken promise{'s' if len(broken) > 1 else ''}"
+        lines += [f"**Verdict**: {count}:", "", *(f"- {sentence}" for sentence in broken)]
+    else:
+        lines.append("**Verdict**: all promises kept.")
+    return "\n".join(lines) + "\n"
+
+
+def fault_spans(history: History, end: float) -> list[tuple[str, float, float]]:
+    """(kind, start, end) of each fault: a ``fault_start`` ends at the first unmatched
+    ``fault_end`` of the same (fault, target) after it, or at ``end`` if none."""
+    open_faults: dict[tuple[str, str], list[int]] = {}
+    spans: list[tuple[str, float, float]] = []
+    for record in history.records:
+        type_ = record["type"]
+        if type_ not in ("fault_start", "fault_end"):
+            continue
+        key = (str(record.get("fault")), str(record.get("target")))
+        t = float(record["t"])
+        if type_ == "fault_start":
+            open_faults.setdefault(key, []).append(len(spans))
+            spans.append((key[0], t, end))
+        elif open_faults.get(key):
+            number = open_faults[key].pop(0)
+            spans[number] = (spans[number][0], spans[number][1], t)
+    return spans
+
+
+def per_second(history: History, start: float) -> tuple[dict[int, int], dict[int, int]]:
+    """Acknowledged messages (keys of ``send_ok`` records) and receipts (``receive``
+    records) per whole second since ``start``."""
+    acked: dict[int, int] = {}
+    receipts: dict[int, int] = {}
+    for record in history.records:
+        type_ = record["type"]
+        if type_ == "send_ok":
+            second = math.floor(float(record["t"]) - start)
+            keys = record.get("keys")
+            acked[second] = acked.get(second, 0) + (len(keys) if isinstance(keys, list) else 0)
+        elif type_ == "receive":
+            second = math.floor(float(record["t"]) - start)
+            receipts[second] = receipts.get(second, 0) + 1
+    return acked, receipts
+
+
+def write_chart(history: History, result: CheckResult, path: str | os.PathLike[str]) -> None:
+    """A PNG of acknowledged messages and receipts per second since the run start, each
+    fault shaded from its start to its end (one colour per kind) and each measured failover
+    marked where the fault's group next acknowledged a send."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ChaosError(f"the chart needs matplotlib: {CHART_EXTRA}") from None
+    start = result.start_t
+    last_t = float(history.records[-1]["t"]) if history.records else start
+    acked, receipts = per_second(history, start)
+    first = min([0, *acked, *receipts])
+    last = max([math.floor(last_t - start), *acked, *receipts])
+    seconds = list(range(first, last + 2))  # each count drawn as a step over its second
+    fig, ax = plt.subplots(figsize=CHART_SIZE_IN)
+    try:
+        for counts, label, colour in (
+            (acked, "acknowledged msgs/s", "black"),
+            (receipts, "receipts/s", "tab:green"),
+        ):
+            values = [counts.get(s, 0) for s in seconds]
+            ax.plot(seconds, values, drawstyle="steps-post", color=colour, label=label)
+        colours = {
+            kind: FAULT_COLOURS[i % len(FAULT_COLOURS)] for i, kind in enumerate(result.faults)
+        }
+        labelled: set[str] = set()
+        for kind, begin, end in fault_spans(history, last_t):
+            colour = colours.setdefault(kind, FAULT_COLOURS[len(colours) % len(FAULT_COLOURS)])
+            ax.axvspan(
+                begin - start,
+                max(end, begin) - start,
+                color=colour,
+                alpha=0.2,
+                label=None if kind in labelled else kind,
+            )
+            labelled.add(kind)
+        measured = [(f, f.ms) for f in result.failovers if f.ms is not None]
+        for number, (failover, ms) in enumerate(measured):
+            ax.plot(
+                [failover.t - start + ms / 1000],
+                [0.97],
+                marker="v",
+                linestyle="none",
+                color=colours.get(failover.kind, "black"),
+                markeredgecolor="black",
+                transform=ax.get_xaxis_transform(),
+                label="failover (next acknowledged send)" if number == 0 else None,
+            )
+        partial = " (PARTIAL)" if result.partial else ""
+        ax.set_title(
+            f"chaos run{partial}: {result.acked} acknowledged, {result.lost} lost, "
+            f"{result.duplicated} duplicated",
+            fontsize=10,
+        )
+        ax.set_xlabel("seconds since the run start")
+        ax.set_ylabel("messages per second")
+        ax.set_ylim(bottom=0)
+        ax.set_xlim(first, last + 1)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, borderaxespad=0)
+        fig.tight_layout()
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(target, dpi=CHART_DPI, format="png")
+    finally:
+        plt.close(fig)

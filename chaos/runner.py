@@ -1,0 +1,421 @@
+"""``rocketq chaos run``: a cluster under load, faults on a seeded schedule, then the check.
+
+The run, in order: launch the cluster (the launcher of ``rocketq cluster up``; as root with
+``partition`` each broker in a network namespace of its own), create the topics, start the
+consumers and then the producers (processes of their own), inject one fault at a time -
+``interval`` seconds of calm, then a fault held ``fault_duration`` seconds and healed -
+until ``duration`` has passed, wait until every node is up and every group has a master
+again, let the producers send a little longer, stop them, wait until the consumers have
+received every acknowledged message (or the drain times out), stop them, tear everything
+down, and check the history. Teardown also runs on Ctrl-C or an error: every process the
+run started is stopped by pid, every namespace and rule it made removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from rocketq.chaos.checker import CheckResult, broken_promises, check
+from rocketq.chaos.faults import MASTER_FAULTS, ActiveFault, Faults, Partitioner
+from rocketq.chaos.history import HISTORY_FILE, ChaosError, HistoryWriter, read_history
+from rocketq.chaos.netns import NetnsCluster, NetnsLab, netns_unavailable_reason
+from rocketq.chaos.proxy import ProxiedCluster, ProxyNet
+from rocketq.chaos.workers import Workers
+from rocketq.chaos.workload import ORDERLY_TOPIC, TOPIC
+from rocketq.cluster.errors import RocketqError
+from rocketq.cluster.launcher import ClusterSpec, LocalCluster
+from rocketq.cluster.procs import wait_until
+from rocketq.sdk.admin import Admin
+
+QUEUES_PER_GROUP: Final = 4
+RECOVERY_TIMEOUT_S: Final = 120.0
+SETTLE_S: Final = 3.0  # sends after recovery, before the producers stop
+DRAIN_TIMEOUT_S: Final = 180.0
+DRAIN_IDLE_S: Final = 60.0  # no new receipt this long ends the drain early
+# Brokers re-register every 5 s (RocketMQ: 30 s), so a restarted nameserver knows them soon.
+CHAOS_BROKER_SETTINGS: Final = {
+    "register_name_server_period": "5000",
+    "flush_disk_type": "ASYNC_FLUSH",
+}
+
+
+@dataclass(frozen=True)
+class ChaosOptions:
+    replication: str = "raft"
+    role: str = "SYNC_MASTER"
+    groups: int = 2
+    nameservers: int = 2
+    producers: int = 2
+    consumers: int = 2
+    orderly: bool = False
+    faults: tuple[str, ...] = ("kill-master",)
+    interval: float = 5.0
+    fault_duration: float = 5.0
+    duration: float = 60.0
+    seed: int = 0
+    data_dir: Path = Path("data/chaos")
+    rate: float = 200.0  # messages a second per producer
+    settings: dict[str, str] = field(default_factory=dict)  # extra broker --set
+    drain_timeout: float = DRAIN_TIMEOUT_S
+
+    def validate(self) -> None:
+        def bad(flag: str, why: str) -> ChaosError:
+            return ChaosError(f"{flag}: {why}")
+
+        if self.replication not in ("raft", "ha"):
+            raise bad("--replication", f"{self.replication!r}: choose raft or ha")
+        if self.role not in ("SYNC_MASTER", "ASYNC_MASTER"):
+            raise bad("--role", f"{self.role!r}: choose SYNC_MASTER or ASYNC_MASTER")
+        for flag, value, low in (
+            ("--groups", self.groups, 1),
+            ("--nameservers", self.nameservers, 1),
+            ("--producers", self.producers, 1),
+            ("--consumers", self.consumers, 1),
+        ):
+            if value < low:
+                raise bad(flag, f"must be at least {low}, got {value}")
+        for flag, seconds in (
+            ("--interval", self.interval),
+            ("--fault-duration", self.fault_duration),
+            ("--duration", self.duration),
+            ("--drain-timeout", self.drain_timeout),
+        ):
+            if not seconds > 0:
+                raise bad(flag, f"must be more than 0 seconds, got {seconds:g}")
+        if not self.rate > 0:
+            raise bad("--rate", f"must be more than 0 messages a second, got {self.rate:g}")
+        if "kill-consumer" in self.faults and self.consumers < 2:
+            raise bad("--consumers", "kill-consumer needs at least 2 consumers")
+        if "partition" in self.faults and self.replication == "ha" and os.geteuid() != 0:
+            raise bad(
+                "--faults",
+                "partition of a master/slave group needs root (network namespaces); run "
+                "as root, or use --replication raft (partitioned through the TCP proxy)",
+            )
+        if "partition" in self.faults and os.geteuid() == 0:
+            reason = netns_unavailable_reason()
+            if reason is not None:
+                raise bad("--faults", f"partition needs network namespaces: {reason}")
+
+    @property
+    def promise_role(self) -> str:
+        return self.role if self.replication == "ha" else "RAFT"
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["data_dir"] = str(self.data_dir)
+        doc["faults"] = list(self.faults)
+        return doc
+
+
+@dataclass
+class RunOutcome:
+    history: Path
+    result: CheckResult
+    broken: list[str]
+    recovered: bool
+    faults_made: int
+    errors: list[str] = field(default_factory=list)
+
+
+class _Tail:
+    """Follows the history file, counting acknowledged keys not yet received."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.acked: set[str] = set()
+        self.received: set[str] = set()
+        self.last_receive = time.monotonic()
+
+    def poll(self) -> int:
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return len(self.acked - self.received)
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        for line in data[:end].splitlines():
+            with contextlib.suppress(ValueError):
+                rec = json.loads(line)
+                if rec.get("type") == "send_ok":
+                    self.acked.update(rec.get("keys") or ())
+                elif rec.get("type") == "receive" and rec.get("key"):
+                    if rec["key"] not in self.received:
+                        self.last_receive = time.monotonic()
+                    self.received.add(rec["key"])
+        return len(self.acked - self.received)
+
+
+class ChaosRun:
+    def __init__(self, opts: ChaosOptions, echo: Callable[[str], None] = print) -> None:
+        opts.validate()
+        self.opts = opts
+        self.echo = echo
+        self.data_dir = opts.data_dir.absolute()
+        self.history_path = self.data_dir / HISTORY_FILE
+        self.rng = random.Random(opts.seed)
+        self.t0 = time.monotonic()
+        self.lab: NetnsLab | None = None
+        self.net: ProxyNet | None = None
+        self.cluster: LocalCluster | None = None
+        self.workers = Workers(self.data_dir / "logs")
+        self.history: HistoryWriter | None = None
+        self.producers = [f"producer-{i}" for i in range(opts.producers)]
+        self.consumers = [f"consumer-{i}" for i in range(opts.consumers)]
+        self.active: ActiveFault | None = None
+        self.faults_made = 0
+        self.errors: list[str] = []
+
+    # ---------------------------------------------------------------- helpers
+
+    def _say(self, text: str) -> None:
+        self.echo(f"[{time.monotonic() - self.t0:7.1f} s] {text}")
+
+    def _write(self, type_: str, **fields: Any) -> None:
+        assert self.history is not None
+        self.history.write(type_, **fields)
+
+    def _phase(self, phase: str) -> None:
+        self._write("phase", phase=phase)
+        self._say(phase.replace("_", " "))
+
+    def _wait(self, seconds: float) -> None:
+        """The schedule's pauses (Ctrl-C interrupts them)."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(left, 0.2))
+
+    # ---------------------------------------------------------------- set-up
+
+    def _make_cluster(self) -> tuple[LocalCluster, Partitioner | None]:
+        o = self.opts
+        settings = {**CHAOS_BROKER_SETTINGS}
+        if o.replication == "ha":
+            settings["broker_role"] = o.role
+        settings.update(o.settings)
+        spec = ClusterSpec(
+            data_dir=self.data_dir / "cluster",
+            nameservers=o.nameservers,
+            brokers=o.groups,
+            replication="raft" if o.replication == "raft" else "ha",
+            broker_settings=settings,
+            ready_timeout=60.0,
+        )
+        members = o.groups * (3 if o.replication == "raft" else 2)
+        if "partition" not in o.faults:
+            return LocalCluster(spec), None
+        if os.geteuid() == 0:
+            self.lab = NetnsLab(members)
+            self.lab.__enter__()
+            netns_cluster = NetnsCluster(spec, self.lab)
+            return netns_cluster, netns_cluster
+        self.net = ProxyNet()
+        proxied = ProxiedCluster(spec, self.net)
+        return proxied, proxied
+
+    async def _create_topics(self, namesrv: str) -> None:
+        async with Admin(namesrv) as admin:
+            topics = [(TOPIC, False)] + ([(ORDERLY_TOPIC, True)] if self.opts.orderly else [])
+            for topic, order in topics:
+                await admin.update_topic(
+                    topic,
+                    read_queue_nums=QUEUES_PER_GROUP,
+                    write_queue_nums=QUEUES_PER_GROUP,
+                    order=order,
+                )
+            # Every group's queues in the route before the load starts.
+            deadline = time.monotonic() + 30
+            while True:
+                route = await admin.topic_route(topics[-1][0])
+                if len({qd.broker_name for qd in route.queue_datas}) >= self.opts.groups:
+                    return
+                if time.monotonic() > deadline:
+                    raise ChaosError("the topics did not reach every broker group in 30 s")
+                await asyncio.sleep(0.2)
+
+    def _start_workload(self, namesrv: str) -> None:
+        o = self.opts
+        history = str(self.history_path)
+        cluster_dir = str(self.data_dir / "cluster")
+        for name in self.consumers:
+            args = ["consumer", "--name", name, "--namesrv", namesrv, "--history", history]
+            args += ["--cluster-dir", cluster_dir] + (["--orderly"] if o.orderly else [])
+            self.workers.add(name, args, ready_line=True)
+            self.workers.start(name)
+        for i, name in enumerate(self.producers):
+            args = ["producer", "--name", name, "--namesrv", namesrv, "--history", history]
+            args += ["--rate", str(o.rate), "--seed", str(o.seed * 1000 + i)]
+            args += ["--shards", "2"] if o.orderly else []
+            self.workers.add(name, args)
+            self.workers.start(name)
+
+    # ---------------------------------------------------------------- the run
+
+    def _fault_cycle(self, faults: Faults, end: float) -> None:
+        while time.monotonic() + self.opts.interval < end:
+            self._wait(self.opts.interval)
+            kind = self.rng.choice(self.opts.faults)
+            try:
+                fault = faults.inject(kind)
+            except (ChaosError, RocketqError) as exc:
+                self.errors.append(f"{kind}: not injected: {exc}")
+                self._say(f"{kind}: not injected: {exc}")
+                continue
+            self.active = fault
+            self.faults_made += 1
+            self._write("fault_start", fault=kind, target=fault.target, group=fault.group)
+            self._say(f"{kind} {fault.target}" + (f" ({fault.group})" if fault.group else ""))
+            self._wait(self.opts.fault_duration)
+            self._heal()
+
+    def _heal(self) -> None:
+        fault, self.active = self.active, None
+        if fault is None:
+            return
+        error = None
+        try:
+            fault.heal()
+        except (ChaosError, RocketqError, OSError) as exc:
+            error = str(exc)[:500]
+            self.errors.append(f"{fault.kind} {fault.target}: heal failed: {error}")
+        self._write(
+            "fault_end", fault=fault.kind, target=fault.target, group=fault.group, error=error
+        )
+        self._say(f"healed {fault.kind} {fault.target}" + (f": {error}" if error else ""))
+
+    def _recovered(self, cluster: LocalCluster) -> bool:
+        """Every node alive and every group with a master listed by a nameserver."""
+        for node in cluster.nodes:
+            if not cluster.is_alive(node.name):
+                with contextlib.suppress(RocketqError):
+                    cluster.restart(node.name)
+        for name in self.consumers:
+            if name not in self.workers.alive():
+                with contextlib.suppress(ChaosError):
+                    self.workers.start(name)
+        status = cluster.status()
+        if not status.all_alive or status.registered is None:
+            return False
+        groups = {b.broker_name for b in cluster.brokers}
+        return all(0 in status.registered.get(g, {}) for g in groups)
+
+    def _drain(self) -> bool:
+        tail = _Tail(self.history_path)
+        deadline = time.monotonic() + self.opts.drain_timeout
+        tail.last_receive = time.monotonic()
+
+        def drained() -> bool:
+            missing = tail.poll()
+            idle = time.monotonic() - tail.last_receive > DRAIN_IDLE_S
+            return missing == 0 or idle
+
+        done = wait_until(drained, deadline)
+        missing = tail.poll()
+        self._say(f"drain: {len(tail.acked):,} acknowledged, {missing:,} not received")
+        return done and missing == 0
+
+    def run(self) -> RunOutcome:
+        o = self.opts
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.history_path.exists():
+            raise ChaosError(
+                f"{self.history_path} exists: {self.data_dir} holds an earlier run; give "
+                "another --data-dir or remove it"
+            )
+        recovered = False
+        try:
+            cluster, partitioner = self._make_cluster()
+            self.cluster = cluster
+            self._say(
+                f"starting {o.groups} {o.replication} group(s) and {o.nameservers} "
+                f"nameserver(s) in {self.data_dir}"
+            )
+            cluster.start()
+            asyncio.run(self._create_topics(cluster.namesrv_addr))
+            self.history = HistoryWriter(self.history_path)
+            self._write("run", config=o.to_dict())
+            self._start_workload(cluster.namesrv_addr)
+            self._say(f"{o.producers} producer(s), {o.consumers} consumer(s) running")
+            load_started = time.monotonic()
+            faults = Faults(
+                cluster, self.workers, self.consumers, self.rng, partitioner=partitioner
+            )
+            self._fault_cycle(faults, load_started + o.duration)
+            self._phase("faults_stopped")
+            recovered = wait_until(
+                lambda: self._recovered(cluster), time.monotonic() + RECOVERY_TIMEOUT_S
+            )
+            if recovered:
+                self._phase("recovered")
+            else:
+                self.errors.append(f"the cluster did not recover in {RECOVERY_TIMEOUT_S:g} s")
+                self._say(self.errors[-1])
+            self._wait(SETTLE_S)
+            killed = self.workers.stop(self.producers)
+            if killed:
+                self.errors.append(f"producers killed at the stop deadline: {killed}")
+            self._phase("producers_stopped")
+            if self._drain():
+                self._phase("drained")
+            self.workers.stop(self.consumers)
+            self._phase("done")
+        finally:
+            self._teardown()
+        history = read_history(self.history_path)
+        result = check(history, str(self.history_path))
+        broken = broken_promises(result, replication=o.replication, role=o.role, orderly=o.orderly)
+        if not recovered:
+            broken.append(f"the cluster did not recover within {RECOVERY_TIMEOUT_S:g} s")
+        return RunOutcome(
+            self.history_path, result, broken, recovered, self.faults_made, self.errors
+        )
+
+    def _teardown(self) -> None:
+        """Stop what the run started, whatever state it is in."""
+        problems: list[str] = []
+        with contextlib.suppress(Exception):
+            if self.active is not None and self.active.kind in MASTER_FAULTS | {"kill-consumer"}:
+                self._heal_quietly()
+        try:
+            self.workers.stop()
+        except Exception as exc:  # keep tearing down
+            problems.append(f"workers: {exc}")
+        if self.cluster is not None:
+            try:
+                self.cluster.stop()
+            except Exception as exc:
+                problems.append(f"cluster: {exc}")
+        if self.net is not None:
+            self.net.close()
+        if self.lab is not None:
+            self.lab.close()
+        if self.history is not None:
+            self.history.close()
+        if problems:
+            raise ChaosError("teardown left work undone: " + "; ".join(problems))
+
+    def _heal_quietly(self) -> None:
+        """Undo a pause or a cut before the stop (a restart is not needed to stop)."""
+        fault = self.active
+        if fault is None or fault.kind not in ("pause", "partition"):
+            return
+        fault.heal()
+        self.active = None
+
+    def started_pids(self) -> Iterator[int]:
+        """Every pid the run started (its nodes and workers), for a cleanup check."""
+        if self.cluster is not None:
+            yield from (n.pid for n in self.cluster.nodes if n.pid)
+        yield from self.workers.pids()

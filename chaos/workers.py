@@ -1,0 +1,121 @@
+"""The producer and consumer processes of a chaos run, started, killed and stopped by pid.
+
+Each worker is ``python -m rocketq.chaos.workload <role> ...`` in a session of its own, its
+output in ``<logs>/<name>.log``. A pid is signalled only while it is still the child this
+object started (``Popen.poll`` says it has not been reaped), so a reused pid is never hit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from rocketq.chaos.history import ChaosError
+from rocketq.cluster.procs import tail, wait_until
+
+STOP_TIMEOUT_S: Final = 30.0
+READY_TIMEOUT_S: Final = 60.0
+
+
+@dataclass
+class Worker:
+    name: str
+    argv: list[str]
+    log: Path
+    ready_line: bool  # prints {"ready": ...} once started
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    starts: int = 0
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid if self.process is not None else 0
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+class Workers:
+    """Start, kill, restart and stop the run's workload processes."""
+
+    def __init__(self, logs: Path) -> None:
+        self.logs = logs
+        self.workers: dict[str, Worker] = {}
+
+    def add(self, name: str, args: list[str], *, ready_line: bool = False) -> Worker:
+        argv = [sys.executable, "-m", "rocketq.chaos.workload", *args]
+        worker = Worker(name, argv, self.logs / f"{name}.log", ready_line)
+        self.workers[name] = worker
+        return worker
+
+    def start(self, name: str) -> None:
+        worker = self.workers[name]
+        if worker.alive:
+            return
+        self.logs.mkdir(parents=True, exist_ok=True)
+        with worker.log.open("ab") as log:
+            offset = log.tell()
+            worker.process = subprocess.Popen(
+                worker.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        worker.starts += 1
+        if worker.ready_line:
+            self._await_ready(worker, offset)
+
+    def _await_ready(self, worker: Worker, offset: int) -> None:
+        def ready() -> bool:
+            if not worker.alive:
+                return True
+            for line in tail(worker.log, offset, lines=1000).splitlines():
+                with contextlib.suppress(ValueError, AttributeError):
+                    if json.loads(line).get("ready"):
+                        return True
+            return False
+
+        if not wait_until(ready, time.monotonic() + READY_TIMEOUT_S) or not worker.alive:
+            self.kill(worker.name)
+            raise ChaosError(
+                f"{worker.name} did not start within {READY_TIMEOUT_S:g} s; the end of "
+                f"{worker.log}:\n{tail(worker.log, offset)}"
+            )
+
+    def kill(self, name: str, sig: signal.Signals = signal.SIGKILL) -> None:
+        """Send ``sig``; for SIGKILL wait until the process is gone."""
+        worker = self.workers[name]
+        if not worker.alive or worker.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            worker.process.send_signal(sig)
+        if sig == signal.SIGKILL:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                worker.process.wait(timeout=STOP_TIMEOUT_S)
+
+    def stop(self, names: list[str] | None = None, timeout: float = STOP_TIMEOUT_S) -> list[str]:
+        """SIGTERM, then SIGKILL at the deadline; -> the names that had to be killed."""
+        chosen = [self.workers[n] for n in (names if names is not None else list(self.workers))]
+        for w in chosen:
+            if w.alive and w.process is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    w.process.send_signal(signal.SIGTERM)
+        wait_until(lambda: not any(w.alive for w in chosen), time.monotonic() + timeout)
+        killed = [w.name for w in chosen if w.alive]
+        for name in killed:
+            self.kill(name)
+        return killed
+
+    def alive(self) -> list[str]:
+        return [w.name for w in self.workers.values() if w.alive]
+
+    def pids(self) -> list[int]:
+        return [w.pid for w in self.workers.values() if w.pid]

@@ -1,0 +1,177 @@
+"""``rocketq chaos run|check``: the fault-injection harness (chaos/) from the command line."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import typer
+
+from rocketq.cluster.cli_options import MasterRole, fail, parse_settings
+
+chaos_app = typer.Typer(
+    help="Kill, pause and cut off masters under load, and prove nothing acknowledged is lost.",
+    no_args_is_help=True,
+    rich_markup_mode="markdown",
+)
+
+
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _report(
+    history_path: Path,
+    *,
+    replication: str,
+    role: str,
+    orderly: bool,
+    chart: Path | None,
+    json_out: bool,
+    extra_broken: list[str] | None = None,
+) -> int:
+    """Check a history, print the summary (and chart, JSON); -> the exit status."""
+    from rocketq.chaos.checker import broken_promises, check
+    from rocketq.chaos.history import ChaosError, read_history
+    from rocketq.chaos.report import render_markdown, result_json, write_chart
+
+    history = read_history(history_path)
+    result = check(history, str(history_path))
+    broken = broken_promises(result, replication=replication, role=role, orderly=orderly)
+    broken += extra_broken or []
+    typer.echo(render_markdown(result, broken=broken))
+    if chart is not None:
+        try:
+            write_chart(history, result, chart)
+            typer.echo(f"chart: {chart}")
+        except ChaosError as exc:
+            typer.echo(f"no chart: {exc}", err=True)
+    if json_out:
+        typer.echo(json.dumps(result_json(result), sort_keys=True))
+    return 1 if broken else 0
+
+
+@chaos_app.command("run")
+def chaos_run(
+    replication: Annotated[
+        str, typer.Option(help="raft (DLedger groups of 3) or ha (master + slave).")
+    ] = "raft",
+    role: Annotated[
+        MasterRole, typer.Option(case_sensitive=False, help="The masters' role with ha.")
+    ] = MasterRole.SYNC_MASTER,
+    groups: Annotated[int, typer.Option(min=1, help="Broker groups.")] = 2,
+    nameservers: Annotated[int, typer.Option(min=1)] = 2,
+    producers: Annotated[int, typer.Option(min=1, help="Producer processes.")] = 2,
+    consumers: Annotated[int, typer.Option(min=1, help="Consumer processes.")] = 2,
+    orderly: Annotated[
+        bool, typer.Option("--orderly", help="Add sharding-key sends and orderly consumers.")
+    ] = False,
+    faults: Annotated[
+        str,
+        typer.Option(
+            help="Comma list of kill-master, kill-random, pause, partition, kill-nameserver, "
+            "kill-consumer, restart."
+        ),
+    ] = "kill-master",
+    interval: Annotated[float, typer.Option(help="Seconds of calm before each fault.")] = 5.0,
+    fault_duration: Annotated[float, typer.Option(help="Seconds each fault lasts.")] = 5.0,
+    duration: Annotated[float, typer.Option(help="Seconds of faults under load.")] = 60.0,
+    seed: Annotated[int, typer.Option(help="Seeds the fault schedule and the workload.")] = 0,
+    rate: Annotated[float, typer.Option(help="Messages a second per producer.")] = 200.0,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="The run's directory (default: data/chaos-<time>); must be new."),
+    ] = None,
+    settings: Annotated[
+        list[str] | None, typer.Option("--set", help="KEY=VALUE for every broker.")
+    ] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="One JSON object on the last line.")
+    ] = False,
+    chart: Annotated[Path | None, typer.Option(help="Write a PNG timeline here.")] = None,
+) -> None:
+    """Launch a cluster, run producers and consumers as processes, inject faults on a seeded
+    schedule, heal them, drain, check the history, report and tear everything down. Exits
+    1 when the mode's promise is broken (a lost or unexpected message for SYNC_MASTER and
+    Raft; an order violation with --orderly)."""
+    from rocketq.chaos.faults import parse_faults
+    from rocketq.chaos.history import ChaosError
+    from rocketq.chaos.runner import ChaosOptions, ChaosRun
+    from rocketq.cluster.errors import RocketqError
+
+    extra = {k: str(v) for k, v in parse_settings(settings or []).items()}
+    run_dir = data_dir or Path("data") / time.strftime("chaos-%Y%m%d-%H%M%S")
+    try:
+        opts = ChaosOptions(
+            replication=replication,
+            role=role.value,
+            groups=groups,
+            nameservers=nameservers,
+            producers=producers,
+            consumers=consumers,
+            orderly=orderly,
+            faults=parse_faults(faults),
+            interval=interval,
+            fault_duration=fault_duration,
+            duration=duration,
+            seed=seed,
+            rate=rate,
+            data_dir=run_dir,
+            settings=extra,
+        )
+        run = ChaosRun(opts, echo=typer.echo)
+    except ChaosError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        outcome = run.run()
+    except KeyboardInterrupt:
+        typer.echo("interrupted: everything the run started is stopped", err=True)
+        raise typer.Exit(130) from None
+    except (RocketqError, OSError) as exc:
+        raise fail(str(exc)) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    for error in outcome.errors:
+        typer.echo(f"note: {error}", err=True)
+    extra_broken = [] if outcome.recovered else ["the cluster did not recover"]
+    code = _report(
+        outcome.history,
+        replication=replication,
+        role=role.value,
+        orderly=orderly,
+        chart=chart,
+        json_out=json_out,
+        extra_broken=extra_broken,
+    )
+    raise typer.Exit(code)
+
+
+@chaos_app.command("check")
+def chaos_check(
+    history: Annotated[Path, typer.Argument(help="A run's history.jsonl.")],
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+    chart: Annotated[Path | None, typer.Option(help="Write a PNG timeline here.")] = None,
+) -> None:
+    """Check a saved history again: the same summary, promises and exit status as the run
+    (the mode is read from the history's first record)."""
+    from rocketq.chaos.history import ChaosError, read_history
+
+    try:
+        records = read_history(history)
+    except ChaosError as exc:
+        raise fail(str(exc)) from None
+    config = next((r.get("config") or {} for r in records.of_type("run")), {})
+    code = _report(
+        history,
+        replication=str(config.get("replication", "raft")),
+        role=str(config.get("role", "SYNC_MASTER")),
+        orderly=bool(config.get("orderly", False)),
+        chart=chart,
+        json_out=json_out,
+    )
+    raise typer.Exit(code)
