@@ -123,3 +123,73 @@ def test_sync_master_kill_master_and_consumer_loses_nothing(tmp_path: Path) -> N
     doc = json.loads(done.stdout.strip().splitlines()[-1])
     assert doc["lost"] == 0 and doc["unexpected"] == 0
     assert sum(doc["faults"].values()) == run.faults_made
+
+
+@pytest.mark.timeout(240)
+def test_async_master_kill_random_nameserver_and_restart_reports_its_loss_window(
+    tmp_path: Path,
+) -> None:
+    """ASYNC_MASTER promises no more than what its master had: a loss is reported (as a
+    window), not a broken promise; the other faults heal and the run completes."""
+    run = ChaosRun(
+        ChaosOptions(
+            replication="ha",
+            role="ASYNC_MASTER",
+            groups=2,
+            nameservers=2,
+            faults=("kill-random", "kill-nameserver", "restart"),
+            interval=3,
+            fault_duration=3,
+            duration=30,
+            seed=11,
+            rate=100,
+            data_dir=tmp_path / "async",
+            settings=SMALL,
+        ),
+        echo=lambda line: print(line, flush=True),
+    )
+    try:
+        outcome = run.run()
+    finally:
+        assert_clean(run)
+    result = outcome.result
+    assert outcome.recovered and not result.partial
+    assert result.acked > 500 and result.unexpected == 0
+    assert outcome.broken == []  # with or without a loss window
+    assert (result.loss_window is None) == (result.lost == 0)
+    assert sum(result.faults.values()) == run.faults_made >= 2
+
+
+def test_an_interrupted_run_stops_everything_it_started(tmp_path: Path) -> None:
+    """Ctrl-C in the middle of a fault: the paused master is resumed and every process
+    stopped by pid; the history says how far the run got."""
+
+    def echo(line: str) -> None:
+        print(line, flush=True)
+        if " pause " in f" {line} ":
+            raise KeyboardInterrupt
+
+    run = ChaosRun(
+        ChaosOptions(
+            replication="ha",
+            groups=1,
+            nameservers=1,
+            consumers=1,
+            producers=1,
+            faults=("pause",),
+            interval=2,
+            fault_duration=30,
+            duration=60,
+            data_dir=tmp_path / "cut",
+            settings=SMALL,
+        ),
+        echo=echo,
+    )
+    with pytest.raises(KeyboardInterrupt):
+        run.run()
+    assert_clean(run)
+    from rocketq.chaos.checker import check
+    from rocketq.chaos.history import read_history
+
+    result = check(read_history(run.history_path), str(run.history_path))
+    assert result.partial and result.faults == {"pause": 1}
