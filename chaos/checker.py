@@ -19,7 +19,8 @@ records in file order (``History.records``), not over ``t``:
   received keys in send order (their first ``send`` record), the adjacent pairs (a, b) where
   b's first ``receive`` record comes before a's.
 - ``failover_ms``: per fault kind, the time from each ``fault_start`` to the first later
-  ``send_ok`` of the fault's group (of any group when the fault's group is null), as
+  ``send_ok`` of the fault's group (of any group when the fault's group is null) for a send
+  invoked after the fault started (one in flight across it proves nothing), as
   nearest-rank p50/p99/max; faults with no such ``send_ok`` are ``failover_missing``.
 - ``availability``: acked messages per second over the workload window, from the ``run``
   record (or the first record) to the ``producers_stopped`` phase (or the last send
@@ -186,6 +187,7 @@ def _walk(history: History, start: float) -> _Pass:
     p = _Pass()
     pending: dict[str | None, list[tuple[int, dict[str, Any]]]] = {}
     measured: dict[int, float] = {}
+    invoked: dict[tuple[Any, Any], float] = {}  # (process, op) -> t of the send in flight
     fault_records: list[dict[str, Any]] = []
     for index, record in enumerate(history.records):
         type_ = record["type"]
@@ -198,6 +200,7 @@ def _walk(history: History, start: float) -> _Pass:
             else:
                 p.first_receive[key] = index
         elif type_ == "send":
+            invoked[(record.get("process"), record.get("op"))] = t
             orderly = record.get("mode") == "orderly"
             for key in _keys(record):
                 if key not in p.first_send:
@@ -211,11 +214,17 @@ def _walk(history: History, start: float) -> _Pass:
                     p.ack_t.setdefault(key, t)
                 if t >= start:
                     p.ok_bins.add(int(t - start))
+                # Only a send invoked after the fault answers it: one already in flight
+                # may have been stored before the fault and says nothing of the failover.
+                invoked_t = invoked.pop((record.get("process"), record.get("op")), t)
                 group = _group(record)
-                for waiting in (pending.pop(group, None), pending.pop(None, None)):
-                    for number, fault in waiting or ():
+                for waiting in (pending.get(group), pending.get(None)):
+                    while waiting and float(waiting[0][1]["t"]) <= invoked_t:
+                        number, fault = waiting.pop(0)
                         # Processes' clocks are one machine's; clamp a tie's jitter at 0.
                         measured[number] = max(0.0, (t - float(fault["t"])) * 1000)
+            else:
+                invoked.pop((record.get("process"), record.get("op")), None)
         elif type_ == "fault_start":
             kind = str(record.get("fault"))
             p.faults[kind] = p.faults.get(kind, 0) + 1

@@ -408,3 +408,19 @@ def test_many_lost_keys_are_sampled() -> None:
     assert result.lost == 20 and len(result.lost_keys) == 5
     [sentence] = broken_promises(result, replication="raft", role="", orderly=False)
     assert sentence == "20 acknowledged messages were lost (e.g. p1-0, p1-1, p1-2, p1-3, p1-4, ...)"
+
+
+def test_a_send_in_flight_across_the_fault_does_not_answer_it() -> None:
+    """Failover counts from the fault to a SEND_OK of a send invoked after it: a send
+    already in flight (stored, maybe, before the fault) proves nothing of the new master."""
+    run = Run()
+    run.add("send", 9.9, process="p1", op=1, keys=["early"], mode="single", shard=None)
+    run.fault(10.0, "pause", "broker-g1-0", "g1")
+    run.add("send", 10.5, process="p1", op=2, keys=["late"], mode="single", shard=None)
+    for at, op, key in ((10.2, 1, "early"), (12.0, 2, "late")):
+        run.add(
+            "send_ok", at, process="p1", op=op, keys=[key], msg_ids=[], group="g1", queue=0,
+            offset=0,
+        )  # fmt: skip
+    result = run.finish(20.0).check()
+    assert [f.ms for f in result.failovers] == [pytest.approx(2000)]
