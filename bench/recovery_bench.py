@@ -7,7 +7,9 @@ SIGKILLed (its abort file stays, so the restart runs the crash recovery), starte
 and a new producer sends until its first SEND_OK: the time from the restart to that
 answer is the figure. Two sizes in one run by default, so a recovery that grows with the
 CommitLog shows as a ratio; the broker's own recovery log lines add what it checked and
-what it re-dispatched, and when the re-dispatch caught up.
+what it re-dispatched, and when the re-dispatch caught up. The same command with
+``--topics`` compares topic counts instead (``rocketq.bench.restart_bench``), with the
+restart and log helpers of this module.
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from rocketq.bench.report import MB, BenchOptionError, json_line, rate
+
+if TYPE_CHECKING:
+    from rocketq.cluster.launcher import LocalCluster
 
 TOPIC: Final = "RecoveryBench"
 QUEUES: Final = 8
@@ -147,13 +152,38 @@ def read_recovery_log(text: str, result: SizeResult) -> None:
         result.redispatch_caught_up_s = float(m[1])
 
 
-def _log_tail(path: Path, offset: int) -> str:
+def log_tail(path: Path, offset: int) -> str:
+    """A log's text from ``offset`` on ("" when it cannot be read)."""
     try:
         with path.open("rb") as f:
             f.seek(offset)
             return f.read().decode(errors="replace")
     except OSError:
         return ""
+
+
+def log_size(path: Path) -> int:
+    """Where the next run's lines of a log will begin."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+async def wait_recovery_log(log: Path, offset: int, result: SizeResult) -> str:
+    """Read the restarted broker's recovery lines into ``result``, waiting (at most
+    ``CAUGHT_UP_WAIT_S``) for the line saying the background re-dispatch caught up when
+    there is one to wait for; -> the log's text from ``offset``. The recovery line comes
+    before the broker's ready line, so call it once the broker is ready."""
+    deadline = time.monotonic() + CAUGHT_UP_WAIT_S
+    while True:
+        text = log_tail(log, offset)
+        read_recovery_log(text, result)
+        # No recovery line: the store was shut down cleanly, nothing is re-dispatched.
+        done = result.redispatch_caught_up_s >= 0 or result.redispatch_bytes <= 0
+        if done or time.monotonic() > deadline:
+            return text
+        await asyncio.sleep(0.2)
 
 
 async def _fill(
@@ -187,25 +217,64 @@ async def _fill(
     result.messages = sent
 
 
-async def _first_send_ok(namesrv: str, body: bytes, result: SizeResult, t0: float) -> float:
-    """Send from a new producer until a SEND_OK; -> when it came (monotonic)."""
+async def first_send_ok(
+    namesrv: str, topic: str, body: bytes, t0: float, *, group: str = "recovery_bench_probe"
+) -> tuple[float, int]:
+    """Send to ``topic`` from a new producer until a SEND_OK; -> when it came (monotonic)
+    and how many sends failed before it."""
     from rocketq import Message, Producer
 
-    async with Producer(group="recovery_bench_probe", namesrv=namesrv) as producer:
+    failed = 0
+    async with Producer(group=group, namesrv=namesrv) as producer:
         while True:
             if time.monotonic() - t0 > SEND_OK_LIMIT_S:
                 raise RuntimeError(
                     f"no SEND_OK within {SEND_OK_LIMIT_S:g} s of the restart; see the broker log"
                 )
             try:
-                out = await producer.send(Message(TOPIC, body), timeout=2.0)
+                out = await producer.send(Message(topic, body), timeout=2.0)
             except Exception:
-                result.failed_sends_after_restart += 1
+                failed += 1
                 await asyncio.sleep(RETRY_PAUSE_S)
                 continue
             if out.ok:
-                return time.monotonic()
-            result.failed_sends_after_restart += 1
+                return time.monotonic(), failed
+            failed += 1
+
+
+@dataclass(frozen=True)
+class TimedRestart:
+    """A node started again while a new producer sent to it (seconds from the start)."""
+
+    to_ready_s: float  # the launcher saw its ready line and its registration
+    to_send_ok_s: float  # the producer's first SEND_OK
+    failed_sends: int  # the producer's sends that failed before it
+    started_wall: float  # time.time() at the start, to place the broker's log lines
+
+
+async def timed_restart(cluster: LocalCluster, name: str, topic: str, body: bytes) -> TimedRestart:
+    """Start the (stopped) node ``name`` again and, meanwhile, send to ``topic`` from a new
+    producer until its first SEND_OK."""
+
+    async def restart() -> float:
+        await asyncio.to_thread(cluster.restart, name)
+        return time.monotonic()
+
+    wall = time.time()
+    t0 = time.monotonic()
+    ready = asyncio.ensure_future(restart())
+    probe = asyncio.ensure_future(first_send_ok(cluster.namesrv_addr, topic, body, t0))
+    try:
+        # A start that fails ends the probe too, instead of its SEND_OK_LIMIT_S.
+        await asyncio.wait({ready, probe}, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        probe.cancel()  # nothing when it is done
+        await asyncio.gather(ready, probe, return_exceptions=True)
+    for task in (ready, probe):
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            raise exc
+    ok_at, failed = probe.result()
+    return TimedRestart(ready.result() - t0, ok_at - t0, failed, wall)
 
 
 async def _one_size(
@@ -247,30 +316,12 @@ async def _one_size(
                 f"SIGKILL {broker.name} and restart it"
             )
             await asyncio.to_thread(cluster.kill, broker.name)
-            log_offset = broker.log.stat().st_size if broker.log.exists() else 0
-
-            async def restart() -> float:
-                await asyncio.to_thread(cluster.restart, broker.name)
-                return time.monotonic()
-
-            t0 = time.monotonic()
-            ready = asyncio.ensure_future(restart())
-            probe = asyncio.ensure_future(_first_send_ok(cluster.namesrv_addr, body, result, t0))
-            try:
-                ok_at = await probe
-            finally:
-                await asyncio.gather(ready, return_exceptions=True)
-            result.restart_to_send_ok_s = ok_at - t0
-            result.restart_to_ready_s = ready.result() - t0
-            deadline = time.monotonic() + CAUGHT_UP_WAIT_S
-            while True:
-                text = _log_tail(broker.log, log_offset)
-                read_recovery_log(text, result)
-                if result.redispatch_caught_up_s >= 0 or result.redispatch_bytes == 0:
-                    break
-                if time.monotonic() > deadline:
-                    break
-                await asyncio.sleep(0.2)
+            log_offset = log_size(broker.log)
+            timed = await timed_restart(cluster, broker.name, TOPIC, body)
+            result.restart_to_send_ok_s = timed.to_send_ok_s
+            result.restart_to_ready_s = timed.to_ready_s
+            result.failed_sends_after_restart = timed.failed_sends
+            await wait_recovery_log(broker.log, log_offset, result)
         finally:
             await asyncio.to_thread(cluster.stop)
     return result
@@ -352,10 +403,16 @@ def json_report(results: Sequence[SizeResult], *, senders: int, batch: int, size
 __all__ = [
     "DEFAULT_SIZES",
     "SizeResult",
+    "TimedRestart",
     "check_options",
+    "first_send_ok",
     "json_report",
+    "log_size",
+    "log_tail",
     "parse_sizes",
     "read_recovery_log",
     "run_recovery_bench",
     "table",
+    "timed_restart",
+    "wait_recovery_log",
 ]

@@ -456,15 +456,38 @@ def bench_peers(
 @bench_app.command("recovery")
 def bench_recovery(
     gb: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--gb",
             help="CommitLog sizes in GB (decimal), two at most, comma-separated; one size N "
-            "also runs N/8, so a run always compares two sizes.",
+            "also runs N/8, so a run always compares two sizes. Default 0.4,3.",
         ),
-    ] = "0.4,3",
-    senders: Annotated[int, typer.Option(min=1, help="Concurrent senders while filling.")] = 8,
-    batch: Annotated[int, typer.Option("--batch", "-b", min=1, max=1024)] = 32,
+    ] = None,
+    topics: Annotated[
+        str | None,
+        typer.Option(
+            "--topics",
+            help="Compare topic counts instead of CommitLog sizes: two at most, "
+            "comma-separated (e.g. 1,10000); one count N also runs 1. Each count gets a "
+            "fresh broker with that many topics of 4 queues, --messages single sends, a "
+            "graceful restart (SIGTERM) and a crash recovery (SIGKILL).",
+        ),
+    ] = None,
+    messages: Annotated[
+        int | None,
+        typer.Option(
+            "--messages",
+            help="With --topics: messages sent round-robin over the topics before each "
+            "restart (32 single sends in flight). Default 100,000.",
+        ),
+    ] = None,
+    senders: Annotated[
+        int | None, typer.Option(min=1, help="Concurrent senders while filling. Default 8.")
+    ] = None,
+    batch: Annotated[
+        int | None,
+        typer.Option("--batch", "-b", min=1, max=1024, help="Messages per send. Default 32."),
+    ] = None,
     size: Annotated[int, typer.Option("--size", "-s", min=1)] = 1024,
     segment_size: Annotated[
         int, typer.Option(min=4096, help="CommitLog segment size in bytes.")
@@ -476,38 +499,65 @@ def bench_recovery(
 ) -> None:
     """For each size, fill a fresh ASYNC_FLUSH broker with batches from concurrent senders,
     SIGKILL it, restart it and time the first SEND_OK of a new producer; the broker's log
-    adds what its recovery checked and re-dispatched."""
+    adds what its recovery checked and re-dispatched. With --topics, for each topic count
+    instead: stop (SIGTERM) and restart, then SIGKILL and restart, each timed to the first
+    SEND_OK and checked to serve every topic."""
     import asyncio
 
-    from rocketq.bench.recovery_bench import (
-        check_options,
-        json_report,
-        parse_sizes,
-        run_recovery_bench,
-        table,
-    )
+    from rocketq.bench import recovery_bench, restart_bench
     from rocketq.cluster.errors import RocketqError
 
     try:
-        sizes = parse_sizes(gb)
-        check_options(senders=senders, batch=batch, size=size, segment_size=segment_size)
+        restart_bench.check_mode(
+            topics=topics, gb=gb, messages=messages, senders=senders, batch=batch
+        )
+        if topics is not None:
+            counts = restart_bench.parse_topic_counts(topics)
+            n_messages = restart_bench.DEFAULT_MESSAGES if messages is None else messages
+            restart_bench.check_topics_options(messages=n_messages, size=size)
+        else:
+            sizes = recovery_bench.parse_sizes(recovery_bench.DEFAULT_SIZES if gb is None else gb)
+            n_senders = 8 if senders is None else senders
+            n_batch = 32 if batch is None else batch
+            recovery_bench.check_options(
+                senders=n_senders, batch=n_batch, size=size, segment_size=segment_size
+            )
     except BenchOptionError as exc:
         raise typer.BadParameter(str(exc), param_hint=f"'{exc.flag}'") from None
+    where = str(data_dir) if data_dir else None
     try:
-        results = asyncio.run(
-            run_recovery_bench(
-                sizes,
-                senders=senders,
-                batch=batch,
-                size=size,
-                segment_size=segment_size,
-                data_dir=str(data_dir) if data_dir else None,
-                echo=typer.echo,
+        if topics is not None:
+            counted = asyncio.run(
+                restart_bench.run_restart_bench(
+                    counts,
+                    messages=n_messages,
+                    size=size,
+                    segment_size=segment_size,
+                    data_dir=where,
+                    echo=typer.echo,
+                )
             )
-        )
+        else:
+            results = asyncio.run(
+                recovery_bench.run_recovery_bench(
+                    sizes,
+                    senders=n_senders,
+                    batch=n_batch,
+                    size=size,
+                    segment_size=segment_size,
+                    data_dir=where,
+                    echo=typer.echo,
+                )
+            )
     except (RocketqError, OSError, RuntimeError) as exc:
         raise fail(str(exc)) from None
-    for line in table(results):
+    if topics is not None:
+        for line in restart_bench.table(counted):
+            typer.echo(line)
+        if json_out:
+            typer.echo(restart_bench.json_report(counted, messages=n_messages, size=size))
+        return
+    for line in recovery_bench.table(results):
         typer.echo(line)
     if json_out:
-        typer.echo(json_report(results, senders=senders, batch=batch, size=size))
+        typer.echo(recovery_bench.json_report(results, senders=n_senders, batch=n_batch, size=size))
