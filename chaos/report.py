@@ -111,9 +111,9 @@ def _faults(result: CheckResult) -> list[str]:
         )
     lines += [
         "",
-        "Failover: from a fault's start to the first later acknowledged send of its broker "
-        "group (of any group for a nameserver or consumer fault); *missing* faults were "
-        "never followed by one.",
+        "Failover: from a fault's start to the first SEND_OK of its broker group (of any "
+        "group for a nameserver or consumer fault) for a send invoked after the fault "
+        "started; *missing* faults were never followed by one.",
     ]
     return lines
 
