@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import signal
 import time
@@ -18,6 +19,11 @@ chaos_app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode="markdown",
 )
+
+
+class ChaosReplication(enum.StrEnum):
+    RAFT = "raft"
+    HA = "ha"
 
 
 def _interrupt(signum: int, _frame: FrameType | None) -> None:
@@ -58,8 +64,11 @@ def _report(
 @chaos_app.command("run")
 def chaos_run(
     replication: Annotated[
-        str, typer.Option(help="raft (DLedger groups of 3) or ha (master + slave).")
-    ] = "raft",
+        ChaosReplication,
+        typer.Option(
+            case_sensitive=False, help="raft (DLedger groups of 3) or ha (master + slave)."
+        ),
+    ] = ChaosReplication.RAFT,
     role: Annotated[
         MasterRole, typer.Option(case_sensitive=False, help="The masters' role with ha.")
     ] = MasterRole.SYNC_MASTER,
@@ -84,7 +93,9 @@ def chaos_run(
     rate: Annotated[float, typer.Option(help="Messages a second per producer.")] = 200.0,
     data_dir: Annotated[
         Path | None,
-        typer.Option(help="The run's directory (default: data/chaos-<time>); must be new."),
+        typer.Option(
+            help="The run's directory (default: `data/chaos-YYYYmmdd-HHMMSS`); must be new."
+        ),
     ] = None,
     settings: Annotated[
         list[str] | None, typer.Option("--set", help="KEY=VALUE for every broker.")
@@ -107,7 +118,7 @@ def chaos_run(
     run_dir = data_dir or Path("data") / time.strftime("chaos-%Y%m%d-%H%M%S")
     try:
         opts = ChaosOptions(
-            replication=replication,
+            replication=replication.value,
             role=role.value,
             groups=groups,
             nameservers=nameservers,
@@ -141,7 +152,7 @@ def chaos_run(
     extra_broken = [] if outcome.recovered else ["the cluster did not recover"]
     code = _report(
         outcome.history,
-        replication=replication,
+        replication=replication.value,
         role=role.value,
         orderly=orderly,
         chart=chart,
