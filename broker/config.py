@@ -94,6 +94,9 @@ class BrokerConfig:
     ha_listen_port: int = field(default=10912, metadata={"min": 0, "max": 65535})
     # ASYNC_MASTER, SYNC_MASTER or SLAVE.
     broker_role: Literal["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"] = "ASYNC_MASTER"
+    # A slave (or Raft follower) asked for an offset its queue lacks moves the consumer
+    # only with this set; by default it answers "nothing new" and keeps the offset.
+    offset_check_in_slave: bool = False
     # Create unknown topics on first send, from TBW102.
     auto_create_topic_enable: bool = True
     # Queues of an auto-created topic.

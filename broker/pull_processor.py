@@ -179,8 +179,19 @@ class PullProcessor:
         if s is GetStatus.OFFSET_OVERFLOW_ONE:
             return PullAnswer(PullStatus.NO_NEW_MSG, offset, lo, hi)
         if s in (GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE):
-            if offset != 0:
-                return PullAnswer(PullStatus.OFFSET_ILLEGAL, 0, lo, hi)
-            return PullAnswer(PullStatus.NO_NEW_MSG, 0, lo, hi)
+            if offset == 0:
+                return PullAnswer(PullStatus.NO_NEW_MSG, 0, lo, hi)
+            return self._offset_moved(offset, 0, lo, hi)
         # OFFSET_TOO_SMALL or OFFSET_OVERFLOW_BADLY: the store says where to go instead.
-        return PullAnswer(PullStatus.OFFSET_ILLEGAL, result.next_begin_offset, lo, hi)
+        return self._offset_moved(offset, result.next_begin_offset, lo, hi)
+
+    def _offset_moved(self, offset: int, moved_to: int, lo: int, hi: int) -> PullAnswer:
+        """A pull at an offset this broker's queue does not have. A master moves the
+        consumer (OFFSET_ILLEGAL with where to go); a slave or Raft follower does not, unless
+        ``offset_check_in_slave``: its queue may just lag (a replica catching up, a new
+        member), and moving a consumer to its end - or to 0 - would skip or repeat what the
+        master has. It answers "nothing new" at the same offset, and the consumer asks again
+        (RocketMQ's PULL_OFFSET_MOVED turned PULL_RETRY_IMMEDIATELY on a slave)."""
+        if self.config.broker_role == "SLAVE" and not self.config.offset_check_in_slave:
+            return PullAnswer(PullStatus.NO_NEW_MSG, offset, lo, hi)
+        return PullAnswer(PullStatus.OFFSET_ILLEGAL, moved_to, lo, hi)

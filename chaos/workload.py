@@ -83,7 +83,12 @@ class Pacer:
 
 
 def _timeout_like(exc: BaseException) -> bool:
-    return isinstance(exc, TimeoutError) or "timeout" in type(exc).__name__.lower()
+    """No answer in time (the SDK wraps a broker's silence into its send error)."""
+    return (
+        isinstance(exc, TimeoutError)
+        or "timeout" in type(exc).__name__.lower()
+        or "timed out" in str(exc)
+    )
 
 
 class ProducerProcess:
