@@ -18,6 +18,8 @@ import contextlib
 import json
 import os
 import random
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -158,6 +160,27 @@ class _Tail:
         return len(self.acked - self.received)
 
 
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM are noted, not raised, inside; one that came is raised on the way
+    out (as KeyboardInterrupt) unless an exception is already on its way."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {
+        sig: signal.signal(sig, lambda signum, _frame: caught.append(signum))
+        for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if caught:
+        raise KeyboardInterrupt(f"signal {caught[0]} during the teardown")
+
+
 class ChaosRun:
     def __init__(self, opts: ChaosOptions, echo: Callable[[str], None] = print) -> None:
         opts.validate()
@@ -238,8 +261,17 @@ class ChaosRun:
             # Every group's queues in the route before the load starts.
             deadline = time.monotonic() + 30
             while True:
-                route = await admin.topic_route(topics[-1][0])
-                if len({qd.broker_name for qd in route.queue_datas}) >= self.opts.groups:
+                groups: set[str] = set()
+                for topic, _order in topics:
+                    try:
+                        route = await admin.topic_route(topic)
+                    except RocketqError:  # not registered with the nameserver yet
+                        groups = set()
+                        break
+                    groups = {qd.broker_name for qd in route.queue_datas}
+                    if len(groups) < self.opts.groups:
+                        break
+                if len(groups) >= self.opts.groups:
                     return
                 if time.monotonic() > deadline:
                     raise ChaosError("the topics did not reach every broker group in 30 s")
@@ -383,7 +415,12 @@ class ChaosRun:
         )
 
     def _teardown(self) -> None:
-        """Stop what the run started, whatever state it is in."""
+        """Stop what the run started, whatever state it is in; a second Ctrl-C (or SIGTERM)
+        while it runs waits until it is done instead of cutting it short."""
+        with _signals_held():
+            self._stop_everything()
+
+    def _stop_everything(self) -> None:
         problems: list[str] = []
         with contextlib.suppress(Exception):
             if self.active is not None and self.active.kind in MASTER_FAULTS | {"kill-consumer"}:

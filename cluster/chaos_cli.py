@@ -137,7 +137,9 @@ def chaos_run(
         run = ChaosRun(opts, echo=typer.echo)
     except ChaosError as exc:
         raise typer.BadParameter(str(exc)) from None
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    # Ctrl-C and SIGTERM end the run the same way, even where the shell started it with
+    # SIGINT ignored (a background job).
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         outcome = run.run()
     except KeyboardInterrupt:
@@ -146,7 +148,8 @@ def chaos_run(
     except (RocketqError, OSError) as exc:
         raise fail(str(exc)) from None
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     for error in outcome.errors:
         typer.echo(f"note: {error}", err=True)
     extra_broken = [] if outcome.recovered else ["the cluster did not recover"]

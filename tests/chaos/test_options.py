@@ -67,3 +67,19 @@ def test_cli_check_of_a_missing_history_says_where_histories_come_from(tmp_path:
     result = CliRunner().invoke(app, ["chaos", "check", str(tmp_path / "nope.jsonl")])
     assert result.exit_code == 1
     assert "no such history" in result.output
+
+
+def test_a_second_signal_does_not_cut_the_teardown_short() -> None:
+    """Inside the teardown a Ctrl-C is held until the end, then raised."""
+    import os
+    import signal
+
+    from rocketq.chaos.runner import _signals_held
+
+    finished = False
+    with pytest.raises(KeyboardInterrupt), _signals_held():
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)
+        finished = True
+    assert finished
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
