@@ -37,6 +37,12 @@ TICK = 0.05  # s
 RECONNECT_DELAY = 0.2  # s
 MAX_QUEUED = 10_000  # messages waiting for one peer's stream; older ones are dropped
 CONNECT_TIMEOUT = 2.0  # s
+# Linux's TCP_USER_TIMEOUT (18): how long written data may stay unacknowledged before the
+# kernel drops the connection. Without it a link whose packets were dropped for a while (a
+# partition) keeps retransmitting with a doubling back-off after the network is back, and
+# a healed member may be unheard for 10-20 s; with it the link breaks and is made again.
+TCP_USER_TIMEOUT = getattr(socket, "TCP_USER_TIMEOUT", 18)
+MIN_USER_TIMEOUT = 1.0  # s
 
 
 class _Inbound(asyncio.Protocol):
@@ -119,6 +125,10 @@ class RaftServer:
             on_commit=on_commit,
             on_role=on_role,
         )
+        # One and a half heartbeats without an acknowledgement (the kernel acknowledges
+        # even for a paused process, so only a lost network trips it).
+        beat = (config or RaftConfig()).heartbeat_interval
+        self._user_timeout_ms = int(max(MIN_USER_TIMEOUT, 1.5 * beat) * 1000)
         self._encoder = Encoder(node_id)
         self._queues: dict[str, collections.deque[bytes]] = {p: collections.deque() for p in peers}
         self._links: dict[str, asyncio.WriteTransport] = {}  # connected peers
@@ -215,6 +225,7 @@ class RaftServer:
                 sock = t.get_extra_info("socket")
                 if sock is not None:
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    sock.setsockopt(socket.IPPROTO_TCP, TCP_USER_TIMEOUT, self._user_timeout_ms)
                 self._links[peer] = cast(asyncio.WriteTransport, t)
                 await link.closed  # set at once if the peer hung up already
             except asyncio.CancelledError:

@@ -110,3 +110,38 @@ async def test_garbage_on_the_raft_port_is_dropped() -> None:
         await wait_until(lambda: commits[0] >= index, "the entry to commit")
     finally:
         await server.stop()
+
+
+async def test_links_to_peers_give_up_on_unacknowledged_data() -> None:
+    """Each link to a peer carries TCP_USER_TIMEOUT (1.5 heartbeats, at least 1 s): after a
+    partition it breaks and is made again instead of retransmitting with a doubling
+    back-off once the network is back."""
+    from rocketq.replication.raft.server import TCP_USER_TIMEOUT
+
+    ids = ["n0", "n1"]
+    addrs = {i: f"127.0.0.1:{p}" for i, p in zip(ids, free_ports(2), strict=True)}
+    slow = RaftConfig(heartbeat_interval=2.0)
+    servers = [
+        RaftServer(
+            i,
+            addrs[i],
+            {p: a for p, a in addrs.items() if p != i},
+            MemoryLog(),
+            MemoryHardState(),
+            config=FAST if i == "n0" else slow,
+        )
+        for i in ids
+    ]
+    for s in servers:
+        await s.start()
+    try:
+        await wait_until(lambda: all(s._links for s in servers), "both links", timeout=10)
+        timeouts = []
+        for s in servers:
+            (link,) = s._links.values()
+            sock = link.get_extra_info("socket")
+            timeouts.append(sock.getsockopt(socket.IPPROTO_TCP, TCP_USER_TIMEOUT))
+        assert timeouts == [1000, 3000]
+    finally:
+        for s in servers:
+            await s.stop()
