@@ -85,3 +85,13 @@ class CheckpointFile:
 
     def close(self) -> None:
         os.close(self._fd)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make the names in a directory durable (after a file in it was made, renamed or
+    removed)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

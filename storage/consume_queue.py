@@ -5,14 +5,20 @@ hold ``mapped_file_size_consume_queue`` bytes (300,000 entries) and are named by
 offset of their first entry, under ``consumequeue/<topic>/<queueId>/``.
 
 A broker may hold tens of thousands of these files, so they keep no file descriptor and are
-mapped for random access (storage.mapped_file). A queue tells its owner when a write makes
-it dirty (``on_dirty``, once per run of entries), so a flush round visits only the queues
-written since the last one.
+mapped for random access (storage.mapped_file), when first used. A queue tells its owner
+when a write makes it dirty (``on_dirty``, once per run of entries), so a flush round
+visits only the queues written since the last one.
+
+At a start a queue's end comes from what the last clean stop recorded
+(storage.queue_ends, :meth:`ConsumeQueue.restore`: no file is opened), or from a search of
+its last files (:meth:`ConsumeQueue.load`) bounded by where each file's data ends, read
+without mapping the file when that data is small.
 """
 
 from __future__ import annotations
 
 import logging
+import mmap
 import struct
 import threading
 from collections.abc import Callable
@@ -20,6 +26,7 @@ from pathlib import Path
 from typing import Final
 
 from rocketq.storage.mapped_file import MappedFile, MappedFileQueue
+from rocketq.storage.queue_ends import QueueEnd
 
 log = logging.getLogger(__name__)
 
@@ -29,9 +36,43 @@ CQEntry = tuple[int, int, int, int]
 """An entry to write: CommitLog offset, size, tag code, queue offset."""
 # A gap filler, as RocketMQ writes before the first entry of a queue created mid-way.
 _BLANK_SIZE: Final = 0x7FFFFFFF
+# A file whose data ends within this many bytes is read, not mapped, by the search at load.
+_READ_LIMIT: Final = 64 * 1024
+
+
+class _Contents:
+    """The bytes of queue files for the search at load, each file read once: a file whose
+    data (up to its first hole) is small is read through a descriptor, so no mapping is
+    made (of tens of thousands of queues, most hold a few entries at the start of a sparse
+    file, and many are not used again soon); a bigger one is mapped."""
+
+    __slots__ = ("_got",)
+
+    def __init__(self) -> None:
+        self._got: dict[MappedFile, tuple[int, bytes | mmap.mmap]] = {}
+
+    def __call__(self, mf: MappedFile) -> tuple[int, bytes | mmap.mmap]:
+        """(where the file's data ends, its bytes: at least up to one entry past there)."""
+        got = self._got.get(mf)
+        if got is None:
+            data_end, data = mf.read_data(_READ_LIMIT, tail=CQ_UNIT_SIZE)
+            got = self._got[mf] = (data_end, data if data is not None else mf.buf)
+        return got
 
 
 class ConsumeQueue:
+    __slots__ = (
+        "_create_lock",
+        "_min_checked",
+        "_on_dirty",
+        "file_size",
+        "files",
+        "max_physic_offset",
+        "min_logic_offset",
+        "queue_id",
+        "topic",
+    )
+
     def __init__(
         self,
         topic: str,
@@ -48,24 +89,76 @@ class ConsumeQueue:
         # End of the newest CommitLog record this queue indexes (re-dispatch skips below it).
         self.max_physic_offset = -1
         self.min_logic_offset = 0
+        # The CommitLog min offset the min offset is known right for: no entry from it on
+        # points below (new entries never do), so retention need not read (map) the file.
+        self._min_checked = -1
         self._on_dirty = on_dirty
         # Serialises creating the first file with :meth:`prepare` on the table's thread.
         self._create_lock = threading.Lock()
 
-    def load(self, durable_below: int | None = None) -> None:
-        """Map the files and find where the entries end. ``durable_below``: after a crash,
+    def load(self, durable_below: int | None = None, commit_log_min_offset: int = 0) -> None:
+        """Find the files and where the entries end. ``durable_below``: after a crash,
         only entries pointing below this CommitLog offset are known to be on disk (the
         checkpoint's logics offset); later ones count as unflushed. None: all of them are
-        (a clean shutdown flushed everything)."""
-        self.files.load()
-        self._recover_positions()
-        if durable_below is not None:
-            self._mark_unflushed_from(durable_below)
+        (a clean shutdown flushed everything). The min offset skips blank entries and
+        those pointing below ``commit_log_min_offset`` (deleted records).
 
-    def _recover_positions(self) -> None:
+        Files are mapped when first used, not here: the search reads a file through a
+        descriptor when its data is small, as in most queue files (see _Contents)."""
+        self.files.load()
+        contents = _Contents()
+        self._recover_positions(contents)
+        if self.files.files:
+            self._find_min_offset(contents, commit_log_min_offset)
+        if durable_below is not None:
+            self._mark_unflushed_from(durable_below, contents)
+
+    def restore(self, end: QueueEnd, commit_log_min_offset: int) -> bool:
+        """Take the files and positions a clean stop recorded (storage.queue_ends) instead
+        of searching them; the files are mapped when first used. The recorded min offset
+        is right for ``commit_log_min_offset`` (the record is used only for the CommitLog
+        it was written for). False, and nothing done, if the record does not describe
+        queue files of this size."""
+        first, count, end_offset, min_logic, max_physic = end
+        size = self.file_size
+        if count == 0:
+            if first != -1 or end_offset != 0:
+                return False
+            min_logic, max_physic = 0, -1  # as a search finds an empty queue
+        else:
+            last_from = first + (count - 1) * size
+            if not (
+                count > 0
+                and first >= 0
+                and first % size == 0
+                and last_from <= end_offset <= last_from + size
+                and end_offset % CQ_UNIT_SIZE == 0
+                and first <= min_logic <= end_offset
+                and max_physic >= -1
+            ):
+                return False
+        self.files.restore(first, count, end_offset)
+        self.min_logic_offset = min_logic
+        self.max_physic_offset = max_physic
+        self._min_checked = commit_log_min_offset
+        return True
+
+    def end_record(self) -> QueueEnd:
+        """What a clean stop records of this queue (see :meth:`restore`)."""
+        files = self.files.files
+        return QueueEnd(
+            files[0].file_from_offset if files else -1,
+            len(files),
+            self.files.max_offset,
+            self.min_logic_offset,
+            self.max_physic_offset,
+        )
+
+    def _recover_positions(self, contents: _Contents) -> None:
         """Find where the written entries end, from the third-last file on (as RocketMQ):
-        a binary search over each file's zero tail; the first file that is not full holds
-        the end, and later files (never flushed before a crash) go."""
+        a binary search over each file's zero tail, up to where its data ends; the first
+        file that is not full holds the end, and later files (never flushed before a
+        crash) go."""
         files = self.files.files
         if not files:
             return
@@ -73,10 +166,12 @@ class ConsumeQueue:
         end_file = len(files) - 1
         for i in range(max(0, len(files) - 3), len(files)):
             mf = files[i]
-            lo, hi = 0, units
+            data_end, buf = contents(mf)
+            # No entry starts past the file's data (most of a queue file is a hole).
+            lo, hi = 0, min(units, -(-data_end // CQ_UNIT_SIZE))
             while lo < hi:
                 mid = (lo + hi) // 2
-                if ENTRY.unpack_from(mf.buf, mid * CQ_UNIT_SIZE)[1] > 0:
+                if ENTRY.unpack_from(buf, mid * CQ_UNIT_SIZE)[1] > 0:
                     lo = mid + 1
                 else:
                     hi = mid
@@ -98,12 +193,12 @@ class ConsumeQueue:
         last = files[-1]
         self.max_physic_offset = -1
         if last.wrote_position:
-            offset, size, _ = ENTRY.unpack_from(last.buf, last.wrote_position - CQ_UNIT_SIZE)
+            _, buf = contents(last)
+            offset, size, _ = ENTRY.unpack_from(buf, last.wrote_position - CQ_UNIT_SIZE)
             if size != _BLANK_SIZE:
                 self.max_physic_offset = offset + size
-        self._skip_blank_prefix()
 
-    def _mark_unflushed_from(self, durable_below: int) -> None:
+    def _mark_unflushed_from(self, durable_below: int, contents: _Contents) -> None:
         """Set each file's flushed position at its first entry pointing at or past
         ``durable_below`` (entries are in CommitLog order; blanks count as below)."""
         dirty = False
@@ -113,10 +208,11 @@ class ConsumeQueue:
                 mf.flushed_position = 0
                 dirty = dirty or units > 0
                 continue
+            _, buf = contents(mf)
             lo, hi = 0, units
             while lo < hi:
                 mid = (lo + hi) // 2
-                offset, size, _ = ENTRY.unpack_from(mf.buf, mid * CQ_UNIT_SIZE)
+                offset, size, _ = ENTRY.unpack_from(buf, mid * CQ_UNIT_SIZE)
                 if size == _BLANK_SIZE or offset < durable_below:
                     lo = mid + 1
                 else:
@@ -128,15 +224,20 @@ class ConsumeQueue:
         if dirty and self._on_dirty is not None:
             self._on_dirty(self)
 
-    def _skip_blank_prefix(self) -> None:
+    def _find_min_offset(self, contents: _Contents, commit_log_min_offset: int) -> None:
+        """The first entry that is not blank and points at or past the CommitLog's min
+        offset (as :meth:`correct_min_offset` moves it later)."""
         first = self.files.files[0]
         pos = 0
-        while pos < first.wrote_position:
-            _, size, _ = ENTRY.unpack_from(first.buf, pos)
-            if size != _BLANK_SIZE:
-                break
-            pos += CQ_UNIT_SIZE
+        if first.wrote_position:
+            _, buf = contents(first)
+            while pos < first.wrote_position:
+                offset, size, _ = ENTRY.unpack_from(buf, pos)
+                if size != _BLANK_SIZE and offset >= commit_log_min_offset:
+                    break
+                pos += CQ_UNIT_SIZE
         self.min_logic_offset = first.file_from_offset + pos
+        self._min_checked = commit_log_min_offset
 
     # -- writing -------------------------------------------------------------------------
 
@@ -307,9 +408,10 @@ class ConsumeQueue:
             last.destroy()
 
     def correct_min_offset(self, commit_log_min_offset: int) -> None:
-        """Move the min offset past entries whose records were deleted."""
+        """Move the min offset past entries whose records were deleted (nothing is read
+        when it was checked for this CommitLog min offset or a later one)."""
         first = self.files.files[0] if self.files.files else None
-        if first is None:
+        if first is None or commit_log_min_offset <= self._min_checked:
             return
         pos = max(0, self.min_logic_offset - first.file_from_offset)
         while pos < first.wrote_position:
@@ -318,11 +420,15 @@ class ConsumeQueue:
                 break
             pos += CQ_UNIT_SIZE
         self.min_logic_offset = max(self.min_logic_offset, first.file_from_offset + pos)
+        self._min_checked = commit_log_min_offset
 
     def delete_expired(self, commit_log_min_offset: int) -> int:
         """Delete files whose every entry points below the CommitLog's min offset."""
         count = 0
+        checked = commit_log_min_offset <= self._min_checked
         for mf in self.files.files[:-1]:
+            if checked and self.min_logic_offset < mf.end_offset:
+                break  # it holds the min offset's entry, which points at or past the min
             offset, size, _ = ENTRY.unpack_from(mf.buf, self.file_size - CQ_UNIT_SIZE)
             if size == _BLANK_SIZE or offset + size <= commit_log_min_offset:
                 count += 1

@@ -9,8 +9,10 @@ and the index skip what they already hold.
 
 from __future__ import annotations
 
+import gc
 import logging
 import mmap
+import os
 import struct
 import threading
 from collections.abc import Callable, Iterable
@@ -28,6 +30,8 @@ from rocketq.cluster.record import (
 from rocketq.storage.commitlog import CommitLog, QueueKey
 from rocketq.storage.consume_queue import ConsumeQueue, CQEntry
 from rocketq.storage.index_file import IndexService
+from rocketq.storage.mapped_file import HAS_SYNCFS, syncfs
+from rocketq.storage.queue_ends import QueueEnd
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +42,8 @@ assert _DISPATCH.size == POS_BODY
 TagsCodeFn = Callable[[bytes, bytes, int], int]
 """(topic, encoded properties, store timestamp) -> the ConsumeQueue's tag code, for topics
 whose code is not the tags' hash (a delay topic keeps the delivery time there)."""
+# A thorough flush of at least this many queues is one syncfs (ConsumeQueueTable._sync_all).
+SYNCFS_MIN_QUEUES: Final = 256
 ArrivalListener = Callable[[bytes, int, int, int], None]
 """(topic, queue id, next queue offset, tag code), called after a batch of dispatch."""
 
@@ -71,7 +77,8 @@ class ConsumeQueueTable:
     """Every ConsumeQueue of the store, keyed by (topic bytes, queue id), and the set of
     those written since the flush thread last looked (RocketMQ's FlushConsumeQueueService
     walks every queue each round; with thousands of queues that costs more than the
-    writes, so a round here visits the dirty ones only)."""
+    writes, so a round here visits the dirty ones only, and a thorough round of many is
+    one ``syncfs``)."""
 
     def __init__(self, directory: Path, file_size: int) -> None:
         self.directory = directory
@@ -83,26 +90,70 @@ class ConsumeQueueTable:
         self._table_lock = threading.Lock()
         self._preparer: ThreadPoolExecutor | None = None
 
-    def load(self, durable_below: int | None = None) -> None:
-        """Map every queue's files (see ConsumeQueue.load for ``durable_below``)."""
-        if not self.directory.exists():
+    def load(
+        self,
+        durable_below: int | None = None,
+        ends: dict[QueueKey, QueueEnd] | None = None,
+        commit_log_min_offset: int = 0,
+    ) -> None:
+        """Find every queue directory and load its queue: from ``ends`` (what a clean stop
+        recorded, storage.queue_ends) when it is there, else by searching its files for
+        its end (see ConsumeQueue.load for ``durable_below`` and the min offset).
+
+        The collector is paused meanwhile: every object made here lives as long as the
+        store, and its passes over the growing table cost as much as building it."""
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            self._load(durable_below, ends, commit_log_min_offset)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _load(
+        self,
+        durable_below: int | None,
+        ends: dict[QueueKey, QueueEnd] | None,
+        commit_log_min_offset: int,
+    ) -> None:
+        try:
+            with os.scandir(self.directory) as it:
+                topics = sorted(entry.name for entry in it if entry.is_dir())
+        except FileNotFoundError:
             return
-        for topic_dir in sorted(self.directory.iterdir()):
-            if not topic_dir.is_dir():
-                continue
-            for queue_dir in sorted(topic_dir.iterdir()):
-                if not queue_dir.name.isdigit():
-                    log.warning("ignoring %s: queue directories are numbers", queue_dir)
+        restored = searched = 0
+        for topic in topics:
+            topic_dir = self.directory / topic
+            with os.scandir(topic_dir) as it:
+                names = sorted(entry.name for entry in it)
+            raw = topic.encode()
+            for name in names:
+                if not name.isdigit():
+                    log.warning("ignoring %s: queue directories are numbers", topic_dir / name)
                     continue
+                key = (raw, int(name))
                 cq = ConsumeQueue(
-                    topic_dir.name,
-                    int(queue_dir.name),
-                    queue_dir,
-                    self.file_size,
-                    on_dirty=self.mark_dirty,
+                    topic, key[1], topic_dir / name, self.file_size, on_dirty=self.mark_dirty
                 )
-                cq.load(durable_below)
-                self.queues[(topic_dir.name.encode(), cq.queue_id)] = cq
+                end = ends.get(key) if ends is not None else None
+                if end is not None and cq.restore(end, commit_log_min_offset):
+                    restored += 1
+                else:
+                    searched += 1
+                    cq.load(durable_below, commit_log_min_offset)
+                self.queues[key] = cq
+        if ends is not None:
+            log.info(
+                "%d consume queues took their end from the clean stop's record%s",
+                restored,
+                f"; {searched} not recorded there (or not fitting it) were searched"
+                if searched
+                else "",
+            )
+
+    def ends(self) -> list[tuple[QueueKey, QueueEnd]]:
+        """Every queue's end, for the record a clean stop writes (storage.queue_ends)."""
+        return [(key, cq.end_record()) for key, cq in self.queues.items()]
 
     def get(self, topic: bytes, queue_id: int) -> ConsumeQueue | None:
         return self.queues.get((topic, queue_id))
@@ -169,11 +220,20 @@ class ConsumeQueueTable:
         """
         with self._dirty_lock:
             batch, self._dirty = self._dirty, set()
+        try:
+            if least_pages <= 0 and len(batch) >= SYNCFS_MIN_QUEUES and HAS_SYNCFS:
+                self._sync_all(batch)
+            else:
+                for cq in batch:
+                    if cq.needs_flush(least_pages):
+                        cq.flush()
+        except BaseException:
+            with self._dirty_lock:
+                self._dirty.update(batch)
+            raise
         still: list[ConsumeQueue] = []
         durable_below = built_offset
         for cq in batch:
-            if cq.needs_flush(least_pages):
-                cq.flush()
             first = cq.first_unflushed_offset()
             if first is not None:
                 still.append(cq)
@@ -183,10 +243,30 @@ class ConsumeQueueTable:
                 self._dirty.update(still)
         return durable_below
 
-    def close(self) -> None:
+    def _sync_all(self, batch: set[ConsumeQueue]) -> None:
+        """Flush every file of ``batch`` with one ``syncfs`` of their file system: an
+        ``msync`` per file costs a journal commit and a device cache flush each (tens of
+        thousands of queues took seconds), one pass costs one. Only what was written
+        before it began is claimed flushed."""
+        targets = [
+            (mf, mf.wrote_position)
+            for cq in batch
+            for mf in list(cq.files.files)
+            if mf.flushed_position < mf.wrote_position
+        ]
+        syncfs(self.directory)
+        for mf, target in targets:
+            mf.mark_flushed(target)
+
+    def stop_preparing(self) -> None:
+        """Stop the preparing thread (before the queues are flushed and recorded at a
+        stop: a file it made after that would be in neither)."""
         if self._preparer is not None:
             self._preparer.shutdown(wait=True, cancel_futures=True)
             self._preparer = None
+
+    def close(self) -> None:
+        self.stop_preparing()
         for cq in list(self.queues.values()):
             cq.close()
 

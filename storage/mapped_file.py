@@ -13,12 +13,16 @@ dirty page range), so tens of thousands of queues need no more descriptors than 
 Their mapping is advised ``MADV_RANDOM`` before any access: otherwise the first touch of
 a sparse page makes the kernel read around it, up to the device's ``read_ahead_kb`` (8 MiB
 on the machines measured), which zero-fills the whole 6 MB file into the page cache, and
-thrashes once the queues outgrow memory.
+thrashes once the queues outgrow memory. Loaded from disk, they are mapped when their
+bytes are first used (``lazy``), not at load: a start need not map tens of thousands of
+files, many not used again soon (``read_data`` lets a search at load read one without
+mapping it). Many dirty ones are flushed at once with ``syncfs``.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import logging
 import mmap
 import os
@@ -97,6 +101,45 @@ def msync(address: int, length: int) -> None:
         raise OSError(err, f"msync failed: {os.strerror(err)}")
 
 
+_syncfs = getattr(_libc, "syncfs", None)
+if _syncfs is not None:
+    _syncfs.restype = ctypes.c_int
+    _syncfs.argtypes = [ctypes.c_int]
+HAS_SYNCFS: Final = _syncfs is not None
+
+
+def syncfs(directory: Path) -> None:
+    """Write every dirty page of the file system holding ``directory`` and wait, without
+    holding the GIL: one pass the kernel batches, where an ``msync`` or ``fsync`` per file
+    costs a journal commit and a device cache flush each. Errors are reported by Linux 5.8
+    and later."""
+    if _syncfs is None:
+        raise OSError(errno.ENOSYS, "syncfs is not available")
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if _syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"syncfs of {directory} failed: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
+def _data_end(fd: int, size: int) -> int:
+    """The start of the first hole of a ``size``-byte file if no data follows it, else
+    ``size`` (also where ``SEEK_HOLE`` is not supported)."""
+    try:
+        hole = os.lseek(fd, 0, os.SEEK_HOLE)
+    except OSError:
+        return size
+    if hole >= size:
+        return size
+    try:
+        os.lseek(fd, hole, os.SEEK_DATA)
+    except OSError as exc:
+        return hole if exc.errno == errno.ENXIO else size  # ENXIO: no data past the hole
+    return size  # data after a hole: no shortcut
+
+
 def offset_name(offset: int) -> str:
     return f"{offset:0{NAME_DIGITS}d}"
 
@@ -106,15 +149,17 @@ class MappedFile:
 
     __slots__ = (
         "_address",
+        "_buf",
         "_closed",
         "_fd",
         "_lock",
-        "buf",
         "file_from_offset",
         "file_size",
         "flushed_position",
+        "keep_fd",
         "last_modified_ms",
         "path",
+        "random_access",
         "warmed_position",
         "write_lock",
         "wrote_position",
@@ -128,11 +173,36 @@ class MappedFile:
         create: bool,
         keep_fd: bool = True,
         random_access: bool = False,
+        lazy: bool = False,
     ) -> None:
+        """``lazy`` (an existing file without its descriptor): open and map it when its
+        bytes are first used (:attr:`buf`); a missing file or a wrong size is found then."""
         self.path = path
         self.file_size = file_size
         self.file_from_offset = int(path.name)
+        self.keep_fd = keep_fd
+        self.random_access = random_access
+        self._fd = -1
+        self._buf: mmap.mmap | None = None
+        self._address = 0
+        self.wrote_position = 0
+        self.flushed_position = 0
+        self.last_modified_ms = 0 if not create else int(time.time() * 1000)
+        self._lock = threading.Lock()
+        # Serialises appends with the warmer's zero writes ahead of them (storage.warm).
+        self.write_lock = threading.Lock()
+        self.warmed_position = 0
+        self._closed = False
+        if lazy and (create or keep_fd):
+            raise ValueError("only an existing file without its descriptor can be mapped lazily")
+        if not lazy:
+            self._map(create=create)
+
+    def _map(self, *, create: bool) -> mmap.mmap:
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        path = self.path
+        file_size = self.file_size
+        keep_fd = self.keep_fd
         fd = os.open(path, flags, 0o644)
         try:
             actual = os.fstat(fd).st_size
@@ -143,11 +213,11 @@ class MappedFile:
                     f"{path} is {actual} bytes but segments here are {file_size} bytes; "
                     "set the matching mapped_file_size_* in the config, or move the file away"
                 )
-            self.buf = mmap.mmap(fd, file_size) if keep_fd else map_without_fd(fd, file_size)
-            self._address = 0 if keep_fd else mapping_address(self.buf)
-            if random_access:
+            buf = mmap.mmap(fd, file_size) if keep_fd else map_without_fd(fd, file_size)
+            self._address = 0 if keep_fd else mapping_address(buf)
+            if self.random_access:
                 # Before any access: a fault then reads one page, not read_ahead_kb around it.
-                self.buf.madvise(mmap.MADV_RANDOM)
+                buf.madvise(mmap.MADV_RANDOM)
         except BaseException:
             os.close(fd)
             if create:
@@ -157,15 +227,49 @@ class MappedFile:
             self._fd = fd
         else:
             os.close(fd)
-            self._fd = -1
-        self.wrote_position = 0
-        self.flushed_position = 0
-        self.last_modified_ms = 0 if not create else int(time.time() * 1000)
-        self._lock = threading.Lock()
-        # Serialises appends with the warmer's zero writes ahead of them (storage.warm).
-        self.write_lock = threading.Lock()
-        self.warmed_position = 0
-        self._closed = False
+        self._buf = buf
+        return buf
+
+    @property
+    def buf(self) -> mmap.mmap:
+        """The mapping (made now if the file was opened lazily; a closed file's raises
+        ValueError on use, as a closed mmap does)."""
+        buf = self._buf
+        if buf is not None:
+            return buf
+        with self._lock:
+            if self._buf is not None:
+                return self._buf
+            if self._closed:
+                raise ValueError(f"{self.path} is closed")
+            try:
+                return self._map(create=False)
+            except FileNotFoundError as exc:
+                raise StoreCorruptError(
+                    f"{self.path} is missing: it held entries when the store stopped; "
+                    "restore it, or move its queue's directory away and restart"
+                ) from exc
+
+    @property
+    def mapped(self) -> bool:
+        return self._buf is not None
+
+    def read_data(self, limit: int, *, tail: int = 0) -> tuple[int, bytes | None]:
+        """Where the file's data ends as its file system tells (``SEEK_HOLE``): the start
+        of its first hole when no data follows that hole, else the file size; and, when
+        that is at most ``limit``, the bytes up to there and ``tail`` more (within the
+        file), read through a descriptor, so no mapping is made. Everything past the end
+        reads as zeros: a search for the end of what is written need not fault those
+        pages in (in a sparse file each would be a fresh zero page)."""
+        fd = self._fd if self._fd >= 0 else os.open(self.path, os.O_RDONLY)
+        try:
+            end = _data_end(fd, self.file_size)
+            if end > limit:
+                return end, None
+            return end, os.pread(fd, min(end + tail, self.file_size), 0)
+        finally:
+            if fd != self._fd:
+                os.close(fd)
 
     @property
     def end_offset(self) -> int:
@@ -225,10 +329,20 @@ class MappedFile:
                 if self._fd >= 0:
                     os.fdatasync(self._fd)
                 else:
+                    if self._buf is None:
+                        # Not mapped yet: the unflushed bytes are an earlier process's (see
+                        # ConsumeQueue.load), in the page cache; msync writes those too.
+                        self._map(create=False)
                     start = self.flushed_position - self.flushed_position % OS_PAGE_SIZE
                     msync(self._address + start, target - start)
                 self.flushed_position = target
             return self.flushed_position
+
+    def mark_flushed(self, position: int) -> None:
+        """Everything below ``position`` was made durable by other means (``syncfs``)."""
+        with self._lock:
+            if position > self.flushed_position:
+                self.flushed_position = min(position, self.wrote_position)
 
     def dirty_pages(self) -> int:
         return self.wrote_position // OS_PAGE_SIZE - self.flushed_position // OS_PAGE_SIZE
@@ -256,10 +370,11 @@ class MappedFile:
         with self._lock:
             if self._closed:
                 return True
-            try:
-                self.buf.close()
-            except BufferError:
-                return False
+            if self._buf is not None:
+                try:
+                    self._buf.close()
+                except BufferError:
+                    return False
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
@@ -275,6 +390,8 @@ class MappedFile:
 class MappedFileQueue:
     """The ordered segments of one log (the CommitLog, or one ConsumeQueue); ``keep_fd``
     and ``random_access`` are passed to every segment (see the module docstring)."""
+
+    __slots__ = ("_hanged", "directory", "file_size", "files", "keep_fd", "random_access")
 
     def __init__(
         self,
@@ -292,38 +409,72 @@ class MappedFileQueue:
         self._hanged: list[MappedFile] = []
 
     def load(self) -> None:
-        """Map every segment in the directory, in offset order, checking names and sizes."""
-        if not self.directory.exists():
+        """Open every segment in the directory, in offset order, checking names and sizes.
+        Segments without their descriptor are mapped when first used."""
+        try:
+            with os.scandir(self.directory) as it:
+                found = sorted((entry.name, entry) for entry in it if entry.is_file())
+        except FileNotFoundError:
             return
-        names = sorted(p.name for p in self.directory.iterdir() if p.is_file())
-        for name in names:
-            if len(name) != NAME_DIGITS or not name.isdigit():
-                log.warning(
-                    "ignoring %s: not a segment (20-digit offset name)", self.directory / name
-                )
-                continue
+        lazy = not self.keep_fd
+        for name, entry in found:
             path = self.directory / name
-            if name == names[-1] and path.stat().st_size == 0:
+            if len(name) != NAME_DIGITS or not name.isdigit():
+                log.warning("ignoring %s: not a segment (20-digit offset name)", path)
+                continue
+            actual = entry.stat().st_size
+            if name == found[-1][0] and actual == 0:
                 # Created, then the process died before the file got its size: never used.
                 log.warning("removing %s: an empty segment left by an interrupted start", path)
                 path.unlink()
                 continue
-            mf = self._open(path, create=False)
-            if self.files and mf.file_from_offset != self.files[-1].end_offset:
-                mf.close()
+            if actual != self.file_size:
                 raise StoreCorruptError(
-                    f"{mf.path} does not follow {self.files[-1].path}: segment "
+                    f"{path} is {actual} bytes but segments here are {self.file_size} bytes; "
+                    "set the matching mapped_file_size_* in the config, or move the file away"
+                )
+            if self.files and int(name) != self.files[-1].end_offset:
+                raise StoreCorruptError(
+                    f"{path} does not follow {self.files[-1].path}: segment "
                     f"{offset_name(self.files[-1].end_offset)} is missing; restore it or "
                     "move the later segments away"
                 )
-            if mf.file_from_offset % self.file_size:
-                mf.close()
+            if int(name) % self.file_size:
                 raise StoreCorruptError(
-                    f"{mf.path} starts at an offset that is not a multiple of the segment "
+                    f"{path} starts at an offset that is not a multiple of the segment "
                     f"size {self.file_size}; check mapped_file_size_* in the config"
                 )
+            mf = MappedFile(
+                path,
+                self.file_size,
+                create=False,
+                keep_fd=self.keep_fd,
+                random_access=self.random_access,
+                lazy=lazy,
+            )
             mf.wrote_position = mf.flushed_position = self.file_size
             self.files.append(mf)
+
+    def restore(self, first_offset: int, count: int, end_offset: int) -> None:
+        """Take ``count`` segments from ``first_offset`` on, written up to ``end_offset``
+        and all on disk, without looking at the directory (a clean stop recorded them; see
+        storage.queue_ends). Files without their descriptor are mapped on first use."""
+        size = self.file_size
+        lazy = not self.keep_fd
+        for start in range(first_offset, first_offset + count * size, size):
+            mf = MappedFile(
+                self.directory / offset_name(start),
+                size,
+                create=False,
+                keep_fd=self.keep_fd,
+                random_access=self.random_access,
+                lazy=lazy,
+            )
+            mf.wrote_position = mf.flushed_position = size
+            self.files.append(mf)
+        if self.files:
+            last = self.files[-1]
+            last.wrote_position = last.flushed_position = end_offset - last.file_from_offset
 
     def _open(self, path: Path, *, create: bool) -> MappedFile:
         return MappedFile(

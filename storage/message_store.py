@@ -3,7 +3,8 @@
 Lifecycle: ``await store.start()`` loads and recovers (blocking work on a thread), then
 runs the flush threads and the dispatch and cleanup tasks on the event loop;
 ``await store.shutdown()`` drains dispatch, flushes everything, writes the checkpoint with
-the clean-shutdown offsets and removes the abort file.
+the clean-shutdown offsets and every queue's end (storage.queue_ends), then removes the
+abort file.
 
 After a crash ``start`` returns once the CommitLog's tail is checked and every queue's
 next offset is known: appends are taken at once, and re-dispatch of what the ConsumeQueues
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +25,7 @@ from rocketq.cluster.config import StoreConfig
 from rocketq.cluster.errors import ServiceNotAvailableError
 from rocketq.cluster.message_id import decode_offset_msg_id
 from rocketq.cluster.record import INT, POS_BODY, POS_BODY_LENGTH, USHORT, check_topic, encode_host
-from rocketq.storage.checkpoint import CheckpointFile
+from rocketq.storage.checkpoint import CheckpointFile, fsync_dir
 from rocketq.storage.commitlog import AppendResult, CommitLog
 from rocketq.storage.consume_queue import CQ_UNIT_SIZE, ENTRY
 from rocketq.storage.dispatch import (
@@ -37,6 +37,7 @@ from rocketq.storage.dispatch import (
 )
 from rocketq.storage.flush import CommitLogFlusher, LogicsFlusher
 from rocketq.storage.index_file import IndexService
+from rocketq.storage.queue_ends import QueueEndsFile
 from rocketq.storage.recovery import RecoveryResult, recover
 from rocketq.storage.results import GetResult, GetStatus, PutResult, PutStatus
 from rocketq.storage.retention import CleanReport, CleanService, disk_used_ratio
@@ -112,6 +113,7 @@ class MessageStore:
             disk_ratio=disk_ratio,
         )
         self.checkpoint_file: CheckpointFile | None = None
+        self.queue_ends = QueueEndsFile(config)
         self.recovery: RecoveryResult | None = None
         self.running = False
         self.writable = True
@@ -153,8 +155,10 @@ class MessageStore:
         cp = self.checkpoint_file.read()
         self.commitlog.files.load()
         # After a crash only the entries below the checkpoint's logics offset are known to
-        # be on disk; a clean shutdown flushed them all.
-        self.queues.load(None if last_exit_ok else cp.logics_flushed_offset)
+        # be on disk; a clean shutdown flushed them all, and recorded where each one ends.
+        ends = self.queue_ends.take(cp, self.commitlog.min_offset, clean=last_exit_ok)
+        durable = None if last_exit_ok else cp.logics_flushed_offset
+        self.queues.load(durable, ends, self.commitlog.min_offset)
         if self.index is not None:
             self.index.load(last_exit_ok, cp.index_msg_timestamp)
         dropped = self.index.dropped_from if self.index is not None else None
@@ -193,10 +197,8 @@ class MessageStore:
         with self.logics_flusher.lock:
             self.logics_flusher.write_checkpoint()
         abort.touch()
-        _fsync_dir(abort.parent)
+        fsync_dir(abort.parent)
         self._rebuild_queue_table(result)
-        for cq in self.queues.queues.values():
-            cq.correct_min_offset(self.commitlog.min_offset)
         log.info(
             "store loaded from %s: CommitLog [%d, %d), %d queues, %s; %d bytes to dispatch",
             self.root,
@@ -233,7 +235,9 @@ class MessageStore:
         self.warmer.halt()
         self.flusher.stop()
         self.logics_flusher.halt()
+        self.queues.stop_preparing()
         self.flush_logics(clean=True)
+        self.queue_ends.save(self.queues.ends(), self.commitlog, self.dispatcher.reput_offset)
         self.commitlog.files.close()
         self.queues.close()
         if self.index is not None:
@@ -241,7 +245,7 @@ class MessageStore:
         if self.checkpoint_file is not None:
             self.checkpoint_file.close()
         Path(self.config.abort_path).unlink(missing_ok=True)
-        _fsync_dir(Path(self.config.abort_path).parent)
+        fsync_dir(Path(self.config.abort_path).parent)
 
     async def crash(self) -> None:
         """Stop like a killed process would (tests): no final flush, no checkpoint, the abort
@@ -632,11 +636,3 @@ def _record_has_key(view: memoryview, topic: bytes, key: bytes) -> bool:
     if keys and key in keys.split(b" "):
         return True
     return property_value(props, b"UNIQ_KEY") == key
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

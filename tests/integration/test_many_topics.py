@@ -1,10 +1,12 @@
 """A broker with 10,000 topics (40,000 queues): created by producers' first sends, written,
-read back, SIGKILLed and restarted; every acknowledged message is readable again and the
-nameserver routes every topic."""
+read back, restarted gracefully (every queue's end taken from what the stop recorded), then
+SIGKILLed and restarted; every acknowledged message is readable again and the nameserver
+routes every topic."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 
 import grpc
@@ -79,6 +81,13 @@ async def test_ten_thousand_topics_survive_a_sigkill(make_cluster: MakeCluster) 
     async with Admin(ns) as admin:
         routed = set(await admin.topic_list())
     assert set(expected) <= routed
+
+    await asyncio.to_thread(cluster.restart, broker.name)  # SIGTERM, then start again
+    log = broker.log.read_text()
+    loaded = re.findall(r"store loaded from .*, (\d+) queues, fast recovery", log)
+    assert len(loaded) == 2 and int(loaded[1]) >= TOPICS, loaded
+    assert f": {loaded[1]} consume queues took their end from the clean stop's record\n" in log
+    assert await read_back(broker.addr, sent) == expected
 
     await asyncio.to_thread(cluster.kill, broker.name, signal.SIGKILL)
     await asyncio.to_thread(cluster.restart, broker.name)

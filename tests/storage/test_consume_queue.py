@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from rocketq.storage import dispatch, mapped_file
 from rocketq.storage.consume_queue import CQ_UNIT_SIZE, ENTRY, ConsumeQueue, CQEntry
 from rocketq.storage.dispatch import ConsumeQueueTable
 from rocketq.storage.mapped_file import MappedFileQueue, offset_name
@@ -146,7 +147,8 @@ def _fds_on(path: Path) -> int:
 
 def test_queue_files_hold_no_descriptor_and_are_advised_random(tmp_path: Path) -> None:
     """ConsumeQueue mappings keep no file descriptor and carry MADV_RANDOM (smaps flag
-    "rr") from the start; CommitLog segments keep theirs and no advice."""
+    "rr") from the start; CommitLog segments keep theirs and no advice. A loaded queue
+    whose data is small is searched without a mapping and mapped on first use."""
     cq = queue(tmp_path / "q")
     cq.put_many(entries(0, 2))
     path = cq.files.files[0].path
@@ -154,7 +156,10 @@ def test_queue_files_hold_no_descriptor_and_are_advised_random(tmp_path: Path) -
     (block,) = _maps_of(path)
     assert "rr" in _vm_flags(block)
     cq.close()
-    reopened = queue(tmp_path / "q")  # loaded files too, before the search for their end
+    reopened = queue(tmp_path / "q")
+    assert reopened.max_offset == 2
+    assert _maps_of(path) == [] and _fds_on(path) == 0
+    assert reopened.entry(1) == (100, 100, 1)  # the first read maps the file, advised
     (block,) = _maps_of(path)
     assert "rr" in _vm_flags(block) and _fds_on(path) == 0
     reopened.close()
@@ -261,3 +266,116 @@ def test_a_round_visits_only_the_queues_written_since_the_last(
     table.flush(least_pages=0, built_offset=100_000)
     assert [cq.queue_id for cq in seen] == [5]
     table.close()
+
+
+def test_a_thorough_round_of_many_queues_is_one_syncfs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past SYNCFS_MIN_QUEUES dirty queues a thorough round makes them durable with one
+    syncfs, no msync; it claims what was written before it, as msync would. A periodic
+    round (least pages) keeps one msync per queue that needs it."""
+    table = table_with(tmp_path, 8, units=4)
+    queues = [table.get_or_create(b"T", q) for q in range(8)]
+    for q, cq in enumerate(queues):
+        cq.put_many([(100 * q + i, 1, 0, i) for i in range(6)])  # a full file and 2 more
+    syncs: list[Path] = []
+
+    def counting_syncfs(directory: Path) -> None:
+        syncs.append(directory)
+        mapped_file.syncfs(directory)
+
+    def no_msync(address: int, length: int) -> None:
+        raise AssertionError("msync in a round done by syncfs")
+
+    monkeypatch.setattr(dispatch, "SYNCFS_MIN_QUEUES", 4)
+    monkeypatch.setattr(dispatch, "syncfs", counting_syncfs)
+    # A full file unflushed: each queue is flushed, by msync.
+    assert table.flush(least_pages=2, built_offset=10_000) == 10_000
+    for q, cq in enumerate(queues):
+        cq.put_many([(100 * q + 6, 1, 0, 6)])
+    # Under 2 dirty pages: nothing is flushed, the oldest unflushed entry bounds the offset.
+    assert table.flush(least_pages=2, built_offset=10_000) == 6
+    assert syncs == [] and table.dirty_count == 8
+    monkeypatch.setattr(mapped_file, "msync", no_msync)
+    assert table.flush(least_pages=0, built_offset=10_000) == 10_000
+    assert syncs == [tmp_path / "cq"]
+    assert table.dirty_count == 0
+    for cq in queues:
+        assert [(mf.flushed_position, mf.wrote_position) for mf in cq.files.files] == [
+            (80, 80),
+            (60, 60),
+        ]
+    table.close()
+
+
+@pytest.mark.parametrize("flushed", [True, False])
+def test_the_search_for_a_queue_end_reads_only_the_data_of_a_sparse_file(
+    tmp_path: Path, flushed: bool
+) -> None:
+    """In a store-sized (sparse) queue file the search is bounded by the file's first hole
+    and, when the data is small, reads it without mapping the file; it finds the end the
+    whole-file search finds, whether the pages reached the disk or are still dirty."""
+    units = 300_000  # 6,000,000 bytes, as mapped_file_size_consume_queue
+    for n in (1, 204, 205, 206, 3276, 3300):  # around a page; below and past the read limit
+        path = tmp_path / f"q{n}"
+        cq = ConsumeQueue("T", 0, path, units * CQ_UNIT_SIZE)
+        cq.load()
+        cq.put_many(entries(0, n))
+        if flushed:
+            cq.flush()
+        cq.close()
+        again = queue_of(path, units)
+        assert again.max_offset == n and again.max_physic_offset == n * 100
+        (mf,) = again.files.files
+        assert mf.mapped == (n * CQ_UNIT_SIZE > 64 * 1024)
+        assert again.entry(n - 1) == ((n - 1) * 100, 100, (n - 1) % 7)
+        again.close()
+
+
+def test_data_past_a_hole_makes_the_search_cover_the_whole_file(tmp_path: Path) -> None:
+    size = 300_000 * CQ_UNIT_SIZE
+    cq = ConsumeQueue("T", 0, tmp_path / "q", size)
+    cq.load()
+    cq.put_many(entries(0, 10))
+    cq.flush()
+    (mf,) = cq.files.files
+    end, data = mf.read_data(64 * 1024, tail=CQ_UNIT_SIZE)
+    if end == size:
+        pytest.skip("the file system reports no holes (SEEK_HOLE)")
+    assert end == mapped_file.OS_PAGE_SIZE and data is not None and len(data) == end + 20
+    with open(mf.path, "r+b") as raw:  # a stray entry far past the hole
+        raw.seek(200_000 * CQ_UNIT_SIZE)
+        raw.write(ENTRY.pack(1, 1, 1))
+    assert mf.read_data(64 * 1024) == (size, None)
+    cq.close()
+
+
+def queue_of(path: Path, units: int) -> ConsumeQueue:
+    cq = ConsumeQueue("T", 0, path, units * CQ_UNIT_SIZE)
+    cq.load()
+    return cq
+
+
+def test_entries_an_earlier_process_left_unflushed_are_msynced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loaded after a crash, a file is searched without being mapped; its entries past
+    the durable offset are still written to disk by the next flush (mapped for it)."""
+    cq = queue(tmp_path / "q")
+    cq.put_many(entries(0, 3))  # CommitLog offsets 0, 100, 200; never flushed
+    cq.close()
+    again = ConsumeQueue("T", 0, tmp_path / "q", UNITS * 20)
+    again.load(durable_below=100)
+    (mf,) = again.files.files
+    assert not mf.mapped and (mf.flushed_position, mf.wrote_position) == (20, 60)
+    synced: list[int] = []
+    real = mapped_file.msync
+
+    def counting(address: int, length: int) -> None:
+        synced.append(length)
+        real(address, length)
+
+    monkeypatch.setattr(mapped_file, "msync", counting)
+    again.flush()
+    assert synced == [60] and mf.flushed_position == 60
+    again.close()
