@@ -43,7 +43,7 @@ typecheck: tree
 	$(BIN)/mypy -p rocketq -p tools
 
 # Debian packages the tests use when run as root: iproute2 and nftables put Raft members
-# in network namespaces of their own and cut them apart (tests/integration/netns.py).
+# in network namespaces of their own and cut them apart (chaos/netns.py).
 SYSDEPS := iproute2 nftables
 sysdeps:
 	@if [ "$$(id -u)" = 0 ] && ! { command -v ip && command -v nft; } >/dev/null; then \

@@ -233,7 +233,10 @@ async def consume(
     queues: int,
     consume_batch: int,
     echo: Callable[[str], None],
+    expect: int = 0,
 ) -> dict[str, object]:
+    """Consume ``topic`` with ``group`` until ``expect`` messages (default: the
+    ``backlog`` written first; with neither, what arrives) or ``duration`` seconds."""
     from rocketq import ConsumeFrom, ConsumeResult, MessageExt, Producer, PushConsumer
 
     await ensure_topic(namesrv, topic, queues)
@@ -253,7 +256,7 @@ async def consume(
             await asyncio.gather(*(writer() for _ in range(16)))
     c = _Counters()
     done = asyncio.Event()
-    target = backlog or None
+    target = expect or backlog or None
 
     async def handler(msgs: list[MessageExt]) -> ConsumeResult:
         c.sent += len(msgs)

@@ -358,6 +358,51 @@ def bench_consume(
         typer.echo(json_line(result))
 
 
+@bench_app.command("spark")
+def bench_spark(
+    namesrv: Annotated[
+        str | None,
+        typer.Option(
+            "--namesrv", "-n", envvar="NAMESRV_ADDR", help="A running cluster (default: embedded)."
+        ),
+    ] = None,
+    embedded: Annotated[
+        bool, typer.Option(help="Start a local cluster for the run (the default without -n).")
+    ] = False,
+    data_dir: Annotated[Path | None, typer.Option(help="Where --embedded keeps its data.")] = None,
+    messages: Annotated[int, typer.Option(min=1, help="Messages per phase.")] = 1_000_000,
+    size: Annotated[int, typer.Option("--size", "-s", min=1)] = 1024,
+    queues: Annotated[int, typer.Option(min=1, help="Queues of each topic.")] = 8,
+    master: Annotated[
+        str, typer.Option(help="Spark master; the write uses one task per core.")
+    ] = "local[2]",
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """The Spark data source against the plain SDK on one cluster in one run: writes of N
+    messages (SDK batches of 32 / a DataFrame saved), then reads of the same backlog (a new
+    push consumer group / a DataFrame loaded); msgs/s of each, the ratios spark/sdk (goal
+    >= 0.50) and the Spark session's start time (in no rate). Needs rocketq[spark]."""
+    from rocketq.bench.client_bench import json_line
+    from rocketq.bench.spark_bench import SparkBenchError, check_runtime, spark_bench, table
+    from rocketq.cluster.errors import RocketqError
+
+    try:
+        check_runtime()
+    except SparkBenchError as exc:
+        raise fail(str(exc)) from None
+    try:
+        with _bench_target(namesrv, embedded or namesrv is None, data_dir) as ns:
+            result = spark_bench(
+                ns, messages=messages, size=size, queues=queues, master=master, echo=typer.echo
+            )
+    except (RocketqError, OSError) as exc:
+        raise fail(str(exc)) from None
+    for line in table(result):
+        typer.echo(line)
+    if json_out:
+        typer.echo(json_line(result))
+
+
 class PeerDurability(enum.StrEnum):
     PAGE_CACHE = "page-cache"
     FSYNC = "fsync"

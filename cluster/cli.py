@@ -288,5 +288,12 @@ from rocketq.cluster.chaos_cli import chaos_app  # noqa: E402
 app.add_typer(chaos_app, name="chaos")
 
 
+# -- the Spark pipeline (cluster/pipeline_cli.py) -------------------------------------------
+
+from rocketq.cluster.pipeline_cli import pipeline_app  # noqa: E402
+
+app.add_typer(pipeline_app, name="pipeline")
+
+
 if __name__ == "__main__":
     app()

@@ -391,19 +391,25 @@ class Producer:
         msgs: Sequence[Message],
         *,
         queue: MessageQueue | None = None,
+        sharding_key: str | None = None,
         timeout: float | None = None,
     ) -> SendResult:
-        """One topic, at most 4 MiB in all; stored together in one queue.
+        """One topic, at most 4 MiB in all; stored together in one queue (with
+        ``sharding_key``, the queue ``send`` picks for that key).
 
         ``split_batches`` cuts a long list into batches that fit.
         """
+        if sharding_key is not None and queue is not None:
+            raise ClientStateError("give either sharding_key or queue, not both")
         for m in msgs:
             if m.delay_level or m.deliver_at:
                 raise MessageIllegalError(
                     "batch messages cannot be delayed (TimeDelayLevel is not supported for "
                     "batching); send delayed messages one by one"
                 )
-        sending = self._send(self._encode(msgs), None, None, None, queue, timeout)
+        selector = select_by_hash if sharding_key is not None else None
+        first = msgs[0] if msgs else None
+        sending = self._send(self._encode(msgs), selector, sharding_key, first, queue, timeout)
         return await (sending if self.tracer is None else self._traced(msgs, sending))
 
     def send_async(

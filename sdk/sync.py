@@ -29,7 +29,8 @@ _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
 
 
-def _background_loop() -> asyncio.AbstractEventLoop:
+def background_loop() -> asyncio.AbstractEventLoop:
+    """The SDK's one event loop for blocking callers, running in a daemon thread."""
     global _loop
     with _lock:
         if _loop is None or _loop.is_closed():
@@ -41,8 +42,14 @@ def _background_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-def _run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run_coroutine_threadsafe(coro, _background_loop()).result()
+def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on the SDK's one background event loop and wait for its result. gRPC's
+    asyncio layer serves one event loop a process: code that needs the SDK from plain
+    threads (Spark tasks, say) calls it through here rather than starting loops of its own."""
+    return asyncio.run_coroutine_threadsafe(coro, background_loop()).result()
+
+
+_run = run_blocking
 
 
 class _Blocking:
