@@ -52,8 +52,10 @@ sysdeps:
 		{ apt-get update -q >/dev/null && apt-get install -y -q $(SYSDEPS) >/dev/null; }; \
 	fi
 
+# The Spark tests (tests/spark) run a local Spark whose Python workers use this venv, bound
+# to loopback.
 unit: $(STAMP_DEV) sysdeps
-	$(BIN)/pytest -q
+	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -q
 
 test: lint typecheck unit
 
