@@ -104,6 +104,10 @@ class BrokerStream:
     async def register(self, req: pb.RegisterBrokerRequest) -> pb.RegisterBrokerResult:
         return await self._send(pb.BrokerChannelRequest(register=req))
 
+    def close(self) -> None:
+        """End the stream's requests (the request iterator returns)."""
+        self._requests.put_nowait(None)
+
     async def unregister(self, req: pb.RegisterBrokerRequest) -> pb.RegisterBrokerResult:
         return await self._send(
             pb.BrokerChannelRequest(
@@ -463,7 +467,8 @@ async def test_silent_broker_expires_and_its_stream_is_closed(
         assert time.monotonic() - registered_at >= 0.5
         assert await route_code(stub, "B") == SUCCESS
         assert await asyncio.wait_for(silent.call.read(), 5) is grpc.aio.EOF
-        assert await silent.call.code() is grpc.StatusCode.OK
+        silent.close()  # the broker's side ends too, as a real broker's reconnect does
+        assert await asyncio.wait_for(silent.call.code(), 5) is grpc.StatusCode.OK
     finally:
         beating.cancel()
         await asyncio.gather(beating, return_exceptions=True)
