@@ -49,9 +49,6 @@ def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run_coroutine_threadsafe(coro, background_loop()).result()
 
 
-_run = run_blocking
-
-
 class _Blocking:
     """Wraps one asynchronous client object; coroutine methods become blocking calls."""
 
@@ -61,7 +58,7 @@ class _Blocking:
         async def make() -> Any:
             return self._target(*args, **kwargs)
 
-        object.__setattr__(self, "_obj", _run(make()))
+        object.__setattr__(self, "_obj", run_blocking(make()))
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._obj, name)
@@ -69,7 +66,7 @@ class _Blocking:
 
             @functools.wraps(attr)
             def blocking(*args: Any, **kwargs: Any) -> Any:
-                return _run(attr(*args, **kwargs))
+                return run_blocking(attr(*args, **kwargs))
 
             return blocking
         return attr

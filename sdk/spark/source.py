@@ -40,7 +40,7 @@ from rocketq.sdk.spark.options import (
     queue_label,
 )
 from rocketq.sdk.spark.queues import DataLossError, QueueClient, blocking, read_range
-from rocketq.sdk.spark.writing import WriteResult, write_rows
+from rocketq.sdk.spark.writing import write_rows
 
 log = logging.getLogger(__name__)
 
@@ -317,53 +317,50 @@ def limit_offsets(start: Offsets, latest: Offsets, cap: int) -> Offsets:
 @dataclass(frozen=True, slots=True)
 class SentCommit(WriterCommitMessage):
     messages: int
-    failed: str | None = None
 
 
-class RocketqWriter(DataSourceArrowWriter):
+class _Sending:
+    """What the batch and stream writers share: the options, checked on the driver, and a
+    task's send of its rows (sdk/spark/writing.py)."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        self.columns = [f.name for f in schema.fields]
+        self.opts = parse_write_options(options, self.columns)
+        self.write_id = uuid.uuid4().hex[:12]
+
+    def _send(self, iterator: Iterator[Any], *, per_stage: bool) -> SentCommit:
+        """Send a task's rows; the row key names the write, (the stage,) the partition."""
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        place = [ctx.partitionId() if ctx is not None else 0]
+        if per_stage:
+            place.insert(0, ctx.stageId() if ctx is not None else 0)
+        prefix = "-".join([self.write_id, *map(str, place)])
+        return SentCommit(write_rows(self.opts, self.columns, iterator, prefix).sent)
+
+
+def _sent(messages: list[WriterCommitMessage | None]) -> int:
+    return sum(m.messages for m in messages if isinstance(m, SentCommit))
+
+
+class RocketqWriter(_Sending, DataSourceArrowWriter):
     """Each task sends its rows in batches through the SDK's producer and fails unless
     every send is SEND_OK. A retried task sends its rows again: each message carries
     ``SPARK_ROW_KEY`` (the same for a row's every attempt) for consumers to deduplicate on."""
 
-    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        columns = [f.name for f in schema.fields]
-        self.opts = parse_write_options(options, columns)
-        self.columns = columns
-        self.write_id = uuid.uuid4().hex[:12]
-
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        part = ctx.partitionId() if ctx is not None else 0
-        result: WriteResult = write_rows(
-            self.opts, self.columns, iterator, f"{self.write_id}-{part}"
-        )
-        return SentCommit(result.sent)
+        return self._send(iterator, per_stage=False)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        sent = sum(m.messages for m in messages if isinstance(m, SentCommit))
-        log.info("rocketq write %s: %d messages sent", self.write_id, sent)
+        log.info("rocketq write %s: %d messages sent", self.write_id, _sent(messages))
 
 
-class RocketqStreamWriter(DataSourceStreamWriter):
-    """As :class:`RocketqWriter`, per micro-batch (the row key names the batch's epoch)."""
-
-    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        columns = [f.name for f in schema.fields]
-        self.opts = parse_write_options(options, columns)
-        self.columns = columns
-        self.write_id = uuid.uuid4().hex[:12]
+class RocketqStreamWriter(_Sending, DataSourceStreamWriter):
+    """As :class:`RocketqWriter`, per micro-batch (the row key names the batch's stage)."""
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        part = ctx.partitionId() if ctx is not None else 0
-        stage = ctx.stageId() if ctx is not None else 0
-        result = write_rows(self.opts, self.columns, iterator, f"{self.write_id}-{stage}-{part}")
-        return SentCommit(result.sent)
+        return self._send(iterator, per_stage=True)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        sent = sum(m.messages for m in messages if isinstance(m, SentCommit))
-        log.info("rocketq stream write batch %d: %d messages sent", batchId, sent)
+        log.info("rocketq stream write batch %d: %d messages sent", batchId, _sent(messages))

@@ -22,7 +22,7 @@ from typing import Any, Final
 import pyarrow as pa
 
 from rocketq.cluster.errors import RocketqError
-from rocketq.cluster.message import Message
+from rocketq.cluster.message import SYSTEM_PROPERTY_NAMES, Message
 from rocketq.sdk.producer import Producer
 from rocketq.sdk.spark.options import WriteOptions
 from rocketq.sdk.sync import run_blocking
@@ -30,34 +30,6 @@ from rocketq.sdk.sync import run_blocking
 log = logging.getLogger(__name__)
 
 ROW_KEY: Final = "SPARK_ROW_KEY"
-# Properties the producer and broker set themselves: a row's copies (say, from the
-# archive of a read) are dropped, not sent as user properties.
-SYSTEM_PROPERTIES: Final = frozenset(
-    {
-        "KEYS",
-        "TAGS",
-        "UNIQ_KEY",
-        "WAIT",
-        "DELAY",
-        "RETRY_TOPIC",
-        "REAL_TOPIC",
-        "REAL_QID",
-        "TRAN_MSG",
-        "PGROUP",
-        "MIN_OFFSET",
-        "MAX_OFFSET",
-        "CONSUME_START_TIME",
-        "MSG_REGION",
-        "TRACE_ON",
-        "__STARTDELIVERTIME",
-        "TIMER_DELIVER_MS",
-        "TIMER_OUT_MS",
-        "ORIGIN_MESSAGE_ID",
-        "RECONSUME_TIME",
-        "MAX_RECONSUME_TIMES",
-        "SHARDING_KEY",
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +62,7 @@ def row_message(
     props_in = row.get("properties") or {}
     if not isinstance(props_in, Mapping):
         props_in = dict(props_in)
-    props = {str(k): str(v) for k, v in props_in.items() if k not in SYSTEM_PROPERTIES}
+    props = {str(k): str(v) for k, v in props_in.items() if k not in SYSTEM_PROPERTY_NAMES}
     origin = row.get("msg_id")
     props[ROW_KEY] = str(origin) if origin else row_key
     sharding = row.get("sharding_key")

@@ -5,6 +5,7 @@ flush thread (least pages, thorough rounds, only the queues written since)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from pathlib import Path
@@ -332,21 +333,43 @@ def test_the_search_for_a_queue_end_reads_only_the_data_of_a_sparse_file(
         again.close()
 
 
-def test_data_past_a_hole_makes_the_search_cover_the_whole_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("layout", "expected_end"),
+    [
+        ("data, then a hole to the end", 4096),  # the search stops at the hole
+        ("data past the hole", 300_000 * CQ_UNIT_SIZE),  # a stray entry: the whole file
+        ("no SEEK_HOLE", 300_000 * CQ_UNIT_SIZE),  # the file system cannot tell
+    ],
+)
+def test_the_data_end_follows_what_the_file_system_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str, expected_end: int
+) -> None:
+    """``read_data`` bounds the search by the first hole only when no data follows it;
+    the file system's answers are simulated, so every case runs on any file system."""
     size = 300_000 * CQ_UNIT_SIZE
     cq = ConsumeQueue("T", 0, tmp_path / "q", size)
     cq.load()
     cq.put_many(entries(0, 10))
     cq.flush()
     (mf,) = cq.files.files
+
+    def lseek(fd: int, pos: int, how: int) -> int:
+        if layout == "no SEEK_HOLE":
+            raise OSError(errno.EINVAL, "not supported")
+        if how == os.SEEK_HOLE:
+            return 4096
+        if how == os.SEEK_DATA and layout == "data past the hole":
+            return 200_000 * CQ_UNIT_SIZE
+        raise OSError(errno.ENXIO, "no data past the offset")
+
+    monkeypatch.setattr(mapped_file.os, "lseek", lseek)
     end, data = mf.read_data(64 * 1024, tail=CQ_UNIT_SIZE)
-    if end == size:
-        pytest.skip("the file system reports no holes (SEEK_HOLE)")
-    assert end == mapped_file.OS_PAGE_SIZE and data is not None and len(data) == end + 20
-    with open(mf.path, "r+b") as raw:  # a stray entry far past the hole
-        raw.seek(200_000 * CQ_UNIT_SIZE)
-        raw.write(ENTRY.pack(1, 1, 1))
-    assert mf.read_data(64 * 1024) == (size, None)
+    assert end == expected_end
+    if expected_end == 4096:
+        assert data is not None and len(data) == 4096 + CQ_UNIT_SIZE
+        assert data[: 10 * CQ_UNIT_SIZE] == bytes(mf.buf[: 10 * CQ_UNIT_SIZE])
+    else:
+        assert data is None  # too much to read: the file is mapped instead
     cq.close()
 
 
