@@ -18,6 +18,8 @@ from rocketq.broker.consumer_manager import ConsumerManager
 from rocketq.broker.consumer_offset import ConsumerOffsetManager
 from rocketq.broker.flow_control import FlowControl
 from rocketq.broker.long_polling import PullRequestHoldService
+from rocketq.broker.metrics import BrokerCounters
+from rocketq.broker.metrics_export import readiness, registry_for
 from rocketq.broker.pull_processor import PullProcessor
 from rocketq.broker.raft_member import RaftMember, slave_id_of
 from rocketq.broker.rebalance_lock import RebalanceLockManager
@@ -33,6 +35,7 @@ from rocketq.broker.transaction import TransactionalMessageService
 from rocketq.cluster.aio import cancel_all
 from rocketq.cluster.config import StoreConfig
 from rocketq.cluster.message import SCHEDULE_TOPIC, TIMER_TOPIC, TopicConfig
+from rocketq.cluster.metrics_server import MetricsServer, bind_socket
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 from rocketq.replication.ha.master import HAMaster, SlaveConnection, listen_socket
@@ -78,6 +81,18 @@ class Broker:
             config = replace(config, ha_listen_port=self.ha_socket.getsockname()[1])
         if store_config.store_host == StoreConfig().store_host:
             store_config = replace(store_config, store_host=config.broker_addr)
+        self.metrics_socket: socket.socket | None = None
+        if config.metrics_port:
+            try:
+                self.metrics_socket = bind_socket(
+                    config.metrics_bind_address or config.bind_address,
+                    config.metrics_port,
+                    "broker",
+                )
+            except OSError:
+                if self.ha_socket is not None:
+                    self.ha_socket.close()
+                raise
         self.config = config
         self.store_config = store_config
         # A SCHEDULE_TOPIC_XXXX entry's tag-hash field holds its delivery time.
@@ -164,6 +179,17 @@ class Broker:
         self.sync = SlaveSynchronizer(self)
         self.raft = RaftMember(self) if config.enable_dledger_commit_log else None
         self.send.raft = self.raft
+        # Counted only with a metrics server to show it.
+        self.metrics = BrokerCounters() if self.metrics_socket is not None else None
+        self.send.metrics = self.pull.metrics = self.transactions.metrics = self.metrics
+        self.metrics_server: MetricsServer | None = None
+        if self.metrics_socket is not None and self.metrics is not None:
+            self.metrics_server = MetricsServer(
+                self.metrics_socket,
+                registry_for(self, self.metrics),
+                lambda: readiness(self),
+            )
+        self.stopping = False
         pb_grpc.add_BrokerServicer_to_server(BrokerService(self), self.server)  # type: ignore[no-untyped-call]
         pb_grpc.add_BrokerAdminServicer_to_server(BrokerAdminService(self), self.server)  # type: ignore[no-untyped-call]
         self.boot_time = time.time()
@@ -200,6 +226,9 @@ class Broker:
         )
 
     async def start(self) -> None:
+        if self.metrics_server is not None:
+            # First: /healthz answers and /readyz says why not while the store recovers.
+            await self.metrics_server.start()
         await asyncio.to_thread(self._load_configs)
         await self.store.start()
         self.store.add_arrival_listener(self.holds.notify)
@@ -254,6 +283,7 @@ class Broker:
     async def stop(self) -> None:
         """Graceful stop: unregister, stop serving, persist, flush and close the store."""
         c = self.config
+        self.stopping = True  # /readyz: no longer ready
         await self.registration.stop(
             pb.UnregisterBrokerRequest(
                 cluster_name=c.broker_cluster_name,
@@ -277,4 +307,6 @@ class Broker:
         await asyncio.to_thread(self.offsets.persist)
         await self.topics.close()
         await self.store.shutdown()
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
         log.info("broker %s stopped", c.broker_name)

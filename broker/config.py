@@ -161,8 +161,14 @@ class BrokerConfig:
     timer_wheel_enable: bool = True
     # The farthest a delivery time may be, in seconds (40 days).
     timer_max_delay_sec: int = field(default=40 * 24 * 3600, metadata={"min": 1})
-    # Port of the Prometheus metrics endpoint (0 = off).
+    # HTTP port of /metrics (Prometheus), /healthz and /readyz (0: no metrics server, and
+    # nothing is counted).
     metrics_port: int = field(default=10913, metadata={"min": 0, "max": 65535})
+    # Address the metrics server binds ("": bind_address).
+    metrics_bind_address: str = ""
+    # Lag gauges per queue (a queue_id label) instead of per topic and group: many more
+    # series with many topics.
+    metrics_queue_level: bool = False
     # Raft replication (DLedger): the brokers of a group elect a leader, which is the master
     # (broker_role and broker_id then follow the election).
     enable_dledger_commit_log: bool = False

@@ -12,6 +12,7 @@ from rocketq.broker.config import BrokerConfig
 from rocketq.broker.consumer_offset import ConsumerOffsetManager
 from rocketq.broker.filter import sql_filter, tag_filter
 from rocketq.broker.long_polling import PullRequestHoldService
+from rocketq.broker.metrics import BrokerCounters
 from rocketq.broker.subscription_group import SubscriptionGroupManager
 from rocketq.broker.topic_config import TopicConfigManager
 from rocketq.cluster.errors import (
@@ -49,6 +50,8 @@ class PullAnswer:
     max_offset: int
     records: bytes = b""
     suggest_which_broker_id: int = MASTER_ID
+    count: int = 0  # messages in records
+    held: bool = False  # waited for messages (long or short polling)
 
 
 class PullProcessor:
@@ -69,6 +72,7 @@ class PullProcessor:
         self.found = 0  # pulls answered with messages
         self.offsets = offsets
         self.holds = holds
+        self.metrics: BrokerCounters | None = None  # set by the broker when metrics are on
 
     async def pull(
         self,
@@ -126,6 +130,11 @@ class PullProcessor:
             )
             if await self.holds.hold(topic.encode(), queue_id, offset, wait_ms / 1000):
                 answer = self._read(topic, queue_id, offset, count, tags, records)
+            answer.held = True
+        if self.metrics is not None and answer.status is PullStatus.FOUND:
+            self.metrics.pulled_out(
+                group, topic, queue_id, answer.count, len(answer.records), answer.next_begin_offset
+            )
         return answer
 
     def _suggest(self, pulled_phy_offset: int) -> int:
@@ -167,6 +176,7 @@ class PullProcessor:
                     hi,
                     result.to_bytes(),
                     self._suggest(result.max_phy_offset_pulling),
+                    result.message_count,
                 )
         finally:
             result.release()

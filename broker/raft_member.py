@@ -124,6 +124,9 @@ class RaftMember:
         self._serve_from = 0  # the raft index of this term's empty entry
         self.elected_at = 0.0
         self.last_takeover_ms = -1.0  # election -> serving, for the logs and runtime info
+        self.elections = 0  # this member stood for election (its metrics)
+        self.leader_changes = 0  # the leader it knows of became another member
+        self._known_leader: str | None = None
         self._waiting = OffsetWaiters()  # sends until a quorum committed them
         # CommitLog bytes appended since the store last settled, not yet indexed: (start, end).
         self._pending: tuple[int, int] | None = None
@@ -290,6 +293,12 @@ class RaftMember:
             self._serve()
 
     def _on_role(self, role: Role, term: int, leader: str | None) -> None:
+        if role is Role.CANDIDATE:
+            self.elections += 1
+        now_leader = self.self_id if role is Role.LEADER else leader
+        if now_leader is not None and now_leader != self._known_leader:
+            self.leader_changes += 1
+            self._known_leader = now_leader
         if role is not Role.LEADER:
             # Before any entry of another leader lands: bytes of ours not yet indexed go.
             self._record_pending()
@@ -448,6 +457,20 @@ class RaftMember:
                     node.transfer_leadership(pref)
 
     # -- state for admins --------------------------------------------------------------
+
+    def follower_lag_bytes(self) -> dict[str, int]:
+        """On the leader: CommitLog bytes each follower lacks; elsewhere nothing."""
+        if self.node.role is not Role.LEADER:
+            return {}
+        end = self.store.max_phy_offset
+        lags = {}
+        for member, peer in list(self.node.progress.items()):
+            try:
+                have = self.log.end_of(min(peer.match_index, self.index.last_index()))
+            except (IndexError, ValueError, OSError):
+                continue
+            lags[member] = max(0, end - have)
+        return lags
 
     def runtime_info(self) -> dict[str, str]:
         node = self.node

@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Callable
 from typing import Protocol
 
 from rocketq.broker.config import BrokerConfig
 from rocketq.broker.flow_control import FlowControl
+from rocketq.broker.metrics import DELAY, FIFO, NORMAL, TRANSACTION, BrokerCounters
 from rocketq.broker.schedule import ScheduleMessageService
 from rocketq.broker.subscription_group import SubscriptionGroupManager
 from rocketq.broker.timer import TimerMessageStore
@@ -34,6 +36,7 @@ from rocketq.cluster.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_ORIGIN_MESSAGE_ID,
     PROPERTY_RETRY_TOPIC,
+    PROPERTY_SHARDING_KEY,
     dlq_topic,
     retry_topic,
     send_forbidden_reason,
@@ -48,6 +51,9 @@ from rocketq.storage.message_store import MessageStore
 from rocketq.storage.results import PutResult, PutStatus
 
 log = logging.getLogger(__name__)
+
+# A message with a sharding key is a FIFO message (RocketMQ 5's TopicMessageType).
+_SHARDING_KEY = PROPERTY_SHARDING_KEY.encode() + b"\x01"
 
 
 class Quorum(Protocol):
@@ -91,6 +97,8 @@ class SendProcessor:
         # Raft mode: only the serving leader writes; sends wait for a quorum commit.
         self.raft: Quorum | None = None
         self._flush_waits: set[asyncio.Task[PutStatus]] = set()  # of wait_stored_then
+        # What sends store, for the metrics (None: metrics off, nothing counted).
+        self.metrics: BrokerCounters | None = None
 
     @property
     def waits(self) -> bool:
@@ -142,22 +150,31 @@ class SendProcessor:
                 f"queue id {queue_id} is illegal: topic {topic} has {config.write_queue_nums} "
                 "write queues on this broker (refresh the route)"
             )
-        return self._append(records, topic, queue_id)
+        result, kind = self._append(records, topic, queue_id)
+        if self.metrics is not None:
+            self.metrics.stored(topic, kind, result.msg_count, len(records))
+        return result
 
-    def _append(self, records: bytes, topic: str, queue_id: int) -> AppendResult:
+    def _append(self, records: bytes, topic: str, queue_id: int) -> tuple[AppendResult, str]:
         """Store records; a delayed message goes to its level's queue of SCHEDULE_TOPIC_XXXX,
-        a prepared (transactional) one to the half queue."""
+        a prepared (transactional) one to the half queue. -> the result and the message
+        type (normal, fifo, delay, transaction)."""
         if self.transactions is not None and is_prepared(records):
-            return self.store.append(*self.transactions.half(records, topic, queue_id))
+            half = self.transactions.half(records, topic, queue_id)
+            result = self.store.append(*half)
+            if self.metrics is not None:
+                self.metrics.prepared(topic)
+            return result, TRANSACTION
         if self.timer is not None:
             timed = self.timer.check_and_redirect(records, topic, queue_id)
             if timed is not None:
-                return self.store.append(*timed)
+                return self.store.append(*timed), DELAY
         if self.schedule is not None:
             delayed = self.schedule.redirect(records, topic, queue_id)
             if delayed is not None:
-                return self.store.append(*delayed)
-        return self.store.append(records, topic, queue_id)
+                return self.store.append(*delayed), DELAY
+        kind = FIFO if _SHARDING_KEY in records else NORMAL
+        return self.store.append(records, topic, queue_id), kind
 
     def wait_stored_then(
         self, end_offset: int, done: Callable[[PutStatus | BaseException], None]
@@ -190,6 +207,10 @@ class SendProcessor:
     ) -> None:
         timeout = self.store.config.sync_flush_timeout / 1000
         raft = self.raft
+
+        metrics = self.metrics
+        if metrics is not None and status is PutStatus.PUT_OK and (self.ha or raft):
+            done = _timed(done, metrics, time.perf_counter())
 
         def quorum(status: PutStatus | BaseException) -> None:
             if raft is None or status is not PutStatus.PUT_OK:
@@ -230,6 +251,8 @@ class SendProcessor:
         props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, msg.offset_msg_id)
         reconsume = msg.reconsume_times + 1
         if msg.reconsume_times >= max_times or delay_level < 0:
+            if self.metrics is not None:
+                self.metrics.dead_lettered(props[PROPERTY_RETRY_TOPIC], group)
             target = dlq_topic(group)
             self.topics.create_system(target, 1, PERM_READ | PERM_WRITE)
             queue_id = 0
@@ -250,7 +273,7 @@ class SendProcessor:
             level = delay_level if delay_level > 0 else 3 + msg.reconsume_times
             props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
         record = rewrite_record(msg, target, props, reconsume_times=reconsume)
-        appended = self._append(record, target, queue_id)
+        appended, _ = self._append(record, target, queue_id)
         result = PutResult(await self.store.wait_stored(appended.end_offset), appended)
         if result.status is PutStatus.FLUSH_DISK_TIMEOUT:
             raise FlushDiskTimeoutError("the retry copy was stored but its flush timed out")
@@ -259,6 +282,18 @@ class SendProcessor:
             if await self.raft.wait_committed(appended.end_offset, timeout) != PutStatus.PUT_OK:
                 raise FlushSlaveTimeoutError("the retry copy was stored but no quorum has it yet")
         return result.append
+
+
+def _timed(
+    done: Callable[[PutStatus | BaseException], None], metrics: BrokerCounters, started: float
+) -> Callable[[PutStatus | BaseException], None]:
+    """``done``, recording first how long the send waited for its replicas."""
+
+    def timed(status: PutStatus | BaseException) -> None:
+        metrics.waited_for_replicas(started)
+        done(status)
+
+    return timed
 
 
 def _outcome(task: asyncio.Task[PutStatus]) -> PutStatus | BaseException:

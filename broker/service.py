@@ -6,15 +6,26 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from rocketq.broker.consumer_manager import Subscription
 from rocketq.broker.filter import SQL92, TAG, parse_tags, sql_filter
 from rocketq.broker.host import BrokerHost
+from rocketq.broker.metrics import (
+    CONSUMER_SEND_MSG_BACK,
+    END_TRANSACTION,
+    HEARTBEAT,
+    PULL_MESSAGE,
+    SEND_BATCH_MESSAGE,
+    SEND_MESSAGE,
+    BrokerCounters,
+)
 from rocketq.broker.subscription_group import check_group
 from rocketq.cluster.errors import QueryNotFoundError, RocketqError, ServiceNotAvailableError
 from rocketq.cluster.message import PERM_READ, PERM_WRITE, retry_topic
+from rocketq.cluster.metrics import response_code_name
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 from rocketq.replication.waiters import resolver
@@ -43,6 +54,7 @@ class ServiceHost(BrokerHost, Protocol):
     raft: RaftMember | None
     ha_master: HAMaster | None
     ha_slave: HASlave | None
+    metrics: BrokerCounters | None
 
 
 Req = TypeVar("Req")
@@ -168,17 +180,18 @@ class BrokerService(pb_grpc.BrokerServicer):
         """Append every send of a stream message now; -> the answer, or None when stored
         sends wait (a flush, a slave, a Raft quorum): one wait for the newest end offset
         then answers them all through ``reply``."""
+        started = time.perf_counter()
         results = [self._append(req) for req in reqs]
         self.b.store.settle()  # they leave for the slave or the followers now
         ends = [r.end_offset for r in results if not isinstance(r, BaseException)]
         if not ends or not self.b.send.waits:
-            return self._answer_all(reqs, results, PutStatus.PUT_OK)
+            return self._answer_all(reqs, results, PutStatus.PUT_OK, started)
 
         def stored(status: PutStatus | BaseException) -> None:
             if isinstance(status, BaseException):  # Raft: the leader stepped down meanwhile
-                reply(self._answer_all(reqs, [status] * len(reqs), PutStatus.PUT_OK))
+                reply(self._answer_all(reqs, [status] * len(reqs), PutStatus.PUT_OK, started))
             else:
-                reply(self._answer_all(reqs, results, status))
+                reply(self._answer_all(reqs, results, status, started))
 
         self.b.send.wait_stored_then(max(ends), stored)
         return None
@@ -188,10 +201,12 @@ class BrokerService(pb_grpc.BrokerServicer):
         reqs: list[pb.SendRequest],
         results: list[AppendResult | BaseException],
         status: PutStatus,
+        started: float,
     ) -> pb.SendBatchResponse:
-        return pb.SendBatchResponse(
-            responses=[self._answer(q, r, status) for q, r in zip(reqs, results, strict=True)]
-        )
+        responses = [self._answer(q, r, status) for q, r in zip(reqs, results, strict=True)]
+        if self.b.metrics is not None:
+            _count_sends(self.b.metrics, results, responses, started)
+        return pb.SendBatchResponse(responses=responses)
 
     async def SendMessage(self, request: pb.SendRequest, context: object) -> pb.SendResponse:
         later: asyncio.Future[pb.SendBatchResponse] = asyncio.get_running_loop().create_future()
@@ -214,6 +229,7 @@ class BrokerService(pb_grpc.BrokerServicer):
             yield answer
 
     async def PullMessage(self, request: pb.PullRequest, context: object) -> pb.PullResponse:
+        started = time.perf_counter()
         try:
             a = await self.b.pull.pull(
                 request.consumer_group,
@@ -227,7 +243,12 @@ class BrokerService(pb_grpc.BrokerServicer):
                 commit_offset=request.commit_offset if request.has_commit_offset else None,
             )
         except Exception as exc:
-            return pb.PullResponse(request_id=request.request_id, status=status_of(exc))
+            status = status_of(exc)
+            if self.b.metrics is not None:
+                self.b.metrics.answered(PULL_MESSAGE, response_code_name(status.code), started)
+            return pb.PullResponse(request_id=request.request_id, status=status)
+        if self.b.metrics is not None:
+            self.b.metrics.answered(PULL_MESSAGE, "success", started, held=a.held)
         return pb.PullResponse(
             request_id=request.request_id,
             status=OK,
@@ -251,6 +272,14 @@ class BrokerService(pb_grpc.BrokerServicer):
             yield answer
 
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: object) -> pb.Status:
+        return self._timed(HEARTBEAT, time.perf_counter(), self._heartbeat(request, context))
+
+    def _timed(self, request_code: str, started: float, status: pb.Status) -> pb.Status:
+        if self.b.metrics is not None:
+            self.b.metrics.answered(request_code, response_code_name(status.code), started)
+        return status
+
+    def _heartbeat(self, request: pb.HeartbeatRequest, context: object) -> pb.Status:
         try:
             cm = self.b.consumers
             for group in request.producer_groups:
@@ -339,6 +368,10 @@ class BrokerService(pb_grpc.BrokerServicer):
         return OK
 
     async def ConsumerSendMsgBack(self, request: pb.SendBackRequest, context: object) -> pb.Status:
+        started = time.perf_counter()
+        return self._timed(CONSUMER_SEND_MSG_BACK, started, await self._send_back(request))
+
+    async def _send_back(self, request: pb.SendBackRequest) -> pb.Status:
         try:
             await self.b.send.send_back(
                 request.group,
@@ -391,11 +424,12 @@ class BrokerService(pb_grpc.BrokerServicer):
         )
 
     async def EndTransaction(self, request: pb.EndTransactionRequest, context: object) -> pb.Status:
+        started = time.perf_counter()
         try:
             await self.b.transactions.end(request)
         except Exception as exc:
-            return status_of(exc)
-        return OK
+            return self._timed(END_TRANSACTION, started, status_of(exc))
+        return self._timed(END_TRANSACTION, started, OK)
 
     async def UnlockBatchMQ(self, request: pb.LockBatchRequest, context: object) -> pb.Status:
         try:
@@ -406,3 +440,20 @@ class BrokerService(pb_grpc.BrokerServicer):
         except Exception as exc:
             return status_of(exc)
         return OK
+
+
+def _count_sends(
+    metrics: BrokerCounters,
+    results: list[AppendResult | BaseException],
+    responses: list[pb.SendResponse],
+    started: float,
+) -> None:
+    """One latency observation per request and response code: a request of one message is
+    a SEND_MESSAGE, of several a SEND_BATCH_MESSAGE."""
+    counts: dict[tuple[str, int], int] = {}
+    for r, resp in zip(results, responses, strict=True):
+        batch = not isinstance(r, BaseException) and r.msg_count > 1
+        key = (SEND_BATCH_MESSAGE if batch else SEND_MESSAGE, resp.status.code)
+        counts[key] = counts.get(key, 0) + 1
+    for (request_code, code), n in counts.items():
+        metrics.answered(request_code, response_code_name(code), started, n)

@@ -22,6 +22,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from rocketq.broker.metrics import BrokerCounters
 from rocketq.cluster.errors import MessageIllegalError, NoPermissionError, RocketqSystemError
 from rocketq.cluster.message import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
@@ -82,6 +83,7 @@ class TransactionalMessageService:
         self._task: asyncio.Task[None] | None = None
         self.discarded = 0
         self.checks_sent = 0
+        self.metrics: BrokerCounters | None = None  # set by the broker when metrics are on
 
     # -- prepare -----------------------------------------------------------------------
 
@@ -174,6 +176,11 @@ class TransactionalMessageService:
             appended = store.append(record, topic, queue_id)
             await store.wait_stored(appended.end_offset)
         self._write_op(half.queue_offset)
+        if self.metrics is not None:
+            self.metrics.ended(
+                half.properties.get(PROPERTY_REAL_TOPIC, ""),
+                committed=resolution == pb.TRANSACTION_COMMIT,
+            )
 
     def _write_op(self, half_queue_offset: int) -> None:
         record = encode_record(
@@ -254,6 +261,8 @@ class TransactionalMessageService:
             checks = int(half.properties.get(PROPERTY_TRANSACTION_CHECK_TIMES, "0") or 0)
             if checks >= self.config.transaction_check_max:
                 self.discarded += 1
+                if self.metrics is not None:
+                    self.metrics.discarded(half.properties.get(PROPERTY_REAL_TOPIC, ""))
                 log.warning(
                     "half message %s of group %s checked %d times without an answer; discarded",
                     half.msg_id,

@@ -58,6 +58,9 @@ class ClusterSpec:
     nameserver_settings: Mapping[str, str] = field(default_factory=dict)
     # Seconds a node may take to print its ready line (and the brokers to register).
     ready_timeout: float = 30.0
+    # Every node serves /metrics, /healthz and /readyz on a free port of its own (kept
+    # across restarts); False: no metrics servers, nothing counted.
+    metrics: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_dir", Path(self.data_dir).absolute())
@@ -112,12 +115,18 @@ class Node:
     broker_name: str = ""
     broker_id: int = 0
     raft_port: int = 0  # replication "raft": the member's Raft port, fixed before the start
+    metrics_port: int = 0  # its HTTP port (/metrics, /healthz, /readyz); 0: none
     host: str = HOST  # the address it binds and is reached at
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
 
     @property
     def addr(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        """Where its metrics are ("" without a metrics server)."""
+        return f"http://{self.host}:{self.metrics_port}/metrics" if self.metrics_port else ""
 
     @property
     def log(self) -> Path:
@@ -145,6 +154,8 @@ class Node:
             "start_time": self.start_time,
             "log": str(self.log),
         }
+        if self.metrics_port:
+            doc["metrics_port"] = self.metrics_port
         if self.role == "broker":
             doc |= {
                 "broker_name": self.broker_name,
@@ -291,6 +302,7 @@ class LocalCluster:
                 node.pid = int(saved["pid"])
                 node.start_time = int(saved.get("start_time", 0))
                 node.raft_port = int(saved.get("raft_port", 0))
+                node.metrics_port = int(saved.get("metrics_port", 0))
                 node.host = str(saved.get("host", HOST))
         except (KeyError, TypeError, ValueError) as exc:
             raise LauncherError(f"{path}: not a cluster description ({exc!r})") from None
@@ -315,10 +327,16 @@ class LocalCluster:
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         for n in self.nodes:
             n.port, n.pid, n.start_time, n.process = 0, 0, 0, None
-        if self.spec.replication == "raft":
-            # Every member must know every member's Raft address before any starts.
-            for b, port in zip(self.brokers, free_ports(len(self.brokers)), strict=True):
-                b.raft_port = port
+        # Chosen together, so no two are the same: with replication "raft" every member
+        # must know every member's Raft address before any starts; metrics ports are fixed
+        # before the start too, so a scrape config written now stays right after restarts.
+        raft = self.brokers if self.spec.replication == "raft" else []
+        metrics = self.nodes if self.spec.metrics else []
+        ports = free_ports(len(raft) + len(metrics))
+        for b, port in zip(raft, ports, strict=False):
+            b.raft_port = port
+        for n, port in zip(metrics, ports[len(raft) :], strict=True):
+            n.metrics_port = port
         try:
             for n in self.nodes:
                 self._launch(n, self.spec.ready_timeout)
@@ -347,6 +365,7 @@ class LocalCluster:
         if node.role == "nameserver":
             cmd += ["--port", str(node.port), "--bind", node.host]
             cmd += ["--kv-config-path", str(node.home / "kvConfig.json")]
+            cmd += ["--set", f"metrics_port={node.metrics_port}"]
             settings: Mapping[str, str] = self.spec.nameserver_settings
         else:
             cmd += [
@@ -358,7 +377,7 @@ class LocalCluster:
                 "--set", f"bind_address={node.host}",
                 "--set", f"broker_ip1={node.host}",
                 "--set", "ha_listen_port=0",
-                "--set", "metrics_port=0",
+                "--set", f"metrics_port={node.metrics_port}",
             ]  # fmt: skip
             settings = self.spec.broker_settings
         if node.role == "broker" and self.spec.replication == "raft":

@@ -22,6 +22,10 @@ class NameServerConfig:
     scan_not_active_broker_interval: int = field(default=10_000, metadata={"min": 1})
     # Fill routes' order_topic_conf from the ORDER_TOPIC_CONFIG KV namespace.
     order_message_enable: bool = False
+    # HTTP port of /metrics (Prometheus), /healthz and /readyz (0: no metrics server).
+    metrics_port: int = field(default=9877, metadata={"min": 0, "max": 65535})
+    # Address the metrics server binds ("": bind_address).
+    metrics_bind_address: str = ""
 
     def __post_init__(self) -> None:
         validate_config(self)

@@ -13,10 +13,12 @@ from typing import TypedDict
 import grpc
 
 from rocketq.cluster.errors import RocketqError, TopicNotExistError
+from rocketq.cluster.metrics_server import MetricsServer, bind_socket
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 from rocketq.nameserver.config import NameServerConfig
 from rocketq.nameserver.kv_config import KVConfigManager
+from rocketq.nameserver.metrics import DELTA, FULL, HEARTBEAT, NameServerCounters, registry_for
 from rocketq.nameserver.register_body import RegisterBodyError, full_table, topic_configs
 from rocketq.nameserver.route_info import RouteInfoManager
 
@@ -55,6 +57,7 @@ class NameServerService(pb_grpc.NameServerServicer):
         self.kv = kv
         self._channels = itertools.count(1)
         self._closers: dict[int, Callable[[], None]] = {}
+        self.counters = NameServerCounters()
 
     async def BrokerChannel(
         self, request_iterator: AsyncIterator[pb.BrokerChannelRequest], context: object
@@ -111,6 +114,8 @@ class NameServerService(pb_grpc.NameServerServicer):
             "channel": channel,
             "max_phy_offset": r.max_phy_offset,
         }
+        kind = {pb.REGISTER_DELTA: DELTA, pb.REGISTER_HEARTBEAT: HEARTBEAT}.get(r.kind, FULL)
+        self.counters.registrations[kind] += 1
         if r.kind == pb.REGISTER_DELTA:
             result = self.routes.apply_delta(
                 base_version=r.base_version,
@@ -251,8 +256,28 @@ class NameServer:
         self.server: grpc.aio.Server | None = None
         self.port = 0
         self._scan_task: asyncio.Task[None] | None = None
+        self.serving = False
+        self.metrics_server: MetricsServer | None = None
+        if config.metrics_port:
+            sock = bind_socket(
+                config.metrics_bind_address or config.bind_address,
+                config.metrics_port,
+                "nameserver",
+            )
+            registry = registry_for(
+                self.routes,
+                self.service.counters,
+                lambda: f"{config.bind_address}:{self.port}",
+                lambda: self.serving,
+            )
+            self.metrics_server = MetricsServer(sock, registry, self._readiness)
+
+    def _readiness(self) -> tuple[bool, str]:
+        return (True, "") if self.serving else (False, "the nameserver is not serving")
 
     async def start(self) -> None:
+        if self.metrics_server is not None:
+            await self.metrics_server.start()
         self.kv.load()
         self.server = grpc.aio.server(options=SERVER_OPTIONS)
         pb_grpc.add_NameServerServicer_to_server(self.service, self.server)  # type: ignore[no-untyped-call]
@@ -271,6 +296,7 @@ class NameServer:
             )
         await self.server.start()
         self._scan_task = asyncio.get_running_loop().create_task(self._scan())
+        self.serving = True
         log.info(
             "The Name Server boot success. listening on %s:%d", self.config.bind_address, self.port
         )
@@ -280,18 +306,21 @@ class NameServer:
         while True:
             await asyncio.sleep(interval)
             channels = {a: live.channel for a, live in self.routes.broker_live_table.items()}
-            for addr in self.routes.scan_not_active_brokers(
-                self.config.broker_channel_expired_time
-            ):
+            expired = self.routes.scan_not_active_brokers(self.config.broker_channel_expired_time)
+            self.service.counters.expiries += len(expired)
+            for addr in expired:
                 # As RocketMQ closes an expired broker's channel.
                 channel = channels.get(addr)
                 if channel is not None:
                     self.service.close_channel(channel)
 
     async def stop(self) -> None:
+        self.serving = False
         if self._scan_task is not None:
             self._scan_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._scan_task
         if self.server is not None:
             await self.server.stop(grace=1.0)
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()

@@ -36,10 +36,14 @@ async def slow_disk_broker(
         real_fdatasync(fd)
 
     monkeypatch.setattr(mapped_file.os, "fdatasync", slow_fdatasync)
-    ns = NameServer(NameServerConfig(listen_port=0, kv_config_path=str(tmp_path / "kv.json")))
+    ns = NameServer(
+        NameServerConfig(listen_port=0, metrics_port=0, kv_config_path=str(tmp_path / "kv.json"))
+    )
     await ns.start()
     broker = Broker(
-        BrokerConfig(listen_port=0, ha_listen_port=0, namesrv_addr=f"127.0.0.1:{ns.port}"),
+        BrokerConfig(
+            listen_port=0, ha_listen_port=0, metrics_port=0, namesrv_addr=f"127.0.0.1:{ns.port}"
+        ),
         StoreConfig(
             store_path_root_dir=str(tmp_path / "store"),
             mapped_file_size_commit_log=4 * 1024 * 1024,

@@ -52,7 +52,9 @@ def record(body: bytes) -> bytes:
 
 @pytest.fixture
 async def solo(tmp_path: Path) -> AsyncIterator[tuple[str, Broker]]:
-    ns = NameServer(NameServerConfig(listen_port=0, kv_config_path=str(tmp_path / "kv.json")))
+    ns = NameServer(
+        NameServerConfig(listen_port=0, metrics_port=0, kv_config_path=str(tmp_path / "kv.json"))
+    )
     await ns.start()
     broker = Broker(
         BrokerConfig(

@@ -97,7 +97,9 @@ class Setup:
 
     async def start_nameserver(self) -> NameServer:
         ns = NameServer(
-            NameServerConfig(listen_port=self.port, kv_config_path=str(self.tmp_path / "kv.json"))
+            NameServerConfig(
+                listen_port=self.port, metrics_port=0, kv_config_path=str(self.tmp_path / "kv.json")
+            )
         )
         await ns.start()
         self.ns, self.port = ns, ns.port

@@ -42,6 +42,7 @@ REPO: Final = Path(__file__).resolve().parents[2]
 def ns_config(tmp_path: Path, **overrides: Any) -> NameServerConfig:
     settings: dict[str, Any] = {
         "listen_port": 0,
+        "metrics_port": 0,
         "kv_config_path": str(tmp_path / "kv.json"),
         "scan_not_active_broker_interval": 100,
         "broker_channel_expired_time": 500,
