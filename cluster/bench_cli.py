@@ -188,12 +188,49 @@ def bench_produce(
     role: Annotated[
         MasterRole, typer.Option(help="--embedded: the masters' broker_role.")
     ] = MasterRole.ASYNC_MASTER,
+    metrics_compare: Annotated[
+        bool,
+        typer.Option(
+            "--metrics-compare",
+            help="--embedded: run clusters with metrics off and on (scraped), alternating, "
+            "and report both and their ratio.",
+        ),
+    ] = False,
+    rounds: Annotated[
+        int, typer.Option(min=1, help="--metrics-compare: clusters of each kind (median).")
+    ] = 2,
+    scrape_interval: Annotated[
+        float, typer.Option(min=0.1, help="--metrics-compare: seconds between scrapes.")
+    ] = 1.0,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Send messages as fast as the given concurrency allows; TPS, RT, p50/p99/p999."""
     from rocketq.bench.client_bench import json_line, produce, run
     from rocketq.cluster.errors import RocketqError
 
+    if metrics_compare:
+        if not embedded:
+            raise fail("--metrics-compare starts its own clusters: add --embedded", 2)
+        from rocketq.bench.metrics_bench import metrics_compare as compare
+
+        try:
+            summary = compare(
+                topic=topic,
+                size=size,
+                concurrency=concurrency,
+                batch=batch,
+                duration=duration,
+                queues=queues,
+                rounds=rounds,
+                scrape_interval=scrape_interval,
+                data_dir=str(data_dir) if data_dir else None,
+                echo=typer.echo,
+            )
+        except (RocketqError, OSError, RuntimeError) as exc:
+            raise fail(str(exc)) from None
+        if json_out:
+            typer.echo(json_line(summary))
+        return
     try:
         with _bench_target(namesrv, embedded, data_dir, replication.value, role.value) as ns:
             result = run(
