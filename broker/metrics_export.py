@@ -71,10 +71,10 @@ def readiness(b: MetricsHost) -> tuple[bool, str]:
         return False, "the broker is stopping"
     if not b.store.running:
         return False, "the store is loading or recovering"
-    if not any(b.registration.registered.values()):
-        return False, "not registered with any nameserver yet (" + b.config.namesrv_addr + ")"
     if b.raft is not None and b.raft.node.leader is None:
         return False, f"Raft group {b.raft.group} has no leader this member knows of"
+    if not any(b.registration.registered.values()):
+        return False, "not registered with any nameserver yet (" + b.config.namesrv_addr + ")"
     return True, ""
 
 

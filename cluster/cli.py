@@ -167,8 +167,17 @@ def cluster_up(
     foreground: Annotated[
         bool, typer.Option("--foreground", help="Stay attached; Ctrl-C or SIGTERM stops it.")
     ] = False,
+    monitor: Annotated[
+        bool,
+        typer.Option(
+            "--monitor",
+            help="Also start a Prometheus (the prometheus binary) scraping every node; "
+            "`cluster down` stops it.",
+        ),
+    ] = False,
 ) -> None:
     """Start a nameserver and broker groups as local processes and write cluster.json."""
+    import contextlib
     import signal
     import threading
 
@@ -189,10 +198,23 @@ def cluster_up(
         raise fail(str(exc)) from None
     typer.echo(f"rocketq cluster is up (data dir {spec.data_dir})")
     typer.echo(f"namesrv addr: {cluster.namesrv_addr}")
-    rows = [["NAME", "ROLE", "ADDRESS", "PID", "LOG"]]
-    rows += [[n.name, n.role, n.addr, str(n.pid), str(n.log)] for n in cluster.nodes]
+    rows = [["NAME", "ROLE", "ADDRESS", "METRICS", "PID", "LOG"]]
+    rows += [
+        [n.name, n.role, n.addr, n.metrics_url or "-", str(n.pid), str(n.log)]
+        for n in cluster.nodes
+    ]
     for line in _node_table(rows):
         typer.echo(line)
+    if monitor:
+        from rocketq.cluster.monitor import start_monitor
+
+        try:
+            prometheus = start_monitor(cluster)
+        except (RocketqError, OSError) as exc:
+            with contextlib.suppress(RocketqError):
+                cluster.stop()
+            raise fail(str(exc)) from None
+        typer.echo(f"prometheus: {prometheus.url} (config and data in {prometheus.home})")
     if not foreground:
         typer.echo(f"stop it with: rocketq cluster down --data-dir {spec.data_dir}")
         return
@@ -206,6 +228,10 @@ def cluster_up(
     finally:
         typer.echo("stopping the cluster", err=True)
         try:
+            if monitor:
+                from rocketq.cluster.monitor import stop_monitor
+
+                stop_monitor(spec.data_dir)
             cluster.stop()
         except RocketqError as exc:
             raise fail(str(exc)) from None
@@ -216,10 +242,13 @@ def cluster_down(data_dir: DataDirOption = Path("data/cluster")) -> None:
     """Stop the cluster described by `<data-dir>/cluster.json` (brokers first)."""
     from rocketq.cluster.errors import RocketqError
     from rocketq.cluster.launcher import LocalCluster
+    from rocketq.cluster.monitor import stop_monitor
 
     try:
         cluster = LocalCluster.load(data_dir)
         running = [n.name for n in cluster.nodes if cluster.is_alive(n.name)]
+        if stop_monitor(cluster.data_dir):
+            running.append("prometheus")
         cluster.stop()
     except (RocketqError, OSError) as exc:
         raise fail(str(exc)) from None

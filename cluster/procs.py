@@ -23,8 +23,9 @@ def proc_stat(pid: int) -> tuple[str, int] | None:
     return fields[0], int(fields[19])
 
 
-def is_ours(pid: int, start_time: int) -> bool:
-    """A live (not zombie) ``rocketq.cluster.cli`` process that is the one we started."""
+def is_ours(pid: int, start_time: int, marker: bytes = b"rocketq.cluster.cli") -> bool:
+    """A live (not zombie) process whose command line holds ``marker`` (by default a
+    ``rocketq.cluster.cli`` process) and that is the one we started."""
     if pid <= 0:
         return False
     stat = proc_stat(pid)
@@ -36,7 +37,7 @@ def is_ours(pid: int, start_time: int) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return b"rocketq.cluster.cli" in cmdline
+    return marker in cmdline
 
 
 def wait_until(cond: Callable[[], bool], deadline: float) -> bool:

@@ -20,6 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from rocketq.cluster.message import Message, MessageExt, MessageQueue
 from rocketq.sdk.admin import Admin
 from rocketq.sdk.consumer_types import ConsumeFrom, ConsumeResult, MessageModel, MessageSelector
+from rocketq.sdk.metrics import ClientMetrics
 from rocketq.sdk.producer import Producer, ProducerConfig, SendResult, SendStatus, split_batches
 from rocketq.sdk.pull_consumer import PullConsumer, PullConsumerConfig
 from rocketq.sdk.push_consumer import ConsumerConfig, PushConsumer
@@ -37,6 +38,7 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
 
 __all__ = [
     "Admin",
+    "ClientMetrics",
     "ConsumeFrom",
     "ConsumeResult",
     "ConsumerConfig",

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from rocketq.cluster.aio import get_within, wait_event
 from rocketq.cluster.errors import ClientStateError, RocketqError, TopicNotExistError
 from rocketq.cluster.message import MessageExt, MessageQueue
@@ -23,6 +25,7 @@ from rocketq.cluster.record import decode_records
 from rocketq.cluster.sql92 import validate
 from rocketq.sdk.client import ClientInstance, consumer_heartbeat, subscribe_queues
 from rocketq.sdk.consumer_types import ConsumeFrom, MessageModel, MessageSelector
+from rocketq.sdk.metrics import MetricsOption, client_metrics
 from rocketq.sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
 from rocketq.sdk.push_consumer import (
     FOUND,
@@ -59,12 +62,18 @@ class PullConsumer:
         model: MessageModel = MessageModel.CLUSTERING,
         consume_from: ConsumeFrom = ConsumeFrom.LAST_OFFSET,
         config: PullConsumerConfig | None = None,
+        metrics: MetricsOption = False,
         **settings: Any,
     ) -> None:
+        """``metrics``: True or a prometheus_client CollectorRegistry records
+        ``rocketmq_delivery_latency`` (see sdk.metrics; await and process times are the
+        push consumer's) into a registry of the consumer's own or into that one;
+        ``metrics_registry`` is the registry (None when off)."""
         self.group = group
         self.model = model
         self.consume_from = consume_from
         self.config = config or PullConsumerConfig(**settings)
+        self._metrics = client_metrics(metrics)
         self.client = ClientInstance(namesrv)
         self.client.heartbeat = self._heartbeat_data
         self.client.on_event = self._on_event
@@ -144,6 +153,11 @@ class PullConsumer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
+
+    @property
+    def metrics_registry(self) -> CollectorRegistry | None:
+        """Where the client metrics are recorded; None when ``metrics`` is off."""
+        return None if self._metrics is None else self._metrics.registry
 
     def _heartbeat_data(self) -> pb.HeartbeatRequest:
         return consumer_heartbeat(
@@ -270,6 +284,8 @@ class PullConsumer:
             self._next[mq] = resp.next_begin_offset
             if resp.pull_status == FOUND:
                 msgs = finish_messages(decode_records(resp.records), self.group)
+                if self._metrics is not None:
+                    self._metrics.observe_delivery(self.group, self.client.client_id, msgs)
                 self._buffered[mq] = self._buffered.get(mq, 0) + len(msgs)
                 self._buffer.put_nowait((mq, generation, msgs))
             elif resp.pull_status not in (NO_NEW_MSG, NO_MATCHED_MSG):

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from rocketq.cluster.aio import wait_event
 from rocketq.cluster.errors import ClientStateError, RocketqError, TopicNotExistError
 from rocketq.cluster.message import (
@@ -39,6 +41,7 @@ from rocketq.cluster.record import decode_records
 from rocketq.cluster.sql92 import validate
 from rocketq.sdk.client import ClientInstance, consumer_heartbeat, subscribe_queues
 from rocketq.sdk.consumer_types import ConsumeFrom, ConsumeResult, MessageModel, MessageSelector
+from rocketq.sdk.metrics import MetricsOption, client_metrics
 from rocketq.sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
 from rocketq.sdk.process_queue import ProcessQueue
 from rocketq.sdk.producer import Producer
@@ -49,7 +52,9 @@ from rocketq.sdk.trace import TraceDispatcher, consume_event
 log = logging.getLogger(__name__)
 
 Handler = Callable[[list[MessageExt]], Awaitable[ConsumeResult] | ConsumeResult]
-Request = tuple[MessageQueue, "ProcessQueue", list[MessageExt]]
+# A consume request: the queue, its process queue, the batch, and when the batch's pull
+# arrived (time.monotonic(); 0.0 when metrics are off).
+Request = tuple[MessageQueue, "ProcessQueue", list[MessageExt], float]
 
 FOUND, NO_NEW_MSG, NO_MATCHED_MSG, OFFSET_ILLEGAL = 0, 1, 2, 3
 PULL_DELAY_WHEN_EXCEPTION = 3.0
@@ -115,13 +120,19 @@ class PushConsumer:
         consume_from: ConsumeFrom = ConsumeFrom.LAST_OFFSET,
         orderly: bool = False,
         config: ConsumerConfig | None = None,
+        metrics: MetricsOption = False,
         **settings: Any,
     ) -> None:
+        """``metrics``: True or a prometheus_client CollectorRegistry records
+        ``rocketmq_delivery_latency``, ``rocketmq_await_time`` and ``rocketmq_process_time``
+        (see sdk.metrics) into a registry of the consumer's own or into that one;
+        ``metrics_registry`` is the registry (None when off)."""
         self.group = group
         self.namesrv = namesrv
         self.model = model
         self.orderly = orderly
         self.tracer: TraceDispatcher | None = None
+        self._metrics = client_metrics(metrics)
         if orderly and model is MessageModel.BROADCASTING:
             raise ClientStateError(
                 "orderly consumption needs CLUSTERING (queue locks are per group); "
@@ -162,6 +173,9 @@ class PushConsumer:
         # Orderly: one consume task per owned queue, woken when messages arrive.
         self._orderly_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
         self._wakes: dict[MessageQueue, asyncio.Event] = {}
+        # Orderly with metrics: per owned queue, (last offset, arrival time) of each pull
+        # not yet consumed, for the await time of what the listener gets.
+        self._arrivals: dict[MessageQueue, collections.deque[tuple[int, float]]] = {}
         self.offsets: RemoteOffsetStore
         self.running = False
 
@@ -269,6 +283,11 @@ class PushConsumer:
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
+    @property
+    def metrics_registry(self) -> CollectorRegistry | None:
+        """Where the client metrics are recorded; None when ``metrics`` is off."""
+        return None if self._metrics is None else self._metrics.registry
+
     def _heartbeat_data(self) -> pb.HeartbeatRequest:
         return consumer_heartbeat(
             self.client.client_id,
@@ -353,6 +372,8 @@ class PushConsumer:
         self.process_queues[mq] = pq
         self._pulls[mq] = asyncio.ensure_future(self._pull_loop(mq, pq, selector, offset))
         if self.orderly:
+            if self._metrics is not None:
+                self._arrivals[mq] = collections.deque()
             wake = self._wakes[mq] = asyncio.Event()
             self._orderly_tasks[mq] = asyncio.ensure_future(self._orderly_loop(mq, pq, wake))
         log.info("group %s now consumes %s from offset %d", self.group, mq, offset)
@@ -366,6 +387,7 @@ class PushConsumer:
             task.cancel()
         consuming = self._orderly_tasks.pop(mq, None)
         wake = self._wakes.pop(mq, None)
+        self._arrivals.pop(mq, None)
         if consuming is not None:
             # The batch being consumed finishes (up to 1 s) before the lock goes.
             if wake is not None:
@@ -388,6 +410,7 @@ class PushConsumer:
                     if task is not None:
                         task.cancel()
                 self._wakes.pop(mq, None)
+                self._arrivals.pop(mq, None)
                 self.offsets.remove(mq)
                 await self._take(mq, self.subscriptions[topic])
 
@@ -460,11 +483,14 @@ class PushConsumer:
                 ):
                     msgs = [m for m in msgs if m.tags in tags]
                 if msgs:
+                    arrived = 0.0
+                    if self._metrics is not None:
+                        arrived = self._arrived(mq, msgs)
                     pq.put(msgs)
                     if self.orderly:
                         self._wakes[mq].set()
                     else:
-                        self._dispatch(mq, pq, msgs)
+                        self._dispatch(mq, pq, msgs, arrived)
                 elif pq.msg_count == 0:
                     self.offsets.update(mq, offset)
             elif status in (NO_NEW_MSG, NO_MATCHED_MSG):
@@ -513,21 +539,47 @@ class PushConsumer:
 
     # -- consuming ---------------------------------------------------------------------
 
-    def _dispatch(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+    def _arrived(self, mq: MessageQueue, msgs: list[MessageExt]) -> float:
+        """Metrics: a pull's messages reached the consumer; -> when (time.monotonic())."""
+        assert self._metrics is not None
+        self._metrics.observe_delivery(self.group, self.client.client_id, msgs)
+        arrived = time.monotonic()
+        arrivals = self._arrivals.get(mq)
+        if arrivals is not None:
+            arrivals.append((msgs[-1].queue_offset, arrived))
+        return arrived
+
+    def _arrival(self, mq: MessageQueue, offset: int) -> float:
+        """Orderly with metrics: when the pull of the message at ``offset`` arrived."""
+        arrivals = self._arrivals.get(mq)
+        while arrivals and arrivals[0][0] < offset:
+            arrivals.popleft()
+        return arrivals[0][1] if arrivals else 0.0
+
+    def _dispatch(
+        self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt], arrived: float
+    ) -> None:
         size = max(1, self.config.consume_message_batch_max_size)
         if size == 1:
-            self._requests.extend([(mq, pq, [m]) for m in msgs])
+            self._requests.extend([(mq, pq, [m], arrived) for m in msgs])
         else:
-            self._requests.extend([(mq, pq, msgs[i : i + size]) for i in range(0, len(msgs), size)])
+            self._requests.extend(
+                [(mq, pq, msgs[i : i + size], arrived) for i in range(0, len(msgs), size)]
+            )
         self._wake_workers(len(msgs))
 
     def _submit(
-        self, mq: MessageQueue, pq: ProcessQueue, batch: list[MessageExt], delay: float
+        self,
+        mq: MessageQueue,
+        pq: ProcessQueue,
+        batch: list[MessageExt],
+        delay: float,
+        arrived: float,
     ) -> None:
         if delay:
-            asyncio.get_running_loop().call_later(delay, self._submit, mq, pq, batch, 0.0)
+            asyncio.get_running_loop().call_later(delay, self._submit, mq, pq, batch, 0.0, arrived)
         else:
-            self._requests.append((mq, pq, batch))
+            self._requests.append((mq, pq, batch, arrived))
             self._wake_workers(1)
 
     def _wake_workers(self, n: int) -> None:
@@ -547,12 +599,12 @@ class PushConsumer:
                 self._idle.append(waiter)
                 await waiter
                 continue
-            mq, pq, batch = requests.popleft()
+            mq, pq, batch, arrived = requests.popleft()
             if pq.dropped:
                 continue
             self._busy += 1
             try:
-                await self._consume(mq, pq, batch)
+                await self._consume(mq, pq, batch, arrived)
             except Exception:
                 log.exception("consuming %s of %s failed", batch[0].msg_id, mq)
             finally:
@@ -568,8 +620,10 @@ class PushConsumer:
         await asyncio.gather(*self._workers, return_exceptions=True)
         self._workers = []
 
-    async def _consume(self, mq: MessageQueue, pq: ProcessQueue, batch: list[MessageExt]) -> None:
-        result = await self._call_handler(batch)
+    async def _consume(
+        self, mq: MessageQueue, pq: ProcessQueue, batch: list[MessageExt], arrived: float
+    ) -> None:
+        result = await self._call_handler(batch, arrived)
         if pq.dropped:
             return
         if result is ConsumeResult.SUCCESS:
@@ -591,20 +645,30 @@ class PushConsumer:
         if failed and self.running:
             for m in failed:
                 m.reconsume_times += 1
-            self._submit(mq, pq, failed, SEND_BACK_RETRY_DELAY)
+            self._submit(mq, pq, failed, SEND_BACK_RETRY_DELAY, arrived)
 
-    async def _call_handler(self, batch: list[MessageExt]) -> ConsumeResult:
-        if self.tracer is None:
+    async def _call_handler(self, batch: list[MessageExt], arrived: float) -> ConsumeResult:
+        """The listener on ``batch`` (whose pull arrived at ``arrived``), traced and timed
+        when tracing and metrics are on."""
+        tracer, metrics = self.tracer, self._metrics
+        if tracer is None and metrics is None:
             return await self._run_handler(batch)
         cid = self.client.client_id
-        for m in batch:
-            self.tracer.record(consume_event("SubBefore", self.group, cid, m))
+        if tracer is not None:
+            for m in batch:
+                tracer.record(consume_event("SubBefore", self.group, cid, m))
         started = time.monotonic()
+        if metrics is not None and arrived:
+            metrics.observe_await(self.group, cid, batch, (started - arrived) * 1000)
         result = await self._run_handler(batch)
-        cost = int((time.monotonic() - started) * 1000)
+        elapsed = time.monotonic() - started
         ok = result is ConsumeResult.SUCCESS
-        for m in batch:
-            self.tracer.record(consume_event("SubAfter", self.group, cid, m, cost, ok))
+        if metrics is not None:
+            metrics.observe_process(batch[0].topic, self.group, cid, ok, elapsed * 1000)
+        if tracer is not None:
+            cost = int(elapsed * 1000)
+            for m in batch:
+                tracer.record(consume_event("SubAfter", self.group, cid, m, cost, ok))
         return result
 
     async def _run_handler(self, batch: list[MessageExt]) -> ConsumeResult:
@@ -678,7 +742,8 @@ class PushConsumer:
                 wake.clear()
                 await wake.wait()
                 continue
-            result = await self._call_handler(batch)
+            arrived = 0.0 if self._metrics is None else self._arrival(mq, batch[0].queue_offset)
+            result = await self._call_handler(batch, arrived)
             if pq.dropped:
                 return  # not committed: the queue's next owner consumes the batch again
             if result is ConsumeResult.SUCCESS:
