@@ -43,13 +43,17 @@ typecheck: tree
 	$(BIN)/mypy -p rocketq -p tools
 
 # Debian packages the tests use when run as root: iproute2 and nftables put Raft members
-# in network namespaces of their own and cut them apart (chaos/netns.py).
-SYSDEPS := iproute2 nftables
+# in network namespaces of their own and cut them apart (chaos/netns.py); prometheus, at the
+# version CI checks the alert rules and dashboards against, brings promtool
+# (tests/deploy) and the server of `rocketq cluster up --monitor`.
+SYSDEPS := iproute2 nftables prometheus=2.42.0+ds-5+deb12u1
 sysdeps:
-	@if [ "$$(id -u)" = 0 ] && ! { command -v ip && command -v nft; } >/dev/null; then \
+	@if [ "$$(id -u)" = 0 ] && ! { command -v ip && command -v nft && \
+		command -v prometheus && command -v promtool; } >/dev/null; then \
 		export DEBIAN_FRONTEND=noninteractive; \
-		apt-get install -y -q $(SYSDEPS) >/dev/null || \
-		{ apt-get update -q >/dev/null && apt-get install -y -q $(SYSDEPS) >/dev/null; }; \
+		apt-get install -y -q --no-install-recommends $(SYSDEPS) >/dev/null || \
+		{ apt-get update -q >/dev/null && \
+		apt-get install -y -q --no-install-recommends $(SYSDEPS) >/dev/null; }; \
 	fi
 
 # The Spark tests (tests/spark) run a local Spark whose Python workers use this venv, bound
