@@ -1,46 +1,66 @@
 """``rocketq bench produce --embedded --metrics-compare``: what counting costs.
 
-One run, clusters one after the other, alternating: a broker with its metrics server off
-(nothing counted) and one with it on and scraped every ``scrape_interval`` seconds (far
-more often than Prometheus' usual 15 s, so the scrapes' cost shows too). Each cluster gets
+One run, clusters one after the other, alternating (off-on, on-off, ...): a broker with its
+metrics server off (nothing counted) and one with it on and scraped every
+``scrape_interval`` seconds by a process of its own (by default every second, far more often
+than Prometheus' usual 15 s, so the scrapes' cost shows too). Each cluster gets
 the same ``rocketq bench produce`` load; the report is the median msgs/s of each kind and
 their ratio.
 """
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import statistics
 import tempfile
-import threading
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rocketq.bench.client_bench import EMBEDDED_SETTINGS, produce, run
 from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 
 
-class _Scraper(threading.Thread):
-    """GETs every URL every ``interval`` seconds until stopped; counts what it fetched."""
+def _scrape(urls: list[str], interval: float, stop: Any, count: Any, errors: Any) -> None:
+    """A scraper process of its own, as Prometheus is: GET every URL every ``interval``
+    seconds until ``stop`` is set."""
+    while not stop.wait(interval):
+        for url in urls:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as resp:
+                    resp.read()
+                with count.get_lock():
+                    count.value += 1
+            except OSError as exc:
+                with errors.get_lock():
+                    errors.value += 1
+                print(f"scraping {url} failed: {exc}", flush=True)
+
+
+class _Scraper:
+    """The scraper process, started and stopped around one measurement."""
 
     def __init__(self, urls: list[str], interval: float) -> None:
-        super().__init__(daemon=True, name="metrics-scraper")
-        self.urls = urls
-        self.interval = interval
-        self.done = threading.Event()
-        self.scrapes = 0
-        self.bytes = 0
-        self.errors: list[str] = []
+        ctx = multiprocessing.get_context("spawn")
+        self.stop = ctx.Event()
+        self.count = ctx.Value("i", 0)
+        self.errors = ctx.Value("i", 0)
+        self.proc = ctx.Process(
+            target=_scrape, args=(urls, interval, self.stop, self.count, self.errors), daemon=True
+        )
 
-    def run(self) -> None:
-        while not self.done.wait(self.interval):
-            for url in self.urls:
-                try:
-                    with urllib.request.urlopen(url, timeout=5) as resp:
-                        self.bytes += len(resp.read())
-                    self.scrapes += 1
-                except OSError as exc:
-                    self.errors.append(f"{url}: {exc}")
+    def __enter__(self) -> _Scraper:
+        self.proc.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.proc.join(timeout=10)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
 
 
 def metrics_compare(
@@ -61,19 +81,20 @@ def metrics_compare(
     base = Path(data_dir or "data")
     base.mkdir(parents=True, exist_ok=True)
     for round_no in range(1, rounds + 1):
-        for mode in ("off", "on"):
+        # Off then on, then on then off: neither kind always runs first.
+        order = ("off", "on") if round_no % 2 else ("on", "off")
+        for mode in order:
             with tempfile.TemporaryDirectory(prefix="bench-metrics-", dir=base) as tmp:
                 spec = ClusterSpec(
                     data_dir=Path(tmp), broker_settings=EMBEDDED_SETTINGS, metrics=mode == "on"
                 )
                 with LocalCluster(spec) as cluster:
                     echo(f"round {round_no}/{rounds}, metrics {mode}")
-                    scraper = _Scraper(
-                        [n.metrics_url for n in cluster.nodes if n.metrics_port], scrape_interval
-                    )
-                    if mode == "on":
-                        scraper.start()
-                    try:
+                    urls = [n.metrics_url for n in cluster.nodes if n.metrics_port]
+                    with contextlib.ExitStack() as stack:
+                        scraper = (
+                            stack.enter_context(_Scraper(urls, scrape_interval)) if urls else None
+                        )
                         result = run(
                             lambda: produce(
                                 cluster.namesrv_addr,
@@ -87,13 +108,10 @@ def metrics_compare(
                                 echo=echo,
                             )
                         )
-                    finally:
-                        scraper.done.set()
-                        if scraper.is_alive():
-                            scraper.join()
-                    if scraper.errors:
-                        raise RuntimeError("scraping failed: " + "; ".join(scraper.errors[:3]))
-                    scrapes += scraper.scrapes
+                    if scraper is not None:
+                        if scraper.errors.value:
+                            raise RuntimeError(f"{scraper.errors.value} scrapes failed")
+                        scrapes += scraper.count.value
                     rate = result["msgs_per_s"]
                     assert isinstance(rate, float | int)
                     tps[mode].append(float(rate))

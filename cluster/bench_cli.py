@@ -198,7 +198,7 @@ def bench_produce(
     ] = False,
     rounds: Annotated[
         int, typer.Option(min=1, help="--metrics-compare: clusters of each kind (median).")
-    ] = 2,
+    ] = 4,
     scrape_interval: Annotated[
         float, typer.Option(min=0.1, help="--metrics-compare: seconds between scrapes.")
     ] = 1.0,
