@@ -35,7 +35,7 @@ from rocketq.broker.transaction import TransactionalMessageService
 from rocketq.cluster.aio import cancel_all
 from rocketq.cluster.config import StoreConfig
 from rocketq.cluster.message import SCHEDULE_TOPIC, TIMER_TOPIC, TopicConfig
-from rocketq.cluster.metrics_server import MetricsServer, bind_socket
+from rocketq.cluster.metrics_server import MetricsServer
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 from rocketq.replication.ha.master import HAMaster, SlaveConnection, listen_socket
@@ -81,13 +81,17 @@ class Broker:
             config = replace(config, ha_listen_port=self.ha_socket.getsockname()[1])
         if store_config.store_host == StoreConfig().store_host:
             store_config = replace(store_config, store_host=config.broker_addr)
-        self.metrics_socket: socket.socket | None = None
-        if config.metrics_port:
+        # Counted only with a metrics server to show it.
+        self.metrics = BrokerCounters() if config.metrics_port else None
+        self.metrics_server: MetricsServer | None = None
+        if self.metrics is not None:
             try:
-                self.metrics_socket = bind_socket(
+                self.metrics_server = MetricsServer(
                     config.metrics_bind_address or config.bind_address,
                     config.metrics_port,
-                    "broker",
+                    registry_for(self, self.metrics),
+                    lambda: readiness(self),
+                    what="broker",
                 )
             except OSError:
                 if self.ha_socket is not None:
@@ -179,16 +183,7 @@ class Broker:
         self.sync = SlaveSynchronizer(self)
         self.raft = RaftMember(self) if config.enable_dledger_commit_log else None
         self.send.raft = self.raft
-        # Counted only with a metrics server to show it.
-        self.metrics = BrokerCounters() if self.metrics_socket is not None else None
         self.send.metrics = self.pull.metrics = self.transactions.metrics = self.metrics
-        self.metrics_server: MetricsServer | None = None
-        if self.metrics_socket is not None and self.metrics is not None:
-            self.metrics_server = MetricsServer(
-                self.metrics_socket,
-                registry_for(self, self.metrics),
-                lambda: readiness(self),
-            )
         self.stopping = False
         pb_grpc.add_BrokerServicer_to_server(BrokerService(self), self.server)  # type: ignore[no-untyped-call]
         pb_grpc.add_BrokerAdminServicer_to_server(BrokerAdminService(self), self.server)  # type: ignore[no-untyped-call]

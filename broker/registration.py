@@ -86,7 +86,8 @@ def full_body(topics: list[TopicConfig]) -> tuple[bytes, int]:
 
 @dataclass
 class RegistrationStats:
-    """What registration has sent, over every nameserver (GetBrokerRuntimeInfo's table)."""
+    """The registrations nameservers answered, over every nameserver (GetBrokerRuntimeInfo's
+    table)."""
 
     full_count: int = 0
     delta_count: int = 0
@@ -118,7 +119,8 @@ class _Link:
     # the full table (a new channel, or it said so).
     target: int | None = None
     held: int | None = None  # the version its last answer said it holds
-    in_flight: deque[int] = field(default_factory=deque)  # kinds of unanswered requests
+    # (kind, serialized size) of the requests sent and not yet answered
+    in_flight: deque[tuple[int, int]] = field(default_factory=deque)
 
 
 class NameServerRegistration:
@@ -202,7 +204,10 @@ class NameServerRegistration:
                 await asyncio.sleep(RECONNECT_DELAY)
 
     def _answered(self, link: _Link, result: pb.RegisterBrokerResult) -> None:
-        kind = link.in_flight.popleft() if link.in_flight else FULL
+        kind, size = link.in_flight.popleft() if link.in_flight else (FULL, 0)
+        # Counted once a nameserver answered: a request on a channel that broke before it
+        # got there (a nameserver restarting) is sent again and counts then.
+        self.stats.sent(kind, size)
         addr = link.addr
         if result.status.code != 0:
             log.warning(
@@ -214,7 +219,7 @@ class NameServerRegistration:
             # The full table again, at the next period (not at once: it may be refused again).
             link.held = None
             self.registered[addr] = False
-            if FULL not in link.in_flight:
+            if all(k != FULL for k, _ in link.in_flight):
                 link.target = None
             return
         if result.need_full:
@@ -240,15 +245,14 @@ class NameServerRegistration:
         the refused one were refused too; the full one mends them all)."""
         link.held = None
         self.registered[link.addr] = False
-        if FULL not in link.in_flight:
+        if all(k != FULL for k, _ in link.in_flight):
             link.target = None
             link.wake.set()
 
     async def _requests(self, link: _Link) -> AsyncIterator[pb.BrokerChannelRequest]:
         while not self._stopping:
             req = pb.BrokerChannelRequest(register=self._next(link))
-            self.stats.sent(req.register.kind, req.ByteSize())
-            link.in_flight.append(req.register.kind)
+            link.in_flight.append((req.register.kind, req.ByteSize()))
             yield req
             await wait_event(link.wake, self.period)
             link.wake.clear()

@@ -13,7 +13,7 @@ from typing import TypedDict
 import grpc
 
 from rocketq.cluster.errors import RocketqError, TopicNotExistError
-from rocketq.cluster.metrics_server import MetricsServer, bind_socket
+from rocketq.cluster.metrics_server import MetricsServer
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 from rocketq.nameserver.config import NameServerConfig
@@ -259,18 +259,19 @@ class NameServer:
         self.serving = False
         self.metrics_server: MetricsServer | None = None
         if config.metrics_port:
-            sock = bind_socket(
-                config.metrics_bind_address or config.bind_address,
-                config.metrics_port,
-                "nameserver",
-            )
             registry = registry_for(
                 self.routes,
                 self.service.counters,
                 lambda: f"{config.bind_address}:{self.port}",
                 lambda: self.serving,
             )
-            self.metrics_server = MetricsServer(sock, registry, self._readiness)
+            self.metrics_server = MetricsServer(
+                config.metrics_bind_address or config.bind_address,
+                config.metrics_port,
+                registry,
+                self._readiness,
+                what="nameserver",
+            )
 
     def _readiness(self) -> tuple[bool, str]:
         return (True, "") if self.serving else (False, "the nameserver is not serving")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import urllib.request
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -293,3 +294,29 @@ async def test_the_http_endpoints(broker: tuple[str, Broker]) -> None:
     status, text = await asyncio.to_thread(get, "/readyz")
     b.stopping = False
     assert status == 503 and "stopping" in text
+
+
+async def test_queue_level_lag_has_a_series_per_queue(broker: tuple[str, Broker]) -> None:
+    namesrv, b = broker
+    async with Admin(namesrv) as admin:
+        await admin.update_topic("PerQueue", read_queue_nums=2, write_queue_nums=2)
+    async with Producer("pg-queues", namesrv) as producer:
+        for i in range(6):
+            await producer.send(Message("PerQueue", b"q%d" % i))
+    ends = [b.store.max_offset_in_queue("PerQueue", q) for q in (0, 1)]
+    b.offsets.commit("cg-queues", "PerQueue", 0, 0)
+    b.offsets.commit("cg-queues", "PerQueue", 1, ends[1])
+    group = {"topic": "PerQueue", "consumer_group": "cg-queues", "is_retry": "false"}
+    labels = {**group, "is_system": "false"}
+    assert value(b, "rocketmq_consumer_lag_messages", **labels) == ends[0]
+    b.config = replace(b.config, metrics_queue_level=True)
+    assert value(b, "rocketmq_consumer_lag_messages", **labels, queue_id="0") == ends[0]
+    assert value(b, "rocketmq_consumer_lag_messages", **labels, queue_id="1") == 0
+    # Per queue only: no series without the queue_id label then.
+    assert (
+        registry(b).get_sample_value(
+            "rocketmq_consumer_lag_messages",
+            {"cluster": "DefaultCluster", "node_type": "broker", "node_id": "broker-a", **labels},
+        )
+        is None
+    )

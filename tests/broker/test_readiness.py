@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from rocketq.broker.broker import Broker
 from rocketq.broker.config import BrokerConfig
+from rocketq.cluster import metrics_server
 from rocketq.cluster.config import StoreConfig
 from rocketq.cluster.launcher import free_ports
 from rocketq.nameserver.config import NameServerConfig
@@ -126,4 +130,28 @@ async def test_a_raft_member_without_a_leader_is_not_ready(tmp_path: Path) -> No
         assert "rocketq_broker_ready{" in body and "rocketq_broker_ready{cluster" in body
     finally:
         await broker.stop()
+        await ns.stop()
+
+
+async def test_healthz_fails_when_the_event_loop_is_stuck(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(metrics_server, "LOOP_TIMEOUT", 0.3)
+    port = free_ports(1)[0]
+    ns = NameServer(
+        NameServerConfig(listen_port=0, metrics_port=port, kv_config_path=str(tmp_path / "kv.json"))
+    )
+    await ns.start()
+    try:
+        assert await probe(port, "/healthz") == (200, "ok\n")
+        # A thread asks while the loop is held by a blocking call.
+        answers: list[tuple[int, str]] = []
+        asking = threading.Thread(target=lambda: answers.append(get(port, "/healthz")))
+        asking.start()
+        time.sleep(1.0)  # the stuck loop itself, on purpose
+        asking.join()
+        status, text = answers[0]
+        assert status == 503 and "did not answer within 0.3 s" in text
+        assert await probe(port, "/healthz") == (200, "ok\n")
+    finally:
         await ns.stop()
