@@ -192,14 +192,14 @@ class BrokerMetrics:
             labels,
         )
         if b.config.broker_role != "SLAVE":
-            store, pulled = b.store, self.c.pulled
+            pulled = self.c.pulled
             for key, queues in list(b.offsets.table.items()):
                 topic, _, group = key.partition(SEPARATOR)
                 group_labels = self._group_labels(topic, group)
                 sums = [0, 0, 0]  # lag, inflight, ready
                 ages = [0, 0]  # lag latency, queueing latency
                 for queue_id, committed in list(queues.items()):
-                    row = self._queue(topic, group, queue_id, committed, pulled, store)
+                    row = self._queue(topic, group, queue_id, committed, pulled)
                     if per_queue:
                         values = (*group_labels, str(queue_id))
                         for family, v in zip(
@@ -223,7 +223,6 @@ class BrokerMetrics:
         queue_id: int,
         committed: int,
         pulled: dict[tuple[str, str, int], int],
-        store: object,
     ) -> tuple[int, int, int, int, int]:
         """(lag, inflight, ready, lag latency ms, queueing latency ms) of one queue."""
         s = self.b.store

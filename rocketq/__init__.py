@@ -15,26 +15,81 @@ runs the CLI.
 
 from __future__ import annotations
 
+import importlib
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
-from rocketq.cluster.message import Message, MessageExt, MessageQueue
-from rocketq.sdk.admin import Admin
-from rocketq.sdk.consumer_types import ConsumeFrom, ConsumeResult, MessageModel, MessageSelector
-from rocketq.sdk.metrics import ClientMetrics
-from rocketq.sdk.producer import Producer, ProducerConfig, SendResult, SendStatus, split_batches
-from rocketq.sdk.pull_consumer import PullConsumer, PullConsumerConfig
-from rocketq.sdk.push_consumer import ConsumerConfig, PushConsumer
-from rocketq.sdk.transaction import (
-    TransactionListener,
-    TransactionProducer,
-    TransactionSendResult,
-    TransactionState,
-)
+if TYPE_CHECKING:
+    from rocketq.cluster.message import Message, MessageExt, MessageQueue
+    from rocketq.sdk.admin import Admin
+    from rocketq.sdk.consumer_types import (
+        ConsumeFrom,
+        ConsumeResult,
+        MessageModel,
+        MessageSelector,
+    )
+    from rocketq.sdk.metrics import ClientMetrics
+    from rocketq.sdk.producer import (
+        Producer,
+        ProducerConfig,
+        SendResult,
+        SendStatus,
+        split_batches,
+    )
+    from rocketq.sdk.pull_consumer import PullConsumer, PullConsumerConfig
+    from rocketq.sdk.push_consumer import ConsumerConfig, PushConsumer
+    from rocketq.sdk.transaction import (
+        TransactionListener,
+        TransactionProducer,
+        TransactionSendResult,
+        TransactionState,
+    )
 
 try:
     __version__ = version("rocketq")
 except PackageNotFoundError:  # imported from a source tree that was never installed
     __version__ = "0+unknown"
+
+# Where each public name lives. They are imported on first use, so the servers and the CLI,
+# which import rocketq.<subpackage> (and so this package first), do not load the SDK.
+_HOMES = {
+    "Message": "rocketq.cluster.message",
+    "MessageExt": "rocketq.cluster.message",
+    "MessageQueue": "rocketq.cluster.message",
+    "Admin": "rocketq.sdk.admin",
+    "ConsumeFrom": "rocketq.sdk.consumer_types",
+    "ConsumeResult": "rocketq.sdk.consumer_types",
+    "MessageModel": "rocketq.sdk.consumer_types",
+    "MessageSelector": "rocketq.sdk.consumer_types",
+    "ClientMetrics": "rocketq.sdk.metrics",
+    "Producer": "rocketq.sdk.producer",
+    "ProducerConfig": "rocketq.sdk.producer",
+    "SendResult": "rocketq.sdk.producer",
+    "SendStatus": "rocketq.sdk.producer",
+    "split_batches": "rocketq.sdk.producer",
+    "PullConsumer": "rocketq.sdk.pull_consumer",
+    "PullConsumerConfig": "rocketq.sdk.pull_consumer",
+    "ConsumerConfig": "rocketq.sdk.push_consumer",
+    "PushConsumer": "rocketq.sdk.push_consumer",
+    "TransactionListener": "rocketq.sdk.transaction",
+    "TransactionProducer": "rocketq.sdk.transaction",
+    "TransactionSendResult": "rocketq.sdk.transaction",
+    "TransactionState": "rocketq.sdk.transaction",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'rocketq' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # found once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES])
+
 
 __all__ = [
     "Admin",
