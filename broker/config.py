@@ -247,6 +247,31 @@ class BrokerConfig:
         return [a.strip() for a in self.namesrv_addr.replace(",", ";").split(";") if a.strip()]
 
 
+_ORDINAL = re.compile(r"-(\d+)$")
+
+
+def ordinal_of(hostname: str) -> int:
+    """The ordinal a Kubernetes StatefulSet gives its pod, from the pod's host name
+    (``rocketq-broker-a-2`` -> 2); ValueError naming the name when it has none."""
+    m = _ORDINAL.search(hostname.strip())
+    if m is None:
+        raise ValueError(
+            f"host name {hostname!r} does not end in -<ordinal> as a StatefulSet pod's does "
+            "(e.g. rocketq-broker-a-0); give the ordinal with --ordinal N instead"
+        )
+    return int(m.group(1))
+
+
+def ordinal_settings(ordinal: int) -> dict[str, object]:
+    """Who a broker is from its place in its group (its StatefulSet ordinal): with master/
+    slave replication ordinal 0 is the master and the others are slaves of that broker id;
+    with Raft it is member ``n<ordinal>`` (the role then follows the elections)."""
+    settings: dict[str, object] = {"broker_id": ordinal, "dledger_self_id": f"n{ordinal}"}
+    if ordinal > 0:
+        settings["broker_role"] = "SLAVE"
+    return settings
+
+
 def load_broker_config(
     path: str | os.PathLike[str] | None = None,
     *,

@@ -91,19 +91,49 @@ def broker_cmd(
     settings: Annotated[
         list[str], typer.Option("--set", help="Any broker or store key: --set KEY=VALUE.")
     ] = [],  # noqa: B006 - typer reads the default
+    ordinal: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="The broker's place in its group: 0 the master, N a slave of broker id N; "
+            "with Raft member nN.",
+        ),
+    ] = None,
+    ordinal_from_hostname: Annotated[
+        bool,
+        typer.Option(
+            "--ordinal-from-hostname",
+            help="--ordinal from the -N suffix of $HOSTNAME or the host name (a StatefulSet "
+            "pod's ordinal).",
+        ),
+    ] = False,
 ) -> None:
     """Run a broker until SIGTERM or Ctrl-C (graceful stop: unregister, flush, checkpoint)."""
+    import os
+    import socket
+
     from rocketq.broker.broker import Broker
-    from rocketq.broker.config import load_broker_config
+    from rocketq.broker.config import load_broker_config, ordinal_of, ordinal_settings
     from rocketq.cluster.errors import ConfigError, RocketqError
     from rocketq.cluster.process import run_server, setup_logging
 
+    if ordinal_from_hostname:
+        if ordinal is not None:
+            raise fail("give --ordinal or --ordinal-from-hostname, not both", 2)
+        try:
+            # Kubernetes sets HOSTNAME to the pod's name.
+            ordinal = ordinal_of(os.environ.get("HOSTNAME") or socket.gethostname())
+        except ValueError as exc:
+            raise fail(f"--ordinal-from-hostname: {exc}", 2) from None
+    if ordinal is not None and broker_id is not None:
+        raise fail("--broker-id and the ordinal both set the broker id; give one", 2)
     overrides = {
         "listen_port": listen_port,
         "namesrv_addr": namesrv_addr,
         "broker_name": broker_name,
         "broker_id": broker_id,
         "store_path_root_dir": store_path_root_dir,
+        **(ordinal_settings(ordinal) if ordinal is not None else {}),
         **parse_settings(settings),
     }
     try:
