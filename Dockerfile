@@ -1,0 +1,44 @@
+# syntax=docker/dockerfile:1
+# The rocketq image: `docker build -t rocketq:0.1.0 .`, then
+#   docker run --rm rocketq:0.1.0 nameserver --set bind_address=0.0.0.0
+#   docker run --rm rocketq:0.1.0 broker --config /etc/rocketq/broker.toml
+# The Helm chart (deploy/k8s/helm/rocketq) runs it as user 10001 with a read-only root file
+# system: only /home/rocketq/store (brokers), /home/rocketq/namesrv (nameservers) and /tmp
+# are written.
+
+# Build stage: the wheel, from the sources the wheel holds and nothing else.
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY rocketq/ rocketq/
+COPY cluster/ cluster/
+COPY nameserver/ nameserver/
+COPY broker/ broker/
+COPY storage/ storage/
+COPY replication/ replication/
+COPY sdk/ sdk/
+COPY bench/ bench/
+COPY chaos/ chaos/
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /dist .
+
+# Final stage: the wheel and its dependencies, a non-root user.
+FROM python:3.11-slim
+ENV PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN groupadd --system --gid 10001 rocketq \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /home/rocketq --create-home \
+        --shell /usr/sbin/nologin rocketq
+RUN --mount=type=bind,from=build,source=/dist,target=/dist \
+    pip install --no-cache-dir /dist/rocketq-*.whl
+RUN mkdir -p /home/rocketq/store /home/rocketq/namesrv \
+    && chown -R 10001:10001 /home/rocketq
+USER 10001:10001
+WORKDIR /home/rocketq
+# The broker's store (store_path_root_dir); the chart mounts a PersistentVolumeClaim here.
+VOLUME ["/home/rocketq/store"]
+# Nameserver: 9876 gRPC, 9877 HTTP metrics. Broker: 10911 clients, 10912 HA (masters),
+# 10913 HTTP metrics, 40911 Raft.
+EXPOSE 9876 9877 10911 10912 10913 40911
+ENTRYPOINT ["rocketq"]
+CMD ["--help"]

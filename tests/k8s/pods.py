@@ -1,0 +1,250 @@
+"""What a kubelet would do with the chart's StatefulSets, done with local processes: each
+pod in a network namespace of its own on a bridge (``chaos.netns.NetnsLab``), its
+ConfigMap volumes written as files and its other volumes made as directories under a
+temporary root, its container's command, args and env run as a process, and the
+cluster's DNS names in the pod's ``/etc/netns/<namespace>/hosts`` (which ``ip netns exec``
+puts in place of ``/etc/hosts``).
+
+Paths the container would see (``/etc/rocketq/broker.toml``, ``/home/rocketq/store``)
+are the mount's directory under the root: the args and the ConfigMap files are rewritten
+to say so. The image's entrypoint ``rocketq`` is this interpreter's
+``-m rocketq.cluster.cli``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rocketq.chaos.netns import Host, NetnsLab
+
+CLUSTER_DOMAIN = "svc.cluster.local"
+ETC_NETNS = Path("/etc/netns")
+
+
+@dataclass
+class Pod:
+    name: str
+    namespace: str
+    statefulset: dict[str, Any]
+    ordinal: int
+    host: Host
+    root: Path  # the pod's files: <root>/<mount path>
+    log: Path
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = self.statefulset["spec"]["template"]["spec"]
+        return spec
+
+    @property
+    def container(self) -> dict[str, Any]:
+        container: dict[str, Any] = self.spec["containers"][0]
+        return container
+
+    @property
+    def service(self) -> str:
+        service: str = self.statefulset["spec"]["serviceName"]
+        return service
+
+    @property
+    def fqdn(self) -> str:
+        return f"{self.name}.{self.service}.{self.namespace}.{CLUSTER_DOMAIN}"
+
+    def port(self, name_or_number: str | int) -> int:
+        if isinstance(name_or_number, int):
+            return name_or_number
+        for p in self.container.get("ports", []):
+            if p.get("name") == name_or_number:
+                return int(p["containerPort"])
+        raise KeyError(f"{self.name} has no port named {name_or_number!r}")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+def pods_of(objects: list[dict[str, Any]], namespace: str, lab: NetnsLab, root: Path) -> list[Pod]:
+    """A pod for every replica of every StatefulSet, on the lab's hosts in order."""
+    pods = []
+    hosts = iter(lab.hosts)
+    for sts in (o for o in objects if o["kind"] == "StatefulSet"):
+        for ordinal in range(int(sts["spec"].get("replicas", 1))):
+            name = f"{sts['metadata']['name']}-{ordinal}"
+            pods.append(
+                Pod(name, namespace, sts, ordinal, next(hosts), root / name, root / f"{name}.log")
+            )
+    return pods
+
+
+def hosts_file(pods: list[Pod], services: dict[str, str]) -> str:
+    """/etc/hosts of every pod: each pod by its stable names, and each ClusterIP Service's
+    names at the address of one of its pods (as kube-proxy would pick one)."""
+    lines = ["127.0.0.1 localhost"]
+    for pod in pods:
+        short = f"{pod.name}.{pod.service}"
+        lines.append(f"{pod.host.ip} {pod.fqdn} {short}.{pod.namespace} {short} {pod.name}")
+    for service, ip in services.items():
+        namespace = pods[0].namespace
+        lines.append(f"{ip} {service}.{namespace}.{CLUSTER_DOMAIN} {service}.{namespace} {service}")
+    return "\n".join(lines) + "\n"
+
+
+def write_hosts(host: Host, text: str) -> Path:
+    directory = ETC_NETNS / host.name
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "hosts").write_text(text)
+    return directory
+
+
+def remove_hosts(hosts: list[Host]) -> None:
+    for host in hosts:
+        shutil.rmtree(ETC_NETNS / host.name, ignore_errors=True)
+
+
+class Kubelet:
+    """Starts, kills and probes the pods' processes."""
+
+    def __init__(self, objects: list[dict[str, Any]]) -> None:
+        self.configmaps = {
+            o["metadata"]["name"]: o.get("data", {}) for o in objects if o["kind"] == "ConfigMap"
+        }
+
+    def mounts(self, pod: Pod) -> dict[str, Path]:
+        """Mount path -> its directory under the pod's root; ConfigMap volumes written."""
+        volumes = {v["name"]: v for v in pod.spec.get("volumes", [])}
+        claims = {
+            c["metadata"]["name"] for c in pod.statefulset["spec"].get("volumeClaimTemplates", [])
+        }
+        out: dict[str, Path] = {}
+        written: list[Path] = []
+        for mount in pod.container.get("volumeMounts", []):
+            path = pod.root / mount["mountPath"].lstrip("/")
+            path.mkdir(parents=True, exist_ok=True)
+            out[mount["mountPath"]] = path
+            volume = volumes.get(mount["name"])
+            if volume is not None and "configMap" in volume:
+                data = self.configmaps[volume["configMap"]["name"]]
+                items = volume["configMap"].get("items") or [{"key": k, "path": k} for k in data]
+                for item in items:
+                    (path / item["path"]).write_text(data[item["key"]])
+                    written.append(path / item["path"])
+            elif volume is None and mount["name"] not in claims:
+                raise AssertionError(f"{pod.name}: volume {mount['name']} is not declared")
+        # The ConfigMap's files mention container paths: point them at the mounts.
+        for file in written:
+            file.write_text(self._rewrite(file.read_text(), out))
+        return out
+
+    @staticmethod
+    def _rewrite(text: str, mounts: dict[str, Path]) -> str:
+        """Container paths in ``text`` as their directories under the root, in one pass
+        (a rewritten path is not rewritten again), longest mount first."""
+        if not mounts:
+            return text
+        keys = sorted(mounts, key=len, reverse=True)
+        pattern = re.compile("|".join(re.escape(k) for k in keys))
+        return pattern.sub(lambda m: str(mounts[m.group(0)]), text)
+
+    def env(self, pod: Pod, mounts: dict[str, Path]) -> dict[str, str]:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOSTNAME": pod.name,  # as the kubelet sets it
+            "HOME": str(pod.root / "home" / "rocketq"),
+            "PYTHONUNBUFFERED": "1",
+        }
+        fields = {
+            "status.podIP": pod.host.ip,
+            "metadata.name": pod.name,
+            "metadata.namespace": pod.namespace,
+        }
+        for item in pod.container.get("env", []):
+            if "value" in item:
+                env[item["name"]] = self._rewrite(str(item["value"]), mounts)
+            else:
+                ref = item["valueFrom"]["fieldRef"]["fieldPath"]
+                env[item["name"]] = fields[ref]
+        return env
+
+    def argv(self, pod: Pod, mounts: dict[str, Path]) -> list[str]:
+        command = list(pod.container.get("command") or ["rocketq"])
+        assert command[0] == "rocketq", f"{pod.name}: the image's entrypoint is rocketq"
+        args = [*command[1:], *pod.container.get("args", [])]
+        return [
+            sys.executable,
+            "-m",
+            "rocketq.cluster.cli",
+            *(self._rewrite(a, mounts) for a in args),
+        ]
+
+    def start(self, pod: Pod) -> None:
+        mounts = self.mounts(pod)
+        (pod.root / "home" / "rocketq").mkdir(parents=True, exist_ok=True)
+        with pod.log.open("ab") as log:
+            pod.proc = subprocess.Popen(
+                [*pod.host.exec_prefix(), *self.argv(pod, mounts)],
+                env=self.env(pod, mounts),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                cwd=pod.root,
+                start_new_session=True,
+            )
+
+    def kill(self, pod: Pod, sig: signal.Signals = signal.SIGKILL) -> None:
+        if pod.proc is None:
+            return
+        if pod.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pod.proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            pod.proc.wait(timeout=30)
+        if pod.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pod.proc.pid, signal.SIGKILL)
+            pod.proc.wait(timeout=10)
+
+    @staticmethod
+    def probe(pod: Pod, kind: str) -> bool:
+        """The container's ``kind`` probe (readinessProbe, livenessProbe, startupProbe),
+        an HTTP GET as the kubelet makes it: 200-399 passes."""
+        get = pod.container[kind]["httpGet"]
+        url = f"http://{pod.host.ip}:{pod.port(get['port'])}{get['path']}"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                return 200 <= resp.status < 400
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def wait_ready(self, pods: list[Pod], timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        waiting = list(pods)
+        while waiting:
+            for pod in list(waiting):
+                if not pod.alive():
+                    raise AssertionError(f"{pod.name} exited; its log:\n{tail(pod.log)}")
+                if self.probe(pod, "readinessProbe"):
+                    waiting.remove(pod)
+            if waiting and time.monotonic() > deadline:
+                names = ", ".join(p.name for p in waiting)
+                logs = "\n".join(f"--- {p.name}\n{tail(p.log)}" for p in waiting)
+                raise AssertionError(f"not ready within {timeout:g} s: {names}\n{logs}")
+            time.sleep(0.2)
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"

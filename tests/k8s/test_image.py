@@ -1,0 +1,268 @@
+"""The container image, without a container engine: the Dockerfile copies paths that exist,
+the .dockerignore leaves everything the wheel needs in the build context, the sources the
+build stage copies build the rocketq wheel, and the image agrees with the Helm chart (user,
+ports, store volume)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tools.gen_manifests import CHART_DIR
+from tools.link_tree import package_files
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = ROOT / "Dockerfile"
+DOCKERIGNORE = ROOT / ".dockerignore"
+BASE_IMAGE = "python:3.11-slim"
+UID = 10001
+STORE = "/home/rocketq/store"
+
+
+@dataclass
+class Instruction:
+    command: str  # upper case: FROM, COPY ...
+    args: str
+
+
+@dataclass
+class Stage:
+    name: str | None
+    base: str
+    instructions: list[Instruction] = field(default_factory=list)
+
+    def all(self, command: str) -> list[str]:
+        return [i.args for i in self.instructions if i.command == command]
+
+    def last(self, command: str) -> str:
+        found = self.all(command)
+        assert found, f"stage {self.name or self.base} has no {command}"
+        return found[-1]
+
+
+@dataclass(frozen=True)
+class Copy:
+    sources: list[str]
+    dest: str
+
+
+def instructions(text: str) -> Iterator[Instruction]:
+    """The Dockerfile's instructions, continuation lines joined, comments left out."""
+    logical = ""
+    for line in text.splitlines():
+        if line.lstrip().startswith("#"):
+            continue
+        if line.rstrip().endswith("\\"):
+            logical += line.rstrip()[:-1] + " "
+            continue
+        logical += line
+        if logical.strip():
+            command, _, args = logical.strip().partition(" ")
+            yield Instruction(command.upper(), args.strip())
+        logical = ""
+
+
+def stages(text: str = "") -> list[Stage]:
+    found: list[Stage] = []
+    for ins in instructions(text or DOCKERFILE.read_text()):
+        if ins.command == "FROM":
+            words = ins.args.split()
+            name = words[2] if len(words) >= 3 and words[1].upper() == "AS" else None
+            found.append(Stage(name, words[0]))
+        else:
+            assert found, f"{ins.command} before FROM"
+            found[-1].instructions.append(ins)
+    return found
+
+
+def copies(stage: Stage) -> list[Copy]:
+    """The stage's COPY instructions from the build context (``--from`` ones left out)."""
+    found = []
+    for args in stage.all("COPY"):
+        words = shlex.split(args)
+        flags = [w for w in words if w.startswith("--")]
+        if any(f.startswith("--from=") for f in flags):
+            continue
+        rest = args.split(maxsplit=len(flags))[-1] if flags else args
+        paths = json.loads(rest) if rest.lstrip().startswith("[") else shlex.split(rest)
+        assert len(paths) >= 2, f"COPY {args}: no destination"
+        found.append(Copy(paths[:-1], paths[-1]))
+    return found
+
+
+def context_copies() -> list[Copy]:
+    return [c for stage in stages() for c in copies(stage)]
+
+
+# .dockerignore, as Docker reads it (moby/patternmatcher): patterns relative to the context
+# root, `*` and `?` within one path element, `**` across any number, `!` re-includes, the
+# last matching pattern wins, and a pattern matching a directory covers what it holds.
+
+
+def _pattern(pattern: str) -> re.Pattern[str]:
+    out, i = "", 0
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out, i = out + "(?:.*/)?", i + 3
+        elif pattern.startswith("**", i):
+            out, i = out + ".*", i + 2
+        elif c == "*":
+            out, i = out + "[^/]*", i + 1
+        elif c == "?":
+            out, i = out + "[^/]", i + 1
+        elif c == "[":
+            end = pattern.index("]", i + 1)
+            body = pattern[i + 1 : end]
+            if body.startswith(("!", "^")):
+                body = "^" + body[1:]
+            out, i = out + "[" + body + "]", end + 1
+        elif c == "\\" and i + 1 < len(pattern):
+            out, i = out + re.escape(pattern[i + 1]), i + 2
+        else:
+            out, i = out + re.escape(c), i + 1
+    return re.compile(out + "$")
+
+
+def ignore_patterns(text: str = "") -> list[tuple[bool, re.Pattern[str]]]:
+    """(re-include?, pattern) for each line of .dockerignore."""
+    found = []
+    for raw in (text or DOCKERIGNORE.read_text()).splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        negate = line.startswith("!")
+        cleaned = line.lstrip("!").strip().lstrip("/")
+        cleaned = re.sub(r"/+$", "", re.sub(r"^(\./)+", "", cleaned))
+        found.append((negate, _pattern(cleaned)))
+    return found
+
+
+def ignored(path: str, patterns: list[tuple[bool, re.Pattern[str]]]) -> bool:
+    parts = Path(path).parts
+    prefixes = ["/".join(parts[: n + 1]) for n in range(len(parts))]
+    result = False
+    for negate, pattern in patterns:
+        if any(pattern.match(p) for p in prefixes):
+            result = not negate
+    return result
+
+
+def test_the_ignore_matcher_reads_patterns_as_docker_does() -> None:
+    patterns = ignore_patterns("docs\n**/__pycache__\n*.whl\n**/*.py[cod]\n!docs/keep.md\n")
+    assert ignored("docs/a.png", patterns)
+    assert not ignored("docs/keep.md", patterns)
+    assert ignored("broker/__pycache__/x.cpython-311.pyc", patterns)
+    assert ignored("a.whl", patterns) and not ignored("dist/a.whl", patterns)
+    assert not ignored("broker/broker.py", patterns)
+    assert not ignored("README.md", patterns)
+
+
+def test_every_copied_path_exists() -> None:
+    sources = [s for c in context_copies() for s in c.sources]
+    assert sources, "the Dockerfile copies nothing from the context"
+    missing = [s for s in sources if not list(ROOT.glob(s.rstrip("/") or "."))]
+    assert missing == []
+
+
+def test_the_dockerignore_keeps_what_the_dockerfile_copies() -> None:
+    patterns = ignore_patterns()
+    sources = [s.rstrip("/") for c in context_copies() for s in c.sources]
+    assert [s for s in sources if ignored(s, patterns)] == []
+    # Every file the wheel installs comes from a copied path and stays in the context.
+    files = {str(p.relative_to(ROOT)) for p in package_files().values()}
+    assert [f for f in sorted(files) if ignored(f, patterns)] == []
+    assert [f for f in sorted(files) if not any(f.startswith(s + "/") for s in sources)] == []
+
+
+def build_context(destination: Path) -> Path:
+    """The build stage's /src: what its COPYs take from the context, minus .dockerignore."""
+    patterns = ignore_patterns()
+    (build,) = [s for s in stages() if s.name == "build"]
+    for copy in copies(build):
+        target = destination / copy.dest
+        for source in copy.sources:
+            path = ROOT / source
+            if path.is_dir():
+                # COPY dir/ dest/ copies the directory's contents into dest.
+                for file in sorted(p for p in path.rglob("*") if p.is_file()):
+                    relative = str(file.relative_to(ROOT))
+                    if not ignored(relative, patterns):
+                        out = target / file.relative_to(path)
+                        out.parent.mkdir(parents=True, exist_ok=True)
+                        shutil.copy2(file, out)
+            else:
+                out = target / path.name if copy.dest.endswith("/") else target
+                out.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, out)
+    return destination
+
+
+def test_the_build_stage_sources_build_the_wheel(tmp_path: Path) -> None:
+    """What `pip wheel .` sees in the build stage builds the rocketq wheel, holding the
+    files the project's own wheel holds (tests/packaging builds that one from the whole
+    checkout; this one is built from the Dockerfile's copies alone)."""
+    (build,) = [s for s in stages() if s.name == "build"]
+    assert build.last("WORKDIR") == "/src"
+    assert all(c.dest.endswith("/") for c in copies(build)), "COPY destinations are folders"
+    context = build_context(tmp_path / "src")
+    dist = tmp_path / "dist"
+    pip = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
+    done = subprocess.run(
+        [*pip, "-w", str(dist), "."],
+        cwd=context,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (wheel,) = dist.glob("rocketq-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = sorted(n for n in archive.namelist() if n.startswith("rocketq/"))
+    assert names == sorted(package_files())
+
+
+def test_the_image_runs_rocketq_as_user_10001() -> None:
+    all_stages = stages()
+    assert {s.base for s in all_stages} == {BASE_IMAGE}
+    final = all_stages[-1]
+    assert final.name != "build"
+    assert final.last("USER").split(":")[0] in {str(UID), "rocketq"}
+    run = " ".join(final.all("RUN"))
+    assert f"--uid {UID}" in run and f"--gid {UID}" in run and "--home-dir /home/rocketq" in run
+    assert json.loads(final.last("ENTRYPOINT")) == ["rocketq"]
+    assert json.loads(final.last("CMD")) == ["--help"]
+    assert json.loads(final.last("VOLUME")) == [STORE]
+    assert "pip install" in run and "rocketq-*.whl" in run
+
+
+def test_the_image_agrees_with_the_chart() -> None:
+    """The chart's user is the image's, its store mount the image's volume, and every port
+    it names is one the image exposes."""
+    values = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
+    pod = values["podSecurityContext"]
+    assert pod["runAsUser"] == pod["runAsGroup"] == pod["fsGroup"] == UID
+    exposed = {int(p) for p in " ".join(stages()[-1].all("EXPOSE")).split()}
+    ports = {*values["nameserver"]["ports"].values(), *values["broker"]["ports"].values()}
+    assert ports == exposed
+    statefulset = (CHART_DIR / "templates" / "broker-statefulset.yaml").read_text()
+    assert f"mountPath: {STORE}" in statefulset
+
+
+@pytest.mark.parametrize("line", ["COPY --from=build /dist /dist", "COPY --link a b /x/"])
+def test_copy_lines_are_parsed(line: str) -> None:
+    (stage,) = stages(f"FROM {BASE_IMAGE}\n{line}\n")
+    expected = [] if "--from" in line else [Copy(["a", "b"], "/x/")]
+    assert copies(stage) == expected
