@@ -286,3 +286,19 @@ class BrokerAdminService(pb_grpc.BrokerAdminServicer):
             for cid, seen in sorted(info.clients.items())
         ]
         return pb.ConsumerConnectionResponse(status=OK, connections=conns)
+
+    async def ResendMessage(
+        self, request: pb.ResendMessageRequest, context: object
+    ) -> pb.SendResponse:
+        try:
+            check_group(request.group)
+            r = await self.b.send.resend(request.group, request.commit_log_offset)
+        except Exception as exc:
+            return pb.SendResponse(status=status_of(exc))
+        return pb.SendResponse(
+            status=OK,
+            queue_offset=r.queue_offset,
+            wrote_offset=r.wrote_offset,
+            store_host=self.b.store.commitlog.store_host,
+            msg_count=r.msg_count,
+        )

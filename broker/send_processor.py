@@ -223,6 +223,41 @@ class SendProcessor:
         else:
             self.ha.wait_slave_then(end_offset, timeout, quorum)
 
+    async def resend(self, group: str, commit_log_offset: int) -> AppendResult:
+        """A stored message (typically a dead letter) goes to ``group`` again: a copy on
+        %RETRY%group, due at once, with its reconsume count back at 0; consumers of the
+        group see it under its original topic."""
+        self._check_writable()
+        self.groups.find_or_create(group)
+        view = self.store.message_by_offset(commit_log_offset)
+        if view is None:
+            raise QueryNotFoundError(
+                f"no message at CommitLog offset {commit_log_offset} to resend"
+            )
+        try:
+            msg = decode_record(view)
+        finally:
+            view.release()
+        props = dict(msg.properties)
+        props[PROPERTY_RETRY_TOPIC] = _origin_topic(msg.topic, props)
+        props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, msg.offset_msg_id)
+        props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
+        target = retry_topic(group)
+        config = self.topics.create_system(
+            target, self.groups.find_or_create(group).retry_queue_nums, PERM_READ | PERM_WRITE
+        )
+        record = rewrite_record(msg, target, props, reconsume_times=0)
+        appended = self.store.append(record, target, random.randrange(config.write_queue_nums))
+        result = PutResult(await self.store.wait_stored(appended.end_offset), appended)
+        if result.status is PutStatus.FLUSH_DISK_TIMEOUT:
+            raise FlushDiskTimeoutError("the resent copy was stored but its flush timed out")
+        if self.raft is not None:
+            timeout = self.store.config.sync_flush_timeout / 1000
+            if await self.raft.wait_committed(appended.end_offset, timeout) != PutStatus.PUT_OK:
+                raise FlushSlaveTimeoutError("the resent copy was stored but no quorum has it yet")
+        log.info("message %s resent to group %s through %s", msg.offset_msg_id, group, target)
+        return appended
+
     async def send_back(
         self,
         group: str,
@@ -282,6 +317,11 @@ class SendProcessor:
             if await self.raft.wait_committed(appended.end_offset, timeout) != PutStatus.PUT_OK:
                 raise FlushSlaveTimeoutError("the retry copy was stored but no quorum has it yet")
         return result.append
+
+
+def _origin_topic(topic: str, props: dict[str, str]) -> str:
+    """The topic a message was first sent to (retry and DLQ copies carry it)."""
+    return props.get(PROPERTY_RETRY_TOPIC) or topic
 
 
 def _timed(

@@ -330,7 +330,7 @@ def reset_offset_by_time(
     as_json: JsonOut = False,
 ) -> None:
     """Move a group's offsets of a topic to the first message stored at or after a time."""
-    ms = _parse_time(timestamp)
+    ms = parse_time(timestamp)
     result = run(lambda: _with_admin(namesrv, lambda a: a.reset_offset_by_time(group, topic, ms)))
     emit(
         [[b, q, o] for (b, q), o in sorted(result.items())],
@@ -339,7 +339,7 @@ def reset_offset_by_time(
     )
 
 
-def _parse_time(text: str) -> int:
+def parse_time(text: str, option: str = "--timestamp") -> int:
     if text == "now":
         return int(time.time() * 1000)
     if text.isdigit():
@@ -349,8 +349,26 @@ def _parse_time(text: str) -> int:
     except ValueError:
         raise typer.BadParameter(
             f"{text!r}: give epoch milliseconds, 'now' or yyyy-mm-ddTHH:MM:SS",
-            param_hint="'--timestamp'",
+            param_hint=f"'{option}'",
         ) from None
+
+
+def message_doc(m: Any) -> dict[str, Any]:
+    """A message as JSON: ids, place, tags and keys, times, properties, the body as text."""
+    return {
+        "msg_id": m.msg_id,
+        "offset_msg_id": m.offset_msg_id,
+        "topic": m.topic,
+        "queue_id": m.queue_id,
+        "queue_offset": m.queue_offset,
+        "tags": m.tags,
+        "keys": m.keys,
+        "reconsume_times": m.reconsume_times,
+        "store_timestamp": m.store_timestamp,
+        "store_host": m.store_host,
+        "properties": m.properties,
+        "body": m.body.decode(errors="replace"),
+    }
 
 
 async def _tracks(admin: Any, msgs: list[Any]) -> list[list[Any]]:
@@ -365,22 +383,11 @@ def _print_messages(msgs: list[Any], as_json: bool, namesrv: str | None = None) 
         typer.echo(
             json.dumps(
                 [
-                    {
-                        "msg_id": m.msg_id,
-                        "offset_msg_id": m.offset_msg_id,
-                        "topic": m.topic,
-                        "queue_id": m.queue_id,
-                        "queue_offset": m.queue_offset,
-                        "tags": m.tags,
-                        "keys": m.keys,
-                        "reconsume_times": m.reconsume_times,
-                        "store_timestamp": m.store_timestamp,
-                        "store_host": m.store_host,
-                        "properties": m.properties,
-                        "body": m.body.decode(errors="replace"),
+                    message_doc(m)
+                    | {
                         "consumed_by": [
                             {"group": t.group, "state": t.state, "detail": t.detail} for t in track
-                        ],
+                        ]
                     }
                     for m, track in zip(msgs, tracks, strict=True)
                 ]

@@ -327,7 +327,10 @@ def cluster_status(
 # -- admin, send, consume (cluster/admin_cli.py) --------------------------------------------
 
 from rocketq.cluster.admin_cli import admin_app, consume_cmd, send_cmd  # noqa: E402
+from rocketq.cluster.dlq_cli import dlq_app, resend_message  # noqa: E402
 
+admin_app.command("resend-message")(resend_message)
+admin_app.add_typer(dlq_app, name="dlq")
 app.add_typer(admin_app, name="admin")
 app.command("send")(send_cmd)
 app.command("consume")(consume_cmd)

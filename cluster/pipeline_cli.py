@@ -12,7 +12,7 @@ import signal
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -97,13 +97,24 @@ def archive(
         while not stop.is_set() and not query.awaitTermination(0.5):
             pass
         if stop.is_set():
-            typer.echo("stopping the archive", err=True)
+            typer.echo("stopping the archive (the batch in progress finishes first)", err=True)
+            _let_the_batch_finish(query)
     except Exception as exc:
         raise fail(f"the archive of {topic} failed: {exc}") from None
     finally:
         if query is not None:
             query.stop()
         spark.stop()
+
+
+def _let_the_batch_finish(query: Any, timeout: float = 120.0) -> None:
+    """Wait until no micro-batch runs: stopping a query in the middle of one throws away
+    the files it wrote (the next run writes them again, but the archive then lacks them)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 @pipeline_app.command("replay")

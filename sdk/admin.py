@@ -9,13 +9,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from rocketq.cluster.errors import QueryNotFoundError, RocketqError, TopicNotExistError
-from rocketq.cluster.message import MASTER_ID, PERM_READ, PERM_WRITE, TRACE_TOPIC, MessageExt
-from rocketq.cluster.message_id import decode_offset_msg_id
+from rocketq.cluster.message import (
+    MASTER_ID,
+    PERM_READ,
+    PERM_WRITE,
+    TRACE_TOPIC,
+    MessageExt,
+    dlq_topic,
+)
+from rocketq.cluster.message_id import decode_offset_msg_id, encode_offset_msg_id
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.record import decode_records
 from rocketq.sdk.client import ClientInstance
 from rocketq.sdk.remoting import check
 from rocketq.sdk.trace import TraceEvent, parse_events
+
+# The group admin reads run as (RocketMQ's tools use it too); it never commits an offset.
+TOOLS_GROUP = "TOOLS_CONSUMER"
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +286,89 @@ class Admin:
             addr, "ViewMessage", pb.QueryMessageRequest(commit_log_offset=offset)
         )
         return decode_records(resp.records)[0]
+
+    async def resend_message(self, msg_id: str, group: str) -> str:
+        """Send a stored message (a dead letter, or any) to ``group`` again: the broker
+        that holds it puts a copy on %RETRY%<group>, due at once, with its reconsume count
+        at 0, and the group's consumers get it under its original topic. -> the copy's
+        offset id."""
+        try:
+            addr, offset = decode_offset_msg_id(msg_id)
+        except ValueError as exc:
+            raise QueryNotFoundError(str(exc)) from None
+        resp = await self._admin(
+            addr,
+            "ResendMessage",
+            pb.ResendMessageRequest(group=group, commit_log_offset=offset),
+        )
+        return encode_offset_msg_id(resp.store_host, resp.wrote_offset)
+
+    async def messages_by_time(
+        self, topic: str, begin_ms: int = 0, end_ms: int | None = None, *, max_num: int = 1000
+    ) -> list[MessageExt]:
+        """The messages of ``topic`` stored between ``begin_ms`` and ``end_ms`` (epoch ms),
+        oldest first, at most ``max_num``: each queue read from the offset its broker finds
+        for ``begin_ms``, with the tools' group (TOOLS_CONSUMER), which commits nothing."""
+        end_ms = end_ms if end_ms is not None else int(time.time() * 1000) + 60_000
+        found: list[MessageExt] = []
+        route = await self.client.update_route(topic)
+        for b in sorted(route.broker_datas, key=lambda b: b.broker_name):
+            addr = b.broker_addrs.get(MASTER_ID) or next(iter(b.broker_addrs.values()), None)
+            if addr is None:
+                continue
+            broker = self.client.broker(addr)
+            stats = await self._admin(addr, "GetTopicStats", pb.TopicRequest(topic=topic))
+            for q in stats.queues:
+                start = await broker.unary(
+                    "SearchOffsetByTimestamp",
+                    "SearchOffsetByTimestamp",
+                    pb.GroupRequest(topic=topic, queue_id=q.queue_id, timestamp=begin_ms),
+                    self.timeout,
+                )
+                found += await self._read_queue(
+                    addr, topic, q.queue_id, max(start.offset, q.min_offset), q.max_offset,
+                    end_ms, max_num,
+                )  # fmt: skip
+        found = [m for m in found if begin_ms <= m.store_timestamp <= end_ms]
+        found.sort(key=lambda m: (m.store_timestamp, m.queue_id, m.queue_offset))
+        return found[:max_num]
+
+    async def _read_queue(
+        self, addr: str, topic: str, queue_id: int, offset: int, end: int, end_ms: int, limit: int
+    ) -> list[MessageExt]:
+        out: list[MessageExt] = []
+        broker = self.client.broker(addr)
+        while offset < end and len(out) < limit:
+            resp = await broker.unary(
+                "PullMessage",
+                "PullMessage",
+                pb.PullRequest(
+                    consumer_group=TOOLS_GROUP,
+                    topic=topic,
+                    queue_id=queue_id,
+                    queue_offset=offset,
+                    max_msg_nums=32,
+                ),
+                self.timeout,
+            )
+            check(resp.status)
+            if not resp.records or resp.next_begin_offset <= offset:
+                break
+            batch = decode_records(resp.records)
+            out += batch
+            offset = resp.next_begin_offset
+            if batch and batch[-1].store_timestamp > end_ms:
+                break
+        return out
+
+    async def dlq_messages(
+        self, group: str, begin_ms: int = 0, end_ms: int | None = None, *, max_num: int = 1000
+    ) -> list[MessageExt]:
+        """A group's dead letters (%DLQ%<group>) stored in the time range, oldest first."""
+        try:
+            return await self.messages_by_time(dlq_topic(group), begin_ms, end_ms, max_num=max_num)
+        except TopicNotExistError:
+            return []  # no dead letter yet: the DLQ topic is made with the first
 
     async def query_msg_by_offset(self, broker_addr: str, commit_log_offset: int) -> MessageExt:
         resp = await self._admin(

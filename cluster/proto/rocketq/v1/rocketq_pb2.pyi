@@ -698,6 +698,14 @@ class ConsumerConnectionResponse(_message.Message):
     connections: _containers.RepeatedCompositeFieldContainer[ConsumerConnection]
     def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., connections: _Optional[_Iterable[_Union[ConsumerConnection, _Mapping]]] = ...) -> None: ...
 
+class ResendMessageRequest(_message.Message):
+    __slots__ = ("group", "commit_log_offset")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_LOG_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    commit_log_offset: int
+    def __init__(self, group: _Optional[str] = ..., commit_log_offset: _Optional[int] = ...) -> None: ...
+
 class TransferLeaderRequest(_message.Message):
     __slots__ = ("group", "to")
     GROUP_FIELD_NUMBER: _ClassVar[int]

@@ -1288,6 +1288,11 @@ class BrokerAdminStub:
                 request_serializer=rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.TransferLeaderRequest.SerializeToString,
                 response_deserializer=rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Status.FromString,
                 _registered_method=True)
+        self.ResendMessage = channel.unary_unary(
+                '/rocketq.v1.BrokerAdmin/ResendMessage',
+                request_serializer=rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.ResendMessageRequest.SerializeToString,
+                response_deserializer=rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.SendResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerAdminServicer:
@@ -1386,6 +1391,14 @@ class BrokerAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResendMessage(self, request, context):
+        """A stored message (a dead letter, or any) goes to a consumer group again, through the
+        group's retry topic, with its reconsume count back at 0.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1463,6 +1476,11 @@ def add_BrokerAdminServicer_to_server(servicer, server):
                     servicer.TransferLeader,
                     request_deserializer=rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.TransferLeaderRequest.FromString,
                     response_serializer=rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Status.SerializeToString,
+            ),
+            'ResendMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResendMessage,
+                    request_deserializer=rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.ResendMessageRequest.FromString,
+                    response_serializer=rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.SendResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1870,6 +1888,33 @@ class BrokerAdmin:
             '/rocketq.v1.BrokerAdmin/TransferLeader',
             rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.TransferLeaderRequest.SerializeToString,
             rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Status.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResendMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketq.v1.BrokerAdmin/ResendMessage',
+            rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.ResendMessageRequest.SerializeToString,
+            rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.SendResponse.FromString,
             options,
             channel_credentials,
             insecure,
