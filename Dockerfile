@@ -19,6 +19,7 @@ COPY replication/ replication/
 COPY sdk/ sdk/
 COPY bench/ bench/
 COPY chaos/ chaos/
+COPY console/ console/
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /dist .
 
 # Final stage: the wheel and its dependencies, a non-root user.

@@ -357,5 +357,12 @@ from rocketq.cluster.pipeline_cli import pipeline_app  # noqa: E402
 app.add_typer(pipeline_app, name="pipeline")
 
 
+# -- the web console (cluster/console_cli.py, console/) ---------------------------------------
+
+from rocketq.cluster.console_cli import console_cmd  # noqa: E402
+
+app.command("console")(console_cmd)
+
+
 if __name__ == "__main__":
     app()

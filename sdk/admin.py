@@ -4,6 +4,7 @@ over the nameservers and the brokers' ``BrokerAdmin`` service (mqadmin's verbs).
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -190,6 +191,59 @@ class Admin:
         for addr in (await self._masters(cluster)).values():
             await self._admin(addr, "UpdateSubscriptionGroup", req)
 
+    async def group_list(self) -> list[str]:
+        """Every consumer group the masters know: with a config or a committed offset."""
+        groups: set[str] = set()
+        for addr in (await self._masters()).values():
+            data = await self._admin(addr, "GetSlaveSyncData", pb.Empty())
+            configs = json.loads(data.subscription_groups or b"{}")
+            groups.update(configs.get("subscriptionGroupTable", {}))
+            offsets = json.loads(data.consumer_offsets or b"{}")
+            groups.update(k.split("@", 1)[1] for k in offsets.get("offsetTable", {}) if "@" in k)
+        return sorted(groups)
+
+    async def group_config(self, group: str) -> dict[str, pb.SubscriptionGroupConfig]:
+        """broker name -> the group's config on that master (brokers without it left out)."""
+        out = {}
+        for name, addr in (await self._masters()).items():
+            try:
+                resp = await self._admin(addr, "GetSubscriptionGroup", pb.GroupRequest(group=group))
+            except QueryNotFoundError:
+                continue
+            out[name] = resp.config
+        return out
+
+    async def consume_tps(self, group: str) -> float:
+        """The group's consume TPS summed over the masters (0.0 where none reports it)."""
+        total = 0.0
+        for addr in (await self._masters()).values():
+            resp = await self._admin(addr, "GetConsumeStats", pb.GroupRequest(group=group))
+            total += resp.consume_tps
+        return total
+
+    async def topic_consumers(self, topic: str) -> list[str]:
+        """The groups that consume ``topic`` (with offsets on it, or online and subscribed),
+        as the masters of its route know them."""
+        route = await self.client.update_route(topic)
+        groups: set[str] = set()
+        for b in route.broker_datas:
+            addr = b.broker_addrs.get(MASTER_ID)
+            if addr is None:
+                continue
+            try:
+                resp = await self._admin(
+                    addr, "QueryTopicConsumeByWho", pb.TopicRequest(topic=topic)
+                )
+            except QueryNotFoundError:
+                continue
+            groups.update(resp.groups)
+        return sorted(groups)
+
+    async def broker_addrs(self) -> set[str]:
+        """Every broker address registered with the nameserver (masters and slaves)."""
+        info = await self.client.nameserver.cluster_info()
+        return {a for data in info.broker_addr_table.values() for a in data.broker_addrs.values()}
+
     async def consumer_progress(self, group: str, topic: str = "") -> list[QueueProgress]:
         out = []
         for name, addr in (await self._masters()).items():
@@ -317,8 +371,14 @@ class Admin:
             if addr is None:
                 continue
             broker = self.client.broker(addr)
+            readable = max(
+                (q.read_queue_nums for q in route.queue_datas if q.broker_name == b.broker_name),
+                default=0,
+            )
             stats = await self._admin(addr, "GetTopicStats", pb.TopicRequest(topic=topic))
             for q in stats.queues:
+                if q.queue_id >= readable:
+                    continue  # a write-only queue: the broker refuses to read it
                 start = await broker.unary(
                     "SearchOffsetByTimestamp",
                     "SearchOffsetByTimestamp",

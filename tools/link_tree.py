@@ -38,15 +38,29 @@ def package_dirs(root: Path = ROOT) -> dict[str, Path]:
     return found
 
 
+def package_data(root: Path = ROOT) -> dict[str, list[str]]:
+    """``[tool.setuptools.package-data]``: package -> glob patterns under its folder."""
+    tool = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    data: dict[str, list[str]] = tool.get("package-data", {})
+    return data
+
+
 def package_files(root: Path = ROOT) -> dict[str, Path]:
-    """Installed path (``rocketq/storage/commitlog.py``) -> source file, for every file."""
+    """Installed path (``rocketq/storage/commitlog.py``) -> source file, for every file
+    (package data in sub-folders too, such as the console's templates)."""
     files: dict[str, Path] = {}
+    data = package_data(root)
     for package, folder in package_dirs(root).items():
         if not (folder / "__init__.py").is_file():
             raise SystemExit(f"package {package}: {folder} has no __init__.py")
+        prefix = package.replace(".", "/")
         for path in sorted(folder.iterdir()):
             if path.is_file() and (path.suffix in SUFFIXES or path.name in MARKERS):
-                files[f"{package.replace('.', '/')}/{path.name}"] = path
+                files[f"{prefix}/{path.name}"] = path
+        for pattern in data.get(package, []):
+            for path in sorted(folder.glob(pattern)):
+                if path.is_file():
+                    files[f"{prefix}/{path.relative_to(folder).as_posix()}"] = path
     return files
 
 

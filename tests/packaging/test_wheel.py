@@ -13,7 +13,17 @@ from pathlib import Path
 from tests.packaging.conftest import ROOT, Installed
 from tools.link_tree import build, package_files
 
-GENERIC = ("cluster", "sdk", "storage", "broker", "bench", "replication", "nameserver", "chaos")
+GENERIC = (
+    "cluster",
+    "sdk",
+    "storage",
+    "broker",
+    "bench",
+    "replication",
+    "nameserver",
+    "chaos",
+    "console",
+)
 
 # Imports every module of the installed package and reports where each came from.
 WALK = r"""

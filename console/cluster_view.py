@@ -1,0 +1,131 @@
+"""The cluster page (``/``, ``/api/cluster``) and a broker's page: every broker from
+``Admin.cluster_list()`` with what its runtime table reports, and the Raft members.
+
+A broker that does not answer keeps its row, with the error, and the others are still
+shown; what a broker does not report (version, TPS) is ``None`` in the API, "not
+reported" on the page, never a guess.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from rocketq.cluster.errors import RocketqError
+from rocketq.console.pages import admin_of, error_response, render
+from rocketq.sdk.admin import Admin, BrokerInfo
+
+# The broker's admin service has no GetBrokerConfig: the page shows the runtime table.
+NO_CONFIG: Final = (
+    "the broker's admin service does not expose its configuration (no GetBrokerConfig "
+    "call); its runtime table is shown instead"
+)
+
+
+def _int(runtime: dict[str, str], key: str) -> int | None:
+    try:
+        return int(runtime[key])
+    except (KeyError, ValueError):
+        return None
+
+
+def _float(runtime: dict[str, str], *keys: str) -> float | None:
+    for key in keys:
+        try:
+            return float(runtime[key].split()[0])
+        except (KeyError, ValueError, IndexError):
+            continue
+    return None
+
+
+def replication_lag(runtime: dict[str, str]) -> str | None:
+    """Bytes the best slave is behind ("no slave" when none is connected); None where the
+    classic HA does not run (Raft) or the broker does not say."""
+    if runtime.get("haSlaves") == "0":
+        return "no slave"
+    return runtime.get("haLagBytes")
+
+
+def broker_row(b: BrokerInfo) -> dict[str, Any]:
+    rt = b.runtime
+    return {
+        "cluster": b.cluster,
+        "broker_name": b.broker_name,
+        "broker_id": b.broker_id,
+        "addr": b.addr,
+        "role": rt.get("brokerRole") or rt.get("raftRole"),
+        "version": rt.get("brokerVersionDesc") or rt.get("version"),
+        "tps_in": _float(rt, "putTps", "tpsIn"),
+        "tps_out": _float(rt, "getTransferedTps", "getTransferredTps", "tpsOut"),
+        "commit_log_min": _int(rt, "commitLogMinOffset"),
+        "commit_log_max": _int(rt, "commitLogMaxOffset"),
+        "replication_lag": replication_lag(rt),
+        "dispatch_behind": _int(rt, "dispatchBehindBytes"),
+        "error": rt.get("error"),
+    }
+
+
+def raft_row(b: BrokerInfo) -> dict[str, Any] | None:
+    rt = b.runtime
+    if "raftSelfId" not in rt:
+        return None
+    return {
+        "group": rt.get("raftGroup", b.broker_name),
+        "member": rt["raftSelfId"],
+        "addr": b.addr,
+        "role": rt.get("raftRole"),
+        "term": _int(rt, "raftTerm"),
+        "leader": rt.get("raftLeader") or None,
+        "commit_index": _int(rt, "raftCommitIndex"),
+        "serving": rt.get("raftServing") == "true",
+    }
+
+
+async def cluster_data(admin: Admin) -> dict[str, Any]:
+    """The brokers, the ones that did not answer, and the Raft members."""
+    try:
+        brokers = await admin.cluster_list()
+    except RocketqError as exc:
+        return {"brokers": [], "down": [], "raft": [], "error": f"nameserver: {exc}"}
+    rows = [broker_row(b) for b in brokers]
+    raft = [r for r in map(raft_row, brokers) if r is not None]
+    down = [f"{r['broker_name']}/{r['broker_id']} ({r['addr']})" for r in rows if r["error"]]
+    return {"brokers": rows, "down": down, "raft": raft, "error": None}
+
+
+async def cluster_page(request: Request) -> Response:
+    return render(request, "cluster.html", await cluster_data(admin_of(request)))
+
+
+async def api_cluster(request: Request) -> Response:
+    return JSONResponse(await cluster_data(admin_of(request)))
+
+
+async def broker_data(admin: Admin, name: str, broker_id: int) -> dict[str, Any] | None:
+    for b in await admin.cluster_list():
+        if b.broker_name == name and b.broker_id == broker_id:
+            return {
+                "broker": broker_row(b),
+                "runtime": dict(sorted(b.runtime.items())),
+                "config": None,
+                "config_note": NO_CONFIG,
+            }
+    return None
+
+
+async def broker_page(request: Request) -> Response:
+    name, broker_id = request.path_params["name"], request.path_params["broker_id"]
+    data = await broker_data(admin_of(request), name, broker_id)
+    if data is None:
+        return error_response(request, 404, f"no broker {name}/{broker_id} in the cluster")
+    return render(request, "broker.html", data)
+
+
+async def api_broker(request: Request) -> Response:
+    name, broker_id = request.path_params["name"], request.path_params["broker_id"]
+    data = await broker_data(admin_of(request), name, broker_id)
+    if data is None:
+        return error_response(request, 404, f"no broker {name}/{broker_id} in the cluster")
+    return JSONResponse(data)

@@ -1,0 +1,280 @@
+"""The console's pages and JSON API against a real cluster (two broker groups, started by
+the launcher once for the module), through Starlette's TestClient."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from rocketq.cluster.launcher import ClusterSpec, LocalCluster
+from rocketq.cluster.procs import wait_until
+from rocketq.console.app import create_app
+from rocketq.console.security import CSRF_HEADER, Users, hash_password, verify_password
+from tests.integration.conftest import SMALL_STORE
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    spec = ClusterSpec(
+        data_dir=tmp_path_factory.mktemp("console"), brokers=2, broker_settings=SMALL_STORE
+    )
+    with LocalCluster(spec) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def client(cluster: LocalCluster) -> Iterator[TestClient]:
+    with TestClient(create_app(cluster.namesrv_addr)) as c:
+        yield c
+
+
+def token(client: TestClient) -> str:
+    value: str = client.get("/api/session").json()["csrf_token"]
+    return value
+
+
+def api_post(client: TestClient, url: str, body: dict[str, object]) -> object:
+    return client.post(url, json=body, headers={CSRF_HEADER: token(client)})
+
+
+def test_the_cluster_page_lists_every_broker(client: TestClient) -> None:
+    data = client.get("/api/cluster").json()
+    names = sorted(b["broker_name"] for b in data["brokers"])
+    assert names == ["broker-a", "broker-b"] and data["down"] == [] and data["error"] is None
+    a = next(b for b in data["brokers"] if b["broker_name"] == "broker-a")
+    assert a["role"] == "ASYNC_MASTER" and a["commit_log_max"] is not None
+    assert a["replication_lag"] == "no slave"
+    page = client.get("/")
+    assert page.status_code == 200
+    assert "broker-a" in page.text and "broker-b" in page.text and "Raft" not in page.text
+    for path in ("/static/console.css", "/static/console.js"):
+        assert client.get(path).status_code == 200
+
+
+def test_a_broker_page_shows_its_runtime_and_says_config_is_not_exposed(
+    client: TestClient,
+) -> None:
+    data = client.get("/api/brokers/broker-a/0").json()
+    assert data["runtime"]["brokerName"] == "broker-a" and data["config"] is None
+    page = client.get("/brokers/broker-a/0")
+    assert page.status_code == 200 and "GetBrokerConfig" in page.text
+    assert client.get("/api/brokers/broker-z/0").status_code == 404
+    missing = client.get("/brokers/broker-z/0")
+    assert missing.status_code == 404 and "broker-z/0" in missing.text
+
+
+def test_the_topic_list_filters_by_kind(client: TestClient) -> None:
+    everything = {t["topic"]: t["kind"] for t in client.get("/api/topics").json()["topics"]}
+    assert everything["TBW102"] == "system"
+    system = client.get("/api/topics", params={"kind": "system"}).json()["topics"]
+    assert {t["kind"] for t in system} == {"system"}
+    assert client.get("/api/topics", params={"kind": "nope"}).status_code == 400
+    page = client.get("/topics", params={"kind": "system"})
+    assert page.status_code == 200 and "TBW102" in page.text
+
+
+def test_create_then_read_a_topic(client: TestClient) -> None:
+    made = api_post(
+        client,
+        "/api/topics",
+        {"topic": "ConsoleT1", "read_queue_nums": 2, "write_queue_nums": 2, "perm": 6},
+    )
+    assert made.status_code == 200, made.text  # type: ignore[attr-defined]
+
+    # Each broker registers the new topic with the nameserver on its own schedule.
+    def on_both() -> bool:
+        return len(client.get("/api/topics/ConsoleT1").json().get("queues", [])) == 4
+
+    assert wait_until(on_both, time.monotonic() + 10), "ConsoleT1 not routed to both brokers"
+    data = client.get("/api/topics/ConsoleT1").json()
+    assert sorted((q["broker_name"], q["queue_id"]) for q in data["queues"]) == [
+        ("broker-a", 0),
+        ("broker-a", 1),
+        ("broker-b", 0),
+        ("broker-b", 1),
+    ]
+    assert {q["perm_text"] for q in data["route"]["queue_datas"]} == {"RW"}
+    assert data["groups"] == []
+    # The form posts and is redirected to the topic's page.
+    form = client.post(
+        "/topics",
+        data={
+            "topic": "ConsoleT2",
+            "read_queue_nums": "4",
+            "write_queue_nums": "4",
+            "perm": "6",
+            "csrf_token": token(client),
+        },
+        follow_redirects=False,
+    )
+    assert form.status_code == 303 and form.headers["location"].endswith("/topics/ConsoleT2")
+    page = client.get("/topics/ConsoleT2")
+    assert page.status_code == 200 and "Send a test message" in page.text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"topic": "ConsoleBad", "read_queue_nums": 0, "write_queue_nums": 1},
+        {"topic": "ConsoleBad", "read_queue_nums": 2000, "write_queue_nums": 1},
+        {"topic": "ConsoleBad", "read_queue_nums": "x", "write_queue_nums": 1},
+        {"topic": "ConsoleBad", "perm": 3},
+        {"topic": "bad topic!"},
+        {"topic": ""},
+    ],
+)
+def test_bad_topic_settings_answer_400(client: TestClient, body: dict[str, object]) -> None:
+    resp = api_post(client, "/api/topics", body)
+    assert resp.status_code == 400, resp.text  # type: ignore[attr-defined]
+    assert resp.json()["error"]  # type: ignore[attr-defined]
+
+
+def test_an_unknown_topic_is_a_clear_404(client: TestClient) -> None:
+    api = client.get("/api/topics/NoSuchConsoleTopic")
+    assert api.status_code == 404 and "error" in api.json()
+    page = client.get("/topics/NoSuchConsoleTopic")
+    assert page.status_code == 404 and "not found" in page.text
+    assert "Traceback" not in page.text
+    sent = api_post(client, "/api/topics/NoSuchConsoleTopic/messages", {"body": "x"})
+    assert sent.status_code == 404  # type: ignore[attr-defined]
+
+
+def test_send_a_test_message(client: TestClient) -> None:
+    api_post(client, "/api/topics", {"topic": "ConsoleSend", "read_queue_nums": 1})
+    sent = api_post(client, "/api/topics/ConsoleSend/messages", {"body": "hi", "keys": "k1"})
+    assert sent.status_code == 200, sent.text  # type: ignore[attr-defined]
+    assert sent.json()["status"] == "SEND_OK"  # type: ignore[attr-defined]
+    empty = api_post(client, "/api/topics/ConsoleSend/messages", {"body": ""})
+    assert empty.status_code == 400  # type: ignore[attr-defined]
+    form = client.post(
+        "/topics/ConsoleSend/send",
+        data={"body": "from the page", "tags": "t", "csrf_token": token(client)},
+    )
+    assert form.status_code == 200 and "SEND_OK" in form.text
+    queues = client.get("/api/topics/ConsoleSend").json()["queues"]
+    assert sum(q["max_offset"] for q in queues) == 2
+
+
+def test_delete_asks_for_confirmation(client: TestClient) -> None:
+    api_post(client, "/api/topics", {"topic": "ConsoleDel", "read_queue_nums": 1})
+    confirm = client.get("/topics/ConsoleDel/delete")
+    assert confirm.status_code == 200 and 'name="confirm"' in confirm.text
+    wrong = client.post(
+        "/topics/ConsoleDel/delete", data={"confirm": "other", "csrf_token": token(client)}
+    )
+    assert wrong.status_code == 400
+    done = client.post(
+        "/topics/ConsoleDel/delete",
+        data={"confirm": "ConsoleDel", "csrf_token": token(client)},
+        follow_redirects=False,
+    )
+    assert done.status_code == 303
+    assert client.get("/api/topics/ConsoleDel").status_code == 404
+    api_post(client, "/api/topics", {"topic": "ConsoleDel2", "read_queue_nums": 1})
+    gone = client.delete("/api/topics/ConsoleDel2", headers={CSRF_HEADER: token(client)})
+    assert gone.status_code == 200 and gone.json() == {"deleted": "ConsoleDel2"}
+
+
+def test_a_post_without_the_csrf_token_is_refused(client: TestClient) -> None:
+    body = {"topic": "ConsoleForged"}
+    assert client.post("/api/topics", json=body).status_code == 403
+    forged = client.post("/api/topics", json=body, headers={CSRF_HEADER: "forged"})
+    assert forged.status_code == 403
+    page = client.post("/topics", data={"topic": "ConsoleForged", "csrf_token": "forged"})
+    assert page.status_code == 403 and "CSRF" in page.text
+    assert client.delete("/api/topics/TBW102").status_code == 403
+    # Another browser (no session) with this session's token is refused too; the check comes
+    # before any cluster call, so this client need not run the app's lifespan.
+    other = TestClient(client.app)
+    stolen = other.post("/api/topics", json=body, headers={CSRF_HEADER: token(client)})
+    assert stolen.status_code == 403
+    assert "ConsoleForged" not in str(client.get("/api/topics").json())
+
+
+def test_password_hashes() -> None:
+    stored = hash_password("s3cret")
+    assert stored.startswith("scrypt$") and verify_password("s3cret", stored)
+    assert not verify_password("wrong", stored) and not verify_password("s3cret", "junk")
+    assert hash_password("x") != hash_password("x")  # salted
+
+
+def test_with_users_every_change_needs_a_login(
+    cluster: LocalCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    users_file = tmp_path / "users"
+    users_file.write_text(f"# console users\nalice:{hash_password('wonderland')}\n")
+    assert set(Users.load(users_file).hashes) == {"alice"}
+    with TestClient(create_app(cluster.namesrv_addr, users_file)) as c:
+        assert c.get("/").status_code == 200  # reading needs no login
+        body = {"topic": "ConsoleAuth", "read_queue_nums": 1}
+        assert c.post("/api/topics", json=body, headers={CSRF_HEADER: token(c)}).status_code == 401
+        page = c.post("/topics", data={**body, "csrf_token": token(c)}, follow_redirects=False)
+        assert page.status_code == 303 and page.headers["location"].startswith("/login")
+        bad = c.post("/login", data={"username": "alice", "password": "no", "csrf_token": token(c)})
+        assert bad.status_code == 401
+        forged = c.post("/login", data={"username": "alice", "password": "wonderland"})
+        assert forged.status_code == 403
+        ok = c.post(
+            "/login",
+            data={"username": "alice", "password": "wonderland", "csrf_token": token(c)},
+            follow_redirects=False,
+        )
+        assert ok.status_code == 303
+        assert c.get("/api/session").json()["user"] == "alice"
+        with caplog.at_level(logging.INFO, logger="rocketq.console"):
+            made = c.post("/api/topics", json=body, headers={CSRF_HEADER: token(c)})
+        assert made.status_code == 200, made.text
+        assert "change by alice: update-topic" in caplog.text
+        out = c.post("/logout", data={"csrf_token": token(c)}, follow_redirects=False)
+        assert out.status_code == 303
+        again = c.delete("/api/topics/ConsoleAuth", headers={CSRF_HEADER: token(c)})
+        assert again.status_code == 401
+
+
+def test_a_bad_users_file_is_refused(tmp_path: Path) -> None:
+    users_file = tmp_path / "users"
+    users_file.write_text("alice:plaintext\n")
+    with pytest.raises(ValueError, match="hash-password"):
+        Users.load(users_file)
+
+
+def test_without_login_changes_are_logged_as_anonymous(
+    client: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="rocketq.console"):
+        api_post(client, "/api/topics", {"topic": "ConsoleAnon", "read_queue_nums": 1})
+    assert "change by anonymous: update-topic" in caplog.text
+
+
+# Last: it stops a broker of the module's cluster. A killed broker unregisters at once (its
+# channel to the nameserver closes) and so leaves the list; a stopped one (SIGSTOP) stays
+# registered and does not answer, which is the case the page must name.
+def test_a_broker_down_is_named_and_the_rest_still_shown(
+    cluster: LocalCluster, client: TestClient
+) -> None:
+    victim = next(b for b in cluster.brokers if b.broker_name == "broker-b")
+    cluster.pause(victim.name)
+    try:
+        data = client.get("/api/cluster").json()
+        page = client.get("/")
+    finally:
+        cluster.resume(victim.name)
+    rows = {b["broker_name"]: b for b in data["brokers"]}
+    assert rows["broker-a"]["error"] is None and rows["broker-a"]["role"] == "ASYNC_MASTER"
+    assert rows["broker-b"]["error"]
+    assert data["down"] == [f"broker-b/0 ({victim.addr})"]
+    assert page.status_code == 200
+    assert "Not answering" in page.text and f"broker-b/0 ({victim.addr})" in page.text
+    # Killed, the broker leaves the nameserver's list; the page still shows the rest.
+    cluster.kill(victim.name)
+
+    def only_a() -> bool:
+        brokers = client.get("/api/cluster").json()["brokers"]
+        return [b["broker_name"] for b in brokers] == ["broker-a"]
+
+    assert wait_until(only_a, time.monotonic() + 20), "broker-b still listed after its kill"
