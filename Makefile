@@ -22,9 +22,10 @@ $(STAMP_DEV): pyproject.toml | $(BIN)/python
 
 venv: $(STAMP_DEV)
 
-# The main job: a local cluster (one nameserver, one broker group) until Ctrl-C.
+# The main job: a local cluster (one nameserver, one broker group) and its web console
+# (the URL is printed) until Ctrl-C.
 run: $(STAMP_RUN)
-	$(BIN)/rocketq cluster up --data-dir $(DATA_DIR)/cluster --foreground
+	$(BIN)/rocketq cluster up --data-dir $(DATA_DIR)/cluster --foreground --console
 
 # The rocketq namespace as the wheel lays it out (the folders linked under .build/src/rocketq),
 # for the tools that read files instead of importing them: mypy and import-linter.

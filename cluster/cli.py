@@ -205,6 +205,14 @@ def cluster_up(
             "`cluster down` stops it.",
         ),
     ] = False,
+    console: Annotated[
+        bool,
+        typer.Option(
+            "--console",
+            help="Also start the web console (`rocketq console`) on a free port; "
+            "`cluster down` stops it.",
+        ),
+    ] = False,
 ) -> None:
     """Start a nameserver and broker groups as local processes and write cluster.json."""
     import contextlib
@@ -245,6 +253,20 @@ def cluster_up(
                 cluster.stop()
             raise fail(str(exc)) from None
         typer.echo(f"prometheus: {prometheus.url} (config and data in {prometheus.home})")
+    if console:
+        from rocketq.cluster.console_launch import start_console
+
+        try:
+            web = start_console(cluster)
+        except (RocketqError, OSError) as exc:
+            with contextlib.suppress(RocketqError):
+                if monitor:
+                    from rocketq.cluster.monitor import stop_monitor
+
+                    stop_monitor(spec.data_dir)
+                cluster.stop()
+            raise fail(str(exc)) from None
+        typer.echo(f"console: {web.url} (log in {web.home})")
     if not foreground:
         typer.echo(f"stop it with: rocketq cluster down --data-dir {spec.data_dir}")
         return
@@ -262,6 +284,10 @@ def cluster_up(
                 from rocketq.cluster.monitor import stop_monitor
 
                 stop_monitor(spec.data_dir)
+            if console:
+                from rocketq.cluster.console_launch import stop_console
+
+                stop_console(spec.data_dir)
             cluster.stop()
         except RocketqError as exc:
             raise fail(str(exc)) from None
@@ -270,6 +296,7 @@ def cluster_up(
 @cluster_app.command("down")
 def cluster_down(data_dir: DataDirOption = Path("data/cluster")) -> None:
     """Stop the cluster described by `<data-dir>/cluster.json` (brokers first)."""
+    from rocketq.cluster.console_launch import stop_console
     from rocketq.cluster.errors import RocketqError
     from rocketq.cluster.launcher import LocalCluster
     from rocketq.cluster.monitor import stop_monitor
@@ -279,6 +306,8 @@ def cluster_down(data_dir: DataDirOption = Path("data/cluster")) -> None:
         running = [n.name for n in cluster.nodes if cluster.is_alive(n.name)]
         if stop_monitor(cluster.data_dir):
             running.append("prometheus")
+        if stop_console(cluster.data_dir):
+            running.append("console")
         cluster.stop()
     except (RocketqError, OSError) as exc:
         raise fail(str(exc)) from None
