@@ -2,8 +2,9 @@
 
 One :class:`~rocketq.sdk.admin.Admin` per application, started in the lifespan on the
 server's event loop and shut down with it. Every page has a JSON twin under ``/api/``; both
-call the same data functions (cluster_view, topics_view, groups_view, messages_view,
-dlq_view). Every POST carries the session's CSRF token; with ``users_file`` every change
+call the same data functions (cluster_view, dashboard_view, topics_view, groups_view,
+messages_view, dlq_view). The dashboard's sampler runs on the same loop, from startup to
+shutdown. Every POST carries the session's CSRF token; with ``users_file`` every change
 needs a logged-in user too.
 """
 
@@ -24,8 +25,16 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from rocketq.cluster.errors import RocketqError, TopicNotExistError
-from rocketq.console import cluster_view, dlq_view, groups_view, messages_view, topics_view
+from rocketq.console import (
+    cluster_view,
+    dashboard_view,
+    dlq_view,
+    groups_view,
+    messages_view,
+    topics_view,
+)
 from rocketq.console.pages import HERE, error_response, render
+from rocketq.console.sampler import DEFAULT_INTERVAL, Sampler
 from rocketq.console.security import Users, actor, csrf_ok, csrf_token
 from rocketq.sdk.admin import Admin
 
@@ -91,10 +100,15 @@ async def cluster_error(request: Request, exc: Exception) -> Response:
 
 
 def create_app(
-    namesrv: str, users_file: str | Path | None = None, *, secret: str | None = None
+    namesrv: str,
+    users_file: str | Path | None = None,
+    *,
+    secret: str | None = None,
+    sample_interval: float = DEFAULT_INTERVAL,
 ) -> Starlette:
     """The console for the cluster whose nameserver(s) are ``namesrv``. ``users_file`` turns
-    login on; ``secret`` signs session cookies (random per process when not given)."""
+    login on; ``secret`` signs session cookies (random per process when not given);
+    ``sample_interval`` is the dashboard's seconds between samples."""
     users = Users.load(users_file) if users_file is not None else None
 
     @contextlib.asynccontextmanager
@@ -102,9 +116,13 @@ def create_app(
         admin = Admin(namesrv)
         await admin.start()
         app.state.admin = admin
+        sampler = Sampler(admin, interval=sample_interval)
+        app.state.sampler = sampler
+        sampler.start()
         try:
             yield
         finally:
+            await sampler.stop()
             await topics_view.close_producer(app)
             await admin.shutdown()
 
@@ -113,6 +131,7 @@ def create_app(
         Route("/api/cluster", cluster_view.api_cluster),
         Route("/brokers/{name}/{broker_id:int}", cluster_view.broker_page),
         Route("/api/brokers/{name}/{broker_id:int}", cluster_view.api_broker),
+        *dashboard_view.ROUTES,
         *topics_view.ROUTES,
         *groups_view.ROUTES,
         *messages_view.ROUTES,

@@ -17,6 +17,7 @@ HERE: Final = Path(__file__).resolve().parent
 TEMPLATES: Final = Jinja2Templates(directory=str(HERE / "templates"))
 NAV: Final = (
     ("/", "Cluster"),
+    ("/dashboard", "Dashboard"),
     ("/topics", "Topics"),
     ("/groups", "Consumer groups"),
     ("/messages", "Messages"),
