@@ -46,11 +46,14 @@ typecheck: tree
 # Debian packages the tests use when run as root: iproute2 and nftables put Raft members
 # in network namespaces of their own and cut them apart (chaos/netns.py); prometheus, at the
 # version CI checks the alert rules and dashboards against, brings promtool
-# (tests/deploy) and the server of `rocketq cluster up --monitor`.
-SYSDEPS := iproute2 nftables prometheus=2.42.0+ds-5+deb12u1
+# (tests/deploy) and the server of `rocketq cluster up --monitor`; chromium and its driver
+# run the console's browser tests (tests/console/test_browser.py; no browser download).
+SYSDEPS := iproute2 nftables prometheus=2.42.0+ds-5+deb12u1 \
+	chromium=150.0.7871.100-1~deb12u1 chromium-driver=150.0.7871.100-1~deb12u1
 sysdeps:
 	@if [ "$$(id -u)" = 0 ] && ! { command -v ip && command -v nft && \
-		command -v prometheus && command -v promtool; } >/dev/null; then \
+		command -v prometheus && command -v promtool && \
+		command -v chromium && command -v chromedriver; } >/dev/null; then \
 		export DEBIAN_FRONTEND=noninteractive; \
 		apt-get install -y -q --no-install-recommends $(SYSDEPS) >/dev/null || \
 		{ apt-get update -q >/dev/null && \
