@@ -48,8 +48,7 @@ typecheck: tree
 # version CI checks the alert rules and dashboards against, brings promtool
 # (tests/deploy) and the server of `rocketq cluster up --monitor`; chromium and its driver
 # run the console's browser tests (tests/console/test_browser.py; no browser download).
-SYSDEPS := iproute2 nftables prometheus=2.42.0+ds-5+deb12u1 \
-	chromium=150.0.7871.100-1~deb12u1 chromium-driver=150.0.7871.100-1~deb12u1
+SYSDEPS := iproute2 nftables prometheus=2.42.0+ds-5+deb12u1 chromium=150.0.7871.100-1~deb12u1 chromium-driver=150.0.7871.100-1~deb12u1
 sysdeps:
 	@if [ "$$(id -u)" = 0 ] && ! { command -v ip && command -v nft && \
 		command -v prometheus && command -v promtool && \

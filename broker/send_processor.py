@@ -173,7 +173,8 @@ class SendProcessor:
             delayed = self.schedule.redirect(records, topic, queue_id)
             if delayed is not None:
                 return self.store.append(*delayed), DELAY
-        kind = FIFO if _SHARDING_KEY in records else NORMAL
+        # Only the metrics tell FIFO from normal: with them off, no scan of the records.
+        kind = FIFO if self.metrics is not None and _SHARDING_KEY in records else NORMAL
         return self.store.append(records, topic, queue_id), kind
 
     def wait_stored_then(

@@ -15,6 +15,7 @@ import typer
 
 from rocketq.cluster import cluster_list as listing
 from rocketq.cluster.aio import wait_event
+from rocketq.cluster.message import message_doc
 
 T = TypeVar("T")
 
@@ -351,24 +352,6 @@ def parse_time(text: str, option: str = "--timestamp") -> int:
             f"{text!r}: give epoch milliseconds, 'now' or yyyy-mm-ddTHH:MM:SS",
             param_hint=f"'{option}'",
         ) from None
-
-
-def message_doc(m: Any) -> dict[str, Any]:
-    """A message as JSON: ids, place, tags and keys, times, properties, the body as text."""
-    return {
-        "msg_id": m.msg_id,
-        "offset_msg_id": m.offset_msg_id,
-        "topic": m.topic,
-        "queue_id": m.queue_id,
-        "queue_offset": m.queue_offset,
-        "tags": m.tags,
-        "keys": m.keys,
-        "reconsume_times": m.reconsume_times,
-        "store_timestamp": m.store_timestamp,
-        "store_host": m.store_host,
-        "properties": m.properties,
-        "body": m.body.decode(errors="replace"),
-    }
 
 
 async def _tracks(admin: Any, msgs: list[Any]) -> list[list[Any]]:

@@ -18,10 +18,10 @@ from rocketq.cluster.admin_cli import (
     _time,
     _with_admin,
     emit,
-    message_doc,
     parse_time,
     run,
 )
+from rocketq.cluster.message import message_doc
 
 dlq_app = typer.Typer(
     help="A consumer group's dead letters (%DLQ%<group>): list, resend, export.",

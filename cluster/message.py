@@ -7,7 +7,7 @@ import functools
 import socket
 import struct
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from rocketq.cluster.message_id import encode_offset_msg_id
 
@@ -342,3 +342,22 @@ class MessageExt:
             f"queue_offset={self.queue_offset}, msg_id={self.msg_id!r}, "
             f"reconsume_times={self.reconsume_times}, body={self.body[:32]!r})"
         )
+
+
+def message_doc(m: MessageExt) -> dict[str, Any]:
+    """A message as JSON (what ``rocketq admin dlq export`` and the console write): ids,
+    place, tags and keys, times, properties, the body as text."""
+    return {
+        "msg_id": m.msg_id,
+        "offset_msg_id": m.offset_msg_id,
+        "topic": m.topic,
+        "queue_id": m.queue_id,
+        "queue_offset": m.queue_offset,
+        "tags": m.tags,
+        "keys": m.keys,
+        "reconsume_times": m.reconsume_times,
+        "store_timestamp": m.store_timestamp,
+        "store_host": m.store_host,
+        "properties": m.properties,
+        "body": m.body.decode(errors="replace"),
+    }

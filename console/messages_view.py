@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from rocketq.cluster.errors import QueryNotFoundError, RocketqError, TopicNotExistError
-from rocketq.cluster.message import MessageExt
+from rocketq.cluster.message import MessageExt, message_doc
 from rocketq.cluster.message_id import decode_offset_msg_id
 from rocketq.console.pages import admin_of, error_response, is_api, refuse_change, render
 from rocketq.console.security import audit
@@ -42,24 +42,6 @@ def parse_time(raw: object, name: str) -> int | None:
         raise BadInputError(
             f"{name} must be epoch milliseconds or YYYY-MM-DDTHH:MM, got {text!r}"
         ) from None
-
-
-def message_doc(m: MessageExt) -> dict[str, Any]:
-    """A message as JSON: the fields `rocketq admin dlq export` writes, body as text."""
-    return {
-        "msg_id": m.msg_id,
-        "offset_msg_id": m.offset_msg_id,
-        "topic": m.topic,
-        "queue_id": m.queue_id,
-        "queue_offset": m.queue_offset,
-        "tags": m.tags,
-        "keys": m.keys,
-        "reconsume_times": m.reconsume_times,
-        "store_timestamp": m.store_timestamp,
-        "store_host": m.store_host,
-        "properties": m.properties,
-        "body": m.body.decode(errors="replace"),
-    }
 
 
 def body_view(body: bytes) -> dict[str, str]:
