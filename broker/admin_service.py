@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, fields
+from importlib.metadata import PackageNotFoundError, version
 
 from rocketq.broker.service import OK, ServiceHost, status_of
 from rocketq.broker.slave_sync import sync_data
@@ -23,6 +24,29 @@ def topic_data(t: TopicConfig) -> pb.TopicConfigData:
         topic_sys_flag=t.topic_sys_flag,
         order=t.order,
     )
+
+
+def _version() -> str:
+    try:
+        return version("rocketq")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
+
+
+def config_table(*configs: object) -> dict[str, str]:
+    """The fields of config dataclasses as broker.toml would spell their values."""
+    table: dict[str, str] = {}
+    for config in configs:
+        for f in fields(config):  # type: ignore[arg-type]
+            value = getattr(config, f.name)
+            if isinstance(value, bool):
+                text = "true" if value else "false"
+            elif isinstance(value, (list, tuple)):
+                text = ";".join(str(v) for v in value)
+            else:
+                text = str(value)
+            table[f.name] = text
+    return table
 
 
 class BrokerAdminService(pb_grpc.BrokerAdminServicer):
@@ -109,7 +133,9 @@ class BrokerAdminService(pb_grpc.BrokerAdminServicer):
                         last_update_timestamp=max(last, 0),
                     )
                 )
-        return pb.ConsumeStatsResponse(status=OK, queues=queues)
+        return pb.ConsumeStatsResponse(
+            status=OK, queues=queues, consume_tps=b.stats.consume_tps(request.group, topics)
+        )
 
     async def QueryMessage(
         self, request: pb.QueryMessageRequest, context: object
@@ -215,7 +241,9 @@ class BrokerAdminService(pb_grpc.BrokerAdminServicer):
             "topics": str(len(b.topics.topics)),
             "topicCount": str(len(b.topics.topics)),
             "consumerGroups": str(len(b.consumers.groups)),
+            "brokerVersionDesc": f"rocketq {_version()}",
         }
+        table.update(b.stats.runtime_info())
         table.update(b.registration.runtime_info())
         if b.ha_master is not None:
             table["haSlaves"] = str(len(b.ha_master.slaves))
@@ -301,4 +329,10 @@ class BrokerAdminService(pb_grpc.BrokerAdminServicer):
             wrote_offset=r.wrote_offset,
             store_host=self.b.store.commitlog.store_host,
             msg_count=r.msg_count,
+        )
+
+    async def GetBrokerConfig(self, request: pb.Empty, context: object) -> pb.BrokerConfigResponse:
+        """Every key of the broker's config and its store's, as in effect now."""
+        return pb.BrokerConfigResponse(
+            status=OK, table=config_table(self.b.config, self.b.store_config)
         )

@@ -28,6 +28,7 @@ from rocketq.broker.schedule import SCHEDULE_TOPIC_BYTES, ScheduleMessageService
 from rocketq.broker.send_processor import SendProcessor
 from rocketq.broker.service import BrokerService
 from rocketq.broker.slave_sync import SlaveSynchronizer
+from rocketq.broker.stats import BrokerStats
 from rocketq.broker.subscription_group import SubscriptionGroupManager
 from rocketq.broker.timer import TIMER_TOPIC_BYTES, TimerMessageStore
 from rocketq.broker.topic_config import TopicConfigManager
@@ -184,6 +185,8 @@ class Broker:
         self.raft = RaftMember(self) if config.enable_dledger_commit_log else None
         self.send.raft = self.raft
         self.send.metrics = self.pull.metrics = self.transactions.metrics = self.metrics
+        self.stats = BrokerStats()
+        self.send.stats = self.pull.stats = self.stats
         self.stopping = False
         pb_grpc.add_BrokerServicer_to_server(BrokerService(self), self.server)  # type: ignore[no-untyped-call]
         pb_grpc.add_BrokerAdminServicer_to_server(BrokerAdminService(self), self.server)  # type: ignore[no-untyped-call]
@@ -244,6 +247,7 @@ class Broker:
         self._tasks = [
             loop.create_task(self.flow.probe()),
             loop.create_task(self._housekeeping()),
+            loop.create_task(self.stats.run()),
         ]
         self.registration.start()
         log.info(

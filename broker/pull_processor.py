@@ -13,6 +13,7 @@ from rocketq.broker.consumer_offset import ConsumerOffsetManager
 from rocketq.broker.filter import sql_filter, tag_filter
 from rocketq.broker.long_polling import PullRequestHoldService
 from rocketq.broker.metrics import BrokerCounters
+from rocketq.broker.stats import BrokerStats
 from rocketq.broker.subscription_group import SubscriptionGroupManager
 from rocketq.broker.topic_config import TopicConfigManager
 from rocketq.cluster.errors import (
@@ -73,6 +74,7 @@ class PullProcessor:
         self.offsets = offsets
         self.holds = holds
         self.metrics: BrokerCounters | None = None  # set by the broker when metrics are on
+        self.stats = BrokerStats()  # the broker's own, set by the broker
 
     async def pull(
         self,
@@ -131,6 +133,8 @@ class PullProcessor:
             if await self.holds.hold(topic.encode(), queue_id, offset, wait_ms / 1000):
                 answer = self._read(topic, queue_id, offset, count, tags, records)
             answer.held = True
+        if answer.status is PullStatus.FOUND:
+            self.stats.got(group, topic, answer.count)
         if self.metrics is not None and answer.status is PullStatus.FOUND:
             self.metrics.pulled_out(
                 group, topic, queue_id, answer.count, len(answer.records), answer.next_begin_offset

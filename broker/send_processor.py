@@ -15,6 +15,7 @@ from rocketq.broker.config import BrokerConfig
 from rocketq.broker.flow_control import FlowControl
 from rocketq.broker.metrics import DELAY, FIFO, NORMAL, TRANSACTION, BrokerCounters
 from rocketq.broker.schedule import ScheduleMessageService
+from rocketq.broker.stats import BrokerStats
 from rocketq.broker.subscription_group import SubscriptionGroupManager
 from rocketq.broker.timer import TimerMessageStore
 from rocketq.broker.topic_config import TopicConfigManager
@@ -99,6 +100,7 @@ class SendProcessor:
         self._flush_waits: set[asyncio.Task[PutStatus]] = set()  # of wait_stored_then
         # What sends store, for the metrics (None: metrics off, nothing counted).
         self.metrics: BrokerCounters | None = None
+        self.stats = BrokerStats()  # the broker's own, set by the broker
 
     @property
     def waits(self) -> bool:
@@ -151,6 +153,7 @@ class SendProcessor:
                 "write queues on this broker (refresh the route)"
             )
         result, kind = self._append(records, topic, queue_id)
+        self.stats.puts += result.msg_count
         if self.metrics is not None:
             self.metrics.stored(topic, kind, result.msg_count, len(records))
         return result

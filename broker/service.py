@@ -22,6 +22,7 @@ from rocketq.broker.metrics import (
     SEND_MESSAGE,
     BrokerCounters,
 )
+from rocketq.broker.stats import BrokerStats
 from rocketq.broker.subscription_group import check_group
 from rocketq.cluster.errors import QueryNotFoundError, RocketqError, ServiceNotAvailableError
 from rocketq.cluster.message import PERM_READ, PERM_WRITE, retry_topic
@@ -55,6 +56,7 @@ class ServiceHost(BrokerHost, Protocol):
     ha_master: HAMaster | None
     ha_slave: HASlave | None
     metrics: BrokerCounters | None
+    stats: BrokerStats
 
 
 Req = TypeVar("Req")

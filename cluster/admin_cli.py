@@ -175,6 +175,19 @@ def cluster_list(namesrv: Namesrv = DEFAULT_NAMESRV, as_json: JsonOut = False) -
     emit(listing.rows(brokers), listing.HEADER, as_json)
 
 
+@admin_app.command("broker-config")
+def broker_config(
+    broker: Annotated[
+        str, typer.Option("--broker", "-b", help="The broker's address (host:port).")
+    ],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    as_json: JsonOut = False,
+) -> None:
+    """The config a broker runs with: every broker.toml key, its and its store's."""
+    config = run(lambda: _with_admin(namesrv, lambda a: a.broker_config(broker)))
+    emit(sorted(config.items()), ("KEY", "VALUE"), as_json)
+
+
 @admin_app.command("transfer-leader")
 def transfer_leader(
     group: Annotated[str, typer.Option("--group", "-g", help="The Raft group (dledger_group).")],

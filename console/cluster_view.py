@@ -8,7 +8,7 @@ reported" on the page, never a guess.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -16,12 +16,6 @@ from starlette.responses import JSONResponse, Response
 from rocketq.cluster.errors import RocketqError
 from rocketq.console.pages import admin_of, error_response, render
 from rocketq.sdk.admin import Admin, BrokerInfo
-
-# The broker's admin service has no GetBrokerConfig: the page shows the runtime table.
-NO_CONFIG: Final = (
-    "the broker's admin service does not expose its configuration (no GetBrokerConfig "
-    "call); its runtime table is shown instead"
-)
 
 
 def _int(runtime: dict[str, str], key: str) -> int | None:
@@ -48,6 +42,14 @@ def replication_lag(runtime: dict[str, str]) -> str | None:
     return runtime.get("haLagBytes")
 
 
+def today(runtime: dict[str, str], now_key: str, morning_key: str) -> int | None:
+    """Messages since midnight (or since the broker started, if that was today)."""
+    now, morning = _int(runtime, now_key), _int(runtime, morning_key)
+    if now is None or morning is None:
+        return None
+    return now - morning
+
+
 def broker_row(b: BrokerInfo) -> dict[str, Any]:
     rt = b.runtime
     return {
@@ -59,6 +61,8 @@ def broker_row(b: BrokerInfo) -> dict[str, Any]:
         "version": rt.get("brokerVersionDesc") or rt.get("version"),
         "tps_in": _float(rt, "putTps", "tpsIn"),
         "tps_out": _float(rt, "getTransferedTps", "getTransferredTps", "tpsOut"),
+        "messages_in_today": today(rt, "msgPutTotalTodayNow", "msgPutTotalTodayMorning"),
+        "messages_out_today": today(rt, "msgGetTotalTodayNow", "msgGetTotalTodayMorning"),
         "commit_log_min": _int(rt, "commitLogMinOffset"),
         "commit_log_max": _int(rt, "commitLogMaxOffset"),
         "replication_lag": replication_lag(rt),
@@ -106,11 +110,18 @@ async def api_cluster(request: Request) -> Response:
 async def broker_data(admin: Admin, name: str, broker_id: int) -> dict[str, Any] | None:
     for b in await admin.cluster_list():
         if b.broker_name == name and b.broker_id == broker_id:
+            config: dict[str, str] | None = None
+            config_error = None
+            if "error" not in b.runtime:
+                try:
+                    config = await admin.broker_config(b.addr)
+                except RocketqError as exc:
+                    config_error = str(exc)
             return {
                 "broker": broker_row(b),
                 "runtime": dict(sorted(b.runtime.items())),
-                "config": None,
-                "config_note": NO_CONFIG,
+                "config": config,
+                "config_error": config_error,
             }
     return None
 

@@ -2,7 +2,7 @@
 lag; a group's per-queue progress with each queue's owner client, its connections and
 subscriptions, its config on each master, and reset offsets by time.
 
-A broker that does not report consume TPS gives ``None`` ("not reported"), never a guess.
+Consume TPS is what the masters measured over about the last minute, summed.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ async def groups_data(admin: Admin) -> dict[str, Any]:
             {
                 "group": group,
                 "members": len(conns),
-                "consume_tps": tps or None,
+                "consume_tps": round(tps, 2),
                 "lag": sum(p.lag for p in progress),
                 "topics": sorted({p.topic for p in progress}),
             }

@@ -2,13 +2,12 @@
 through the console's :class:`~rocketq.sdk.admin.Admin` and keeps the last hour of samples
 in memory (a deque; nothing is written anywhere, a restart starts from nothing).
 
-Where the figures come from: the brokers' runtime table (``GetBrokerRuntimeInfo``) has no
-message totals, so a sample reads
+Where the figures come from:
 
-- messages in: per topic and broker, the queues' max offsets summed (``topic_status``);
-- messages out: per consumer group and broker, the committed consumer offsets summed
-  (``consumer_progress``). Consumers commit their offsets every few seconds, so the out
-  figure follows the commits, not each pull.
+- a broker's messages in and out: the totals in its runtime table (``msgPutTotalTodayNow``,
+  messages stored by sends, and ``msgGetTotalTodayNow``, messages pulled by consumers, both
+  since the broker started), summed over the members of a broker group;
+- a topic's messages in: per broker, its queues' max offsets summed (``topic_status``).
 
 TPS is the difference of two consecutive samples' totals divided by the seconds between
 them (an injected monotonic clock). Only keys present in both samples count, and a total
@@ -26,7 +25,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from rocketq.cluster.errors import RocketqError
 from rocketq.sdk.admin import Admin
@@ -36,14 +35,15 @@ log = logging.getLogger("rocketq.console")
 DEFAULT_INTERVAL: Final = 10.0
 WINDOW_SECONDS: Final = 3600.0
 SOURCE: Final = (
-    "The brokers' runtime table has no message totals, so each sample reads, through the "
-    "admin service, every topic's queue max offsets (summed per topic and broker: messages "
-    "in) and every consumer group's committed offsets (summed per broker: messages out). "
-    "TPS is the difference between two samples divided by the seconds between them; out "
-    "follows the consumers' offset commits (every few seconds)."
+    "Each sample reads every broker's message totals (stored by sends, pulled by consumers) "
+    "from its runtime table, and every topic's queue max offsets (summed per topic and "
+    "broker) through the admin service. TPS is the difference between two samples divided "
+    "by the seconds between them."
 )
 
-# (topic or group, broker name) -> a total of messages.
+K = TypeVar("K")
+
+# (topic, broker name) -> a total of messages.
 Totals = dict[tuple[str, str], int]
 
 
@@ -54,8 +54,9 @@ class Sample:
 
     at_ms: int
     mono: float
-    put: Totals
-    consumed: Totals
+    put: Totals  # per topic and broker group
+    broker_put: dict[str, int]  # per broker group: messages stored by sends
+    broker_got: dict[str, int]  # per broker group: messages pulled
     errors: tuple[str, ...] = ()
 
 
@@ -69,7 +70,7 @@ class Point:
     topic_in: dict[str, float] = field(default_factory=dict)
 
 
-def _rates(before: Totals, after: Totals, seconds: float) -> dict[tuple[str, str], float]:
+def _rates(before: dict[K, int], after: dict[K, int], seconds: float) -> dict[K, float]:
     return {
         key: max(0, value - before[key]) / seconds for key, value in after.items() if key in before
     }
@@ -81,15 +82,10 @@ def point_between(a: Sample, b: Sample) -> Point:
     point = Point(b.at_ms)
     if seconds <= 0:
         return point
-    for (topic, broker), tps in _rates(a.put, b.put, seconds).items():
-        point.broker_in[broker] = point.broker_in.get(broker, 0.0) + tps
+    for (topic, _broker), tps in _rates(a.put, b.put, seconds).items():
         point.topic_in[topic] = point.topic_in.get(topic, 0.0) + tps
-    for (_group, broker), tps in _rates(a.consumed, b.consumed, seconds).items():
-        point.broker_out[broker] = point.broker_out.get(broker, 0.0) + tps
-    brokers = {broker for _, broker in (*b.put, *b.consumed)}
-    for broker in brokers:
-        point.broker_in.setdefault(broker, 0.0)
-        point.broker_out.setdefault(broker, 0.0)
+    point.broker_in = _rates(a.broker_put, b.broker_put, seconds)
+    point.broker_out = _rates(a.broker_got, b.broker_got, seconds)
     return point
 
 
@@ -110,11 +106,23 @@ def top_topics(points: list[Point], n: int = 10) -> list[tuple[str, float]]:
 
 
 async def read_sample(admin: Admin, clock: Callable[[], float] = time.monotonic) -> Sample:
-    """One reading of every topic's and every group's totals, per broker. A topic or group
-    that cannot be read is named in ``errors`` and left out; the rest still count."""
+    """One reading of every broker's and every topic's totals. A broker or topic that
+    cannot be read is named in ``errors`` and left out; the rest still count."""
     at_ms, mono = int(time.time() * 1000), clock()
     errors: list[str] = []
-    topics, groups = await asyncio.gather(admin.topic_list(), admin.group_list())
+    topics, brokers = await asyncio.gather(admin.topic_list(), admin.cluster_list())
+    broker_put: dict[str, int] = {}
+    broker_got: dict[str, int] = {}
+    for b in brokers:
+        rt = b.runtime
+        try:
+            stored, pulled = int(rt["msgPutTotalTodayNow"]), int(rt["msgGetTotalTodayNow"])
+        except (KeyError, ValueError):
+            why = rt.get("error", "no message totals")
+            errors.append(f"broker {b.broker_name}/{b.broker_id}: {why}")
+            continue
+        broker_put[b.broker_name] = broker_put.get(b.broker_name, 0) + stored
+        broker_got[b.broker_name] = broker_got.get(b.broker_name, 0) + pulled
 
     async def topic_totals(topic: str) -> Totals:
         try:
@@ -127,24 +135,10 @@ async def read_sample(admin: Admin, clock: Callable[[], float] = time.monotonic)
             out[(topic, q.broker_name)] = out.get((topic, q.broker_name), 0) + q.max_offset
         return out
 
-    async def group_totals(group: str) -> Totals:
-        try:
-            progress = await admin.consumer_progress(group)
-        except RocketqError as exc:
-            errors.append(f"group {group}: {exc}")
-            return {}
-        out: Totals = {}
-        for q in progress:
-            out[(group, q.broker_name)] = out.get((group, q.broker_name), 0) + q.consumer_offset
-        return out
-
     put: Totals = {}
     for part in await asyncio.gather(*map(topic_totals, topics)):
         put.update(part)
-    consumed: Totals = {}
-    for part in await asyncio.gather(*map(group_totals, groups)):
-        consumed.update(part)
-    return Sample(at_ms, mono, put, consumed, tuple(sorted(errors)))
+    return Sample(at_ms, mono, put, broker_put, broker_got, tuple(sorted(errors)))
 
 
 class Sampler:

@@ -476,6 +476,11 @@ class Admin:
 
     # -- cluster -----------------------------------------------------------------------
 
+    async def broker_config(self, broker_addr: str) -> dict[str, str]:
+        """The broker's config in effect: every broker.toml key, its and its store's."""
+        resp = await self._admin(broker_addr, "GetBrokerConfig", pb.Empty())
+        return dict(sorted(resp.table.items()))
+
     async def cluster_list(self) -> list[BrokerInfo]:
         info = await self.client.nameserver.cluster_info()
         out = []

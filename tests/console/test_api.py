@@ -43,12 +43,22 @@ def api_post(client: TestClient, url: str, body: dict[str, object]) -> object:
 
 
 def test_the_cluster_page_lists_every_broker(client: TestClient) -> None:
+    api_post(client, "/api/topics", {"topic": "ConsoleTps", "read_queue_nums": 1})
+    before = client.get("/api/cluster").json()["brokers"]
+    for i in range(4):
+        api_post(client, "/api/topics/ConsoleTps/messages", {"body": f"tps-{i}"})
     data = client.get("/api/cluster").json()
     names = sorted(b["broker_name"] for b in data["brokers"])
     assert names == ["broker-a", "broker-b"] and data["down"] == [] and data["error"] is None
     a = next(b for b in data["brokers"] if b["broker_name"] == "broker-a")
     assert a["role"] == "ASYNC_MASTER" and a["commit_log_max"] is not None
     assert a["replication_lag"] == "no slave"
+    assert all(b["version"].startswith("rocketq ") for b in data["brokers"])
+    # The four sends count in today's messages in and in the TPS of the last minute.
+    put = sum(b["messages_in_today"] for b in data["brokers"])
+    assert put - sum(b["messages_in_today"] for b in before) == 4
+    assert sum(b["tps_in"] for b in data["brokers"]) > 0
+    assert all(b["messages_out_today"] >= 0 and b["tps_out"] >= 0 for b in data["brokers"])
     page = client.get("/")
     assert page.status_code == 200
     assert "broker-a" in page.text and "broker-b" in page.text and "Raft" not in page.text
@@ -56,13 +66,15 @@ def test_the_cluster_page_lists_every_broker(client: TestClient) -> None:
         assert client.get(path).status_code == 200
 
 
-def test_a_broker_page_shows_its_runtime_and_says_config_is_not_exposed(
-    client: TestClient,
-) -> None:
+def test_a_broker_page_shows_its_runtime_and_config(client: TestClient) -> None:
     data = client.get("/api/brokers/broker-a/0").json()
-    assert data["runtime"]["brokerName"] == "broker-a" and data["config"] is None
+    assert data["runtime"]["brokerName"] == "broker-a"
+    config = data["config"]
+    assert config["broker_name"] == "broker-a" and config["broker_role"] == "ASYNC_MASTER"
+    assert config["listen_port"] == data["broker"]["addr"].rsplit(":", 1)[1]
+    assert config["flush_disk_type"] == "ASYNC_FLUSH" and "store_path_root_dir" in config
     page = client.get("/brokers/broker-a/0")
-    assert page.status_code == 200 and "GetBrokerConfig" in page.text
+    assert page.status_code == 200 and 'id="config"' in page.text and "broker_role" in page.text
     assert client.get("/api/brokers/broker-z/0").status_code == 404
     missing = client.get("/brokers/broker-z/0")
     assert missing.status_code == 404 and "broker-z/0" in missing.text
@@ -234,6 +246,55 @@ def test_with_users_every_change_needs_a_login(
         assert out.status_code == 303
         again = c.delete("/api/topics/ConsoleAuth", headers={CSRF_HEADER: token(c)})
         assert again.status_code == 401
+
+
+# Every change the console makes, as (method, path): the JSON API and the page forms.
+CHANGES = [
+    ("POST", "/api/topics"),
+    ("POST", "/topics"),
+    ("DELETE", "/api/topics/ConsoleLocked"),
+    ("POST", "/topics/ConsoleLocked/delete"),
+    ("POST", "/api/topics/ConsoleLocked/messages"),
+    ("POST", "/topics/ConsoleLocked/send"),
+    ("POST", "/api/groups/console-auth-group/reset"),
+    ("POST", "/groups/console-auth-group/reset"),
+    ("POST", "/api/messages/0A00000100002A9F0000000000000000/resend"),
+    ("POST", "/messages/0A00000100002A9F0000000000000000/resend"),
+    ("POST", "/api/dlq/console-auth-group/resend"),
+    ("POST", "/dlq/console-auth-group/resend"),
+]
+
+
+def test_with_users_every_change_route_is_refused_without_a_session_or_token(
+    cluster: LocalCluster, client: TestClient, tmp_path: Path
+) -> None:
+    users_file = tmp_path / "users"
+    users_file.write_text(f"bob:{hash_password('builder')}\n")
+    with TestClient(create_app(cluster.namesrv_addr, users_file)) as c:
+        for method, path in CHANGES:
+            api = path.startswith("/api/")
+            # No session: the API answers 401, a page sends the browser to the login.
+            if api:
+                r = c.request(method, path, json={}, headers={CSRF_HEADER: token(c)})
+                assert r.status_code == 401, (path, r.text)
+            else:
+                r = c.request(method, path, data={"csrf_token": token(c)}, follow_redirects=False)
+                assert r.status_code == 303, (path, r.text)
+                assert r.headers["location"].startswith("/login")
+        c.post(
+            "/login",
+            data={"username": "bob", "password": "builder", "csrf_token": token(c)},
+            follow_redirects=False,
+        )
+        assert c.get("/api/session").json()["user"] == "bob"
+        for method, path in CHANGES:
+            # Logged in, but the request does not carry this session's token: forged.
+            if path.startswith("/api/"):
+                r = c.request(method, path, json={}, headers={CSRF_HEADER: "forged"})
+            else:
+                r = c.request(method, path, data={"csrf_token": "forged"})
+            assert r.status_code == 403, (path, r.text)
+    assert "ConsoleLocked" not in str(client.get("/api/topics").json())  # nothing was made
 
 
 def test_a_bad_users_file_is_refused(tmp_path: Path) -> None:

@@ -31,13 +31,13 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select
 
-from rocketq import ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
+from rocketq import Message, Producer
 from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 from rocketq.console.app import create_app
 from rocketq.sdk.admin import Admin
 from rocketq.sdk.sync import run_blocking
+from tests.dead_letters import consume_fixed, fill_dlq
 from tests.integration.conftest import SMALL_STORE
-from tests.integration.waiting import wait_until
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -193,55 +193,6 @@ def series_lines(browser: WebDriver) -> list[WebElement]:
     return browser.find_elements(By.CSS_SELECTOR, "#broker-chart svg g.series path.line")
 
 
-async def fill_dlq(ns: str, count: int) -> list[str]:
-    """``count`` messages that a consumer of DLQ_GROUP fails at once (no retries) -> DLQ."""
-    async with Admin(ns) as admin:
-        await admin.update_topic(DLQ_TOPIC, read_queue_nums=2, write_queue_nums=2)
-    failing = PushConsumer(
-        DLQ_GROUP, ns, consume_from=ConsumeFrom.FIRST_OFFSET, max_reconsume_times=0
-    )
-    failing.subscribe(DLQ_TOPIC, "*")
-
-    async def refuse(msgs: list[MessageExt]) -> ConsumeResult:
-        return ConsumeResult.RECONSUME_LATER
-
-    failing.on_message(refuse)
-    bodies = [f"dead-{i}" for i in range(count)]
-    await failing.start()
-    try:
-        async with Producer("pg-browser-dlq", ns) as producer:
-            for body in bodies:
-                await producer.send(Message(DLQ_TOPIC, body.encode(), keys=[body]))
-        async with Admin(ns) as admin:
-
-            async def all_dead() -> bool:
-                return len(await admin.dlq_messages(DLQ_GROUP)) >= count
-
-            await wait_until(all_dead, "every message in the DLQ")
-    finally:
-        await failing.shutdown()
-    return bodies
-
-
-async def consume(ns: str, group: str, topic: str, want: set[str]) -> None:
-    """A consumer of ``group`` that succeeds, until it has every body of ``want``; its
-    offsets are committed when it shuts down."""
-    got: set[str] = set()
-    consumer = PushConsumer(group, ns, consume_from=ConsumeFrom.FIRST_OFFSET)
-    consumer.subscribe(topic, "*")
-
-    async def keep(msgs: list[MessageExt]) -> ConsumeResult:
-        got.update(m.body.decode() for m in msgs)
-        return ConsumeResult.SUCCESS
-
-    consumer.on_message(keep)
-    await consumer.start()
-    try:
-        await wait_until(lambda: want <= got, lambda: f"{want - got} consumed by {group}")
-    finally:
-        await consumer.shutdown()
-
-
 async def send_and_consume(ns: str, count: int) -> None:
     async with Admin(ns) as admin:
         await admin.update_topic(LAG_TOPIC, read_queue_nums=2, write_queue_nums=2)
@@ -249,7 +200,7 @@ async def send_and_consume(ns: str, count: int) -> None:
     async with Producer("pg-browser-lag", ns) as producer:
         for body in bodies:
             await producer.send(Message(LAG_TOPIC, body.encode()))
-    await consume(ns, LAG_GROUP, LAG_TOPIC, set(bodies))
+    await consume_fixed(ns, LAG_TOPIC, LAG_GROUP, set(bodies))
 
 
 # -- tests -------------------------------------------------------------------------------
@@ -313,7 +264,7 @@ def test_a_dead_letter_resent_from_the_dlq_page_is_consumed(
     browser: WebDriver, console: str, cluster: LocalCluster
 ) -> None:
     ns = cluster.namesrv_addr
-    bodies = run_blocking(fill_dlq(ns, 2))
+    bodies = run_blocking(fill_dlq(ns, DLQ_TOPIC, DLQ_GROUP, 2, prefix="dead"))
     browser.get(f"{console}/dlq?group={DLQ_GROUP}")
     rows = browser.find_elements(By.CSS_SELECTOR, "tbody tr")
     assert sorted(r.find_elements(By.TAG_NAME, "td")[5].text for r in rows) == bodies
@@ -321,7 +272,7 @@ def test_a_dead_letter_resent_from_the_dlq_page_is_consumed(
     chosen.find_element(By.CSS_SELECTOR, 'input[type="checkbox"]').click()
     submit(browser, post_form(browser, f"/dlq/{DLQ_GROUP}/resend"))
     assert browser.find_element(By.ID, "resent").text.startswith("Resent 1 dead letter")
-    run_blocking(consume(ns, DLQ_GROUP, DLQ_TOPIC, {bodies[0]}))
+    run_blocking(consume_fixed(ns, DLQ_TOPIC, DLQ_GROUP, {bodies[0]}))
 
 
 def test_reset_offsets_by_time_changes_the_lag(

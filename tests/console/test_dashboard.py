@@ -29,22 +29,29 @@ URL = re.compile(r"https?://")
 # -- the arithmetic, no cluster ------------------------------------------------------------
 
 
-def sample(mono: float, put: dict[tuple[str, str], int], consumed: dict[Any, int]) -> Sample:
-    return Sample(int(mono * 1000), mono, put, consumed)
+def sample(
+    mono: float, put: dict[tuple[str, str], int], broker_put: dict[str, int], got: dict[str, int]
+) -> Sample:
+    return Sample(int(mono * 1000), mono, put, broker_put, got)
 
 
 def test_tps_is_the_difference_over_the_seconds_between_samples() -> None:
-    a = sample(0.0, {("T", "b-a"): 100, ("U", "b-a"): 5}, {("g", "b-a"): 40})
-    b = sample(2.0, {("T", "b-a"): 120, ("U", "b-a"): 5, ("New", "b-a"): 900}, {("g", "b-a"): 50})
+    a = sample(0.0, {("T", "b-a"): 100, ("U", "b-a"): 5}, {"b-a": 105}, {"b-a": 40})
+    b = sample(
+        2.0,
+        {("T", "b-a"): 120, ("U", "b-a"): 5, ("New", "b-a"): 900},
+        {"b-a": 125, "b-new": 7},
+        {"b-a": 50},
+    )
     p = point_between(a, b)
     assert p.topic_in == {"T": 10.0, "U": 0.0}  # a key new in b has no rate yet
     assert p.broker_in == {"b-a": 10.0} and p.broker_out == {"b-a": 5.0}
 
 
 def test_a_total_that_went_down_counts_as_zero_and_top_topics_rank_by_average() -> None:
-    a = sample(0.0, {("T", "b"): 50, ("U", "b"): 0}, {("g", "b"): 10})
-    b = sample(1.0, {("T", "b"): 10, ("U", "b"): 4}, {("g", "b"): 0})
-    c = sample(2.0, {("T", "b"): 12, ("U", "b"): 8}, {("g", "b"): 0})
+    a = sample(0.0, {("T", "b"): 50, ("U", "b"): 0}, {"b": 50}, {"b": 10})
+    b = sample(1.0, {("T", "b"): 10, ("U", "b"): 4}, {"b": 14}, {"b": 0})  # b restarted
+    c = sample(2.0, {("T", "b"): 12, ("U", "b"): 8}, {"b": 20}, {"b": 0})
     points = points_of([a, b, c])
     assert [p.topic_in["T"] for p in points] == [0.0, 2.0]
     assert [p.broker_out["b"] for p in points] == [0.0, 0.0]

@@ -105,6 +105,11 @@ def test_admin_verbs_send_and_consume(cluster: LocalCluster) -> None:
     assert master.find("no slave") == header.find("replication_lag") > 0
     runtime = asyncio.run(broker_runtime(ns))[0]  # the broker reports no lag either
     assert runtime["haSlaves"] == "0" and "haLagBytes" not in runtime
+    config = json.loads(
+        cli("admin", "broker-config", "-n", ns, "-b", clusters[0]["address"], "--json")
+    )
+    settings = {row["KEY"]: row["VALUE"] for row in config}
+    assert settings["broker_role"] == "ASYNC_MASTER" and settings["auto_create_topic_enable"]
 
 
 def test_consume_prints_absent_tags_and_keys_as_dashes(cluster: LocalCluster) -> None:

@@ -11,72 +11,21 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from rocketq import ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
 from rocketq.cluster.cli import app
 from rocketq.cluster.launcher import LocalCluster
 from rocketq.sdk.admin import Admin
 from rocketq.sdk.sync import run_blocking
-from tests.integration.waiting import wait_until
+from tests.dead_letters import consume_fixed, fill_dlq
 
 runner = CliRunner()
 GROUP = "cg-dlq"
 TOPIC = "Payments"
 
 
-async def fill_dlq(ns: str, count: int) -> list[str]:
-    """Send ``count`` messages that a consumer of GROUP fails at once (no retries): they
-    land in %DLQ%cg-dlq. -> their bodies."""
-    async with Admin(ns) as admin:
-        await admin.update_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
-    failing = PushConsumer(GROUP, ns, consume_from=ConsumeFrom.FIRST_OFFSET, max_reconsume_times=0)
-    failing.subscribe(TOPIC, "*")
-    failed: list[str] = []
-
-    async def refuse(msgs: list[MessageExt]) -> ConsumeResult:
-        failed.extend(m.body.decode() for m in msgs)
-        return ConsumeResult.RECONSUME_LATER
-
-    failing.on_message(refuse)
-    bodies = [f"pay-{i}" for i in range(count)]
-    await failing.start()
-    try:
-        async with Producer("pg-dlq", ns) as producer:
-            for body in bodies:
-                await producer.send(Message(TOPIC, body.encode(), keys=[body]))
-        async with Admin(ns) as admin:
-
-            async def all_dead() -> bool:
-                return len(await admin.dlq_messages(GROUP)) >= count
-
-            await wait_until(all_dead, "every message in the DLQ")
-    finally:
-        await failing.shutdown()
-    return bodies
-
-
-async def consume_fixed(ns: str, want: set[str]) -> list[MessageExt]:
-    """A fixed consumer of GROUP until it has every body of ``want``."""
-    got: list[MessageExt] = []
-    fixed = PushConsumer(GROUP, ns, consume_from=ConsumeFrom.FIRST_OFFSET)
-    fixed.subscribe(TOPIC, "*")
-
-    async def keep(msgs: list[MessageExt]) -> ConsumeResult:
-        got.extend(msgs)
-        return ConsumeResult.SUCCESS
-
-    fixed.on_message(keep)
-    await fixed.start()
-    try:
-        await wait_until(lambda: want <= {m.body.decode() for m in got}, "the resent messages")
-    finally:
-        await fixed.shutdown()
-    return got
-
-
 async def test_a_resent_dead_letter_is_consumed_again(cluster: LocalCluster) -> None:
     ns = cluster.namesrv_addr
     started = int(time.time() * 1000)
-    bodies = await fill_dlq(ns, 3)
+    bodies = await fill_dlq(ns, TOPIC, GROUP, 3)
     async with Admin(ns) as admin:
         dead = await admin.dlq_messages(GROUP, started)
         assert sorted(m.body.decode() for m in dead) == bodies
@@ -89,7 +38,7 @@ async def test_a_resent_dead_letter_is_consumed_again(cluster: LocalCluster) -> 
         copy = await admin.resend_message(first.offset_msg_id, GROUP)
         again = await admin.query_msg_by_id(copy)
         assert again.topic == f"%RETRY%{GROUP}" and again.reconsume_times == 0
-    got = await consume_fixed(ns, {"pay-0"})
+    got = await consume_fixed(ns, TOPIC, GROUP, {"pay-0"})
     resent = next(m for m in got if m.body == b"pay-0")
     assert resent.topic == TOPIC  # the consumer sees it under its own topic
 
@@ -98,7 +47,7 @@ def test_the_cli_lists_exports_and_resends_dead_letters(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
     ns = cluster.namesrv_addr
-    bodies = run_blocking(fill_dlq(ns, 2))
+    bodies = run_blocking(fill_dlq(ns, TOPIC, GROUP, 2))
     listed = runner.invoke(app, ["admin", "dlq", "list", "-n", ns, "-g", GROUP, "--json"])
     assert listed.exit_code == 0, listed.output
     rows = json.loads(listed.output)
@@ -118,7 +67,7 @@ def test_the_cli_lists_exports_and_resends_dead_letters(
     every = runner.invoke(app, ["admin", "dlq", "resend", "-n", ns, "-g", GROUP, "--all", "--json"])
     assert every.exit_code == 0, every.output
     assert len(json.loads(every.output)) == 2
-    got = run_blocking(consume_fixed(ns, set(bodies)))
+    got = run_blocking(consume_fixed(ns, TOPIC, GROUP, set(bodies)))
     # Each dead letter was resent twice (once alone, then with --all): at least once each.
     assert {m.body.decode() for m in got} >= set(bodies)
 

@@ -698,6 +698,21 @@ class ConsumerConnectionResponse(_message.Message):
     connections: _containers.RepeatedCompositeFieldContainer[ConsumerConnection]
     def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., connections: _Optional[_Iterable[_Union[ConsumerConnection, _Mapping]]] = ...) -> None: ...
 
+class BrokerConfigResponse(_message.Message):
+    __slots__ = ("status", "table")
+    class TableEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    table: _containers.ScalarMap[str, str]
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., table: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
 class ResendMessageRequest(_message.Message):
     __slots__ = ("group", "commit_log_offset")
     GROUP_FIELD_NUMBER: _ClassVar[int]

@@ -1293,6 +1293,11 @@ class BrokerAdminStub:
                 request_serializer=rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.ResendMessageRequest.SerializeToString,
                 response_deserializer=rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.SendResponse.FromString,
                 _registered_method=True)
+        self.GetBrokerConfig = channel.unary_unary(
+                '/rocketq.v1.BrokerAdmin/GetBrokerConfig',
+                request_serializer=rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Empty.SerializeToString,
+                response_deserializer=rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.BrokerConfigResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerAdminServicer:
@@ -1399,6 +1404,13 @@ class BrokerAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetBrokerConfig(self, request, context):
+        """The broker's effective config: every broker.toml key of the broker and its store.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1481,6 +1493,11 @@ def add_BrokerAdminServicer_to_server(servicer, server):
                     servicer.ResendMessage,
                     request_deserializer=rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.ResendMessageRequest.FromString,
                     response_serializer=rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.SendResponse.SerializeToString,
+            ),
+            'GetBrokerConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBrokerConfig,
+                    request_deserializer=rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Empty.FromString,
+                    response_serializer=rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.BrokerConfigResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1915,6 +1932,33 @@ class BrokerAdmin:
             '/rocketq.v1.BrokerAdmin/ResendMessage',
             rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.ResendMessageRequest.SerializeToString,
             rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.SendResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetBrokerConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketq.v1.BrokerAdmin/GetBrokerConfig',
+            rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.Empty.SerializeToString,
+            rocketq_dot_cluster_dot_proto_dot_rocketq_dot_v1_dot_rocketq__pb2.BrokerConfigResponse.FromString,
             options,
             channel_credentials,
             insecure,
