@@ -1,0 +1,1 @@
+"""RocketMQ's remoting protocol: RemotingCommand frames over TCP."""

@@ -1,0 +1,382 @@
+"""RemotingCommand over asyncio TCP: one :class:`Connection` per socket, on either side.
+
+Both ends are alike, as in RocketMQ: each may send requests (many in flight, matched to
+their responses by opaque) and each answers the requests the other sends with the handler
+registered for the request's code. A broker calls its clients over the connection they
+opened (CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED...).
+
+A handler takes the connection and the request and returns the response, ``None`` (it
+answers later through :meth:`Connection.send`, or the request was oneway), or an awaitable
+of either. An error a handler raises becomes a response with the error's code
+(``rocketq.cluster.errors``), or SYSTEM_ERROR for anything else, with the message as remark.
+
+Frames are read with :class:`asyncio.Protocol` (no stream objects, no task per frame); a
+handler that answers at once costs no task either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import itertools
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, TypeAlias
+
+from rocketq.cluster.errors import (
+    ConnectBrokerError,
+    RequestTimeoutError,
+    RocketqError,
+)
+from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
+from rocketq.cluster.remoting.command import (
+    MAX_FRAME,
+    ONEWAY_FLAG,
+    RemotingCommand,
+    RemotingError,
+    decode,
+    encode,
+)
+
+log = logging.getLogger(__name__)
+
+Result: TypeAlias = RemotingCommand | None
+Handler: TypeAlias = Callable[["Connection", RemotingCommand], Result | Awaitable[Result]]
+
+# Opaques are unique per process, as RocketMQ's requestId counter.
+_opaques = itertools.count(1)
+_MASK: Final = 0x7FFFFFFF
+
+
+def next_opaque() -> int:
+    return next(_opaques) & _MASK
+
+
+def error_response(request: RemotingCommand, exc: BaseException) -> RemotingCommand:
+    """The response that tells the peer what went wrong."""
+    if isinstance(exc, RocketqError):
+        return request.response(exc.code, remark=str(exc))
+    if isinstance(exc, RemotingError):
+        return request.response(ResponseCode.SYSTEM_ERROR, remark=f"bad request: {exc}")
+    log.exception("unexpected error handling %s", request, exc_info=exc)
+    return request.response(
+        ResponseCode.SYSTEM_ERROR, remark=f"server error: {type(exc).__name__}: {exc}"
+    )
+
+
+class Connection(asyncio.Protocol):
+    """One connection: frames in and out, requests out by opaque, requests in by code."""
+
+    def __init__(
+        self,
+        handlers: dict[int, Handler],
+        *,
+        on_close: Callable[[Connection], None] | None = None,
+        max_frame: int = MAX_FRAME,
+    ) -> None:
+        self.handlers = handlers
+        self.on_close = on_close
+        self.max_frame = max_frame
+        self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self.transport: asyncio.Transport | None = None
+        self.peer = ""
+        self.attrs: dict[str, Any] = {}  # what a server remembers of the peer (client id...)
+        self._buf = bytearray()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.closed = asyncio.get_running_loop().create_future()
+
+    # -- asyncio.Protocol -------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple):
+            self.peer = f"{peer[0]}:{peer[1]}"
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        pos, end = 0, len(buf)
+        while end - pos >= 4:
+            size = int.from_bytes(buf[pos : pos + 4], "big")
+            if size > self.max_frame or size < 4:
+                self._refuse(f"a frame of {size} bytes (limit {self.max_frame})")
+                return
+            if end - pos - 4 < size:
+                break
+            frame = bytes(buf[pos + 4 : pos + 4 + size])
+            pos += 4 + size
+            try:
+                cmd = decode(frame)
+            except RemotingError as exc:
+                self._refuse(str(exc))
+                return
+            self._received(cmd)
+        if pos:
+            del buf[:pos]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        pending, self.pending = self.pending, {}
+        why = f"connection to {self.peer or 'peer'} closed"
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectBrokerError(why))
+        for task in list(self._tasks):
+            task.cancel()
+        if not self.closed.done():
+            self.closed.set_result(None)
+        if self.on_close is not None:
+            self.on_close(self)
+
+    # -- frames in --------------------------------------------------------------------
+
+    def _refuse(self, why: str) -> None:
+        log.warning("closing the connection with %s: %s", self.peer or "a peer", why)
+        self._buf.clear()
+        if self.transport is not None:
+            self.transport.abort()
+
+    def _received(self, cmd: RemotingCommand) -> None:
+        if cmd.is_response:
+            fut = self.pending.pop(cmd.opaque, None)
+            if fut is not None and not fut.done():
+                fut.set_result(cmd)
+            return
+        handler = self.handlers.get(cmd.code)
+        if handler is None:
+            if not cmd.is_oneway:
+                name = RequestCode.NAMES.get(cmd.code, str(cmd.code))
+                self.send(
+                    cmd.response(
+                        ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                        remark=f"request code {cmd.code} ({name}) is not supported",
+                    )
+                )
+            return
+        try:
+            result = handler(self, cmd)
+        except Exception as exc:
+            if not cmd.is_oneway:
+                self.send(error_response(cmd, exc))
+            return
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(self._finish(cmd, result))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        elif result is not None and not cmd.is_oneway:
+            self.send(result)
+
+    async def _finish(self, cmd: RemotingCommand, pending: Awaitable[Result]) -> None:
+        try:
+            result = await pending
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            result = error_response(cmd, exc)
+        if result is not None and not cmd.is_oneway:
+            self.send(result)
+
+    # -- frames out -------------------------------------------------------------------
+
+    @property
+    def is_open(self) -> bool:
+        return self.transport is not None and not self.transport.is_closing()
+
+    def send(self, cmd: RemotingCommand) -> None:
+        """Write a frame (a response, or a request whose answer is not awaited)."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            raise ConnectBrokerError(f"connection to {self.peer or 'peer'} is closed")
+        transport.write(encode(cmd))
+
+    async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send a request and wait up to ``timeout`` seconds for its response."""
+        opaque = cmd.opaque = next_opaque()
+        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self.pending[opaque] = fut
+        try:
+            self.send(cmd)
+        except BaseException:
+            self.pending.pop(opaque, None)
+            raise
+        timer = asyncio.get_running_loop().call_later(timeout, self._expire, opaque, timeout)
+        try:
+            return await fut
+        finally:
+            timer.cancel()
+            self.pending.pop(opaque, None)
+
+    def _expire(self, opaque: int, timeout: float) -> None:
+        fut = self.pending.pop(opaque, None)
+        if fut is not None and not fut.done():
+            fut.set_exception(
+                RequestTimeoutError(
+                    f"no response from {self.peer or 'peer'} within {timeout * 1000:.0f} ms"
+                )
+            )
+
+    def invoke_oneway(self, cmd: RemotingCommand) -> None:
+        cmd.opaque = next_opaque()
+        cmd.flag |= ONEWAY_FLAG
+        self.send(cmd)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+async def connect(
+    addr: str,
+    handlers: dict[int, Handler],
+    *,
+    timeout: float = 3.0,
+    on_close: Callable[[Connection], None] | None = None,
+) -> Connection:
+    """Open a connection to ``host:port``; ConnectBrokerError when it cannot be opened."""
+    host, _, port = addr.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConnectBrokerError(f"bad address {addr!r}: expected host:port")
+    loop = asyncio.get_running_loop()
+    try:
+        _, conn = await asyncio.wait_for(
+            loop.create_connection(
+                lambda: Connection(handlers, on_close=on_close), host.strip("[]"), int(port)
+            ),
+            timeout,
+        )
+    except (OSError, TimeoutError) as exc:
+        raise ConnectBrokerError(f"cannot connect to {addr}: {exc or 'timed out'}") from None
+    conn.peer = addr
+    return conn
+
+
+class RemotingClient:
+    """Connections by address, opened on first use and again after one closes."""
+
+    def __init__(
+        self, handlers: dict[int, Handler] | None = None, *, connect_timeout: float = 3.0
+    ) -> None:
+        self.handlers: dict[int, Handler] = handlers if handlers is not None else {}
+        self.connect_timeout = connect_timeout
+        self.connections: dict[str, Connection] = {}
+        self._opening: dict[str, asyncio.Future[Connection]] = {}
+        self.on_connect: Callable[[str, Connection], None] | None = None
+
+    async def connection(self, addr: str) -> Connection:
+        conn = self.connections.get(addr)
+        if conn is not None and conn.is_open:
+            return conn
+        opening = self._opening.get(addr)
+        if opening is None:
+            opening = asyncio.ensure_future(self._open(addr))
+            self._opening[addr] = opening
+            opening.add_done_callback(lambda _: self._opening.pop(addr, None))
+        return await asyncio.shield(opening)
+
+    async def _open(self, addr: str) -> Connection:
+        conn = await connect(
+            addr, self.handlers, timeout=self.connect_timeout, on_close=self._closed
+        )
+        self.connections[addr] = conn
+        if self.on_connect is not None:
+            self.on_connect(addr, conn)
+        return conn
+
+    def _closed(self, conn: Connection) -> None:
+        for addr, c in list(self.connections.items()):
+            if c is conn:
+                del self.connections[addr]
+
+    async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        conn = await self.connection(addr)
+        return await conn.invoke(cmd, timeout)
+
+    async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
+        (await self.connection(addr)).invoke_oneway(cmd)
+
+    def close_connection(self, addr: str) -> None:
+        conn = self.connections.pop(addr, None)
+        if conn is not None:
+            conn.close()
+
+    async def close(self) -> None:
+        conns = list(self.connections.values())
+        self.connections.clear()
+        for conn in conns:
+            conn.close()
+        for conn in conns:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(conn.closed), 1.0)
+
+
+class RemotingServer:
+    """Listens on ``host:port`` (0: a free port) and answers with ``handlers``."""
+
+    def __init__(
+        self,
+        handlers: dict[int, Handler],
+        *,
+        on_close: Callable[[Connection], None] | None = None,
+    ) -> None:
+        self.handlers = handlers
+        self.on_close = on_close
+        self.connections: set[Connection] = set()
+        self.server: asyncio.Server | None = None
+        self.port = 0
+
+    async def start(self, host: str, port: int, *, sock: socket.socket | None = None) -> int:
+        loop = asyncio.get_running_loop()
+        if sock is not None:
+            self.server = await loop.create_server(self._protocol, sock=sock)
+        else:
+            self.server = await loop.create_server(self._protocol, host, port, reuse_address=True)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self.port
+
+    def _protocol(self) -> Connection:
+        conn = Connection(self.handlers, on_close=self._closed)
+        self.connections.add(conn)
+        return conn
+
+    def _closed(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+        if self.on_close is not None:
+            self.on_close(conn)
+
+    async def stop(self) -> None:
+        """Stop listening and close every connection."""
+        if self.server is not None:
+            self.server.close()
+        conns = list(self.connections)
+        for conn in conns:
+            conn.close()
+        for conn in conns:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(conn.closed), 1.0)
+        if self.server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.server.wait_closed(), 1.0)
+            self.server = None
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A bound, listening socket (bind before the server starts, to know the port)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(1024)
+    except OSError:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
