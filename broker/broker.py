@@ -37,7 +37,6 @@ from rocketq.cluster.aio import cancel_all
 from rocketq.cluster.config import StoreConfig
 from rocketq.cluster.message import SCHEDULE_TOPIC, TIMER_TOPIC, TopicConfig
 from rocketq.cluster.metrics_server import MetricsServer
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 from rocketq.replication.ha.master import HAMaster, SlaveConnection, listen_socket
 from rocketq.replication.ha.slave import HASlave
@@ -211,17 +210,18 @@ class Broker:
             self._side_tasks.add(task)
             task.add_done_callback(self._side_tasks.discard)
 
-    def _identity(self) -> pb.RegisterBrokerRequest:
-        """Who this broker is now; registration adds the topics (full, delta or none)."""
+    def _identity(self) -> dict[str, str]:
+        """Who this broker is now (REGISTER_BROKER's header fields); registration adds the
+        topics (full, delta or none)."""
         c = self.config
-        return pb.RegisterBrokerRequest(
-            cluster_name=c.broker_cluster_name,
-            broker_name=c.broker_name,
-            broker_id=c.broker_id,
-            broker_addr=c.broker_addr,
-            ha_server_addr=c.ha_server_addr,
-            max_phy_offset=self.store.max_phy_offset,
-        )
+        return {
+            "clusterName": c.broker_cluster_name,
+            "brokerName": c.broker_name,
+            "brokerId": str(c.broker_id),
+            "brokerAddr": c.broker_addr,
+            "haServerAddr": c.ha_server_addr,
+            "maxPhyOffset": str(self.store.max_phy_offset),
+        }
 
     async def start(self) -> None:
         if self.metrics_server is not None:
@@ -284,12 +284,12 @@ class Broker:
         c = self.config
         self.stopping = True  # /readyz: no longer ready
         await self.registration.stop(
-            pb.UnregisterBrokerRequest(
-                cluster_name=c.broker_cluster_name,
-                broker_name=c.broker_name,
-                broker_id=c.broker_id,
-                broker_addr=c.broker_addr,
-            )
+            {
+                "clusterName": c.broker_cluster_name,
+                "brokerName": c.broker_name,
+                "brokerId": str(c.broker_id),
+                "brokerAddr": c.broker_addr,
+            }
         )
         await self.server.stop(grace=1.0)
         if self.ha_slave is not None:

@@ -41,15 +41,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-import grpc
-
 from rocketq.broker.host import BrokerHost
 from rocketq.broker.slave_sync import SlaveSynchronizer
 from rocketq.cluster.aio import cancel_all
-from rocketq.cluster.errors import NotLeaderError, RocketqSystemError
+from rocketq.cluster.errors import NotLeaderError, RocketqError, RocketqSystemError
 from rocketq.cluster.message import MASTER_ID
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.cluster.remoting.codes import RequestCode
+from rocketq.cluster.remoting.command import RemotingCommand
+from rocketq.cluster.remoting.transport import request_once
+from rocketq.cluster.route_data import RouteBodyError, parse_cluster_info
 from rocketq.replication.raft.node import NotLeaderError as RaftNotLeaderError
 from rocketq.replication.raft.node import RaftConfig, Role
 from rocketq.replication.raft.server import RaftServer
@@ -392,13 +392,14 @@ class RaftMember:
         name = self.b.config.broker_name
         for ns in self.b.config.namesrv_addrs:
             try:
-                async with grpc.aio.insecure_channel(ns) as channel:
-                    stub = pb_grpc.NameServerStub(channel)  # type: ignore[no-untyped-call]
-                    info: pb.ClusterInfo = await stub.GetBrokerClusterInfo(pb.Empty(), timeout=2)
-            except grpc.aio.AioRpcError:
+                answer = await request_once(
+                    ns, RemotingCommand(RequestCode.GET_BROKER_CLUSTER_INFO), 2.0
+                )
+                info = parse_cluster_info(answer.body or b"{}")
+            except (RocketqError, RouteBodyError):
                 continue
             data = info.broker_addr_table.get(name)
-            return dict(data.broker_addrs.items()) if data is not None else {}
+            return dict(data.broker_addrs) if data is not None else {}
         return {}
 
     async def leader_broker_addr(self) -> str:

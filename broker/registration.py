@@ -1,5 +1,6 @@
-"""Registration with every nameserver (RocketMQ's registerBrokerAll), each over a
-long-lived stream: the channel whose breaking tells the nameserver the broker is gone.
+"""Registration with every nameserver (RocketMQ's registerBrokerAll): REGISTER_BROKER
+requests over one long-lived connection per nameserver, the channel whose closing tells the
+nameserver the broker is gone.
 
 What goes on a channel depends on what that nameserver holds of the topic table:
 
@@ -11,10 +12,12 @@ What goes on a channel depends on what that nameserver holds of the topic table:
   RocketMQ does) is a HEARTBEAT (identity and data version) while the nameserver holds the
   current version;
 - a nameserver that cannot apply a delta or a heartbeat (it restarted, expired us, or holds
-  another version) answers ``need_full``, and the full table follows at once.
+  another version) answers ``needFull``, and the full table follows at once.
 
-Answers come back in the order of the requests, so each channel knows which request an
-answer is for. A broken stream is reopened after a second.
+The kind goes in the header field ``registerKind`` (rocketq's; a stock nameserver reads
+every request as a full one), the table in RocketMQ's compressed body
+(``cluster/register_body.py``). One request is in flight per nameserver. A closed connection
+is opened again after a second, and starts with the full table.
 """
 
 from __future__ import annotations
@@ -22,30 +25,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import zlib
-from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-import grpc
-
 from rocketq.broker.topic_config import TopicDelta
 from rocketq.cluster.aio import wait_event
+from rocketq.cluster.errors import ConnectBrokerError, RequestTimeoutError
 from rocketq.cluster.message import TopicConfig
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.cluster.register_body import crc32, encode_body
+from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
+from rocketq.cluster.remoting.command import RemotingCommand, encode
+from rocketq.cluster.remoting.transport import Connection, connect
 
 log = logging.getLogger(__name__)
 
 RECONNECT_DELAY = 1.0
-FULL: Final = pb.REGISTER_FULL
-DELTA: Final = pb.REGISTER_DELTA
-HEARTBEAT: Final = pb.REGISTER_HEARTBEAT
+REGISTER_TIMEOUT: Final = 6.0  # RocketMQ's registerBroker timeout
+FULL: Final = 0
+DELTA: Final = 1
+HEARTBEAT: Final = 2
 # A delta that changes more than half of the table (and more than this many topics) goes
 # as the full table instead.
 DELTA_MIN: Final = 1000
 KIND_NAMES: Final[dict[int, str]] = {FULL: "full", DELTA: "delta", HEARTBEAT: "heartbeat"}
+KIND_FIELDS: Final[dict[int, str]] = {FULL: "FULL", DELTA: "DELTA", HEARTBEAT: "HEARTBEAT"}
 
 
 class TopicTable(Protocol):
@@ -61,27 +65,11 @@ class TopicTable(Protocol):
     def changes_since(self, version: int) -> TopicDelta | None: ...
 
 
-def topic_datas(topics: list[TopicConfig]) -> list[pb.TopicConfigData]:
-    return [
-        pb.TopicConfigData(
-            topic_name=t.topic_name,
-            read_queue_nums=t.read_queue_nums,
-            write_queue_nums=t.write_queue_nums,
-            perm=t.perm,
-            topic_sys_flag=t.topic_sys_flag,
-            order=t.order,
-        )
-        for t in topics
-    ]
-
-
-def full_body(topics: list[TopicConfig]) -> tuple[bytes, int]:
-    """A full registration's ``topic_body`` and its ``body_crc32``: zlib of the serialized
-    :class:`TopicConfigList` (topics in name order, so one table gives one body)."""
-    ordered = sorted(topics, key=lambda t: t.topic_name)
-    raw = pb.TopicConfigList(topics=topic_datas(ordered)).SerializeToString()
-    body = zlib.compress(raw)
-    return body, zlib.crc32(body)
+def full_body(topics: list[TopicConfig], data_version: int) -> tuple[bytes, int]:
+    """A full registration's body (topics in name order, so one table gives one body) and
+    its ``bodyCrc32``."""
+    body = encode_body(sorted(topics, key=lambda t: t.topic_name), data_version)
+    return body, crc32(body)
 
 
 @dataclass
@@ -115,12 +103,11 @@ class _Link:
 
     addr: str
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-    # The version the nameserver holds once the requests sent so far apply; None: it needs
-    # the full table (a new channel, or it said so).
+    # The version the nameserver holds once the request sent applies; None: it needs the
+    # full table (a new channel, or it said so).
     target: int | None = None
     held: int | None = None  # the version its last answer said it holds
-    # (kind, serialized size) of the requests sent and not yet answered
-    in_flight: deque[tuple[int, int]] = field(default_factory=deque)
+    conn: Connection | None = None
 
 
 class NameServerRegistration:
@@ -128,7 +115,7 @@ class NameServerRegistration:
         self,
         addrs: list[str],
         *,
-        identity: Callable[[], pb.RegisterBrokerRequest],
+        identity: Callable[[], dict[str, str]],
         topics: TopicTable,
         period_ms: int,
     ) -> None:
@@ -182,108 +169,106 @@ class NameServerRegistration:
     async def _run(self, link: _Link) -> None:
         addr = link.addr
         while not self._stopping:
-            channel = grpc.aio.insecure_channel(addr)
             link.target = link.held = None
-            link.in_flight.clear()
             try:
-                stub = pb_grpc.NameServerStub(channel)  # type: ignore[no-untyped-call]
-                call = stub.BrokerChannel(self._requests(link))
-                async for result in call:
-                    self._answered(link, result)
-                if not self._stopping:
-                    log.warning("nameserver %s closed our channel; registering again", addr)
+                # A closed connection wakes the loop: it reconnects now, not after a period.
+                link.conn = await connect(
+                    addr, {}, timeout=REGISTER_TIMEOUT, on_close=lambda _: link.wake.set()
+                )
+                link.wake.clear()  # a new connection starts with the full table anyway
+                while not self._stopping:
+                    cmd, kind = self._next(link)
+                    size = request_size(cmd)
+                    answer = await link.conn.invoke(cmd, REGISTER_TIMEOUT)
+                    self._answered(link, answer, kind, size)
+                    await wait_event(link.wake, self.period)
+                    link.wake.clear()
             except asyncio.CancelledError:
                 raise
-            except grpc.aio.AioRpcError as exc:
+            except (ConnectBrokerError, RequestTimeoutError) as exc:
                 if self.registered[addr]:
-                    log.warning("lost nameserver %s (%s); reconnecting", addr, exc.code().name)
+                    log.warning("lost nameserver %s (%s); reconnecting", addr, exc)
             finally:
                 self.registered[addr] = False
-                await channel.close()
+                if link.conn is not None:
+                    link.conn.close()
+                    link.conn = None
             if not self._stopping:
                 await asyncio.sleep(RECONNECT_DELAY)
 
-    def _answered(self, link: _Link, result: pb.RegisterBrokerResult) -> None:
-        kind, size = link.in_flight.popleft() if link.in_flight else (FULL, 0)
-        # Counted once a nameserver answered: a request on a channel that broke before it
-        # got there (a nameserver restarting) is sent again and counts then.
+    def _answered(self, link: _Link, answer: RemotingCommand, kind: int, size: int) -> None:
+        # Counted once a nameserver answered: a request on a connection that closed before
+        # it got there (a nameserver restarting) is sent again and counts then.
         self.stats.sent(kind, size)
         addr = link.addr
-        if result.status.code != 0:
+        ext = answer.ext or {}
+        if answer.code != ResponseCode.SUCCESS:
             log.warning(
                 "nameserver %s refused our %s registration: %s",
                 addr,
                 KIND_NAMES.get(kind, str(kind)),
-                result.status.message,
+                answer.remark,
             )
             # The full table again, at the next period (not at once: it may be refused again).
-            link.held = None
+            link.held = link.target = None
             self.registered[addr] = False
-            if all(k != FULL for k, _ in link.in_flight):
-                link.target = None
             return
-        if result.need_full:
+        if ext.get("needFull") == "true":
             self.stats.need_full_count += 1
+            held = ext.get("dataVersion", "-1")
             log.info(
                 "nameserver %s does not hold our topic table version (it has %s); sending "
                 "the full table",
                 addr,
-                result.data_version if result.data_version >= 0 else "none",
+                held if held != "-1" else "none",
             )
-            self._need_full(link)
+            link.held = link.target = None
+            self.registered[addr] = False
+            link.wake.set()
             return
-        link.held = result.data_version
+        try:
+            link.held = int(ext.get("dataVersion", "-1"))
+        except ValueError:
+            link.held = None
         if not self.registered[addr]:
             log.info("registered with nameserver %s", addr)
         self.registered[addr] = True
-        if result.master_addr:
-            self.master_addr = result.master_addr
-            self.master_ha_addr = result.ha_server_addr
+        if ext.get("masterAddr"):
+            self.master_addr = ext["masterAddr"]
+            self.master_ha_addr = ext.get("haServerAddr", "")
 
-    def _need_full(self, link: _Link) -> None:
-        """Send the full table next, unless one is already on its way (the requests after
-        the refused one were refused too; the full one mends them all)."""
-        link.held = None
-        self.registered[link.addr] = False
-        if all(k != FULL for k, _ in link.in_flight):
-            link.target = None
-            link.wake.set()
-
-    async def _requests(self, link: _Link) -> AsyncIterator[pb.BrokerChannelRequest]:
-        while not self._stopping:
-            req = pb.BrokerChannelRequest(register=self._next(link))
-            link.in_flight.append((req.register.kind, req.ByteSize()))
-            yield req
-            await wait_event(link.wake, self.period)
-            link.wake.clear()
-
-    def _next(self, link: _Link) -> pb.RegisterBrokerRequest:
+    def _next(self, link: _Link) -> tuple[RemotingCommand, int]:
         """The registration that brings this nameserver to the current table."""
-        req = self.identity()
+        ext = self.identity()
         version = self.topics.data_version
-        req.data_version = version
+        ext["dataVersion"] = str(version)
+        body: bytes | None = None
         delta = None
         if link.target is not None and link.target != version:
             delta = self.topics.changes_since(link.target)
             if delta is not None and 2 * delta.size > max(DELTA_MIN, self.topics.topic_count()):
                 delta = None  # most of the table changed: the compressed table is smaller
         if link.target == version:
-            req.kind = HEARTBEAT
+            kind = HEARTBEAT
         elif delta is not None and link.target is not None:
-            req.kind = DELTA
-            req.base_version = link.target
-            req.topics.extend(topic_datas(delta.put))
-            req.deleted_topics.extend(delta.deleted)
+            kind = DELTA
+            ext["baseVersion"] = str(link.target)
+            body = encode_body(delta.put, version, delta.deleted)
+            ext["bodyCrc32"] = str(crc32(body))
+            ext["compressed"] = "true"
         else:
-            req.kind = FULL
-            req.topic_body, req.body_crc32 = self._full_body(version)
+            kind = FULL
+            body, crc = self._full_body(version)
+            ext["bodyCrc32"] = str(crc)
+            ext["compressed"] = "true"
+        ext["registerKind"] = KIND_FIELDS[kind]
         link.target = version
-        return req
+        return RemotingCommand(RequestCode.REGISTER_BROKER, ext, body), kind
 
     def _full_body(self, version: int) -> tuple[bytes, int]:
         if self._body is None or self._body[0] != version:
             topics = self.topics.registrable()
-            body, crc = full_body(topics)
+            body, crc = full_body(topics, version)
             self._body = (version, body, crc)
             log.info(
                 "full registration of topic table version %d: %d topics, %d bytes compressed",
@@ -295,12 +280,13 @@ class NameServerRegistration:
 
     # -- stopping ----------------------------------------------------------------------
 
-    async def stop(self, unregister: pb.UnregisterBrokerRequest | None) -> None:
-        """Unregister cleanly from every nameserver, then close the streams."""
+    async def stop(self, unregister: dict[str, str] | None) -> None:
+        """Unregister cleanly from every nameserver, then close the connections."""
         self._stopping = True
         if unregister is not None:
             await asyncio.gather(
-                *(self._unregister(a, unregister) for a in self.addrs), return_exceptions=True
+                *(self._unregister(link, unregister) for link in self._links),
+                return_exceptions=True,
             )
         for task in self._tasks:
             task.cancel()
@@ -308,7 +294,17 @@ class NameServerRegistration:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
-    async def _unregister(self, addr: str, req: pb.UnregisterBrokerRequest) -> None:
-        async with grpc.aio.insecure_channel(addr) as channel:
-            stub = pb_grpc.NameServerStub(channel)  # type: ignore[no-untyped-call]
-            await stub.UnregisterBroker(req, timeout=3)
+    async def _unregister(self, link: _Link, ext: dict[str, str]) -> None:
+        cmd = RemotingCommand(RequestCode.UNREGISTER_BROKER, dict(ext))
+        conn = link.conn if link.conn is not None and link.conn.is_open else None
+        if conn is None:
+            conn = await connect(link.addr, {}, timeout=3.0)
+        try:
+            await conn.invoke(cmd, 3.0)
+        finally:
+            conn.close()
+
+
+def request_size(cmd: RemotingCommand) -> int:
+    """The bytes a request takes on the wire."""
+    return len(encode(cmd))

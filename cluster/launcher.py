@@ -199,15 +199,16 @@ class ClusterStatus:
 
 
 def _fetch_cluster_info(addr: str, timeout: float = 2.0) -> dict[str, dict[int, str]]:
-    import grpc
+    from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
+    from rocketq.cluster.remoting.command import RemotingCommand
+    from rocketq.cluster.remoting.transport import request_blocking
+    from rocketq.cluster.route_data import parse_cluster_info
 
-    from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-    from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
-
-    with grpc.insecure_channel(addr) as channel:
-        stub = pb_grpc.NameServerStub(channel)  # type: ignore[no-untyped-call]
-        info = stub.GetBrokerClusterInfo(pb.Empty(), timeout=timeout)
-    return {name: dict(data.broker_addrs.items()) for name, data in info.broker_addr_table.items()}
+    answer = request_blocking(addr, RemotingCommand(RequestCode.GET_BROKER_CLUSTER_INFO), timeout)
+    if answer.code != ResponseCode.SUCCESS:
+        raise ConnectionError(f"nameserver {addr} answered {answer.code}: {answer.remark}")
+    info = parse_cluster_info(answer.body or b"{}")
+    return {name: dict(data.broker_addrs) for name, data in info.broker_addr_table.items()}
 
 
 def raft_member_id(node: Node) -> str:

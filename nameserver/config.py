@@ -10,7 +10,7 @@ from rocketq.cluster.config import validate_config
 
 @dataclass(frozen=True, slots=True)
 class NameServerConfig:
-    # Port of the gRPC service.
+    # Port of the remoting protocol (RocketMQ's 9876): brokers and clients.
     listen_port: int = field(default=9876, metadata={"min": 0, "max": 65535})
     # Address the server binds (0.0.0.0 to accept other hosts, as in Kubernetes).
     bind_address: str = "127.0.0.1"

@@ -43,6 +43,10 @@ class KVConfigManager:
     def get(self, namespace: str, key: str) -> str | None:
         return self.table.get(namespace, {}).get(key)
 
+    def namespace(self, namespace: str) -> dict[str, str]:
+        """Every key and value of a namespace (a copy; empty if there is none)."""
+        return dict(self.table.get(namespace, {}))
+
     def delete(self, namespace: str, key: str) -> bool:
         with self._lock:
             kv = self.table.get(namespace)

@@ -1,6 +1,6 @@
 """The route tables of one nameserver (RocketMQ's RouteInfoManager), as plain data.
 
-Brokers register through a channel (a long-lived stream); a broken channel, a clean
+Brokers register through a channel (a long-lived connection); a closed channel, a clean
 unregister or 120 s of silence removes the broker and every route that only it served.
 Nameservers never talk to each other: each one only knows what brokers told it.
 """
@@ -10,27 +10,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from rocketq.cluster.message import MASTER_ID, TopicConfig
+from rocketq.cluster.route_data import BrokerData, QueueData, TopicRouteData
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class QueueData:
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-    topic_sys_flag: int = 0
-
-
-@dataclass(slots=True)
-class BrokerData:
-    cluster: str
-    broker_name: str
-    broker_addrs: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -41,13 +26,6 @@ class BrokerLiveInfo:
     ha_server_addr: str
     max_phy_offset: int = 0
     last_update_wall: float = 0.0
-
-
-@dataclass(slots=True)
-class TopicRoute:
-    queue_datas: list[QueueData]
-    broker_datas: list[BrokerData]
-    order_topic_conf: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +267,13 @@ class RouteInfoManager:
             if not names:
                 del self._queue_topics[broker_name]
 
+    def touch(self, broker_addr: str) -> None:
+        """The broker is alive (it asked whether its table changed, and it did not)."""
+        live = self.broker_live_table.get(broker_addr)
+        if live is not None:
+            live.last_update_timestamp = self.clock()
+            live.last_update_wall = time.time()
+
     def unregister_broker(
         self, *, cluster: str, broker_addr: str, broker_name: str, broker_id: int
     ) -> bool:
@@ -299,7 +284,7 @@ class RouteInfoManager:
         return True
 
     def on_channel_destroy(self, channel: int) -> list[str]:
-        """The broker's stream broke (it died or lost us): remove it at once."""
+        """The broker's connection closed (it died or lost us): remove it at once."""
         gone = [a for a, live in self.broker_live_table.items() if live.channel == channel]
         for addr in gone:
             log.warning("channel of broker %s closed: removing its routes", addr)
@@ -347,7 +332,7 @@ class RouteInfoManager:
         for topic in list(self._queue_topics.get(broker_name, ())):
             self._drop_queue(broker_name, topic)
 
-    def route(self, topic: str) -> TopicRoute | None:
+    def route(self, topic: str) -> TopicRouteData | None:
         queues = self.topic_queue_table.get(topic)
         if not queues:
             return None
@@ -358,7 +343,7 @@ class RouteInfoManager:
         ]
         if not brokers:
             return None
-        return TopicRoute([queues[n] for n in sorted(queues)], brokers)
+        return TopicRouteData([queues[n] for n in sorted(queues)], brokers)
 
     def topics(self) -> list[str]:
         return sorted(self.topic_queue_table)

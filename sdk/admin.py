@@ -21,6 +21,7 @@ from rocketq.cluster.message import (
 from rocketq.cluster.message_id import decode_offset_msg_id, encode_offset_msg_id
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.record import decode_records
+from rocketq.cluster.route_data import TopicRouteData
 from rocketq.sdk.client import ClientInstance
 from rocketq.sdk.remoting import check
 from rocketq.sdk.trace import TraceEvent, parse_events
@@ -99,9 +100,7 @@ class Admin:
     async def _masters(self, cluster: str | None = None) -> dict[str, str]:
         """broker name -> master address, for the cluster (or all)."""
         info = await self.client.nameserver.cluster_info()
-        names = (
-            set(info.cluster_addr_table[cluster].names) if cluster else set(info.broker_addr_table)
-        )
+        names = set(info.cluster_addr_table[cluster]) if cluster else set(info.broker_addr_table)
         if cluster and cluster not in info.cluster_addr_table:
             raise RocketqError(f"cluster {cluster!r} is unknown to the nameserver")
         return {
@@ -147,7 +146,7 @@ class Admin:
     async def topic_list(self) -> list[str]:
         return await self.client.nameserver.topic_list()
 
-    async def topic_route(self, topic: str) -> pb.TopicRouteData:
+    async def topic_route(self, topic: str) -> TopicRouteData:
         return await self.client.update_route(topic)
 
     async def topic_status(self, topic: str) -> list[QueueOffsets]:
@@ -485,7 +484,7 @@ class Admin:
         info = await self.client.nameserver.cluster_info()
         out = []
         for cluster, names in sorted(info.cluster_addr_table.items()):
-            for name in sorted(names.names):
+            for name in sorted(names):
                 data = info.broker_addr_table[name]
                 for bid, addr in sorted(data.broker_addrs.items()):
                     try:

@@ -22,6 +22,7 @@ import grpc
 from rocketq.cluster.errors import ConnectBrokerError, RocketqError, TopicNotExistError
 from rocketq.cluster.message import MASTER_ID, PERM_READ, PERM_WRITE, MessageQueue
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.route_data import TopicRouteData
 from rocketq.sdk.remoting import BrokerClient, BrokerConnections, NameServerClient, check
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ def new_client_id() -> str:
     return f"{local_ip()}@{os.getpid()}#{next(_instances)}"
 
 
-def publish_queues(topic: str, route: pb.TopicRouteData) -> list[MessageQueue]:
+def publish_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
     """Writable queues of brokers that currently have a master."""
     masters = {b.broker_name for b in route.broker_datas if MASTER_ID in b.broker_addrs}
     return [
@@ -79,7 +80,7 @@ def consumer_heartbeat(
     )
 
 
-def subscribe_queues(topic: str, route: pb.TopicRouteData) -> list[MessageQueue]:
+def subscribe_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
     return [
         MessageQueue(topic, q.broker_name, i)
         for q in sorted(route.queue_datas, key=lambda q: q.broker_name)
@@ -109,7 +110,7 @@ class ClientInstance:
         self.timeout = timeout
         self.poll_interval = poll_name_server_interval
         self.heartbeat_interval = heartbeat_interval
-        self.routes: dict[str, pb.TopicRouteData] = {}
+        self.routes: dict[str, TopicRouteData] = {}
         self.broker_addrs: dict[str, dict[int, str]] = {}
         self.heartbeat: Callable[[], pb.HeartbeatRequest] | None = None
         # Events from brokers: (event, the broker's address).
@@ -118,7 +119,7 @@ class ClientInstance:
         # topics first sent through the auto-create template), and who hears of a topic
         # whose route changed.
         self.extra_topics: Callable[[], Iterable[str]] = tuple
-        self.on_route: Callable[[str, pb.TopicRouteData], None] | None = None
+        self.on_route: Callable[[str, TopicRouteData], None] | None = None
         self._channels: dict[str, asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self.started = False
@@ -140,7 +141,7 @@ class ClientInstance:
 
     # -- routes ------------------------------------------------------------------------
 
-    async def update_route(self, topic: str) -> pb.TopicRouteData:
+    async def update_route(self, topic: str) -> TopicRouteData:
         """Fetch a topic's route now (raises TopicNotExistError for an unknown topic)."""
         route = await self.nameserver.route(topic)
         self.routes[topic] = route
@@ -151,7 +152,7 @@ class ClientInstance:
                     self._open_channel(addr)
         return route
 
-    async def route(self, topic: str) -> pb.TopicRouteData:
+    async def route(self, topic: str) -> TopicRouteData:
         cached = self.routes.get(topic)
         return cached if cached is not None else await self.update_route(topic)
 
@@ -255,7 +256,7 @@ class ClientInstance:
                 log.exception("event stream from %s failed", addr)
             await asyncio.sleep(1.0)
 
-    async def consumer_ids(self, group: str, route: pb.TopicRouteData) -> list[str]:
+    async def consumer_ids(self, group: str, route: TopicRouteData) -> list[str]:
         """The group's client ids, from the first broker of the route that answers."""
         for b in route.broker_datas:
             for addr in b.broker_addrs.values():

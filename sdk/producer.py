@@ -13,7 +13,7 @@ import logging
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -45,6 +45,7 @@ from rocketq.cluster.record import (
     encode_send_record,
     message_properties,
 )
+from rocketq.cluster.route_data import TopicRouteData
 from rocketq.sdk.client import ClientInstance, local_ip, publish_queues
 from rocketq.sdk.fault_tolerance import MQFaultStrategy, TopicPublishInfo
 from rocketq.sdk.metrics import MetricsOption, client_metrics
@@ -323,11 +324,15 @@ class Producer:
             # a producer creating topics one by one asks the nameservers once per topic.
             key = self.config.create_topic_key
             fetch = self.client.update_route if refresh else self.client.route
-            route = pb.TopicRouteData()
-            route.CopyFrom(await fetch(key))
+            template = await fetch(key)
             n = self.config.default_topic_queue_nums
-            for q in route.queue_datas:
-                q.write_queue_nums = min(n, q.write_queue_nums)
+            route = TopicRouteData(
+                [
+                    replace(q, write_queue_nums=min(n, q.write_queue_nums))
+                    for q in template.queue_datas
+                ],
+                template.broker_datas,
+            )
             queues = publish_queues(topic, route)
         if not queues:
             raise TopicNotExistError(
@@ -338,7 +343,7 @@ class Producer:
         self.publish[topic] = info
         return info
 
-    def _route_changed(self, topic: str, route: pb.TopicRouteData) -> None:
+    def _route_changed(self, topic: str, route: TopicRouteData) -> None:
         """A refreshed route: a topic's queues follow it (a topic auto-created through the
         template moves to its own route; a broker added or gone), keeping the round robin."""
         info = self.publish.get(topic)

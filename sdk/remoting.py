@@ -1,5 +1,5 @@
-"""The SDK's transport: nameserver lookups with failover across addresses, and one
-connection per broker with a pipelined send stream.
+"""The SDK's transport: nameserver lookups with failover across addresses (RocketMQ's
+remoting protocol), and one connection per broker with a pipelined send stream.
 
 Sends to a broker share one bidirectional stream: each request carries an id, and the
 requests waiting when the stream is free go out together in one message, so many sends in
@@ -15,7 +15,7 @@ import contextlib
 import itertools
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Iterable
 from typing import Any, TypeVar, cast
 
 import grpc
@@ -29,6 +29,11 @@ from rocketq.cluster.errors import (
 )
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.cluster.remoting import fastjson
+from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
+from rocketq.cluster.remoting.command import RemotingCommand
+from rocketq.cluster.remoting.transport import RemotingClient
+from rocketq.cluster.route_data import ClusterInfo, TopicRouteData, parse_cluster_info, parse_route
 
 log = logging.getLogger(__name__)
 
@@ -76,67 +81,67 @@ def parse_addrs(namesrv: str) -> list[str]:
 
 
 class NameServerClient:
-    """Asks any live nameserver; a failure moves on to the next address."""
+    """Asks any live nameserver over RocketMQ's remoting protocol; a failure moves on to
+    the next address."""
 
     def __init__(self, namesrv: str, *, timeout: float = 3.0) -> None:
         self.addrs = parse_addrs(namesrv)
         self.timeout = timeout
         self._index = random.randrange(len(self.addrs))
-        self._channels: dict[str, grpc.aio.Channel] = {}
+        self.remoting = RemotingClient()
 
-    def _stub(self, addr: str) -> Any:
-        channel = self._channels.get(addr)
-        if channel is None:
-            channel = self._channels[addr] = grpc.aio.insecure_channel(addr, options=GRPC_OPTIONS)
-        return pb_grpc.NameServerStub(channel)  # type: ignore[no-untyped-call]
-
-    async def _ask(self, what: str, fn: Callable[[Any], Awaitable[T]]) -> T:
+    async def _ask(
+        self, what: str, code: int, ext: dict[str, str] | None = None
+    ) -> RemotingCommand:
         errors = []
         for i in range(len(self.addrs)):
             addr = self.addrs[(self._index + i) % len(self.addrs)]
             try:
-                result = await call(what, addr, fn(self._stub(addr)))
+                answer = await self.remoting.invoke(addr, RemotingCommand(code, ext), self.timeout)
             except (ConnectBrokerError, RequestTimeoutError) as exc:
                 errors.append(str(exc))
                 continue
             self._index = (self._index + i) % len(self.addrs)
-            return result
+            return answer
         raise NoNameServerError(f"no nameserver answered {what}: " + "; ".join(errors))
 
-    async def route(self, topic: str) -> pb.TopicRouteData:
-        resp: pb.GetRouteResponse = await self._ask(
-            f"route of {topic}",
-            lambda s: s.GetRouteInfoByTopic(pb.GetRouteRequest(topic=topic), timeout=self.timeout),
+    async def route(self, topic: str) -> TopicRouteData:
+        answer = await self._ask(
+            f"route of {topic}", RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}
         )
-        check(resp.status)
-        return resp.route
+        check_answer(answer)
+        return parse_route(answer.body or b"{}")
 
-    async def cluster_info(self) -> pb.ClusterInfo:
-        return await self._ask(
-            "cluster info", lambda s: s.GetBrokerClusterInfo(pb.Empty(), timeout=self.timeout)
-        )
+    async def cluster_info(self) -> ClusterInfo:
+        answer = await self._ask("cluster info", RequestCode.GET_BROKER_CLUSTER_INFO)
+        check_answer(answer)
+        return parse_cluster_info(answer.body or b"{}")
 
     async def topic_list(self) -> list[str]:
-        resp: pb.TopicList = await self._ask(
-            "topic list", lambda s: s.GetAllTopicList(pb.Empty(), timeout=self.timeout)
-        )
-        return list(resp.topics)
+        answer = await self._ask("topic list", RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        check_answer(answer)
+        doc = fastjson.loads(bytes(answer.body or b"{}"))
+        return sorted(str(t) for t in doc.get("topicList") or [])
 
     async def delete_topic(self, topic: str, cluster: str = "") -> None:
         """Every nameserver forgets the topic (they do not talk to each other)."""
-        req = pb.DeleteTopicRequest(topic=topic, cluster_name=cluster)
+        ext = {"topic": topic}
+        if cluster:
+            ext["clusterName"] = cluster
         for addr in self.addrs:
             with contextlib.suppress(ConnectBrokerError, RequestTimeoutError):
-                await call(
-                    "delete topic",
-                    addr,
-                    self._stub(addr).DeleteTopicInNamesrv(req, timeout=self.timeout),
+                await self.remoting.invoke(
+                    addr, RemotingCommand(RequestCode.DELETE_TOPIC_IN_NAMESRV, ext), self.timeout
                 )
 
     async def close(self) -> None:
-        for channel in self._channels.values():
-            await channel.close()
-        self._channels.clear()
+        await self.remoting.close()
+
+
+def check_answer(answer: RemotingCommand) -> None:
+    """Raise the error class of a response that is not SUCCESS."""
+    if answer.code != ResponseCode.SUCCESS:
+        raise for_code(answer.code)(answer.remark or f"response code {answer.code}")
 
 
 class _Pipeline:

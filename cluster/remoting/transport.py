@@ -23,10 +23,11 @@ import itertools
 import logging
 import socket
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, cast
 
 from rocketq.cluster.errors import (
     ConnectBrokerError,
+    MessageIllegalError,
     RequestTimeoutError,
     RocketqError,
 )
@@ -54,10 +55,22 @@ def next_opaque() -> int:
     return next(_opaques) & _MASK
 
 
+def wire_code(exc: RocketqError) -> int:
+    """The response code an error goes out with: RocketMQ's own, so stock clients know it
+    (rocketq's codes from 1000 up are for its own use: each goes as RocketMQ's nearest)."""
+    if exc.code < 1000:
+        return exc.code
+    if isinstance(exc, MessageIllegalError):
+        return ResponseCode.MESSAGE_ILLEGAL
+    if exc.retriable:
+        return ResponseCode.SERVICE_NOT_AVAILABLE
+    return ResponseCode.SYSTEM_ERROR
+
+
 def error_response(request: RemotingCommand, exc: BaseException) -> RemotingCommand:
     """The response that tells the peer what went wrong."""
     if isinstance(exc, RocketqError):
-        return request.response(exc.code, remark=str(exc))
+        return request.response(wire_code(exc), remark=str(exc))
     if isinstance(exc, RemotingError):
         return request.response(ResponseCode.SYSTEM_ERROR, remark=f"bad request: {exc}")
     log.exception("unexpected error handling %s", request, exc_info=exc)
@@ -90,8 +103,8 @@ class Connection(asyncio.Protocol):
     # -- asyncio.Protocol -------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses, but behave as one.
+        self.transport = cast(asyncio.Transport, transport)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             with contextlib.suppress(OSError):
@@ -380,3 +393,46 @@ def listen_socket(host: str, port: int) -> socket.socket:
         raise
     sock.setblocking(False)
     return sock
+
+
+async def request_once(addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+    """One request on a connection of its own, closed after the answer."""
+    conn = await connect(addr, {}, timeout=timeout)
+    try:
+        return await conn.invoke(cmd, timeout)
+    finally:
+        conn.close()
+
+
+def request_blocking(addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+    """One request from code without an event loop (the launcher, scripts): a plain socket,
+    closed after the answer. ConnectBrokerError or RequestTimeoutError when it fails."""
+    host, _, port = addr.rpartition(":")
+    cmd.opaque = next_opaque()
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as sock:
+            sock.sendall(encode(cmd))
+            while True:
+                size = int.from_bytes(_read_exactly(sock, 4), "big")
+                if size > MAX_FRAME or size < 4:
+                    raise ConnectBrokerError(f"{addr} sent a frame of {size} bytes")
+                answer = decode(_read_exactly(sock, size))
+                if answer.is_response and answer.opaque == cmd.opaque:
+                    return answer
+    except TimeoutError:
+        raise RequestTimeoutError(
+            f"no response from {addr} within {timeout * 1000:.0f} ms"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise ConnectBrokerError(f"cannot reach {addr}: {exc}") from None
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    parts = []
+    while n:
+        chunk = sock.recv(n)
+        if not chunk:
+            raise ConnectBrokerError("the connection closed before the answer")
+        parts.append(chunk)
+        n -= len(chunk)
+    return b"".join(parts)

@@ -1,67 +1,179 @@
-"""Registration with the nameservers: the full body's bytes, and over real gRPC against an
-in-process nameserver (port 0) which kind of registration goes when: full on a new channel,
-deltas for topic changes, heartbeats while the nameserver holds the version, and the full
-table again when the nameserver asks for it or restarts."""
+"""Registration with the nameservers.
+
+The REGISTER_BROKER body (``cluster/register_body.py``): golden bytes of the inflated
+table, written out by hand from the layout documented there; RocketMQ's own five-field
+topic lines and compact DataVersion read back; the CRC; damaged, cut and junk bodies refused
+with messages that say so. Then over real TCP against an in-process nameserver (port 0):
+which kind of registration goes when (full on a new connection, deltas for topic changes,
+heartbeats while the nameserver holds the version, the full table again when the
+nameserver asks for it or restarts) and the unregistration on stop.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 import zlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any, Final
 
-import grpc
 import pytest
 
+from rocketq.broker import registration
 from rocketq.broker.registration import NameServerRegistration, full_body
 from rocketq.broker.topic_config import TopicConfigManager
 from rocketq.cluster.message import TopicConfig
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.cluster.register_body import (
+    RegisterBody,
+    RegisterBodyError,
+    crc32,
+    decode_body,
+    encode_body,
+)
+from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
+from rocketq.cluster.remoting.command import RemotingCommand
+from rocketq.cluster.remoting.transport import request_once
 from rocketq.nameserver.config import NameServerConfig
-from rocketq.nameserver.register_body import RegisterBodyError, full_table
 from rocketq.nameserver.server import NameServer
 
-BROKER_ADDR = "127.0.0.1:10911"
+BROKER_ADDR: Final = "127.0.0.1:10911"
+TOPIC_A: Final = TopicConfig("A", 4, 4, 6)
+TOPIC_B: Final = TopicConfig("B", 1, 1, 2, 1, True)
 
-# zlib (RFC 1950, default level) of TopicConfigList{A 4/4 perm 6; B 1/1 perm 2 sysflag 1 order}.
-GOLDEN_BODY = bytes.fromhex("789ce3e2e46274146091605160e3e2e56274126094605460d2603460040016ba01c0")
-GOLDEN_CRC = 0x068409BA
+# The inflated full body of {B 1/1 perm 2 sysflag 1 order, A 4/4 perm 6} at version 7, by
+# hand: int32 length + DataVersion JSON, int32 topic count, each topic as int32 length +
+# its line (in name order), int32 length + the filter server list.
+GOLDEN_TABLE: Final = (
+    b"\x00\x00\x00\x1b" + b'{"counter":7,"timestamp":0}'
+    b"\x00\x00\x00\x02"
+    b"\x00\x00\x00\x1a" + b"A 4 4 6 SINGLE_TAG 0 false"
+    b"\x00\x00\x00\x19" + b"B 1 1 2 SINGLE_TAG 1 true"
+    b"\x00\x00\x00\x02" + b"[]"
+)
+# A delta to version 12: topic C put, A and Old deleted; the deleted list follows the filter
+# server list as int32 count + each int32 length + name.
+GOLDEN_DELTA: Final = (
+    b"\x00\x00\x00\x1c" + b'{"counter":12,"timestamp":0}'
+    b"\x00\x00\x00\x01"
+    b"\x00\x00\x00\x1a" + b"C 2 2 6 SINGLE_TAG 0 false"
+    b"\x00\x00\x00\x02" + b"[]"
+    b"\x00\x00\x00\x02"
+    b"\x00\x00\x00\x01" + b"A"
+    b"\x00\x00\x00\x03" + b"Old"
+)
 
 
-def test_full_body_is_zlib_of_the_sorted_topic_config_list() -> None:
-    body, crc = full_body([TopicConfig("B", 1, 1, 2, 1, True), TopicConfig("A", 4, 4, 6)])
+def test_full_body_is_zlib_of_the_table_in_name_order() -> None:
+    body, crc = full_body([TOPIC_B, TOPIC_A], 7)
 
-    assert body == GOLDEN_BODY
-    assert crc == GOLDEN_CRC == zlib.crc32(body)
-    assert pb.TopicConfigList.FromString(zlib.decompress(body)) == pb.TopicConfigList(
-        topics=[
-            pb.TopicConfigData(topic_name="A", read_queue_nums=4, write_queue_nums=4, perm=6),
-            pb.TopicConfigData(
-                topic_name="B",
-                read_queue_nums=1,
-                write_queue_nums=1,
-                perm=2,
-                topic_sys_flag=1,
-                order=True,
-            ),
-        ]
+    assert body[:2] == b"\x78\x9c"  # a zlib stream (RFC 1950), not raw deflate
+    assert zlib.decompress(body) == GOLDEN_TABLE
+    assert crc == crc32(body) == zlib.crc32(body) & 0x7FFFFFFF
+    # encode_body keeps the order it is given; full_body sorts, so one table, one body.
+    assert zlib.decompress(encode_body([TOPIC_A, TOPIC_B], 7)) == GOLDEN_TABLE
+    assert full_body([TOPIC_A, TOPIC_B], 7) == (body, crc)
+    unsorted = zlib.decompress(encode_body([TOPIC_B, TOPIC_A], 7))
+    assert unsorted.index(b"B 1 1") < unsorted.index(b"A 4 4")
+
+
+def test_delta_body_carries_the_deleted_topics() -> None:
+    body = encode_body([TopicConfig("C", 2, 2, 6)], 12, ["A", "Old"])
+
+    assert zlib.decompress(body) == GOLDEN_DELTA
+    # A delta that deletes nothing still says so: a count of 0 after the filter list.
+    empty = zlib.decompress(encode_body([], 12, []))
+    assert empty.endswith(b"\x00\x00\x00\x00" + b"\x00\x00\x00\x02[]" + b"\x00\x00\x00\x00")
+
+
+def test_bodies_read_back() -> None:
+    body, crc = full_body([TOPIC_B, TOPIC_A], 7)
+    assert decode_body(body, compressed=True, crc=crc) == RegisterBody([TOPIC_A, TOPIC_B], 7)
+
+    delta = encode_body([TopicConfig("C", 2, 2, 6)], 12, ["A", "Old"])
+    assert decode_body(delta, compressed=True, crc=crc32(delta)) == RegisterBody(
+        [TopicConfig("C", 2, 2, 6)], 12, ["A", "Old"]
+    )
+    # CRC 0: not checked, as RocketMQ; no body: an empty table at version 0.
+    assert decode_body(body, compressed=True, crc=0).data_version == 7
+    assert decode_body(None, compressed=True, crc=0) == RegisterBody()
+
+
+def chunk(data: bytes) -> bytes:
+    return struct.pack(">i", len(data)) + data
+
+
+# What a stock RocketMQ broker compresses (Deflater(9)): fastjson's compact DataVersion with
+# a real timestamp, and topic lines of five fields (no sys flag, no order flag).
+ROCKETMQ_TABLE: Final = (
+    chunk(b'{"counter":12,"timestamp":1700000000000}')
+    + struct.pack(">i", 2)
+    + chunk(b"T 8 8 6 SINGLE_TAG")
+    + chunk(b"%RETRY%G 1 1 6 SINGLE_TAG")
+    + chunk(b"[]")
+)
+
+
+def test_rocketmqs_five_field_topic_lines_are_read() -> None:
+    body = zlib.compress(ROCKETMQ_TABLE, 9)
+
+    got = decode_body(body, compressed=True, crc=zlib.crc32(body) & 0x7FFFFFFF)
+
+    assert got == RegisterBody(
+        [TopicConfig("T", 8, 8, 6, 0, False), TopicConfig("%RETRY%G", 1, 1, 6, 0, False)], 12
     )
 
 
-def test_the_nameserver_reads_the_body_back_and_refuses_a_damaged_one() -> None:
-    req = pb.RegisterBrokerRequest(topic_body=GOLDEN_BODY, body_crc32=GOLDEN_CRC)
-    assert full_table(req) == [TopicConfig("A", 4, 4, 6), TopicConfig("B", 1, 1, 2, 1, True)]
+def test_crc_is_crc32_with_the_sign_bit_cleared() -> None:
+    # The CRC-32 check value of "123456789" is 0xCBF43926: its top bit goes.
+    assert zlib.crc32(b"123456789") == 0xCBF43926
+    assert crc32(b"123456789") == 0x4BF43926
+    assert crc32(memoryview(b"123456789")) == 0x4BF43926
+    assert crc32(b"") == 0
 
-    with pytest.raises(RegisterBodyError, match="CRC32"):
-        full_table(pb.RegisterBrokerRequest(topic_body=GOLDEN_BODY, body_crc32=GOLDEN_CRC + 1))
-    cut = GOLDEN_BODY[:-6]
-    with pytest.raises(RegisterBodyError, match="ends early"):
-        full_table(pb.RegisterBrokerRequest(topic_body=cut, body_crc32=zlib.crc32(cut)))
-    junk = b"not zlib"
-    with pytest.raises(RegisterBodyError, match="not zlib"):
-        full_table(pb.RegisterBrokerRequest(topic_body=junk, body_crc32=zlib.crc32(junk)))
+
+def refused(body: bytes, *, compressed: bool = True) -> str:
+    with pytest.raises(RegisterBodyError) as info:
+        decode_body(body, compressed=compressed, crc=crc32(body))
+    return str(info.value)
+
+
+def test_damaged_cut_and_junk_bodies_are_refused() -> None:
+    body, crc = full_body([TOPIC_A, TOPIC_B], 7)
+
+    with pytest.raises(RegisterBodyError, match=r"CRC32 is \d+, the request says \d+.*damaged"):
+        decode_body(body, compressed=True, crc=crc ^ 1)
+    assert "ends early" in refused(body[:-6])
+    assert "not zlib" in refused(b"not zlib")
+    # Whole zlib streams of tables that stop short.
+    assert "cut short" in refused(zlib.compress(GOLDEN_TABLE[:-5]))
+    assert "runs past" in refused(zlib.compress(GOLDEN_TABLE[:-1]))
+    # Topic lines that are not RocketMQ's.
+    three = chunk(b"{}") + struct.pack(">i", 1) + chunk(b"T 8 8") + chunk(b"[]")
+    assert "not 5 or 7" in refused(zlib.compress(three))
+    words = chunk(b"{}") + struct.pack(">i", 1) + chunk(b"T x 8 6 SINGLE_TAG") + chunk(b"[]")
+    assert "not a number" in refused(zlib.compress(words))
+    negative = chunk(b"{}") + struct.pack(">i", -1)
+    assert "count of -1" in refused(zlib.compress(negative))
+
+
+def test_uncompressed_json_bodies_and_their_refusals() -> None:
+    stock = (
+        b'{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":3,'
+        b'"timestamp":0},"topicConfigTable":{"T":{"order":false,"perm":6,"readQueueNums":4,'
+        b'"topicFilterType":"SINGLE_TAG","topicName":"T","topicSysFlag":0,"writeQueueNums":4}}}}'
+    )
+    assert decode_body(stock, compressed=False, crc=crc32(stock)) == RegisterBody(
+        [TopicConfig("T", 4, 4, 6)], 3
+    )
+
+    assert "not JSON" in refused(b"{not json", compressed=False)
+    assert "no topicConfigSerializeWrapper" in refused(b"[]", compressed=False)
+    table = b'{"topicConfigSerializeWrapper":{"topicConfigTable":["T"]}}'
+    assert "topicConfigTable is not an object" in refused(table, compressed=False)
+    bad = b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"T":{"perm":"rw"}}}}'
+    assert "topic T has a bad number" in refused(bad, compressed=False)
 
 
 # ---------------------------------------------------------------- over the wire
@@ -75,13 +187,31 @@ async def wait_until(check: Callable[[], bool], what: str, timeout: float = 10.0
         await asyncio.sleep(0.02)
 
 
-def identity() -> pb.RegisterBrokerRequest:
-    return pb.RegisterBrokerRequest(
-        cluster_name="DefaultCluster",
-        broker_name="broker-a",
-        broker_id=0,
-        broker_addr=BROKER_ADDR,
+def identity() -> dict[str, str]:
+    return {
+        "clusterName": "DefaultCluster",
+        "brokerName": "broker-a",
+        "brokerId": "0",
+        "brokerAddr": BROKER_ADDR,
+        "haServerAddr": "",
+        "maxPhyOffset": "0",
+    }
+
+
+UNREGISTER: Final = {
+    "clusterName": "DefaultCluster",
+    "brokerName": "broker-a",
+    "brokerId": "0",
+    "brokerAddr": BROKER_ADDR,
+}
+
+
+async def start_nameserver(tmp_path: Path, port: int = 0) -> NameServer:
+    ns = NameServer(
+        NameServerConfig(listen_port=port, metrics_port=0, kv_config_path=str(tmp_path / "kv.json"))
     )
+    await ns.start()
+    return ns
 
 
 class Setup:
@@ -93,17 +223,18 @@ class Setup:
             tmp_path / "topics.json", auto_create=True, default_queue_nums=4
         )
         self.topics.load()
+        for i in range(100):  # a table whose full registration is clearly bigger than a delta
+            self.topics.update(TopicConfig(f"Topic{i}", 4, 4))
         self.reg: NameServerRegistration | None = None
 
     async def start_nameserver(self) -> NameServer:
-        ns = NameServer(
-            NameServerConfig(
-                listen_port=self.port, metrics_port=0, kv_config_path=str(self.tmp_path / "kv.json")
-            )
-        )
-        await ns.start()
+        ns = await start_nameserver(self.tmp_path, self.port)
         self.ns, self.port = ns, ns.port
         return ns
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
 
     def held(self) -> dict[str, TopicConfig] | None:
         assert self.ns is not None
@@ -115,13 +246,17 @@ class Setup:
         return s.full_count, s.delta_count, s.heartbeat_count
 
 
+@pytest.fixture(autouse=True)
+def quick_reconnect(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A closed connection is opened again after 50 ms, not a second."""
+    monkeypatch.setattr(registration, "RECONNECT_DELAY", 0.05)
+
+
 @pytest.fixture
 async def setup(tmp_path: Path) -> AsyncIterator[Setup]:
     s = Setup(tmp_path)
     await s.start_nameserver()
-    s.reg = NameServerRegistration(
-        [f"127.0.0.1:{s.port}"], identity=identity, topics=s.topics, period_ms=60_000
-    )
+    s.reg = NameServerRegistration([s.addr], identity=identity, topics=s.topics, period_ms=60_000)
     s.topics.on_change = s.reg.register_now
     s.reg.start()
     try:
@@ -144,7 +279,7 @@ async def test_full_first_then_deltas_then_heartbeats(setup: Setup) -> None:
     s.topics.update(TopicConfig("New", 2, 2))
     await wait_until(lambda: "New" in (s.held() or {}), "the delta")
     assert s.kinds() == (1, 1, 0)
-    assert s.reg.stats.last_bytes < 200  # the one topic, not the table
+    assert s.reg.stats.last_bytes < 600 < full_bytes  # the header and one topic
     assert s.ns is not None and s.ns.routes.route("New") is not None
 
     s.topics.delete("New")
@@ -154,30 +289,26 @@ async def test_full_first_then_deltas_then_heartbeats(setup: Setup) -> None:
     s.reg.register_now()  # what the period does: nothing changed, a heartbeat
     await wait_until(lambda: s.kinds()[2] == 1, "the heartbeat")
     assert s.kinds() == (1, 2, 1)
-    assert s.reg.stats.last_bytes < 100
+    assert s.reg.stats.last_bytes < 400  # a header without a body
     await wait_until(
-        lambda: s.reg is not None and s.reg.held_versions() == {f"127.0.0.1:{s.port}": 2},
+        lambda: s.reg is not None and s.reg.held_versions() == {s.addr: s.topics.data_version},
         "the heartbeat's answer",
     )
     info = s.reg.runtime_info()
     assert info["registerFullCount"] == "1" and info["registerDeltaCount"] == "2"
     assert info["registerFullBytes"] == str(full_bytes)
+    assert info["registerNameServersHolding"] == "1"
+    assert s.reg.registered == {s.addr: True}
 
 
 async def test_a_nameserver_that_lost_the_broker_asks_for_the_full_table(setup: Setup) -> None:
     s = setup
     assert s.reg is not None and s.ns is not None
     await wait_until(lambda: s.held() is not None, "the full registration")
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{s.port}") as channel:
-        stub = pb_grpc.NameServerStub(channel)  # type: ignore[no-untyped-call]
-        await stub.UnregisterBroker(
-            pb.UnregisterBrokerRequest(
-                cluster_name="DefaultCluster",
-                broker_name="broker-a",
-                broker_id=0,
-                broker_addr=BROKER_ADDR,
-            )
-        )
+    answer = await request_once(
+        s.addr, RemotingCommand(RequestCode.UNREGISTER_BROKER, dict(UNREGISTER)), 5.0
+    )
+    assert answer.code == ResponseCode.SUCCESS
     assert s.held() is None
 
     s.topics.update(TopicConfig("AfterLoss", 1, 1))
@@ -199,5 +330,76 @@ async def test_a_restarted_nameserver_gets_the_full_table(setup: Setup) -> None:
 
     await s.start_nameserver()
 
-    await wait_until(lambda: s.held() == s.topics.topics, "the full table on the new channel")
+    await wait_until(lambda: s.held() == s.topics.topics, "the full table on the new connection")
     assert s.kinds()[0] == 2
+
+
+async def test_a_connection_the_nameserver_closes_is_reopened_at_once(setup: Setup) -> None:
+    """As the nameserver closes an expired broker's connection: the broker registers its
+    full table again on a new one now, not at its next period (60 s here)."""
+    s = setup
+    assert s.reg is not None and s.ns is not None and s.ns.server is not None
+    await wait_until(lambda: s.held() is not None, "the full registration")
+
+    for conn in list(s.ns.server.connections):
+        conn.close()
+
+    await wait_until(lambda: s.kinds()[0] == 2, "the full table on a new connection")
+    await wait_until(lambda: s.held() == s.topics.topics, "the table held again")
+    assert s.reg.registered == {s.addr: True}
+
+
+async def test_stop_unregisters_from_every_nameserver(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topics = TopicConfigManager(tmp_path / "topics.json", auto_create=True, default_queue_nums=4)
+    topics.load()
+    servers = [
+        await start_nameserver(tmp_path / "ns1"),
+        await start_nameserver(tmp_path / "ns2"),
+    ]
+    addrs = [f"127.0.0.1:{ns.port}" for ns in servers]
+    unregistered: list[dict[str, Any]] = []
+    for ns in servers:
+        real = ns.routes.unregister_broker
+
+        def recording(real: Callable[..., bool] = real, **who: Any) -> bool:
+            unregistered.append(who)
+            return real(**who)
+
+        monkeypatch.setattr(ns.routes, "unregister_broker", recording)
+    reg = NameServerRegistration(addrs, identity=identity, topics=topics, period_ms=60_000)
+    reg.start()
+    try:
+        await wait_until(lambda: all(reg.registered.values()), "both registrations")
+
+        await reg.stop(dict(UNREGISTER))
+
+        who = {
+            "cluster": "DefaultCluster",
+            "broker_addr": BROKER_ADDR,
+            "broker_name": "broker-a",
+            "broker_id": 0,
+        }
+        assert unregistered == [who, who]  # one UNREGISTER_BROKER each
+        for ns in servers:
+            assert ns.routes.held_table(BROKER_ADDR) is None
+            assert ns.routes.broker_addr_table == {}
+        assert reg.registered == {a: False for a in addrs}
+    finally:
+        await reg.stop(None)
+        for ns in servers:
+            await ns.stop()
+        await topics.close()
+
+
+async def test_stop_without_unregistering_closes_the_connection(setup: Setup) -> None:
+    s = setup
+    assert s.reg is not None and s.ns is not None
+    await wait_until(lambda: s.held() is not None, "the full registration")
+
+    await s.reg.stop(None)
+
+    # The closed connection alone removes the broker.
+    await wait_until(lambda: s.held() is None, "the broker to go with its connection")
+    assert s.ns.routes.broker_addr_table == {}

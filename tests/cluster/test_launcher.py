@@ -12,12 +12,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import grpc
 import pytest
 
 from rocketq.cluster.launcher import ClusterSpec, LauncherError, LocalCluster, broker_group_name
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
+from rocketq.cluster.remoting.command import RemotingCommand
+from rocketq.cluster.remoting.transport import request_blocking
+from rocketq.cluster.route_data import parse_cluster_info
 
 SMALL_STORE = {"mapped_file_size_commit_log": "67108864"}
 
@@ -40,10 +41,11 @@ def gone(pid: int) -> bool:
 
 
 def registered(namesrv: str) -> dict[str, dict[int, str]]:
-    with grpc.insecure_channel(namesrv) as channel:
-        stub = pb_grpc.NameServerStub(channel)  # type: ignore[no-untyped-call]
-        info = stub.GetBrokerClusterInfo(pb.Empty(), timeout=5)
-    return {n: dict(d.broker_addrs.items()) for n, d in info.broker_addr_table.items()}
+    """broker name -> {broker id: address}, from the nameserver's GET_BROKER_CLUSTER_INFO."""
+    answer = request_blocking(namesrv, RemotingCommand(RequestCode.GET_BROKER_CLUSTER_INFO), 5.0)
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    info = parse_cluster_info(answer.body or b"")
+    return {n: dict(d.broker_addrs) for n, d in info.broker_addr_table.items()}
 
 
 def rocketq(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -211,14 +211,14 @@ def test_nameservers(releases: dict[str, Release], case: str) -> None:
     assert sts["spec"]["serviceName"] == f"{RELEASE}-nameserver-headless"
     c = container(sts)
     assert c["args"] == ["nameserver", "--config", "/etc/rocketq/nameserver.toml"]
-    assert port_names(c) == {"grpc": 9876, "metrics": 9877}
+    assert port_names(c) == {"remoting": 9876, "metrics": 9877}
 
     headless = release.one("Service", f"{RELEASE}-nameserver-headless")["spec"]
     assert headless["clusterIP"] == "None" and headless["publishNotReadyAddresses"] is True
     client = release.one("Service", f"{RELEASE}-nameserver")["spec"]
     assert "clusterIP" not in client
     assert [(p["name"], p["port"], p["targetPort"]) for p in client["ports"]] == [
-        ("grpc", 9876, "grpc")
+        ("remoting", 9876, "remoting")
     ]
     pod_labels = sts["spec"]["template"]["metadata"]["labels"]
     assert selects({"matchLabels": client["selector"]}, pod_labels)
@@ -638,7 +638,7 @@ def test_the_schema_refuses_bad_values(
         ),
         (
             {"nameserver": {"config": {"listen_port": 1}}},
-            ["nameserver.config.listen_port", "nameserver.ports.grpc"],
+            ["nameserver.config.listen_port", "nameserver.ports.remoting"],
         ),
     ],
 )

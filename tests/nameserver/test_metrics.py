@@ -8,10 +8,8 @@ import urllib.error
 import urllib.request
 
 from rocketq.cluster.launcher import free_ports
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.nameserver.server import NameServer
 from tests.nameserver.test_server import (
-    BrokerStream,
     Harness,
     harness,
     register_request,
@@ -30,9 +28,9 @@ def sample(ns: NameServer, name: str, **labels: str) -> float:
 
 async def test_registrations_expiries_and_live_brokers(harness: Harness) -> None:
     ns = await harness.start(metrics_port=free_ports(1)[0])
-    stub = harness.stub(ns)
+    client = await harness.client(ns)
     assert sample(ns, "rocketq_nameserver_ready") == 1
-    silent, alive = BrokerStream(stub), BrokerStream(stub)
+    silent, alive = await harness.broker(ns), await harness.broker(ns)
     req = register_request("broker-b", "127.0.0.1:2", topics=("B", "C"))
     await alive.register(req)
     await silent.register(register_request("broker-a", topics=("A",)))
@@ -40,10 +38,15 @@ async def test_registrations_expiries_and_live_brokers(harness: Harness) -> None
     assert sample(ns, "rocketq_nameserver_brokers", cluster="DefaultCluster") == 2
     assert sample(ns, "rocketq_nameserver_topics") == 3
 
-    heartbeat = pb.RegisterBrokerRequest()
-    heartbeat.CopyFrom(req)
-    heartbeat.kind = pb.REGISTER_HEARTBEAT
-    del heartbeat.topics[:]
+    delta = register_request(
+        "broker-b", "127.0.0.1:2", topics=("D",), kind="DELTA", base_version=1, data_version=2
+    )
+    assert (await alive.register(delta)).ext == {"dataVersion": "2"}
+    assert sample(ns, "rocketq_nameserver_broker_registrations_total", kind="delta") == 1
+    assert sample(ns, "rocketq_nameserver_topics") == 4
+    heartbeat = register_request(
+        "broker-b", "127.0.0.1:2", topics=(), kind="HEARTBEAT", data_version=2
+    )
 
     async def beat() -> None:
         while True:
@@ -52,14 +55,15 @@ async def test_registrations_expiries_and_live_brokers(harness: Harness) -> None
 
     beating = asyncio.create_task(beat())
     try:
-        await wait_until(route_gone(stub, "A"), "the silent broker to expire")
+        await wait_until(route_gone(client, "A"), "the silent broker to expire")
     finally:
         beating.cancel()
         await asyncio.gather(beating, return_exceptions=True)
     assert sample(ns, "rocketq_nameserver_broker_expiries_total") == 1
     assert sample(ns, "rocketq_nameserver_broker_registrations_total", kind="heartbeat") >= 1
     assert sample(ns, "rocketq_nameserver_brokers", cluster="DefaultCluster") == 1
-    silent.close()
+    assert sample(ns, "rocketq_nameserver_topics") == 3  # B, C, D
+    assert sample(ns, "rocketq_nameserver_broker_registrations_total", kind="full") == 2
 
 
 async def test_readyz_and_healthz(harness: Harness) -> None:

@@ -10,35 +10,30 @@ import pytest
 
 from rocketq.cluster.errors import NoNameServerError, TopicNotExistError
 from rocketq.cluster.message import MessageQueue
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.route_data import BrokerData, QueueData, TopicRouteData
 from rocketq.sdk.client import ROUTE_REFRESH_IN_FLIGHT
 from rocketq.sdk.fault_tolerance import TopicPublishInfo
 from rocketq.sdk.producer import Producer
 
 
-def route(*brokers: str, queues: int = 2) -> pb.TopicRouteData:
-    return pb.TopicRouteData(
-        queue_datas=[
-            pb.QueueData(broker_name=b, read_queue_nums=queues, write_queue_nums=queues, perm=6)
-            for b in brokers
-        ],
-        broker_datas=[
-            pb.BrokerData(cluster="c", broker_name=b, broker_addrs={0: f"{b}:1"}) for b in brokers
-        ],
+def route(*brokers: str, queues: int = 2) -> TopicRouteData:
+    return TopicRouteData(
+        queue_datas=[QueueData(b, queues, queues, 6) for b in brokers],
+        broker_datas=[BrokerData("c", b, {0: f"{b}:1"}) for b in brokers],
     )
 
 
 class FakeNameServer:
     """Answers routes from a table after a short wait, counting lookups in flight."""
 
-    def __init__(self, table: dict[str, pb.TopicRouteData]) -> None:
+    def __init__(self, table: dict[str, TopicRouteData]) -> None:
         self.table = table
         self.in_flight = 0
         self.most_in_flight = 0
         self.asked: list[str] = []
         self.down = False
 
-    async def route(self, topic: str) -> pb.TopicRouteData:
+    async def route(self, topic: str) -> TopicRouteData:
         self.asked.append(topic)
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
@@ -53,7 +48,7 @@ class FakeNameServer:
             self.in_flight -= 1
 
 
-def producer_with(table: dict[str, pb.TopicRouteData]) -> tuple[Producer, FakeNameServer]:
+def producer_with(table: dict[str, TopicRouteData]) -> tuple[Producer, FakeNameServer]:
     producer = Producer("pg", "127.0.0.1:1")
     fake = FakeNameServer(table)
     producer.client.nameserver = fake  # type: ignore[assignment]

@@ -65,7 +65,7 @@ between them.
 {{- $sts := include "rocketq.nameserver.fullname" . }}
 {{- $svc := include "rocketq.nameserver.headless" . }}
 {{- range $i := until (int .Values.nameserver.replicas) }}
-{{- $addrs = append $addrs (printf "%s-%d.%s.%s.svc.%s:%d" $sts $i $svc $.Release.Namespace $.Values.clusterDomain (int $.Values.nameserver.ports.grpc)) }}
+{{- $addrs = append $addrs (printf "%s-%d.%s.%s.svc.%s:%d" $sts $i $svc $.Release.Namespace $.Values.clusterDomain (int $.Values.nameserver.ports.remoting)) }}
 {{- end }}
 {{- join ";" $addrs }}
 {{- end }}
@@ -154,7 +154,7 @@ dledger_self_id: each pod's StatefulSet ordinal
 {{- end }}
 
 {{- define "rocketq.nameserverKeysOwned" -}}
-listen_port: use nameserver.ports.grpc
+listen_port: use nameserver.ports.remoting
 bind_address: 0.0.0.0 in a pod
 metrics_port: use nameserver.ports.metrics
 kv_config_path: the data volume
@@ -260,7 +260,7 @@ then those of broker.config in alphabetical order.
 {{- define "rocketq.nameserver.toml" -}}
 {{- $n := .Values.nameserver }}
 {{- $values := dict
-  "listen_port" (int $n.ports.grpc)
+  "listen_port" (int $n.ports.remoting)
   "bind_address" "0.0.0.0"
   "metrics_port" (int $n.ports.metrics)
   "kv_config_path" "/home/rocketq/namesrv/kvConfig.json" }}

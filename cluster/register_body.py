@@ -1,0 +1,203 @@
+"""The body of REGISTER_BROKER: a broker's topic table, as RocketMQ 4.9's RegisterBrokerBody.
+
+Compressed (``compressed=true``, what rocketq's brokers send), a zlib stream of::
+
+    int32 n + n bytes    DataVersion JSON ({"counter":..,"timestamp":..})
+    int32 count          topics, then for each: int32 n + n bytes of
+                         "<name> <read> <write> <perm> <filterType> <sysFlag> <order>"
+    int32 n + n bytes    the filter server list, a JSON array
+    [int32 count         rocketq's deltas only: the topics deleted, each int32 n + name]
+
+RocketMQ's topic line stops after the filter type; rocketq adds the sys flag and the order
+flag, and reads lines of either length. Uncompressed, the body is the JSON
+``{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":..,"topicConfigTable":..}}``
+that a stock broker sends by default. ``bodyCrc32`` is CRC32 with the sign bit cleared
+(RocketMQ's UtilAll.crc32) of the body as sent.
+
+The data version of rocketq's table is one number: the DataVersion's counter.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from rocketq.cluster.message import TopicConfig
+from rocketq.cluster.remoting import fastjson
+
+# A table larger than this once inflated is refused (a million topics take about 40 MiB).
+MAX_TABLE_BYTES: Final = 256 * 1024 * 1024
+_I32: Final = struct.Struct(">i")
+_FILTER_TYPE: Final = "SINGLE_TAG"
+
+
+class RegisterBodyError(ValueError):
+    """The body of a registration cannot be read."""
+
+
+@dataclass
+class RegisterBody:
+    topics: list[TopicConfig] = field(default_factory=list)
+    data_version: int = 0
+    deleted: list[str] = field(default_factory=list)
+
+
+def crc32(body: bytes | memoryview) -> int:
+    """RocketMQ's body CRC: CRC32 with the sign bit cleared."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def _chunk(data: bytes) -> bytes:
+    return _I32.pack(len(data)) + data
+
+
+def topic_line(t: TopicConfig) -> bytes:
+    return (
+        f"{t.topic_name} {t.read_queue_nums} {t.write_queue_nums} {t.perm} {_FILTER_TYPE} "
+        f"{t.topic_sys_flag} {'true' if t.order else 'false'}"
+    ).encode()
+
+
+def encode_body(
+    topics: Iterable[TopicConfig], data_version: int, deleted: Iterable[str] | None = None
+) -> bytes:
+    """The compressed body (topics in the order given)."""
+    lines = [topic_line(t) for t in topics]
+    parts = [
+        _chunk(
+            json.dumps({"counter": data_version, "timestamp": 0}, separators=(",", ":")).encode()
+        ),
+        _I32.pack(len(lines)),
+        *map(_chunk, lines),
+        _chunk(b"[]"),
+    ]
+    if deleted is not None:
+        names = [n.encode() for n in deleted]
+        parts.append(_I32.pack(len(names)))
+        parts.extend(map(_chunk, names))
+    return zlib.compress(b"".join(parts), 6)
+
+
+def _parse_line(line: str) -> TopicConfig:
+    fields = line.split(" ")
+    if len(fields) < 5:
+        raise RegisterBodyError(f"topic line {line[:80]!r} has {len(fields)} fields, not 5 or 7")
+    try:
+        return TopicConfig(
+            fields[0],
+            int(fields[1]),
+            int(fields[2]),
+            int(fields[3]),
+            int(fields[5]) if len(fields) > 5 else 0,
+            len(fields) > 6 and fields[6] == "true",
+        )
+    except ValueError:
+        raise RegisterBodyError(
+            f"topic line {line[:80]!r} has a field that is not a number"
+        ) from None
+
+
+def _version(doc: Any) -> int:
+    if not isinstance(doc, dict):
+        return 0
+    counter = doc.get("counter", 0)
+    return (
+        int(counter)
+        if isinstance(counter, (int, str)) and str(counter).lstrip("-").isdigit()
+        else 0
+    )
+
+
+def decode_compressed(body: bytes | memoryview) -> RegisterBody:
+    inflate = zlib.decompressobj()
+    try:
+        raw = inflate.decompress(bytes(body), MAX_TABLE_BYTES)
+    except zlib.error as exc:
+        raise RegisterBodyError(f"the topic table is not zlib data ({exc})") from None
+    if inflate.unconsumed_tail:
+        raise RegisterBodyError(
+            f"the topic table inflates past {MAX_TABLE_BYTES} bytes; register fewer topics "
+            "per broker"
+        )
+    if not inflate.eof:
+        raise RegisterBodyError(f"the topic table ends early ({len(body)} bytes compressed)")
+    view = memoryview(raw)
+    pos = 0
+
+    def chunk() -> bytes:
+        nonlocal pos
+        (n,) = _I32.unpack_from(view, pos)
+        if n < 0 or pos + 4 + n > len(view):
+            raise RegisterBodyError(f"a length of {n} at byte {pos} runs past the table")
+        out = bytes(view[pos + 4 : pos + 4 + n])
+        pos += 4 + n
+        return out
+
+    def count() -> int:
+        nonlocal pos
+        n: int = _I32.unpack_from(view, pos)[0]
+        pos += 4
+        if n < 0:
+            raise RegisterBodyError(f"a count of {n} at byte {pos - 4}")
+        return n
+
+    try:
+        version = _version(json.loads(chunk()))
+        topics = [_parse_line(chunk().decode()) for _ in range(count())]
+        chunk()  # the filter server list
+        deleted = [chunk().decode() for _ in range(count())] if pos < len(view) else []
+    except struct.error:
+        raise RegisterBodyError("the topic table is cut short") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RegisterBodyError(f"the topic table has a bad entry: {exc}") from None
+    return RegisterBody(topics, version, deleted)
+
+
+def decode_json(body: bytes | memoryview) -> RegisterBody:
+    """The uncompressed JSON form a stock broker sends."""
+    try:
+        doc = fastjson.loads(bytes(body))
+    except ValueError as exc:
+        raise RegisterBodyError(f"the registration body is not JSON: {exc}") from None
+    wrapper = doc.get("topicConfigSerializeWrapper", doc) if isinstance(doc, dict) else None
+    if not isinstance(wrapper, dict):
+        raise RegisterBodyError("the registration body has no topicConfigSerializeWrapper")
+    table = wrapper.get("topicConfigTable") or {}
+    if not isinstance(table, dict):
+        raise RegisterBodyError("topicConfigTable is not an object")
+    topics = []
+    for name, t in table.items():
+        if not isinstance(t, dict):
+            raise RegisterBodyError(f"the config of topic {name} is not an object")
+        try:
+            topics.append(
+                TopicConfig(
+                    str(t.get("topicName", name)),
+                    int(t.get("readQueueNums", 16)),
+                    int(t.get("writeQueueNums", 16)),
+                    int(t.get("perm", 6)),
+                    int(t.get("topicSysFlag", 0)),
+                    bool(t.get("order", False)),
+                )
+            )
+        except (TypeError, ValueError):
+            raise RegisterBodyError(f"the config of topic {name} has a bad number") from None
+    return RegisterBody(topics, _version(wrapper.get("dataVersion")))
+
+
+def decode_body(body: bytes | memoryview | None, *, compressed: bool, crc: int) -> RegisterBody:
+    """A REGISTER_BROKER body, checked against its CRC (0: not checked, as RocketMQ)."""
+    if not body:
+        return RegisterBody()
+    if crc:
+        got = crc32(body)
+        if got != crc:
+            raise RegisterBodyError(
+                f"the body's CRC32 is {got}, the request says {crc} ({len(body)} bytes): "
+                "damaged on the way"
+            )
+    return decode_compressed(body) if compressed else decode_json(body)

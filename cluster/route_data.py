@@ -1,0 +1,154 @@
+"""Topic routes and cluster info as the nameserver gives them, and their JSON bodies as
+RocketMQ 4.9 writes them (GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO).
+
+A route body in the default fastjson form writes broker ids as bare numbers
+(``"brokerAddrs":{0:"10.0.0.1:10911"}``); clients at 4.9.4 or later (and ours) ask for the
+standard form, with the ids quoted. Cluster info always goes in the default form. Reading
+accepts both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rocketq.cluster.remoting import fastjson
+
+
+@dataclass(slots=True)
+class QueueData:
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int = 0
+
+
+@dataclass(slots=True)
+class BrokerData:
+    cluster: str
+    broker_name: str
+    broker_addrs: dict[int, str] = field(default_factory=dict)  # broker id -> "host:port"
+
+
+@dataclass(slots=True)
+class TopicRouteData:
+    queue_datas: list[QueueData] = field(default_factory=list)
+    broker_datas: list[BrokerData] = field(default_factory=list)
+    order_topic_conf: str = ""
+
+
+@dataclass(slots=True)
+class ClusterInfo:
+    broker_addr_table: dict[str, BrokerData] = field(default_factory=dict)  # by broker name
+    cluster_addr_table: dict[str, list[str]] = field(default_factory=dict)  # cluster -> names
+
+
+class RouteBodyError(ValueError):
+    """A route or cluster-info body that does not have RocketMQ's shape."""
+
+
+def _broker_doc(b: BrokerData, standard: bool) -> dict[str, Any]:
+    addrs: dict[Any, str] = (
+        {str(i): a for i, a in sorted(b.broker_addrs.items())}
+        if standard
+        else dict(sorted(b.broker_addrs.items()))
+    )
+    return {"brokerAddrs": addrs, "brokerName": b.broker_name, "cluster": b.cluster}
+
+
+def _queue_doc(q: QueueData) -> dict[str, Any]:
+    return {
+        "brokerName": q.broker_name,
+        "perm": q.perm,
+        "readQueueNums": q.read_queue_nums,
+        "topicSysFlag": q.topic_sys_flag,
+        "writeQueueNums": q.write_queue_nums,
+    }
+
+
+def route_body(route: TopicRouteData, *, standard: bool) -> bytes:
+    """The TopicRouteData JSON; ``standard``: broker ids quoted (clients >= 4.9.4)."""
+    doc: dict[str, Any] = {
+        "brokerDatas": [_broker_doc(b, standard) for b in route.broker_datas],
+        "filterServerTable": {},
+    }
+    if route.order_topic_conf:
+        doc["orderTopicConf"] = route.order_topic_conf
+    doc["queueDatas"] = [_queue_doc(q) for q in route.queue_datas]
+    return fastjson.dumps(doc)
+
+
+def cluster_info_body(info: ClusterInfo) -> bytes:
+    return fastjson.dumps(
+        {
+            "brokerAddrTable": {
+                name: _broker_doc(b, False) for name, b in info.broker_addr_table.items()
+            },
+            "clusterAddrTable": {c: list(names) for c, names in info.cluster_addr_table.items()},
+        }
+    )
+
+
+def _int(doc: dict[str, Any], key: str, default: int = 0) -> int:
+    value = doc.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise RouteBodyError(f"{key} is {value!r}, not a number")
+    try:
+        return int(value)
+    except ValueError:
+        raise RouteBodyError(f"{key} is {value!r}, not a number") from None
+
+
+def _broker_data(doc: Any) -> BrokerData:
+    if not isinstance(doc, dict):
+        raise RouteBodyError(f"a broker data is {type(doc).__name__}, not an object")
+    addrs = doc.get("brokerAddrs") or {}
+    if not isinstance(addrs, dict):
+        raise RouteBodyError("brokerAddrs is not an object")
+    try:
+        parsed = {int(i): str(a) for i, a in addrs.items()}
+    except (TypeError, ValueError):
+        raise RouteBodyError(f"brokerAddrs has a key that is not a broker id: {addrs}") from None
+    return BrokerData(str(doc.get("cluster", "")), str(doc.get("brokerName", "")), parsed)
+
+
+def _load(body: bytes | memoryview, what: str) -> dict[str, Any]:
+    try:
+        doc = fastjson.loads(bytes(body))
+    except ValueError as exc:
+        raise RouteBodyError(f"the {what} body is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise RouteBodyError(f"the {what} body is not an object")
+    return doc
+
+
+def parse_route(body: bytes | memoryview) -> TopicRouteData:
+    doc = _load(body, "route")
+    queues = []
+    for q in doc.get("queueDatas") or []:
+        if not isinstance(q, dict):
+            raise RouteBodyError("a queue data is not an object")
+        queues.append(
+            QueueData(
+                str(q.get("brokerName", "")),
+                _int(q, "readQueueNums"),
+                _int(q, "writeQueueNums"),
+                _int(q, "perm"),
+                _int(q, "topicSysFlag", _int(q, "topicSynFlag")),
+            )
+        )
+    brokers = [_broker_data(b) for b in doc.get("brokerDatas") or []]
+    return TopicRouteData(queues, brokers, str(doc.get("orderTopicConf") or ""))
+
+
+def parse_cluster_info(body: bytes | memoryview) -> ClusterInfo:
+    doc = _load(body, "cluster info")
+    table = doc.get("brokerAddrTable") or {}
+    clusters = doc.get("clusterAddrTable") or {}
+    if not isinstance(table, dict) or not isinstance(clusters, dict):
+        raise RouteBodyError("brokerAddrTable and clusterAddrTable must be objects")
+    return ClusterInfo(
+        {str(name): _broker_data(b) for name, b in table.items()},
+        {str(c): sorted(str(n) for n in names) for c, names in clusters.items()},
+    )
