@@ -138,6 +138,31 @@ class RequestCode:
 RequestCode.NAMES = _names(RequestCode)
 
 
+class RocketqRequestCode:
+    """Request codes of rocketq's own calls, which RocketMQ has no code for: these are
+    rocketq's own and unknown to RocketMQ (a stock broker answers them
+    REQUEST_CODE_NOT_SUPPORTED). They start at 30000, far above RocketMQ's, and stay below
+    32768: the ROCKETMQ binary header holds the code in an int16.
+
+    Header fields are named in RocketMQ's camelCase style.
+    """
+
+    # Raft mode: hand leadership of the broker's Raft group to another member.
+    # Header: ``group`` (the Raft group; blank: the broker's own), ``to`` (the member id).
+    # -> resp: SUCCESS, no header, no body.
+    TRANSFER_LEADER: Final = 30000
+    # Store a copy of the message at a CommitLog offset (typically a dead letter) on
+    # %RETRY%<group>, due at once. Header: ``group``, ``commitLogOffset``.
+    # -> resp header: ``msgId`` (the copy's offset message id), ``queueOffset``,
+    # ``commitLogOffset`` (where the copy was written).
+    RESEND_MESSAGE: Final = 30001
+
+    NAMES: ClassVar[dict[int, str]]
+
+
+RocketqRequestCode.NAMES = _names(RocketqRequestCode)
+
+
 class ResponseCode:
     """``RemotingCommand.code`` of a response: RocketMQ's ``RemotingSysResponseCode`` (0-4)
     and ``ResponseCode`` (the rest)."""

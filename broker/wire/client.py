@@ -1,0 +1,264 @@
+"""What clients ask a broker besides send and pull (RocketMQ's ClientManageProcessor and
+ConsumerManageProcessor, and the lock and send-back requests): heartbeats, unregistering,
+a group's member list, offsets, queue ends, queue locks, giving a message back.
+
+A heartbeat's JSON body (HeartbeatData) registers the client's producer and consumer groups;
+the connection it came over is that client's channel from then on, and closing it
+unregisters the client at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Final
+
+from rocketq.broker.consumer_manager import Subscription
+from rocketq.broker.filter import SQL92, TAG, parse_tags, sql_filter
+from rocketq.broker.metrics import CONSUMER_SEND_MSG_BACK, HEARTBEAT
+from rocketq.broker.service import ServiceHost
+from rocketq.broker.subscription_group import check_group
+from rocketq.broker.wire.pull import header_int
+from rocketq.cluster.errors import (
+    MessageIllegalError,
+    QueryNotFoundError,
+    RocketqSystemError,
+    ServiceNotAvailableError,
+)
+from rocketq.cluster.message import PERM_READ, PERM_WRITE, retry_topic
+from rocketq.cluster.metrics import response_code_name
+from rocketq.cluster.remoting import fastjson
+from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
+from rocketq.cluster.remoting.command import RemotingCommand
+from rocketq.cluster.remoting.transport import Connection, Handler, error_response
+
+log = logging.getLogger(__name__)
+
+CLIENT_IDS: Final = "client_ids"  # Connection.attrs: the client ids heartbeating over it
+
+
+def json_body(cmd: RemotingCommand, what: str) -> dict[str, Any]:
+    """The request's JSON body as an object; MessageIllegalError saying what is wrong."""
+    try:
+        doc = fastjson.loads(bytes(cmd.body or b""))
+    except ValueError as exc:
+        raise MessageIllegalError(f"the {what} body is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise MessageIllegalError(f"the {what} body is not a JSON object")
+    return doc
+
+
+def queue_keys(doc: dict[str, Any], what: str) -> list[tuple[str, int]]:
+    """The (topic, queue id) of each MessageQueue of ``mqSet``."""
+    out = []
+    for mq in doc.get("mqSet") or []:
+        if not isinstance(mq, dict) or "topic" not in mq or "queueId" not in mq:
+            raise MessageIllegalError(f"the {what} body has a message queue without topic/queueId")
+        out.append((str(mq["topic"]), int(mq["queueId"])))
+    return out
+
+
+class ClientRequests:
+    def __init__(self, broker: ServiceHost) -> None:
+        self.b = broker
+
+    def handlers(self) -> dict[int, Handler]:
+        return {
+            RequestCode.HEART_BEAT: self.heartbeat,
+            RequestCode.UNREGISTER_CLIENT: self.unregister_client,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.consumer_list,
+            RequestCode.QUERY_CONSUMER_OFFSET: self.query_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: self.update_offset,
+            RequestCode.GET_MAX_OFFSET: self.max_offset,
+            RequestCode.GET_MIN_OFFSET: self.min_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: self.earliest_time,
+            RequestCode.LOCK_BATCH_MQ: self.lock_batch,
+            RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch,
+            RequestCode.CONSUMER_SEND_MSG_BACK: self.send_back,
+        }
+
+    # -- clients -----------------------------------------------------------------------
+
+    def heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        started = _now()
+        try:
+            answer = self._heartbeat(conn, cmd)
+        except Exception as exc:
+            answer = error_response(cmd, exc)
+        if self.b.metrics is not None:
+            self.b.metrics.answered(HEARTBEAT, response_code_name(answer.code), started)
+        return answer
+
+    def _heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        doc = json_body(cmd, "heartbeat")
+        client_id = str(doc.get("clientID") or "")
+        if not client_id:
+            raise MessageIllegalError("the heartbeat has no clientID")
+        conn.attrs.setdefault(CLIENT_IDS, set()).add(client_id)
+        cm = self.b.consumers
+        for p in doc.get("producerDataSet") or []:
+            if isinstance(p, dict) and p.get("groupName"):
+                cm.register_producer(str(p["groupName"]), client_id)
+        for c in doc.get("consumerDataSet") or []:
+            if not isinstance(c, dict) or not c.get("groupName"):
+                raise MessageIllegalError("a consumer of the heartbeat has no groupName")
+            group_name = str(c["groupName"])
+            group = self.b.groups.find_or_create(group_name)
+            model = str(c.get("messageModel") or "CLUSTERING")
+            if model != "BROADCASTING":
+                # The group's retry topic exists from its first heartbeat (as RocketMQ), so
+                # consumers find it in the route before anything is retried.
+                self.b.topics.create_system(
+                    retry_topic(group_name), group.retry_queue_nums, PERM_READ | PERM_WRITE
+                )
+            subs = []
+            for s in c.get("subscriptionDataSet") or []:
+                if not isinstance(s, dict) or not s.get("topic"):
+                    raise MessageIllegalError(f"a subscription of group {group_name} has no topic")
+                expression = str(s.get("subString") or "*")
+                kind = str(s.get("expressionType") or TAG).upper()
+                if kind == SQL92:
+                    # Refused here if the broker does not filter by SQL92 or the expression
+                    # is bad: the consumer's start fails with the reason.
+                    sql_filter(expression, kind, enabled=self.b.config.enable_property_filter)
+                    codes: frozenset[int] = frozenset()
+                else:
+                    codes = parse_tags(expression) or frozenset()
+                subs.append(
+                    Subscription(
+                        str(s["topic"]), expression, kind, codes, int(s.get("subVersion") or 0)
+                    )
+                )
+            cm.register_consumer(
+                group_name,
+                client_id,
+                client_addr=conn.peer,
+                consume_type=str(c.get("consumeType") or ""),
+                message_model=model,
+                consume_from_where=str(c.get("consumeFromWhere") or ""),
+                subscriptions=subs,
+            )
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def connection_closed(self, conn: Connection) -> None:
+        """A client's connection closed: it leaves its groups at once."""
+        for client_id in conn.attrs.get(CLIENT_IDS, ()):
+            self.b.consumers.unregister_client(client_id, reason="its connection closed")
+
+    def unregister_client(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        client_id = cmd.field("clientID")
+        self.b.consumers.unregister_client(client_id, reason="it unregistered")
+        conn.attrs.get(CLIENT_IDS, set()).discard(client_id)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def consumer_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        group = cmd.field("consumerGroup")
+        ids = self.b.consumers.client_ids(group)
+        if not ids:
+            raise RocketqSystemError(f"no consumer for this group, {group}")
+        return cmd.response(ResponseCode.SUCCESS, None, fastjson.dumps({"consumerIdList": ids}))
+
+    # -- offsets -----------------------------------------------------------------------
+
+    def query_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        group, topic = cmd.field("consumerGroup"), cmd.field("topic")
+        queue_id = header_int(cmd, "queueId")
+        offset = self.b.offsets.query(group, topic, queue_id)
+        if offset < 0:
+            # As RocketMQ: a group that never committed starts at 0 while the queue's
+            # first message is still there.
+            if self.b.store.min_offset_in_queue(topic, queue_id) <= 0:
+                offset = 0
+            else:
+                raise QueryNotFoundError(
+                    f"group {group} has no offset for {topic} queue {queue_id}"
+                )
+        return cmd.response(ResponseCode.SUCCESS, {"offset": str(offset)})
+
+    def update_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        # A slave keeps what consumers commit while its master is away; the master takes
+        # those offsets back when the slave reconnects (SlaveSynchronizer).
+        offset = header_int(cmd, "commitOffset")
+        if offset >= 0:  # some clients commit -1 for "nothing yet": nothing to keep
+            self.b.offsets.commit(
+                cmd.field("consumerGroup"), cmd.field("topic"), header_int(cmd, "queueId"), offset
+            )
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def max_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        offset = self.b.store.max_offset_in_queue(cmd.field("topic"), header_int(cmd, "queueId"))
+        return cmd.response(ResponseCode.SUCCESS, {"offset": str(offset)})
+
+    def min_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        offset = self.b.store.min_offset_in_queue(cmd.field("topic"), header_int(cmd, "queueId"))
+        return cmd.response(ResponseCode.SUCCESS, {"offset": str(offset)})
+
+    def search_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        offset = self.b.store.offset_by_time(
+            cmd.field("topic"), header_int(cmd, "queueId"), header_int(cmd, "timestamp")
+        )
+        return cmd.response(ResponseCode.SUCCESS, {"offset": str(offset)})
+
+    def earliest_time(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        topic, queue_id = cmd.field("topic"), header_int(cmd, "queueId")
+        first = self.b.store.min_offset_in_queue(topic, queue_id)
+        stamp = self.b.store.store_time_in_queue(topic, queue_id, first)
+        return cmd.response(ResponseCode.SUCCESS, {"timestamp": str(max(stamp, 0))})
+
+    # -- queue locks (orderly consumers) -----------------------------------------------
+
+    def _check_lockable(self) -> None:
+        if self.b.config.broker_role == "SLAVE":
+            raise ServiceNotAvailableError(
+                f"broker {self.b.config.broker_name} id {self.b.config.broker_id} is a slave; "
+                "queue locks are answered by the master"
+            )
+
+    def lock_batch(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        self._check_lockable()
+        doc = json_body(cmd, "lock")
+        group, client_id = str(doc.get("consumerGroup") or ""), str(doc.get("clientId") or "")
+        check_group(group)
+        held = self.b.locks.try_lock_batch(group, queue_keys(doc, "lock"), client_id)
+        broker = self.b.config.broker_name
+        body = fastjson.dumps(
+            {"lockOKMQSet": [{"brokerName": broker, "queueId": q, "topic": t} for t, q in held]}
+        )
+        return cmd.response(ResponseCode.SUCCESS, None, body)
+
+    def unlock_batch(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        self._check_lockable()
+        doc = json_body(cmd, "unlock")
+        self.b.locks.unlock_batch(
+            str(doc.get("consumerGroup") or ""),
+            queue_keys(doc, "unlock"),
+            str(doc.get("clientId") or ""),
+        )
+        return cmd.response(ResponseCode.SUCCESS)
+
+    # -- giving a message back ---------------------------------------------------------
+
+    async def send_back(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        started = _now()
+        try:
+            ext = cmd.ext or {}
+            max_times = ext.get("maxReconsumeTimes")
+            await self.b.send.send_back(
+                cmd.field("group"),
+                header_int(cmd, "offset"),
+                header_int(cmd, "delayLevel", 0),
+                int(max_times) if max_times not in (None, "") else -1,
+            )
+            answer = cmd.response(ResponseCode.SUCCESS)
+        except Exception as exc:
+            answer = error_response(cmd, exc)
+        if self.b.metrics is not None:
+            self.b.metrics.answered(
+                CONSUMER_SEND_MSG_BACK, response_code_name(answer.code), started
+            )
+        return answer
+
+
+def _now() -> float:
+    return time.perf_counter()

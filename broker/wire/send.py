@@ -1,0 +1,275 @@
+"""SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE (RocketMQ's SendMessageProcessor).
+
+The header says who sends what where (V2 under one-letter names); the body is the message
+body, or for a batch RocketMQ's batch encoding (per message: total size, magic, body CRC,
+flag, body length, body, properties length, properties). The broker turns it into
+CommitLog records, the born host being the connection's peer, and stores them through the
+send processor; the answer names the offset id of each record, the queue and the first
+queue offset. A send that waits (a flush, a slave, a Raft quorum) is answered from the
+callback that learns the outcome: no task per send.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+import time
+from typing import Final
+
+from rocketq.broker.metrics import SEND_BATCH_MESSAGE, SEND_MESSAGE
+from rocketq.broker.service import ServiceHost
+from rocketq.cluster.errors import MessageIllegalError
+from rocketq.cluster.message_id import encode_offset_msg_id
+from rocketq.cluster.metrics import response_code_name
+from rocketq.cluster.record import check_topic, encode_host, encode_record
+from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
+from rocketq.cluster.remoting.command import RemotingCommand
+from rocketq.cluster.remoting.transport import Connection, Handler, error_response
+from rocketq.storage.commitlog import AppendResult
+from rocketq.storage.results import PutStatus
+
+# SendMessageRequestHeaderV2's one-letter names.
+V2_NAMES: Final = {
+    "producerGroup": "a",
+    "topic": "b",
+    "defaultTopic": "c",
+    "defaultTopicQueueNums": "d",
+    "queueId": "e",
+    "sysFlag": "f",
+    "bornTimestamp": "g",
+    "flag": "h",
+    "properties": "i",
+    "reconsumeTimes": "j",
+    "unitMode": "k",
+    "maxReconsumeTimes": "l",
+    "batch": "m",
+}
+PUT_CODES: Final = {
+    PutStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+}
+BORN_HOST: Final = "born_host"  # Connection.attrs: the peer as a record's 8-byte host
+_NO_HOST: Final = b"\0" * 8
+# One message of a batch body, up to its body: total size, magic, body CRC, flag, body size.
+_BATCH_HEAD: Final = struct.Struct(">iiiii")
+_U16: Final = struct.Struct(">H")
+
+
+class SendHeader:
+    """A send request's header fields, from either name set."""
+
+    __slots__ = ("ext", "v2")
+
+    def __init__(self, cmd: RemotingCommand) -> None:
+        self.ext = cmd.ext or {}
+        self.v2 = cmd.code != RequestCode.SEND_MESSAGE
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        return self.ext.get(V2_NAMES[name] if self.v2 else name, default)
+
+    def text(self, name: str) -> str:
+        value = self.get(name)
+        if value is None:
+            key = V2_NAMES[name] if self.v2 else name
+            raise MessageIllegalError(f"the send request has no {name} (header field {key!r})")
+        return value
+
+    def int(self, name: str, default: int | None = None) -> int:
+        value = self.get(name)
+        if value is None or value == "":
+            if default is None:
+                self.text(name)  # raises, naming the field
+            return default  # type: ignore[return-value]
+        try:
+            return int(value)
+        except ValueError:
+            raise MessageIllegalError(
+                f"the send request's {name} is {value!r}, not a number"
+            ) from None
+
+
+def born_host(conn: Connection) -> bytes:
+    """The connection's peer as the 8 bytes a record's born host holds (zeros if it is not
+    an IPv4 address)."""
+    host = conn.attrs.get(BORN_HOST)
+    if host is None:
+        try:
+            host = encode_host(conn.peer)
+        except ValueError:
+            host = _NO_HOST
+        conn.attrs[BORN_HOST] = host
+    return bytes(host)
+
+
+def batch_records(
+    body: bytes | memoryview,
+    topic: bytes,
+    *,
+    queue_id: int,
+    born_timestamp: int,
+    born: bytes,
+    sys_flag: int,
+    reconsume_times: int,
+    batch_properties: bytes = b"",
+) -> tuple[bytes, list[int]]:
+    """RocketMQ's batch body as CommitLog records -> the records and each one's size. Each
+    record gets its entry's properties followed by the batch's own (the header's)."""
+    view = memoryview(body)
+    end = len(view)
+    pos = 0
+    records: list[bytes] = []
+    sizes: list[int] = []
+    while pos < end:
+        if end - pos < _BATCH_HEAD.size + 2:
+            raise MessageIllegalError(f"the batch body is cut short at byte {pos} of {end}")
+        total, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(view, pos)
+        start = pos + _BATCH_HEAD.size
+        if body_len < 0 or total < _BATCH_HEAD.size + body_len + 2 or pos + total > end:
+            raise MessageIllegalError(
+                f"message {len(records)} of the batch has sizes that do not add up "
+                f"(total {total}, body {body_len}, at byte {pos} of {end})"
+            )
+        (props_len,) = _U16.unpack_from(view, start + body_len)
+        props_start = start + body_len + 2
+        if props_start + props_len > pos + total:
+            raise MessageIllegalError(f"message {len(records)} of the batch: properties overrun")
+        props = bytes(view[props_start : props_start + props_len])
+        if batch_properties:
+            if props and not props.endswith(b"\x02"):
+                props += b"\x02"
+            props += batch_properties
+        record = encode_record(
+            topic=topic,
+            body=bytes(view[start : start + body_len]),
+            properties=props,
+            born_timestamp=born_timestamp,
+            born_host=born,
+            queue_id=queue_id,
+            flag=flag,
+            sys_flag=sys_flag,
+            reconsume_times=reconsume_times,
+        )
+        records.append(record)
+        sizes.append(len(record))
+        pos += total
+    if not records:
+        raise MessageIllegalError("the batch has no message")
+    return b"".join(records), sizes
+
+
+class SendRequests:
+    def __init__(self, broker: ServiceHost) -> None:
+        self.b = broker
+
+    def handlers(self) -> dict[int, Handler]:
+        return {
+            RequestCode.SEND_MESSAGE: self.send,
+            RequestCode.SEND_MESSAGE_V2: self.send,
+            RequestCode.SEND_BATCH_MESSAGE: self.send,
+        }
+
+    def send(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        started = time.perf_counter()
+        h = SendHeader(cmd)
+        try:
+            topic = h.text("topic")
+            topic_bytes = check_topic(topic)
+            queue_id = h.int("queueId")
+            if queue_id < 0:  # the broker picks, as RocketMQ
+                config = self.b.topics.get(topic)
+                queue_id = random.randrange(config.write_queue_nums) if config else 0
+            batch = cmd.code == RequestCode.SEND_BATCH_MESSAGE or h.get("batch") == "true"
+            born = born_host(conn)
+            sys_flag = h.int("sysFlag", 0)
+            born_ts = h.int("bornTimestamp", 0)
+            reconsume = h.int("reconsumeTimes", 0)
+            body = cmd.body if cmd.body is not None else b""
+            if batch:
+                records, sizes = batch_records(
+                    body,
+                    topic_bytes,
+                    queue_id=queue_id,
+                    born_timestamp=born_ts,
+                    born=born,
+                    sys_flag=sys_flag,
+                    reconsume_times=reconsume,
+                    batch_properties=(h.get("properties") or "").encode(),
+                )
+            else:
+                records = encode_record(
+                    topic=topic_bytes,
+                    body=bytes(body),
+                    properties=(h.get("properties") or "").encode(),
+                    born_timestamp=born_ts,
+                    born_host=born,
+                    queue_id=queue_id,
+                    flag=h.int("flag", 0),
+                    sys_flag=sys_flag,
+                    reconsume_times=reconsume,
+                )
+                sizes = [len(records)]
+            result = self.b.send.append(
+                records,
+                topic,
+                queue_id,
+                default_topic=h.get("defaultTopic") or "",
+                default_queue_nums=h.int("defaultTopicQueueNums", 0),
+                producer_group=h.get("producerGroup") or "",
+            )
+        except Exception as exc:
+            answer = error_response(cmd, exc)
+            self._count(batch=False, code=answer.code, started=started)
+            return answer
+        self.b.store.settle()  # the bytes leave for the slave or the followers now
+        if not self.b.send.waits:
+            return self._answer(cmd, queue_id, result, sizes, PutStatus.PUT_OK, started)
+
+        def stored(status: PutStatus | BaseException) -> None:
+            if isinstance(status, BaseException):  # Raft: the leader stepped down meanwhile
+                answer = error_response(cmd, status)
+            else:
+                answer = self._answer(cmd, queue_id, result, sizes, status, started)
+            if conn.is_open:
+                conn.send(answer)
+
+        self.b.send.wait_stored_then(result.end_offset, stored)
+        return None
+
+    def _answer(
+        self,
+        cmd: RemotingCommand,
+        queue_id: int,
+        result: AppendResult,
+        sizes: list[int],
+        status: PutStatus,
+        started: float,
+    ) -> RemotingCommand:
+        host = self.b.store.commitlog.store_host
+        offset = result.wrote_offset
+        ids = []
+        for size in sizes:
+            ids.append(encode_offset_msg_id(host, offset))
+            offset += size
+        code = PUT_CODES[status]
+        self._count(batch=len(sizes) > 1, code=code, started=started)
+        return cmd.response(
+            code,
+            {
+                "msgId": ",".join(ids),
+                "queueId": str(queue_id),
+                "queueOffset": str(result.queue_offset),
+                "MSG_REGION": "DefaultRegion",
+                "TRACE_ON": "true",
+            },
+        )
+
+    def _count(self, *, batch: bool, code: int, started: float) -> None:
+        metrics = self.b.metrics
+        if metrics is not None:
+            metrics.answered(
+                SEND_BATCH_MESSAGE if batch else SEND_MESSAGE,
+                response_code_name(code),
+                started,
+            )
