@@ -1,0 +1,274 @@
+"""The SDK's side of the hot requests, as pure functions: the header and body of a send
+(SEND_MESSAGE_V2, or SEND_BATCH_MESSAGE in RocketMQ's batch encoding), of a pull, and of a
+heartbeat (HeartbeatData), and the replies read back. No I/O here.
+
+A send carries the message body as the request body and its properties in the header
+(``i``); a batch carries, per message, total size, magic 0, body CRC 0, flag, body length,
+body, properties length and properties, as RocketMQ 4.9's client writes it. A pull answer's
+body is the stored records, decoded by ``rocketq.cluster.record``.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from rocketq.cluster.errors import for_code
+from rocketq.cluster.record import tags_hash_code
+from rocketq.cluster.remoting import fastjson
+from rocketq.cluster.remoting.codes import PullSysFlag, RequestCode, ResponseCode
+from rocketq.cluster.remoting.command import RemotingCommand
+
+_BATCH_HEAD: Final = struct.Struct(">iiiii")
+_U16: Final = struct.Struct(">H")
+# Send answers that mean "stored": SEND_OK and the three wait outcomes.
+STORED_CODES: Final = frozenset(
+    {
+        ResponseCode.SUCCESS,
+        ResponseCode.FLUSH_DISK_TIMEOUT,
+        ResponseCode.SLAVE_NOT_AVAILABLE,
+        ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    }
+)
+
+
+def raise_for(answer: RemotingCommand) -> None:
+    """The error class of the answer's code, with the broker's remark."""
+    raise for_code(answer.code)(answer.remark or f"response code {answer.code}")
+
+
+# -- send ------------------------------------------------------------------------------
+
+
+def send_request(
+    body: bytes,
+    properties: str,
+    *,
+    group: str,
+    topic: str,
+    queue_id: int,
+    born_timestamp: int,
+    sys_flag: int = 0,
+    flag: int = 0,
+    default_topic: str = "TBW102",
+    default_queue_nums: int = 4,
+    reconsume_times: int = 0,
+    max_reconsume_times: int | None = None,
+    batch: bool = False,
+) -> RemotingCommand:
+    """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE with ``batch``: ``body`` is
+    :func:`batch_body`'s, ``properties`` the batch's own)."""
+    ext = {
+        "a": group,
+        "b": topic,
+        "c": default_topic,
+        "d": str(default_queue_nums),
+        "e": str(queue_id),
+        "f": str(sys_flag),
+        "g": str(born_timestamp),
+        "h": str(flag),
+        "i": properties,
+        "j": str(reconsume_times),
+        "k": "false",
+    }
+    if max_reconsume_times is not None:
+        ext["l"] = str(max_reconsume_times)
+    if batch:
+        ext["m"] = "true"
+        return RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, ext, body)
+    return RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext, body)
+
+
+def batch_entry(body: bytes, properties: bytes, flag: int = 0) -> bytes:
+    """One message of a batch body (RocketMQ's MessageDecoder.encodeMessage)."""
+    return b"".join(
+        (
+            _BATCH_HEAD.pack(22 + len(body) + len(properties), 0, 0, flag, len(body)),
+            body,
+            _U16.pack(len(properties)),
+            properties,
+        )
+    )
+
+
+def batch_body(entries: Iterable[tuple[bytes, bytes, int]]) -> bytes:
+    """(body, properties, flag) of each message -> the batch body."""
+    return b"".join(batch_entry(body, props, flag) for body, props, flag in entries)
+
+
+@dataclass(frozen=True, slots=True)
+class SendReply:
+    code: int  # SUCCESS or one of the wait outcomes: the message was stored
+    msg_ids: list[str]  # the offset id of each stored message
+    queue_id: int
+    queue_offset: int  # of the first message
+
+
+def parse_send(answer: RemotingCommand) -> SendReply:
+    """The stored send's ids and place; the error class of any other answer."""
+    if answer.code not in STORED_CODES:
+        raise_for(answer)
+    ext = answer.ext or {}
+    ids = ext.get("msgId", "")
+    try:
+        return SendReply(
+            answer.code,
+            ids.split(",") if ids else [],
+            int(ext.get("queueId", "-1")),
+            int(ext.get("queueOffset", "-1")),
+        )
+    except ValueError:
+        raise for_code(ResponseCode.SYSTEM_ERROR)(
+            f"the broker's send answer has a field that is not a number: {ext}"
+        ) from None
+
+
+# -- pull ------------------------------------------------------------------------------
+
+
+class PullOutcome(enum.IntEnum):
+    FOUND = 0
+    NO_NEW_MSG = 1
+    NO_MATCHED_MSG = 2
+    OFFSET_ILLEGAL = 3
+
+
+PULL_OUTCOMES: Final = {
+    ResponseCode.SUCCESS: PullOutcome.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullOutcome.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullOutcome.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullOutcome.OFFSET_ILLEGAL,
+}
+
+
+def pull_request(
+    *,
+    group: str,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    max_msg_nums: int = 32,
+    commit_offset: int | None = None,
+    suspend_timeout_ms: int = 0,
+    subscription: str | None = None,
+    expression_type: str = "TAG",
+    sub_version: int = 0,
+) -> RemotingCommand:
+    """PULL_MESSAGE; ``commit_offset`` (when not None) is stored by the broker, a
+    ``suspend_timeout_ms`` lets it hold the pull, a ``subscription`` filters it (else the
+    one the group's heartbeat registered)."""
+    sys_flag = 0
+    if commit_offset is not None:
+        sys_flag |= PullSysFlag.FLAG_COMMIT_OFFSET
+    if suspend_timeout_ms > 0:
+        sys_flag |= PullSysFlag.FLAG_SUSPEND
+    if subscription is not None:
+        sys_flag |= PullSysFlag.FLAG_SUBSCRIPTION
+    ext = {
+        "consumerGroup": group,
+        "topic": topic,
+        "queueId": str(queue_id),
+        "queueOffset": str(offset),
+        "maxMsgNums": str(max_msg_nums),
+        "sysFlag": str(sys_flag),
+        "commitOffset": str(commit_offset if commit_offset is not None else 0),
+        "suspendTimeoutMillis": str(suspend_timeout_ms),
+        "subVersion": str(sub_version),
+    }
+    if subscription is not None:
+        ext["subscription"] = subscription
+        ext["expressionType"] = expression_type
+    return RemotingCommand(RequestCode.PULL_MESSAGE, ext)
+
+
+@dataclass(frozen=True, slots=True)
+class PullReply:
+    outcome: PullOutcome
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    suggest_which_broker_id: int
+    records: bytes  # the stored records, as they lie in the CommitLog
+
+
+def parse_pull(answer: RemotingCommand) -> PullReply:
+    outcome = PULL_OUTCOMES.get(answer.code)
+    if outcome is None:
+        raise_for(answer)
+        raise AssertionError("unreachable")  # raise_for always raises
+    ext = answer.ext or {}
+    try:
+        return PullReply(
+            outcome,
+            int(ext["nextBeginOffset"]),
+            int(ext.get("minOffset", "0")),
+            int(ext.get("maxOffset", "0")),
+            int(ext.get("suggestWhichBrokerId", "0")),
+            bytes(answer.body) if answer.body is not None else b"",
+        )
+    except (KeyError, ValueError):
+        raise for_code(ResponseCode.SYSTEM_ERROR)(
+            f"the broker's pull answer lacks its offsets: {ext}"
+        ) from None
+
+
+# -- heartbeat ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionData:
+    topic: str
+    expression: str = "*"
+    expression_type: str = "TAG"
+    version: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerData:
+    group: str
+    consume_type: str = "CONSUME_PASSIVELY"  # push; CONSUME_ACTIVELY: pull
+    message_model: str = "CLUSTERING"
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+    subscriptions: Sequence[SubscriptionData] = field(default_factory=tuple)
+
+
+def _subscription_doc(s: SubscriptionData) -> dict[str, object]:
+    tags: list[str] = []
+    if s.expression_type.upper() == "TAG" and s.expression.strip() not in ("", "*"):
+        tags = [t.strip() for t in s.expression.split("||") if t.strip()]
+    return {
+        "classFilterMode": False,
+        "codeSet": [tags_hash_code(t) for t in tags],
+        "expressionType": s.expression_type.upper(),
+        "subString": s.expression,
+        "subVersion": s.version,
+        "tagsSet": tags,
+        "topic": s.topic,
+    }
+
+
+def heartbeat_request(
+    client_id: str, producer_groups: Iterable[str], consumers: Iterable[ConsumerData]
+) -> RemotingCommand:
+    """HEART_BEAT with its HeartbeatData body, fields as RocketMQ's fastjson writes them."""
+    body = fastjson.dumps(
+        {
+            "clientID": client_id,
+            "consumerDataSet": [
+                {
+                    "consumeFromWhere": c.consume_from_where,
+                    "consumeType": c.consume_type,
+                    "groupName": c.group,
+                    "messageModel": c.message_model,
+                    "subscriptionDataSet": [_subscription_doc(s) for s in c.subscriptions],
+                    "unitMode": False,
+                }
+                for c in consumers
+            ],
+            "producerDataSet": [{"groupName": g} for g in producer_groups],
+        }
+    )
+    return RemotingCommand(RequestCode.HEART_BEAT, None, body)
