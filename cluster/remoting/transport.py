@@ -115,16 +115,22 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         buf = self._buf
-        buf += data
-        pos, end = 0, len(buf)
+        if buf:
+            buf += data
+            whole = bytes(buf)  # one copy; frames are views of it
+            buf.clear()
+        else:
+            whole = data  # the usual case: frames are views of what the socket gave
+        view = memoryview(whole)
+        pos, end = 0, len(whole)
         while end - pos >= 4:
-            size = int.from_bytes(buf[pos : pos + 4], "big")
+            size = int.from_bytes(view[pos : pos + 4], "big")
             if size > self.max_frame or size < 4:
                 self._refuse(f"a frame of {size} bytes (limit {self.max_frame})")
                 return
             if end - pos - 4 < size:
                 break
-            frame = bytes(buf[pos + 4 : pos + 4 + size])
+            frame = view[pos + 4 : pos + 4 + size]
             pos += 4 + size
             try:
                 cmd = decode(frame)
@@ -132,8 +138,10 @@ class Connection(asyncio.Protocol):
                 self._refuse(str(exc))
                 return
             self._received(cmd)
-        if pos:
-            del buf[:pos]
+            if self.transport is None:  # a handler closed the connection
+                return
+        if pos < end:
+            buf += view[pos:]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
