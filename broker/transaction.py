@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from rocketq.broker.metrics import BrokerCounters
 from rocketq.cluster.errors import MessageIllegalError, NoPermissionError, RocketqSystemError
@@ -74,6 +74,23 @@ def is_prepared(records: bytes) -> bool:
 
 def with_transaction_type(sys_flag: int, kind: int) -> int:
     return (sys_flag & ~0xC) | kind
+
+
+class EndRequest(Protocol):
+    """What ending a transaction names (END_TRANSACTION's fields, or the gRPC request)."""
+
+    @property
+    def producer_group(self) -> str: ...
+    @property
+    def commit_log_offset(self) -> int: ...
+    @property
+    def tran_state_table_offset(self) -> int: ...
+    @property
+    def msg_id(self) -> str: ...
+    @property
+    def resolution(self) -> int: ...
+    @property
+    def from_transaction_check(self) -> bool: ...
 
 
 class TransactionalMessageService:
@@ -130,7 +147,7 @@ class TransactionalMessageService:
             )
         return msg
 
-    async def end(self, req: pb.EndTransactionRequest) -> None:
+    async def end(self, req: EndRequest) -> None:
         """Commit or roll back a half message; UNKNOWN leaves it to the check service."""
         if self.config.broker_role == "SLAVE":
             raise NoPermissionError("a slave cannot end transactions; ask the master")

@@ -9,13 +9,16 @@ unregisters the client at once.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any, Final
 
 from rocketq.broker.consumer_manager import Subscription
 from rocketq.broker.filter import SQL92, TAG, parse_tags, sql_filter
-from rocketq.broker.metrics import CONSUMER_SEND_MSG_BACK, HEARTBEAT
+from rocketq.broker.metrics import CONSUMER_SEND_MSG_BACK, END_TRANSACTION, HEARTBEAT
 from rocketq.broker.service import ServiceHost
 from rocketq.broker.subscription_group import check_group
 from rocketq.broker.wire.pull import header_int
@@ -27,14 +30,35 @@ from rocketq.cluster.errors import (
 )
 from rocketq.cluster.message import PERM_READ, PERM_WRITE, retry_topic
 from rocketq.cluster.metrics import response_code_name
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.remoting import fastjson
-from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
+from rocketq.cluster.remoting.codes import MessageSysFlag, RequestCode, ResponseCode
 from rocketq.cluster.remoting.command import RemotingCommand
 from rocketq.cluster.remoting.transport import Connection, Handler, error_response
 
 log = logging.getLogger(__name__)
 
 CLIENT_IDS: Final = "client_ids"  # Connection.attrs: the client ids heartbeating over it
+PUMPS: Final = "pumps"  # Connection.attrs: client id -> (event queue, task sending them)
+# END_TRANSACTION's commitOrRollback (MessageSysFlag's transaction types) -> resolution.
+RESOLUTIONS: Final = {
+    MessageSysFlag.TRANSACTION_NOT_TYPE: pb.TRANSACTION_UNKNOWN,
+    MessageSysFlag.TRANSACTION_COMMIT_TYPE: pb.TRANSACTION_COMMIT,
+    MessageSysFlag.TRANSACTION_ROLLBACK_TYPE: pb.TRANSACTION_ROLLBACK,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class EndTransaction:
+    """What END_TRANSACTION asks, under the names the transaction service reads."""
+
+    producer_group: str
+    commit_log_offset: int
+    tran_state_table_offset: int
+    msg_id: str
+    transaction_id: str
+    resolution: int
+    from_transaction_check: bool
 
 
 def json_body(cmd: RemotingCommand, what: str) -> dict[str, Any]:
@@ -76,6 +100,7 @@ class ClientRequests:
             RequestCode.LOCK_BATCH_MQ: self.lock_batch,
             RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch,
             RequestCode.CONSUMER_SEND_MSG_BACK: self.send_back,
+            RequestCode.END_TRANSACTION: self.end_transaction,
         }
 
     # -- clients -----------------------------------------------------------------------
@@ -96,6 +121,7 @@ class ClientRequests:
         if not client_id:
             raise MessageIllegalError("the heartbeat has no clientID")
         conn.attrs.setdefault(CLIENT_IDS, set()).add(client_id)
+        self._pump(conn, client_id)
         cm = self.b.consumers
         for p in doc.get("producerDataSet") or []:
             if isinstance(p, dict) and p.get("groupName"):
@@ -143,8 +169,74 @@ class ClientRequests:
 
     def connection_closed(self, conn: Connection) -> None:
         """A client's connection closed: it leaves its groups at once."""
+        pumps: dict[str, tuple[asyncio.Queue[Any], asyncio.Task[None]]] = conn.attrs.get(PUMPS, {})
         for client_id in conn.attrs.get(CLIENT_IDS, ()):
-            self.b.consumers.unregister_client(client_id, reason="its connection closed")
+            pump = pumps.pop(client_id, None)
+            if pump is not None:
+                pump[1].cancel()
+                self.b.consumers.close_channel(client_id, pump[0])  # unregisters it
+            else:
+                self.b.consumers.unregister_client(client_id, reason="its connection closed")
+
+    # -- what the broker tells a client ------------------------------------------------
+
+    def _pump(self, conn: Connection, client_id: str) -> None:
+        """From its first heartbeat on, what the broker has to tell a client goes over the
+        connection the heartbeat came on: group changes, offset resets, transaction checks,
+        each a oneway request."""
+        pumps = conn.attrs.setdefault(PUMPS, {})
+        if client_id in pumps:
+            return
+        queue = self.b.consumers.open_channel(client_id)
+        task = asyncio.ensure_future(self._tell(conn, queue))
+        pumps[client_id] = (queue, task)
+
+    async def _tell(self, conn: Connection, queue: asyncio.Queue[Any]) -> None:
+        while conn.is_open:
+            event = await queue.get()
+            try:
+                cmd = self._notice(event)
+                if cmd is not None:
+                    conn.invoke_oneway(cmd)
+            except Exception:  # a client gone meanwhile: its close unregisters it
+                log.debug("could not tell client at %s", conn.peer, exc_info=True)
+                with contextlib.suppress(Exception):
+                    conn.close()
+                return
+
+    def _notice(self, event: Any) -> RemotingCommand | None:
+        if isinstance(event, tuple) and event[0] == "ids":
+            return RemotingCommand(
+                RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": event[1]}
+            )
+        if isinstance(event, tuple) and event[0] == "reset":
+            group, topic = event[1], event[2]
+            table = {}
+            config = self.b.topics.get(topic)
+            for qid in range(config.read_queue_nums if config else 0):
+                offset = self.b.offsets.query(group, topic, qid)
+                if offset >= 0:
+                    key = {"brokerName": self.b.config.broker_name, "queueId": qid, "topic": topic}
+                    table[fastjson.ObjectKey.of(key)] = offset
+            return RemotingCommand(
+                RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+                {"topic": topic, "group": group, "timestamp": "0", "isForce": "false"},
+                fastjson.dumps({"offsetTable": table}),
+            )
+        check = getattr(event, "check_transaction", None)
+        if check is not None:
+            return RemotingCommand(
+                RequestCode.CHECK_TRANSACTION_STATE,
+                {
+                    "tranStateTableOffset": str(check.tran_state_table_offset),
+                    "commitLogOffset": str(check.commit_log_offset),
+                    "msgId": check.msg_id,
+                    "transactionId": check.transaction_id,
+                    "offsetMsgId": check.msg_id,
+                },
+                check.record,
+            )
+        return None
 
     def unregister_client(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         client_id = cmd.field("clientID")
@@ -257,6 +349,35 @@ class ClientRequests:
             self.b.metrics.answered(
                 CONSUMER_SEND_MSG_BACK, response_code_name(answer.code), started
             )
+        return answer
+
+    # -- transactions ------------------------------------------------------------------
+
+    async def end_transaction(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        started = _now()
+        try:
+            kind = header_int(cmd, "commitOrRollback")
+            if kind not in RESOLUTIONS:
+                raise MessageIllegalError(
+                    f"commitOrRollback is {kind}; expected 0 (unknown), 8 (commit) or 12 (rollback)"
+                )
+            ext = cmd.ext or {}
+            await self.b.transactions.end(
+                EndTransaction(
+                    cmd.field("producerGroup"),
+                    header_int(cmd, "commitLogOffset"),
+                    header_int(cmd, "tranStateTableOffset"),
+                    ext.get("msgId", ""),
+                    ext.get("transactionId", ""),
+                    RESOLUTIONS[kind],
+                    ext.get("fromTransactionCheck", "false") == "true",
+                )
+            )
+            answer = cmd.response(ResponseCode.SUCCESS)
+        except Exception as exc:
+            answer = error_response(cmd, exc)
+        if self.b.metrics is not None:
+            self.b.metrics.answered(END_TRANSACTION, response_code_name(answer.code), started)
         return answer
 
 

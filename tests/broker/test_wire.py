@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ from rocketq.broker.broker import Broker
 from rocketq.cluster.message_id import decode_offset_msg_id
 from rocketq.cluster.record import decode_records
 from rocketq.cluster.remoting import fastjson
-from rocketq.cluster.remoting.codes import PullSysFlag, RequestCode, ResponseCode
+from rocketq.cluster.remoting.codes import MessageSysFlag, PullSysFlag, RequestCode, ResponseCode
 from rocketq.cluster.remoting.command import RemotingCommand
 from rocketq.cluster.remoting.transport import Connection, connect
 from tests.broker.conftest import WIRE_TOPIC
@@ -333,3 +334,92 @@ async def test_queue_locks_and_send_back(wire: tuple[Broker, Connection]) -> Non
     dlq = b.topics.get("%DLQ%cg3")  # a negative delay level goes straight to the DLQ
     assert dlq is not None
     await wait_until(lambda: b.store.max_offset_in_queue("%DLQ%cg3", 0) == 1, "the dead letter")
+
+
+class Listener:
+    """A client connection that records the requests the broker sends it."""
+
+    def __init__(self) -> None:
+        self.got: list[RemotingCommand] = []
+
+    def handlers(self) -> dict[int, Any]:
+        def record(conn: Connection, cmd: RemotingCommand) -> None:
+            self.got.append(cmd)
+
+        codes = (
+            RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+            RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+            RequestCode.CHECK_TRANSACTION_STATE,
+        )
+        return dict.fromkeys(codes, record)
+
+    def of(self, code: int) -> list[RemotingCommand]:
+        return [c for c in self.got if c.code == code]
+
+
+async def test_the_broker_tells_clients_over_their_connection(
+    wire: tuple[Broker, Connection],
+) -> None:
+    b, conn = wire
+    first = Listener()
+    c1 = await connect(conn.peer, first.handlers())
+    await c1.invoke(RemotingCommand(RequestCode.HEART_BEAT, None, heartbeat("c1@1", "cg5")), 5)
+    c2 = await connect(conn.peer, {})
+    await c2.invoke(RemotingCommand(RequestCode.HEART_BEAT, None, heartbeat("c2@2", "cg5")), 5)
+    # A member joined: the others hear of it at once, oneway.
+    await wait_until(lambda: first.of(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED), "the notice")
+    notice = first.of(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED)[0]
+    assert notice.ext == {"consumerGroup": "cg5"} and notice.is_oneway
+    # An offset reset is sent with the offsets to start from.
+    b.offsets.commit("cg5", TOPIC, 1, 7)
+    b.consumers.notify_reset_offset("cg5", TOPIC)
+    await wait_until(lambda: first.of(RequestCode.RESET_CONSUMER_CLIENT_OFFSET), "the reset")
+    reset = first.of(RequestCode.RESET_CONSUMER_CLIENT_OFFSET)[0]
+    assert reset.ext is not None and (reset.ext["topic"], reset.ext["group"]) == (TOPIC, "cg5")
+    table = fastjson.loads(bytes(reset.body or b""))["offsetTable"]
+    assert {(k.as_dict()["queueId"], v) for k, v in table.items()} == {(1, 7)}
+    c2.close()
+    c1.close()
+    await wait_until(lambda: not b.consumers.client_ids("cg5"), "both gone")
+
+
+async def test_end_transaction_and_the_check_back(wire: tuple[Broker, Connection]) -> None:
+    b, conn = wire
+    producer = Listener()
+    pc = await connect(conn.peer, producer.handlers())
+    beat = fastjson.dumps({"clientID": "p@1", "consumerDataSet": [],
+                           "producerDataSet": [{"groupName": "tpg"}]})  # fmt: skip
+    await pc.invoke(RemotingCommand(RequestCode.HEART_BEAT, None, beat), 5)
+    prepared = MessageSysFlag.TRANSACTION_PREPARED_TYPE
+
+    async def half(body: bytes) -> tuple[int, int]:
+        ext = v2(TOPIC, 0, "TRAN_MSG\x01true\x02PGROUP\x01tpg\x02UNIQ_KEY\x01T1\x02",
+                 f=str(prepared), a="tpg")  # fmt: skip
+        sent = await pc.invoke(RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext, body), 5)
+        assert sent.code == ResponseCode.SUCCESS, sent.remark
+        ext = sent.ext or {}
+        return decode_offset_msg_id(ext["msgId"])[1], int(ext["queueOffset"])
+
+    offset, queue_offset = await half(b"committed")
+    assert b.store.max_offset_in_queue(TOPIC, 0) == 0  # not visible before the commit
+    end = {
+        "producerGroup": "tpg", "tranStateTableOffset": str(queue_offset),
+        "commitLogOffset": str(offset), "commitOrRollback": "8", "msgId": "T1",
+    }  # fmt: skip
+    done = await pc.invoke(RemotingCommand(RequestCode.END_TRANSACTION, end), 5)
+    assert done.code == ResponseCode.SUCCESS, done.remark
+    await wait_until(lambda: b.store.max_offset_in_queue(TOPIC, 0) == 1, "the commit")
+    bad = await pc.invoke(
+        RemotingCommand(RequestCode.END_TRANSACTION, {**end, "commitOrRollback": "5"}), 5
+    )
+    assert bad.code == ResponseCode.MESSAGE_ILLEGAL and "commitOrRollback" in str(bad.remark)
+    # A half message left unresolved past the timeout (born long ago) is checked back with
+    # its producer group, over the producer's own connection.
+    await half(b"undecided")
+    assert b.transactions.check() == 1
+    await wait_until(lambda: producer.of(RequestCode.CHECK_TRANSACTION_STATE), "the check")
+    check = producer.of(RequestCode.CHECK_TRANSACTION_STATE)[0]
+    assert check.is_oneway and check.ext is not None and check.ext["transactionId"] == "T1"
+    (msg,) = decode_records(bytes(check.body or b""))
+    assert msg.body == b"undecided"
+    pc.close()
