@@ -38,10 +38,19 @@ class PeerRunOptions:
     profile_dir: Path | None = None  # py-spy raw profiles of rocketq's broker and client
 
 
-def run_peers(options: PeerRunOptions, systems: Sequence[PeerSystem], echo: Echo = print) -> Report:
+def run_peers(
+    options: PeerRunOptions,
+    systems: Sequence[PeerSystem],
+    echo: Echo = print,
+    *,
+    installer: Installer | None = None,
+) -> Report:
+    """``installer``: what checks and installs the systems (default: one allowed to install
+    when ``options.install``, running real commands)."""
     w = options.workload
     report = Report(durability=str(w.durability), workload=w.describe())
-    installer = Installer(options.install, echo)
+    if installer is None:
+        installer = Installer(options.install, echo)
     with _sigterm_as_interrupt():
         for system in systems:
             echo(f"--- {system.name} ---")

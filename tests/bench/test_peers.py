@@ -13,7 +13,13 @@ import pytest
 from typer.testing import CliRunner
 
 from rocketq.bench.peers.chart import panel_values
-from rocketq.bench.peers.install import BENCH_EXTRA, Installer, Requirement, SystemMissingError
+from rocketq.bench.peers.install import (
+    BENCH_EXTRA,
+    Client,
+    Installer,
+    Requirement,
+    SystemMissingError,
+)
 from rocketq.bench.peers.processes import start_time
 from rocketq.bench.peers.results import FAILED, MISSING, Report, ScenarioResult, compute_ratios
 from rocketq.bench.peers.runner import PeerRunOptions, run_peers
@@ -239,10 +245,11 @@ def test_missing_server_names_the_package_and_the_flag() -> None:
 
 
 def test_missing_client_names_the_extra() -> None:
-    req = Requirement(os.path.realpath("/bin/sh"), "dash", (("no_such_module_xyz", "xyz-py"),))
+    client = Client("no_such_module_xyz", "xyz-py>=1.2")
+    req = Requirement(os.path.realpath("/bin/sh"), "dash", (client,))
     with pytest.raises(SystemMissingError) as err:
         Installer(False, print).ensure("some", req)
-    assert BENCH_EXTRA in str(err.value) and "xyz-py" in str(err.value)
+    assert BENCH_EXTRA in str(err.value) and "pip install 'xyz-py>=1.2'" in str(err.value)
 
 
 def test_install_runs_apt_get_only_when_allowed() -> None:

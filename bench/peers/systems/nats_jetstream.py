@@ -21,14 +21,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from rocketq.bench.peers.install import Installer, Requirement
+from rocketq.bench.peers.install import Client, Installer, Requirement
 from rocketq.bench.peers.processes import HOST, ProcessGroup, free_port, port_open, wait_until
 from rocketq.bench.peers.systems.base import Consumer, Driver, PeerSystem, Producer, ServerInfo
 from rocketq.bench.peers.workload import Durability
 
 FETCH_BATCH: Final = 256
 MAX_ACK_PENDING: Final = 65_536
-REQUIREMENT: Final = Requirement("nats-server", "nats-server", (("nats", "nats-py"),))
+REQUIREMENT: Final = Requirement("nats-server", "nats-server", (Client("nats", "nats-py>=2.7"),))
 SYNC_ALWAYS_SINCE: Final = (2, 10)
 
 
@@ -54,7 +54,8 @@ class NatsSystem(PeerSystem):
         store = workdir / "nats"
         store.mkdir(parents=True, exist_ok=True)
         port = free_port()
-        version = server_version()
+        binary = REQUIREMENT.server_path() or REQUIREMENT.binary  # /usr/sbin on Debian
+        version = server_version(binary)
         vtext = ".".join(map(str, version))
         sync_always = durability is Durability.FSYNC and version >= SYNC_ALWAYS_SINCE
         conf = store / "nats.conf"
@@ -62,7 +63,7 @@ class NatsSystem(PeerSystem):
         if sync_always:
             lines.append("  sync_interval: always")
         conf.write_text("\n".join([*lines, "}", ""]))
-        proc = procs.spawn(self.name, ["nats-server", "-c", str(conf)], log=workdir / "nats.log")
+        proc = procs.spawn(self.name, [binary, "-c", str(conf)], log=workdir / "nats.log")
         wait_until(lambda: port_open(port) or proc.poll() is not None, 30, "nats-server listening")
         if proc.poll() is not None:
             raise RuntimeError(f"nats-server exited ({proc.returncode}); see {workdir}/nats.log")

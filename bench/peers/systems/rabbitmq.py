@@ -24,14 +24,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from rocketq.bench.peers.install import Installer, Requirement
+from rocketq.bench.peers.install import Client, Installer, Requirement
 from rocketq.bench.peers.processes import HOST, ProcessGroup, free_port, port_open, wait_until
 from rocketq.bench.peers.systems.amqp import AmqpChannel, AmqpConnection
 from rocketq.bench.peers.systems.base import Consumer, Driver, PeerSystem, Producer, ServerInfo
 from rocketq.bench.peers.workload import Durability, Scenario
 
 SERVER: Final = "/usr/lib/rabbitmq/bin/rabbitmq-server"  # not the Debian wrapper (su)
-REQUIREMENT: Final = Requirement(SERVER, "rabbitmq-server", (("pika", "pika"),))
+REQUIREMENT: Final = Requirement(SERVER, "rabbitmq-server", (Client("pika", "pika>=1.3"),))
 PREFETCH: Final = 1_000
 QUEUE_ARGS: Final = {"x-queue-mode": "lazy"}
 START_TIMEOUT: Final = 90.0

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from rocketq.bench.peers.install import Installer, Requirement
+from rocketq.bench.peers.install import Client, Installer, Requirement
 from rocketq.bench.peers.processes import HOST, ProcessGroup, free_port, port_open, wait_until
 from rocketq.bench.peers.systems.base import Consumer, Driver, PeerSystem, Producer, ServerInfo
 from rocketq.bench.peers.workload import Durability
@@ -22,7 +22,7 @@ from rocketq.bench.peers.workload import Durability
 READ_COUNT: Final = 512
 POOL_SIZE: Final = 32
 FIELD: Final = b"d"
-REQUIREMENT: Final = Requirement("redis-server", "redis-server", (("redis", "redis"),))
+REQUIREMENT: Final = Requirement("redis-server", "redis-server", (Client("redis", "redis>=5"),))
 _FSYNC: Final = {Durability.PAGE_CACHE: "everysec", Durability.FSYNC: "always"}
 
 
@@ -38,7 +38,7 @@ class RedisSystem(PeerSystem):
         port = free_port()
         fsync = _FSYNC[durability]
         argv = [
-            "redis-server",
+            REQUIREMENT.server_path() or REQUIREMENT.binary,
             "--port", str(port),
             "--bind", HOST,
             "--dir", str(data),

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from rocketq.bench.peers.install import Installer, SystemMissingError
+from rocketq.bench.peers.install import Installer, Requirement, SystemMissingError
 from rocketq.bench.peers.processes import ProcessGroup
 from rocketq.bench.peers.systems.base import Consumer, Driver, PeerSystem, Producer, ServerInfo
 from rocketq.bench.peers.workload import Durability, Scenario
@@ -85,7 +85,8 @@ class FakeDriver(Driver):
 
 
 class FakeSystem(PeerSystem):
-    """``missing``: ensure_installed fails; ``fail``: that scenario raises; ``send_delay``
+    """``missing``: ensure_installed fails; ``requirement``: ensure_installed asks the
+    installer for it, as a real system does; ``fail``: that scenario raises; ``send_delay``
     makes it slower (seconds per send call)."""
 
     def __init__(
@@ -94,12 +95,14 @@ class FakeSystem(PeerSystem):
         *,
         send_delay: float = 0.0,
         missing: bool = False,
+        requirement: Requirement | None = None,
         fail: Scenario | None = None,
         matches_class: bool = True,
     ) -> None:
         self.name = name
         self.send_delay = send_delay
         self.missing = missing
+        self.requirement = requirement
         self.fail = fail
         self.matches_class = matches_class
         self.driver_made: FakeDriver | None = None
@@ -109,6 +112,8 @@ class FakeSystem(PeerSystem):
     def ensure_installed(self, installer: Installer) -> None:
         if self.missing:
             raise SystemMissingError(f"{self.name}: not installed; run with --install")
+        if self.requirement is not None:
+            installer.ensure(self.name, self.requirement)
 
     def start(self, durability: Durability, workdir: Path, procs: ProcessGroup) -> ServerInfo:
         self.workdir = workdir
