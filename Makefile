@@ -6,7 +6,7 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 DATA_DIR ?= $(CURDIR)/data
 
-.PHONY: run test lint typecheck unit venv clean proto sysdeps tree
+.PHONY: run test lint typecheck unit venv clean proto sysdeps nodedeps tree
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -59,9 +59,27 @@ sysdeps:
 		apt-get install -y -q --no-install-recommends $(SYSDEPS) >/dev/null; }; \
 	fi
 
+# Node.js and npm (Debian's) run ali-ons, the stock RocketMQ 4.x client of the conformance
+# tests (tests/conformance); a machine that already has node and npm keeps its own.
+NODEDEPS := nodejs=18.20.4+dfsg-1~deb12u3 npm=9.2.0~ds1-1
+nodedeps:
+	@if [ "$$(id -u)" = 0 ] && ! { command -v node && command -v npm; } >/dev/null; then \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -q --no-install-recommends $(NODEDEPS) >/dev/null || \
+		{ apt-get update -q >/dev/null && \
+		apt-get install -y -q --no-install-recommends $(NODEDEPS) >/dev/null; }; \
+	fi
+
+# ali-ons at the version package-lock.json pins.
+ALI_ONS := tests/conformance/ali_ons
+$(ALI_ONS)/node_modules/.package-lock.json: $(ALI_ONS)/package-lock.json | nodedeps
+	@if command -v npm >/dev/null; then \
+		npm ci --prefix $(ALI_ONS) --no-audit --no-fund --loglevel=error; \
+	else echo "npm is missing: the ali-ons conformance tests fail under CI, skip otherwise"; fi
+
 # The Spark tests (tests/spark) run a local Spark whose Python workers use this venv, bound
 # to loopback.
-unit: $(STAMP_DEV) sysdeps
+unit: $(STAMP_DEV) sysdeps $(ALI_ONS)/node_modules/.package-lock.json
 	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -q
 
 test: lint typecheck unit

@@ -33,11 +33,17 @@ from rocketq.broker.subscription_group import SubscriptionGroupManager
 from rocketq.broker.timer import TIMER_TOPIC_BYTES, TimerMessageStore
 from rocketq.broker.topic_config import TopicConfigManager
 from rocketq.broker.transaction import TransactionalMessageService
+from rocketq.broker.wire.admin import AdminRequests
+from rocketq.broker.wire.client import ClientRequests
+from rocketq.broker.wire.pull import PullRequests
+from rocketq.broker.wire.send import SendRequests
 from rocketq.cluster.aio import cancel_all
 from rocketq.cluster.config import StoreConfig
 from rocketq.cluster.message import SCHEDULE_TOPIC, TIMER_TOPIC, TopicConfig
 from rocketq.cluster.metrics_server import MetricsServer
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.cluster.remoting.transport import RemotingServer
+from rocketq.cluster.remoting.transport import listen_socket as remoting_listen_socket
 from rocketq.replication.ha.master import HAMaster, SlaveConnection, listen_socket
 from rocketq.replication.ha.slave import HASlave
 from rocketq.storage.message_store import MessageStore
@@ -59,25 +65,39 @@ class Broker:
     def __init__(self, config: BrokerConfig, store_config: StoreConfig) -> None:
         # Bind first: with listen_port 0 the real port is what the broker advertises and
         # what its records and message ids carry.
-        self.server = grpc.aio.server(options=GRPC_OPTIONS)
-        addr = f"{config.bind_address}:{config.listen_port}"
         try:
-            self.port = self.server.add_insecure_port(addr)
-        except RuntimeError:
-            self.port = 0
-        if self.port == 0:
+            self.remoting_socket = remoting_listen_socket(config.bind_address, config.listen_port)
+        except OSError as exc:
             raise OSError(
-                f"cannot listen on {config.bind_address}:{config.listen_port}; is another "
-                "broker running there? set listen_port"
+                f"cannot listen on {config.bind_address}:{config.listen_port} "
+                f"({exc.strerror or exc}); is another broker running there? set listen_port"
+            ) from None
+        self.port = self.remoting_socket.getsockname()[1]
+        self.server = grpc.aio.server(options=GRPC_OPTIONS)
+        try:
+            self.grpc_port = self.server.add_insecure_port(
+                f"{config.bind_address}:{config.grpc_listen_port}"
             )
-        config = replace(config, listen_port=self.port)
+        except RuntimeError:
+            self.grpc_port = 0
+        if self.grpc_port == 0:
+            self.remoting_socket.close()
+            raise OSError(
+                f"cannot listen on {config.bind_address}:{config.grpc_listen_port}; is another "
+                "broker running there? set grpc_listen_port"
+            )
+        config = replace(config, listen_port=self.port, grpc_listen_port=self.grpc_port)
         if config.enable_dledger_commit_log:
             # Raft decides the role: every member is a slave until it leads.
             config = replace(config, broker_role="SLAVE", broker_id=slave_id_of(config))
         self.ha_socket: socket.socket | None = None
         if config.broker_role != "SLAVE":
             # The HA port: slaves connect here (plain TCP, as RocketMQ's 10912).
-            self.ha_socket = listen_socket(config.bind_address, config.ha_listen_port)
+            try:
+                self.ha_socket = listen_socket(config.bind_address, config.ha_listen_port)
+            except OSError:
+                self.remoting_socket.close()
+                raise
             config = replace(config, ha_listen_port=self.ha_socket.getsockname()[1])
         if store_config.store_host == StoreConfig().store_host:
             store_config = replace(store_config, store_host=config.broker_addr)
@@ -96,6 +116,7 @@ class Broker:
             except OSError:
                 if self.ha_socket is not None:
                     self.ha_socket.close()
+                self.remoting_socket.close()
                 raise
         self.config = config
         self.store_config = store_config
@@ -187,6 +208,16 @@ class Broker:
         self.stats = BrokerStats()
         self.send.stats = self.pull.stats = self.stats
         self.stopping = False
+        self.clients = ClientRequests(self)
+        self.remoting = RemotingServer(
+            {
+                **SendRequests(self).handlers(),
+                **PullRequests(self).handlers(),
+                **self.clients.handlers(),
+                **AdminRequests(self).handlers(),
+            },
+            on_close=self.clients.connection_closed,
+        )
         pb_grpc.add_BrokerServicer_to_server(BrokerService(self), self.server)  # type: ignore[no-untyped-call]
         pb_grpc.add_BrokerAdminServicer_to_server(BrokerAdminService(self), self.server)  # type: ignore[no-untyped-call]
         self.boot_time = time.time()
@@ -221,6 +252,9 @@ class Broker:
             "brokerAddr": c.broker_addr,
             "haServerAddr": c.ha_server_addr,
             "maxPhyOffset": str(self.store.max_phy_offset),
+            # rocketq's: where its own SDK reaches the gRPC services (a stock nameserver
+            # ignores the field).
+            "grpcAddr": c.grpc_addr,
         }
 
     async def start(self) -> None:
@@ -240,6 +274,7 @@ class Broker:
         if self.ha_master is not None and self.ha_socket is not None:
             await self.ha_master.start(self.ha_socket)
         await self.server.start()
+        await self.remoting.start(self.config.bind_address, 0, sock=self.remoting_socket)
         if self.ha_slave is not None:
             self.ha_slave.start()
             self.sync.start()
@@ -291,6 +326,7 @@ class Broker:
                 "brokerAddr": c.broker_addr,
             }
         )
+        await self.remoting.stop()
         await self.server.stop(grace=1.0)
         if self.ha_slave is not None:
             await self.ha_slave.stop()

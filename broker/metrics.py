@@ -31,8 +31,10 @@ HEARTBEAT: Final = "heartbeat"
 CONSUMER_SEND_MSG_BACK: Final = "consumer_send_msg_back"
 END_TRANSACTION: Final = "end_transaction"
 
-# rpc_latency's protocol_type: the endpoint these requests come through.
+# rpc_latency's protocol_type: the endpoint these requests come through (rocketq's gRPC
+# services, or RocketMQ's remoting protocol).
 PROTOCOL: Final = "grpc"
+REMOTING: Final = "remoting"
 
 _SIZE_SLOTS: Final = len(MESSAGE_SIZE_BUCKETS) + 1
 
@@ -101,10 +103,17 @@ class BrokerCounters:
         self.half[topic] = max(0, self.half.get(topic, 0) - 1)
 
     def answered(
-        self, request: str, code: str, started: float, count: int = 1, *, held: bool = False
+        self,
+        request: str,
+        code: str,
+        started: float,
+        count: int = 1,
+        *,
+        held: bool = False,
+        protocol: str = PROTOCOL,
     ) -> None:
         """``count`` requests answered with ``code`` since ``started`` (time.perf_counter)."""
-        key: Labels = (PROTOCOL, request, code, "true" if held else "false")
+        key: Labels = (protocol, request, code, "true" if held else "false")
         self.rpc.observe(key, (time.perf_counter() - started) * 1000, count)
 
     def waited_for_replicas(self, started: float) -> None:

@@ -1,10 +1,12 @@
 """A slave's copy of its master's runtime state (RocketMQ's SlaveSynchronize).
 
 Every ``slave_sync_interval`` (10 s) a slave fetches its master's topic configs, consumer
-offsets, delay offsets and subscription group configs, so it can serve consumers when the
-master is away. Consumer offsets merge by taking the larger one: offsets consumers commit
-to the slave while the master is gone are kept, and the master takes them back when the
-slave reconnects (:meth:`SlaveSynchronizer.take_back_offsets`).
+offsets, delay offsets and subscription group configs (GET_ALL_TOPIC_CONFIG,
+GET_ALL_CONSUMER_OFFSET, GET_ALL_DELAY_OFFSET and GET_ALL_SUBSCRIPTIONGROUP_CONFIG, as
+RocketMQ's slaves ask), so it can serve consumers when the master is away. Consumer offsets
+merge by taking the larger one: offsets consumers commit to the slave while the master is
+gone are kept, and the master takes them back when the slave reconnects
+(:meth:`SlaveSynchronizer.take_back_offsets`).
 """
 
 from __future__ import annotations
@@ -14,15 +16,16 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Final
 
-import grpc
-
-from rocketq.broker.subscription_group import SubscriptionGroupConfig
-from rocketq.cluster.message import TopicConfig
+from rocketq.broker.config_json import group_of, topic_of
+from rocketq.cluster.errors import RocketqError, for_code
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.cluster.remoting import fastjson
+from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
+from rocketq.cluster.remoting.command import RemotingCommand
+from rocketq.cluster.remoting.transport import connect
 
 if TYPE_CHECKING:
     from rocketq.broker.host import BrokerHost
@@ -55,6 +58,42 @@ def sync_data(b: BrokerHost) -> pb.SlaveSyncData:
             {"subscriptionGroupTable": {n: asdict(g) for n, g in b.groups.groups.items()}}
         ),
     )
+
+
+SYNC_REQUESTS: Final = (
+    RequestCode.GET_ALL_TOPIC_CONFIG,
+    RequestCode.GET_ALL_CONSUMER_OFFSET,
+    RequestCode.GET_ALL_DELAY_OFFSET,
+    RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MasterState:
+    """The four tables of a master, as the JSON its admin requests answer."""
+
+    topics: dict[str, Any]
+    offsets: dict[str, Any]
+    delay: dict[str, Any]
+    groups: dict[str, Any]
+
+
+async def fetch_state(addr: str, timeout: float = 5.0) -> MasterState:
+    """A broker's topic configs, consumer offsets, delay offsets and group configs."""
+    conn = await connect(addr, {}, timeout=timeout)
+    try:
+        docs = []
+        for code in SYNC_REQUESTS:
+            answer = await conn.invoke(RemotingCommand(code), timeout)
+            if answer.code != ResponseCode.SUCCESS:
+                raise for_code(answer.code)(answer.remark or f"response code {answer.code}")
+            doc = fastjson.loads(bytes(answer.body or b"{}"))
+            if not isinstance(doc, dict):
+                raise ValueError(f"the answer to request {code} is not a JSON object")
+            docs.append(doc)
+    finally:
+        conn.close()
+    return MasterState(*docs)
 
 
 class SlaveSynchronizer:
@@ -95,9 +134,9 @@ class SlaveSynchronizer:
                 if done and failing:
                     log.info("copying the master's state again")
                 failing = False
-            except grpc.aio.AioRpcError as exc:
+            except RocketqError as exc:
                 if not failing:
-                    log.warning("cannot copy the master's state: %s", exc.code().name)
+                    log.warning("cannot copy the master's state: %s", exc)
                 failing = True
             except (ValueError, TypeError, KeyError) as exc:
                 log.warning("the master's state could not be read: %s", exc)
@@ -105,11 +144,8 @@ class SlaveSynchronizer:
             interval = self._interval_ms or self.b.config.slave_sync_interval
             await asyncio.sleep(interval / 1000 if done else min(1.0, interval / 1000))
 
-    async def _fetch(self, addr: str) -> pb.SlaveSyncData:
-        async with grpc.aio.insecure_channel(addr) as channel:
-            stub = pb_grpc.BrokerAdminStub(channel)  # type: ignore[no-untyped-call]
-            data: pb.SlaveSyncData = await stub.GetSlaveSyncData(pb.Empty(), timeout=5)
-            return data
+    async def _fetch(self, addr: str) -> MasterState:
+        return await fetch_state(addr)
 
     async def sync_once(self) -> bool:
         """Copy the master's state now; False when the master is not known yet."""
@@ -124,36 +160,34 @@ class SlaveSynchronizer:
         self.last_sync = asyncio.get_running_loop().time()
         return True
 
-    def apply(self, data: pb.SlaveSyncData) -> None:
+    def apply(self, data: MasterState) -> None:
         b = self.b
-        topics: dict[str, Any] = json.loads(data.topic_configs)
-        version = int(topics.get("dataVersion", 0))
+        version = int((data.topics.get("dataVersion") or {}).get("counter", 0))
         if version != b.topics.data_version:
             b.topics.replace_all(
                 {
-                    name: TopicConfig(**fields)
-                    for name, fields in topics.get("topicConfigTable", {}).items()
+                    name: topic_of(doc)
+                    for name, doc in (data.topics.get("topicConfigTable") or {}).items()
                 },
                 version,
             )
-        groups: dict[str, Any] = json.loads(data.subscription_groups)
         b.groups.groups = {
-            name: SubscriptionGroupConfig(**fields)
-            for name, fields in groups.get("subscriptionGroupTable", {}).items()
+            name: group_of(doc)
+            for name, doc in (data.groups.get("subscriptionGroupTable") or {}).items()
         }
         b.groups.persist()
-        delay: dict[str, Any] = json.loads(data.delay_offsets)
-        b.schedule.offsets = {int(k): int(v) for k, v in delay.get("offsetTable", {}).items()}
+        b.schedule.offsets = {
+            int(k): int(v) for k, v in (data.delay.get("offsetTable") or {}).items()
+        }
         b.schedule.persist()
         self.merge_offsets(data)
 
-    def merge_offsets(self, data: pb.SlaveSyncData) -> int:
+    def merge_offsets(self, data: MasterState) -> int:
         """Take each offset that is ahead of ours; -> how many moved."""
-        offsets: dict[str, Any] = json.loads(data.consumer_offsets)
         table = self.b.offsets.table
         moved = 0
-        for key, queues in offsets.get("offsetTable", {}).items():
-            mine = table.setdefault(key, {})
+        for key, queues in (data.offsets.get("offsetTable") or {}).items():
+            mine = table.setdefault(str(key), {})
             for q, o in queues.items():
                 if int(o) > mine.get(int(q), -1):
                     mine[int(q)] = int(o)
@@ -166,8 +200,8 @@ class SlaveSynchronizer:
         """A master's side: adopt the offsets its slave holds that are ahead of its own."""
         try:
             moved = self.merge_offsets(await self._fetch(slave_addr))
-        except grpc.aio.AioRpcError as exc:
-            log.warning("cannot read the offsets of slave %s: %s", slave_addr, exc.code().name)
+        except RocketqError as exc:
+            log.warning("cannot read the offsets of slave %s: %s", slave_addr, exc)
             return
         if moved:
             log.info("took back %d consumer offsets from slave %s", moved, slave_addr)

@@ -15,6 +15,7 @@ import typer
 
 from rocketq.cluster import cluster_list as listing
 from rocketq.cluster.aio import wait_event
+from rocketq.cluster.cli_options import DEFAULT_NAMESRV as DEFAULT_NAMESRV  # for dlq_cli too
 from rocketq.cluster.message import message_doc
 
 T = TypeVar("T")
@@ -35,7 +36,6 @@ Namesrv = Annotated[
     ),
 ]
 JsonOut = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-DEFAULT_NAMESRV = "127.0.0.1:9876"
 
 
 def run(make: Callable[[], Awaitable[T]]) -> T:
@@ -234,7 +234,9 @@ async def _transfer_leader(namesrv: str, group: str, to: str, timeout: float) ->
         leader = next((b for b in group_members if b.broker_id == 0), None)
         if leader is None:
             raise RocketqSystemError(f"raft group {group} has no master now; try again shortly")
-        async with grpc.aio.insecure_channel(leader.addr) as channel:
+        from rocketq.sdk.remoting import GRPC_ADDRS
+
+        async with grpc.aio.insecure_channel(GRPC_ADDRS.get(leader.addr, leader.addr)) as channel:
             stub = pb_grpc.BrokerAdminStub(channel)  # type: ignore[no-untyped-call]
             status = await stub.TransferLeader(
                 pb.TransferLeaderRequest(group=group, to=to), timeout=5

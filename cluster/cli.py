@@ -13,7 +13,12 @@ from typing import Annotated
 
 import typer
 
-from rocketq.cluster.cli_options import Replication, fail, parse_settings
+from rocketq.cluster.cli_options import (
+    DEFAULT_NAMESRV_PORT,
+    Replication,
+    fail,
+    parse_settings,
+)
 
 app = typer.Typer(
     name="rocketq",
@@ -184,6 +189,16 @@ def cluster_up(
     data_dir: DataDirOption = Path("data/cluster"),
     brokers: Annotated[int, typer.Option(min=1, help="Broker groups (broker-a, ...).")] = 1,
     nameservers: Annotated[int, typer.Option(min=1, help="Nameservers.")] = 1,
+    namesrv_port: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=65535,
+            help="The first nameserver's port when it is free (RocketMQ's default, which "
+            "`rocketq send`, `consume` and `admin` use without -n); taken: a free port, "
+            "and the output says so. 0: a free port.",
+        ),
+    ] = DEFAULT_NAMESRV_PORT,
     replication: Annotated[
         Replication,
         typer.Option(
@@ -216,6 +231,7 @@ def cluster_up(
 ) -> None:
     """Start a nameserver and broker groups as local processes and write cluster.json."""
     import contextlib
+    import shlex
     import signal
     import threading
 
@@ -229,6 +245,7 @@ def cluster_up(
             brokers=brokers,
             replication=replication.value,
             broker_settings={k: str(v) for k, v in parse_settings(settings).items()},
+            namesrv_port=namesrv_port or None,
         )
         cluster = LocalCluster(spec)
         cluster.start()
@@ -236,6 +253,18 @@ def cluster_up(
         raise fail(str(exc)) from None
     typer.echo(f"rocketq cluster is up (data dir {spec.data_dir})")
     typer.echo(f"namesrv addr: {cluster.namesrv_addr}")
+    if cluster.namesrv_port_busy:
+        addr = shlex.quote(cluster.namesrv_addr)
+        typer.echo(
+            f"port {namesrv_port} is taken, so the nameserver listens on "
+            f"{cluster.nameservers[0].addr} instead: give clients -n {addr} "
+            f"or export NAMESRV_ADDR={addr}"
+        )
+    elif namesrv_port == DEFAULT_NAMESRV_PORT:
+        typer.echo(
+            f"(port {namesrv_port}, RocketMQ's default: `rocketq send`, `consume` and "
+            "`admin` find it without -n)"
+        )
     rows = [["NAME", "ROLE", "ADDRESS", "METRICS", "PID", "LOG"]]
     rows += [
         [n.name, n.role, n.addr, n.metrics_url or "-", str(n.pid), str(n.log)]

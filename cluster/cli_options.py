@@ -1,11 +1,19 @@
 """What the CLI's sub-apps share: the replication modes and master roles a local cluster
-can run, ``--set KEY=VALUE`` settings, and the error exit."""
+can run, the nameserver address clients use when none is given, ``--set KEY=VALUE``
+settings, and the error exit."""
 
 from __future__ import annotations
 
 import enum
+from typing import Final
 
 import typer
+
+# RocketMQ's nameserver port: `rocketq cluster up` puts its first nameserver there when it
+# is free, and `rocketq send|consume|admin` look there when neither -n nor NAMESRV_ADDR
+# says otherwise.
+DEFAULT_NAMESRV_PORT: Final = 9876
+DEFAULT_NAMESRV: Final = f"127.0.0.1:{DEFAULT_NAMESRV_PORT}"
 
 
 class Replication(enum.StrEnum):

@@ -2,10 +2,12 @@
 
 ``rocketq cluster up``, the integration tests and the chaos harness all start clusters
 through :class:`LocalCluster`. Every node is ``python -m rocketq.cluster.cli nameserver|broker`` in
-its own session, on a free port, with stdout (the one ``{"ready": ...}`` line) in
-``<data_dir>/logs/<name>.out`` and its log in ``<data_dir>/logs/<name>.log``. The cluster's
-addresses and pids go to ``<data_dir>/cluster.json``, from which :meth:`LocalCluster.load`
-rebuilds a handle in another process (``rocketq cluster down|status``).
+its own session, on a free port (the first nameserver on ``ClusterSpec.namesrv_port`` when
+that port is free: ``rocketq cluster up`` asks for RocketMQ's 9876), with stdout (the one
+``{"ready": ...}`` line) in ``<data_dir>/logs/<name>.out`` and its log in
+``<data_dir>/logs/<name>.log``. The cluster's addresses and pids go to
+``<data_dir>/cluster.json``, from which :meth:`LocalCluster.load` rebuilds a handle in
+another process (``rocketq cluster down|status``).
 
 A pid is signalled only while ``/proc/<pid>`` shows a ``rocketq.cluster.cli`` process started at the
 recorded time, so a pid the kernel has handed to another process is never signalled.
@@ -61,6 +63,9 @@ class ClusterSpec:
     # Every node serves /metrics, /healthz and /readyz on a free port of its own (kept
     # across restarts); False: no metrics servers, nothing counted.
     metrics: bool = True
+    # The port the first nameserver listens on if it is free (another free port if it is
+    # not: LocalCluster.namesrv_port_busy says so); None: a free port, as for the others.
+    namesrv_port: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_dir", Path(self.data_dir).absolute())
@@ -81,6 +86,8 @@ class ClusterSpec:
             )
         if self.ready_timeout <= 0:
             raise ConfigError(f"ready_timeout must be > 0, got {self.ready_timeout}")
+        if self.namesrv_port is not None and not 0 < self.namesrv_port < 65536:
+            raise ConfigError(f"namesrv_port must be a port (1-65535), got {self.namesrv_port}")
 
     def to_dict(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -116,6 +123,9 @@ class Node:
     broker_id: int = 0
     raft_port: int = 0  # replication "raft": the member's Raft port, fixed before the start
     metrics_port: int = 0  # its HTTP port (/metrics, /healthz, /readyz); 0: none
+    # A broker's gRPC services (rocketq's SDK), fixed before the start and kept across
+    # restarts, so clients that know it reach the broker again after one.
+    grpc_port: int = 0
     host: str = HOST  # the address it binds and is reached at
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
 
@@ -156,6 +166,8 @@ class Node:
         }
         if self.metrics_port:
             doc["metrics_port"] = self.metrics_port
+        if self.grpc_port:
+            doc["grpc_port"] = self.grpc_port
         if self.role == "broker":
             doc |= {
                 "broker_name": self.broker_name,
@@ -230,6 +242,18 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
+def port_free(port: int, host: str = HOST) -> bool:
+    """Whether a server could listen on ``host:port`` now. Bound as the servers bind
+    (SO_REUSEADDR), so a port whose last connections are in TIME_WAIT counts as free."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 # ------------------------------------------------------------------ the cluster
 
 
@@ -270,6 +294,13 @@ class LocalCluster:
         return ";".join(n.addr for n in self.nameservers)
 
     @property
+    def namesrv_port_busy(self) -> bool:
+        """The spec's ``namesrv_port`` was taken, so the first nameserver listens on
+        another port."""
+        wanted, port = self.spec.namesrv_port, self.nameservers[0].port
+        return wanted is not None and port not in (0, wanted)
+
+    @property
     def cluster_file(self) -> Path:
         return self.data_dir / CLUSTER_FILE
 
@@ -304,6 +335,7 @@ class LocalCluster:
                 node.start_time = int(saved.get("start_time", 0))
                 node.raft_port = int(saved.get("raft_port", 0))
                 node.metrics_port = int(saved.get("metrics_port", 0))
+                node.grpc_port = int(saved.get("grpc_port", 0))
                 node.host = str(saved.get("host", HOST))
         except (KeyError, TypeError, ValueError) as exc:
             raise LauncherError(f"{path}: not a cluster description ({exc!r})") from None
@@ -328,19 +360,26 @@ class LocalCluster:
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         for n in self.nodes:
             n.port, n.pid, n.start_time, n.process = 0, 0, 0, None
+        wanted = self.spec.namesrv_port
+        if wanted is not None and port_free(wanted):
+            self.nameservers[0].port = wanted
         # Chosen together, so no two are the same: with replication "raft" every member
         # must know every member's Raft address before any starts; metrics ports are fixed
         # before the start too, so a scrape config written now stays right after restarts.
         raft = self.brokers if self.spec.replication == "raft" else []
         metrics = self.nodes if self.spec.metrics else []
-        ports = free_ports(len(raft) + len(metrics))
+        ports = free_ports(len(raft) + len(metrics) + len(self.brokers))
         for b, port in zip(raft, ports, strict=False):
             b.raft_port = port
-        for n, port in zip(metrics, ports[len(raft) :], strict=True):
+        for n, port in zip(metrics, ports[len(raft) : len(raft) + len(metrics)], strict=True):
             n.metrics_port = port
+        for b, port in zip(self.brokers, ports[len(raft) + len(metrics) :], strict=True):
+            b.grpc_port = port
         try:
             for n in self.nodes:
-                self._launch(n, self.spec.ready_timeout)
+                # The preferred port may be taken between the check and the bind.
+                any_port = n is self.nameservers[0] and wanted is not None
+                self._launch(n, self.spec.ready_timeout, any_port_if_busy=any_port)
                 self._save()
             self._wait_registered(self.brokers, self.nameservers[:1])
         except BaseException:
@@ -379,6 +418,7 @@ class LocalCluster:
                 "--set", f"broker_ip1={node.host}",
                 "--set", "ha_listen_port=0",
                 "--set", f"metrics_port={node.metrics_port}",
+                "--set", f"grpc_listen_port={node.grpc_port}",
             ]  # fmt: skip
             settings = self.spec.broker_settings
         if node.role == "broker" and self.spec.replication == "raft":
@@ -411,10 +451,12 @@ class LocalCluster:
             )
         return proc, offset
 
-    def _launch(self, node: Node, timeout: float, *, port_retry: float = 0.0) -> None:
+    def _launch(
+        self, node: Node, timeout: float, *, port_retry: float = 0.0, any_port_if_busy: bool = False
+    ) -> None:
         """Start the node and wait for its ready line. With ``port_retry``, a node that
         exits because its (fixed) port is busy is started again until that many seconds
-        have passed."""
+        have passed; with ``any_port_if_busy``, it is started again on a free port."""
         retry_until = time.monotonic() + port_retry
         while True:
             proc, offset = self._spawn(node)
@@ -425,6 +467,9 @@ class LocalCluster:
             log_text = tail(node.log, offset)
             if "cannot listen" in log_text and time.monotonic() < retry_until:
                 time.sleep(POLL_INTERVAL * 4)
+                continue
+            if "cannot listen" in log_text and any_port_if_busy and node.port:
+                node.port = 0
                 continue
             raise LauncherError(
                 f"{node.role} {node.name} exited before it was ready "

@@ -80,6 +80,8 @@ USHORT: Final = struct.Struct(">H")
 LONG: Final = struct.Struct(">q")
 # Store-side stamps, each over contiguous fields.
 STAMP_CRC_QUEUE_ID: Final = struct.Struct(">Ii")
+# A record's body CRC is CRC32 with the sign bit cleared, as RocketMQ's UtilAll.crc32.
+CRC_MASK: Final = 0x7FFFFFFF
 STAMP_OFFSETS: Final = struct.Struct(">qq")
 STAMP_STORE: Final = struct.Struct(">q8s")
 
@@ -220,7 +222,7 @@ def encode_record(
 ) -> bytes:
     """One record. Store-side fields default to zero; the broker stamps them."""
     total = FIXED_SIZE + len(body) + len(topic) + len(properties)
-    crc = zlib.crc32(body) if body_crc is None else body_crc
+    crc = zlib.crc32(body) & CRC_MASK if body_crc is None else body_crc
     return b"".join(
         (
             HEADER.pack(

@@ -23,7 +23,7 @@ from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.record import decode_records
 from rocketq.cluster.route_data import TopicRouteData
 from rocketq.sdk.client import ClientInstance
-from rocketq.sdk.remoting import check
+from rocketq.sdk.remoting import GRPC_ADDRS, check
 from rocketq.sdk.trace import TraceEvent, parse_events
 
 # The group admin reads run as (RocketMQ's tools use it too); it never commits an offset.
@@ -90,6 +90,8 @@ class Admin:
         await self.shutdown()
 
     async def _admin(self, addr: str, method: str, req: Any) -> Any:
+        if addr not in GRPC_ADDRS:  # an address from a message id: ask where it listens
+            await self.client.nameserver.cluster_info()
         resp = await self.client.broker(addr).unary(method, method, req, self.timeout, admin=True)
         if hasattr(resp, "status"):
             check(resp.status)

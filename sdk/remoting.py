@@ -30,10 +30,17 @@ from rocketq.cluster.errors import (
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 from rocketq.cluster.remoting import fastjson
-from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
+from rocketq.cluster.remoting.answer import check as check_answer
+from rocketq.cluster.remoting.codes import RequestCode
 from rocketq.cluster.remoting.command import RemotingCommand
 from rocketq.cluster.remoting.transport import RemotingClient
-from rocketq.cluster.route_data import ClusterInfo, TopicRouteData, parse_cluster_info, parse_route
+from rocketq.cluster.route_data import (
+    BrokerData,
+    ClusterInfo,
+    TopicRouteData,
+    parse_cluster_info,
+    parse_route,
+)
 
 log = logging.getLogger(__name__)
 
@@ -110,12 +117,16 @@ class NameServerClient:
             f"route of {topic}", RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}
         )
         check_answer(answer)
-        return parse_route(answer.body or b"{}")
+        route = parse_route(answer.body or b"{}")
+        learn_grpc_addrs(route.broker_datas)
+        return route
 
     async def cluster_info(self) -> ClusterInfo:
         answer = await self._ask("cluster info", RequestCode.GET_BROKER_CLUSTER_INFO)
         check_answer(answer)
-        return parse_cluster_info(answer.body or b"{}")
+        info = parse_cluster_info(answer.body or b"{}")
+        learn_grpc_addrs(info.broker_addr_table.values())
+        return info
 
     async def topic_list(self) -> list[str]:
         answer = await self._ask("topic list", RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
@@ -136,12 +147,6 @@ class NameServerClient:
 
     async def close(self) -> None:
         await self.remoting.close()
-
-
-def check_answer(answer: RemotingCommand) -> None:
-    """Raise the error class of a response that is not SUCCESS."""
-    if answer.code != ResponseCode.SUCCESS:
-        raise for_code(answer.code)(answer.remark or f"response code {answer.code}")
 
 
 class _Pipeline:
@@ -276,12 +281,27 @@ class _PullStream(_Pipeline):
             yield req
 
 
+# A broker's address (its remoting port, what routes and message ids name) -> where its gRPC
+# services listen, as the nameservers say; the SDK still sends and pulls over gRPC while it
+# moves to the remoting protocol.
+GRPC_ADDRS: dict[str, str] = {}
+
+
+def learn_grpc_addrs(brokers: Iterable[BrokerData]) -> None:
+    for b in brokers:
+        for bid, addr in b.broker_addrs.items():
+            grpc_addr = b.grpc_addrs.get(bid)
+            if grpc_addr:
+                GRPC_ADDRS[addr] = grpc_addr
+
+
 class BrokerClient:
     """One broker: its channel, stubs and send stream."""
 
     def __init__(self, addr: str) -> None:
         self.addr = addr
-        self.channel = grpc.aio.insecure_channel(addr, options=GRPC_OPTIONS)
+        self.target = GRPC_ADDRS.get(addr, addr)
+        self.channel = grpc.aio.insecure_channel(self.target, options=GRPC_OPTIONS)
         self.stub: Any = pb_grpc.BrokerStub(self.channel)  # type: ignore[no-untyped-call]
         self.admin: Any = pb_grpc.BrokerAdminStub(self.channel)  # type: ignore[no-untyped-call]
         self.sender = _SendStream(self.stub, addr)
@@ -310,9 +330,16 @@ class BrokerClient:
 class BrokerConnections:
     def __init__(self) -> None:
         self._clients: dict[str, BrokerClient] = {}
+        self._closing: set[asyncio.Task[None]] = set()
 
     def get(self, addr: str) -> BrokerClient:
         client = self._clients.get(addr)
+        if client is not None and client.target != GRPC_ADDRS.get(addr, addr):
+            # The broker's gRPC services moved (it restarted): a channel to the new place.
+            task = asyncio.ensure_future(client.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+            client = None
         if client is None:
             client = self._clients[addr] = BrokerClient(addr)
         return client

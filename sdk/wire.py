@@ -19,6 +19,7 @@ from typing import Final
 from rocketq.cluster.errors import for_code
 from rocketq.cluster.record import tags_hash_code
 from rocketq.cluster.remoting import fastjson
+from rocketq.cluster.remoting.answer import check
 from rocketq.cluster.remoting.codes import PullSysFlag, RequestCode, ResponseCode
 from rocketq.cluster.remoting.command import RemotingCommand
 
@@ -33,11 +34,6 @@ STORED_CODES: Final = frozenset(
         ResponseCode.FLUSH_SLAVE_TIMEOUT,
     }
 )
-
-
-def raise_for(answer: RemotingCommand) -> None:
-    """The error class of the answer's code, with the broker's remark."""
-    raise for_code(answer.code)(answer.remark or f"response code {answer.code}")
 
 
 # -- send ------------------------------------------------------------------------------
@@ -110,7 +106,7 @@ class SendReply:
 def parse_send(answer: RemotingCommand) -> SendReply:
     """The stored send's ids and place; the error class of any other answer."""
     if answer.code not in STORED_CODES:
-        raise_for(answer)
+        check(answer)
     ext = answer.ext or {}
     ids = ext.get("msgId", "")
     try:
@@ -197,8 +193,8 @@ class PullReply:
 def parse_pull(answer: RemotingCommand) -> PullReply:
     outcome = PULL_OUTCOMES.get(answer.code)
     if outcome is None:
-        raise_for(answer)
-        raise AssertionError("unreachable")  # raise_for always raises
+        check(answer)  # raises: the code is not SUCCESS (whose outcome is FOUND)
+        raise AssertionError(f"pull answer code {answer.code}")
     ext = answer.ext or {}
     try:
         return PullReply(

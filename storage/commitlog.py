@@ -26,6 +26,7 @@ from rocketq.cluster.errors import (
 from rocketq.cluster.record import (
     BLANK,
     BLANK_MAGIC_CODE,
+    CRC_MASK,
     END_FILE_MIN_BLANK_LENGTH,
     FIXED_SIZE,
     HEADER,
@@ -169,7 +170,8 @@ class CommitLog:
                 raise MessageIllegalError(
                     f"record {count} of the batch: properties must be key\\x01value\\x02 pairs"
                 )
-            stamp_crc(buf, pos + 8, crc32(view[pos + POS_BODY : body_end]), queue_id)
+            # RocketMQ's body CRC: CRC32 with the sign bit cleared (UtilAll.crc32).
+            stamp_crc(buf, pos + 8, crc32(view[pos + POS_BODY : body_end]) & CRC_MASK, queue_id)
             if (sys_flag & 0xC) in _NO_QUEUE_OFFSET:
                 stamp_offsets(buf, pos + 20, 0, base + pos)
             else:
@@ -360,7 +362,7 @@ def check_record(
     (props_len,) = USHORT.unpack_from(buf, ppos)
     if FIXED_SIZE + body_len + tl + props_len != size:
         return BAD_RECORD
-    if check_crc and zlib.crc32(buf[pos + POS_BODY : tpos]) != body_crc:
+    if check_crc and (zlib.crc32(buf[pos + POS_BODY : tpos]) ^ body_crc) & CRC_MASK:
         return BAD_RECORD
     topic = bytes(buf[tpos + 1 : ppos])
     props = bytes(buf[ppos + 2 : ppos + 2 + props_len])

@@ -31,6 +31,7 @@ from typing import Final
 
 from rocketq.cluster.record import (
     BLANK_MAGIC_CODE,
+    CRC_MASK,
     FIXED_SIZE,
     MESSAGE_MAGIC_CODE,
     POS_BODY,
@@ -283,7 +284,8 @@ def check_segment(
             (props_len,) = ushort(buf, pp)
             if FIXED_SIZE + body_len + tl + props_len != size:
                 break
-            if check_crc and crc32(view[pos + POS_BODY : tp]) != body_crc:
+            # Stores before the sign bit was cleared kept it: both forms are whole.
+            if check_crc and (crc32(view[pos + POS_BODY : tp]) ^ body_crc) & CRC_MASK:
                 break
             # The CRC covers the body only: a tail torn inside topic or properties shows as
             # zeros where a legal topic and "key\x01value\x02" pairs must be.

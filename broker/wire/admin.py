@@ -21,10 +21,11 @@ from __future__ import annotations
 from typing import Any, Final
 
 from rocketq.broker.admin_service import config_table, runtime_table
+from rocketq.broker.config_json import group_doc, group_of, topic_doc
 from rocketq.broker.consumer_manager import Subscription
 from rocketq.broker.filter import SQL92
 from rocketq.broker.service import ServiceHost
-from rocketq.broker.subscription_group import SubscriptionGroupConfig, check_group
+from rocketq.broker.subscription_group import check_group
 from rocketq.broker.wire.client import json_body
 from rocketq.broker.wire.pull import header_int
 from rocketq.cluster.errors import (
@@ -45,21 +46,6 @@ from rocketq.cluster.remoting.transport import Connection, Handler
 FILTER_TYPES: Final = ("SINGLE_TAG", "MULTI_TAG")
 UNIQUE_KEY_QUERY: Final = "_UNIQUE_KEY_QUERY"  # MixAll.UNIQUE_MSG_QUERY_FLAG
 UNKNOWN_LANGUAGE: Final = "OTHER"  # rocketq does not record a client's language
-# SubscriptionGroupConfig's JSON names -> rocketq's fields (bools, then ints).
-GROUP_BOOLS: Final = {
-    "consumeEnable": "consume_enable",
-    "consumeBroadcastEnable": "consume_broadcast_enable",
-    "notifyConsumerIdsChangedEnable": "notify_consumer_ids_changed_enable",
-    "consumeFromMinEnable": None,  # not kept: rocketq's groups have no such switch
-}
-GROUP_INTS: Final = {
-    "retryQueueNums": "retry_queue_nums",
-    "retryMaxTimes": "retry_max_times",
-    "brokerId": "broker_id",
-    "whichBrokerWhenConsumeSlowly": "which_broker_when_consume_slowly",
-}
-
-
 # -- header fields ----------------------------------------------------------------------
 
 
@@ -89,59 +75,6 @@ def data_version(counter: int, timestamp: int = 0) -> dict[str, int]:
 
 def message_queue(broker_name: str, topic: str, queue_id: int) -> fastjson.ObjectKey:
     return fastjson.ObjectKey.of({"brokerName": broker_name, "queueId": queue_id, "topic": topic})
-
-
-def topic_doc(t: TopicConfig) -> dict[str, Any]:
-    """TopicConfig's JSON."""
-    return {
-        "order": t.order,
-        "perm": t.perm,
-        "readQueueNums": t.read_queue_nums,
-        "topicFilterType": "SINGLE_TAG",
-        "topicName": t.topic_name,
-        "topicSysFlag": t.topic_sys_flag,
-        "writeQueueNums": t.write_queue_nums,
-    }
-
-
-def group_doc(g: SubscriptionGroupConfig) -> dict[str, Any]:
-    """SubscriptionGroupConfig's JSON."""
-    return {
-        "brokerId": g.broker_id,
-        "consumeBroadcastEnable": g.consume_broadcast_enable,
-        "consumeEnable": g.consume_enable,
-        "consumeFromMinEnable": True,
-        "groupName": g.group_name,
-        "notifyConsumerIdsChangedEnable": g.notify_consumer_ids_changed_enable,
-        "retryMaxTimes": g.retry_max_times,
-        "retryQueueNums": g.retry_queue_nums,
-        "whichBrokerWhenConsumeSlowly": g.which_broker_when_consume_slowly,
-    }
-
-
-def group_of(doc: dict[str, Any]) -> SubscriptionGroupConfig:
-    """A SubscriptionGroupConfig body -> rocketq's config; absent fields take RocketMQ's
-    defaults, a field of the wrong type is MessageIllegalError naming it."""
-    name = doc.get("groupName")
-    if not isinstance(name, str) or not name:
-        raise MessageIllegalError("the subscription group body has no groupName")
-    values: dict[str, Any] = {}
-    for key, attr in GROUP_BOOLS.items():
-        if key in doc:
-            if not isinstance(doc[key], bool):
-                raise MessageIllegalError(
-                    f"the subscription group's {key} is {doc[key]!r}, not true or false"
-                )
-            if attr is not None:
-                values[attr] = doc[key]
-    for key, attr in GROUP_INTS.items():
-        if key in doc:
-            if isinstance(doc[key], bool) or not isinstance(doc[key], int):
-                raise MessageIllegalError(
-                    f"the subscription group's {key} is {doc[key]!r}, not a whole number"
-                )
-            values[attr] = doc[key]
-    return SubscriptionGroupConfig(name, **values)
 
 
 def subscription_doc(s: Subscription) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from rocketq.broker.consumer_manager import Subscription
 from rocketq.broker.filter import SQL92, TAG, parse_tags, sql_filter
-from rocketq.broker.metrics import CONSUMER_SEND_MSG_BACK, END_TRANSACTION, HEARTBEAT
+from rocketq.broker.metrics import CONSUMER_SEND_MSG_BACK, END_TRANSACTION, HEARTBEAT, REMOTING
 from rocketq.broker.service import ServiceHost
 from rocketq.broker.subscription_group import check_group
 from rocketq.broker.wire.pull import header_int
@@ -112,7 +112,9 @@ class ClientRequests:
         except Exception as exc:
             answer = error_response(cmd, exc)
         if self.b.metrics is not None:
-            self.b.metrics.answered(HEARTBEAT, response_code_name(answer.code), started)
+            self.b.metrics.answered(
+                HEARTBEAT, response_code_name(answer.code), started, protocol=REMOTING
+            )
         return answer
 
     def _heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -347,7 +349,7 @@ class ClientRequests:
             answer = error_response(cmd, exc)
         if self.b.metrics is not None:
             self.b.metrics.answered(
-                CONSUMER_SEND_MSG_BACK, response_code_name(answer.code), started
+                CONSUMER_SEND_MSG_BACK, response_code_name(answer.code), started, protocol=REMOTING
             )
         return answer
 
@@ -377,7 +379,9 @@ class ClientRequests:
         except Exception as exc:
             answer = error_response(cmd, exc)
         if self.b.metrics is not None:
-            self.b.metrics.answered(END_TRANSACTION, response_code_name(answer.code), started)
+            self.b.metrics.answered(
+                END_TRANSACTION, response_code_name(answer.code), started, protocol=REMOTING
+            )
         return answer
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Final
 
-from rocketq.broker.metrics import PULL_MESSAGE
+from rocketq.broker.metrics import PULL_MESSAGE, REMOTING
 from rocketq.broker.pull_processor import PullStatus
 from rocketq.broker.service import ServiceHost
 from rocketq.cluster.errors import MessageIllegalError
@@ -83,7 +83,7 @@ class PullRequests:
         code = PULL_CODES[answer.status]
         if self.b.metrics is not None:
             self.b.metrics.answered(
-                PULL_MESSAGE, response_code_name(code), started, held=answer.held
+                PULL_MESSAGE, response_code_name(code), started, held=answer.held, protocol=REMOTING
             )
         return cmd.response(
             code,

@@ -16,7 +16,7 @@ import struct
 import time
 from typing import Final
 
-from rocketq.broker.metrics import SEND_BATCH_MESSAGE, SEND_MESSAGE
+from rocketq.broker.metrics import REMOTING, SEND_BATCH_MESSAGE, SEND_MESSAGE
 from rocketq.broker.service import ServiceHost
 from rocketq.cluster.errors import MessageIllegalError
 from rocketq.cluster.message_id import encode_offset_msg_id
@@ -272,4 +272,5 @@ class SendRequests:
                 SEND_BATCH_MESSAGE if batch else SEND_MESSAGE,
                 response_code_name(code),
                 started,
+                protocol=REMOTING,
             )

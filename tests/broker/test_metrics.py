@@ -214,7 +214,7 @@ async def test_a_pull_moves_messages_out_and_the_lag_gauges(broker: tuple[str, B
         "is_retry": "false",
         "is_system": "false",
     }
-    async with grpc.aio.insecure_channel(b.config.broker_addr) as channel:
+    async with grpc.aio.insecure_channel(b.config.grpc_addr) as channel:
         stub = pb_grpc.BrokerStub(channel)  # type: ignore[no-untyped-call]
         # The group committed offset 1 and pulls 3 from there: 1 consumed, 3 in flight, 1 ready.
         await stub.UpdateConsumerOffset(
@@ -245,7 +245,7 @@ async def test_a_retry_and_a_dlq_move_count_as_send_backs(broker: tuple[str, Bro
         first = await producer.send(Message("Back", b"retry me"))
         second = await producer.send(Message("Back", b"give up"))
     dlq = {"topic": "Back", "consumer_group": "cg-back", "is_system": "false"}
-    async with grpc.aio.insecure_channel(b.config.broker_addr) as channel:
+    async with grpc.aio.insecure_channel(b.config.grpc_addr) as channel:
         stub = pb_grpc.BrokerStub(channel)  # type: ignore[no-untyped-call]
         offset = int(first.offset_msg_id[16:], 16)
         status = await stub.ConsumerSendMsgBack(
@@ -262,7 +262,7 @@ async def test_a_retry_and_a_dlq_move_count_as_send_backs(broker: tuple[str, Bro
     assert value(b, "rocketmq_send_to_dlq_messages_total", **dlq) == 1
     assert rpc_count(b, "consumer_send_msg_back") == 2
     # A refused request is counted under its response code.
-    async with grpc.aio.insecure_channel(b.config.broker_addr) as channel:
+    async with grpc.aio.insecure_channel(b.config.grpc_addr) as channel:
         stub = pb_grpc.BrokerStub(channel)  # type: ignore[no-untyped-call]
         status = await stub.ConsumerSendMsgBack(
             pb.SendBackRequest(group="cg-back", commit_log_offset=1 << 40, max_reconsume_times=0)

@@ -6,15 +6,24 @@ import json
 import os
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from rocketq.cluster.launcher import ClusterSpec, LauncherError, LocalCluster, broker_group_name
+import rocketq.cluster.launcher as launcher
+from rocketq.cluster.errors import ConfigError
+from rocketq.cluster.launcher import (
+    ClusterSpec,
+    LauncherError,
+    LocalCluster,
+    broker_group_name,
+    free_ports,
+)
 from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
 from rocketq.cluster.remoting.command import RemotingCommand
 from rocketq.cluster.remoting.transport import request_blocking
@@ -189,6 +198,66 @@ def test_stop_on_error_inside_the_block(tmp_path: Path) -> None:
     assert len(pids) == 2 and all(gone(pid) for pid in pids)
 
 
+@pytest.fixture
+def held_port() -> Iterator[int]:
+    """A port someone else listens on (as another program could hold 9876)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield s.getsockname()[1]
+
+
+def test_the_first_nameserver_takes_the_preferred_port_when_it_is_free(tmp_path: Path) -> None:
+    (port,) = free_ports(1)  # stands in for 9876, which this machine may be using
+    spec = ClusterSpec(data_dir=tmp_path, nameservers=2, broker_settings=SMALL_STORE,
+                       namesrv_port=port)  # fmt: skip
+    with LocalCluster(spec) as c:
+        assert c.nameservers[0].addr == f"127.0.0.1:{port}" and not c.namesrv_port_busy
+        assert c.nameservers[1].port != port  # only the first one
+        assert c.namesrv_addr.startswith(f"127.0.0.1:{port};")
+        assert registered(f"127.0.0.1:{port}") == {"broker-a": {0: c.node("broker-a-0").addr}}
+        doc = json.loads((tmp_path / "cluster.json").read_text())
+        assert doc["spec"]["namesrv_port"] == port
+        assert not LocalCluster.load(tmp_path).namesrv_port_busy
+
+
+def test_a_taken_preferred_port_gives_the_nameserver_another(
+    tmp_path: Path, held_port: int
+) -> None:
+    spec = ClusterSpec(data_dir=tmp_path, broker_settings=SMALL_STORE, namesrv_port=held_port)
+    with LocalCluster(spec) as c:
+        assert c.namesrv_port_busy
+        assert c.nameservers[0].port not in (0, held_port)
+        assert registered(c.namesrv_addr) == {"broker-a": {0: c.node("broker-a-0").addr}}
+        assert LocalCluster.load(tmp_path).namesrv_port_busy  # cluster.json says so too
+
+
+def test_a_preferred_port_taken_after_the_check_gives_another(
+    tmp_path: Path, held_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The port looks free, then the nameserver cannot listen there: it starts again on
+    # a free port instead of failing.
+    monkeypatch.setattr(launcher, "port_free", lambda port, host="": True)
+    spec = ClusterSpec(data_dir=tmp_path, broker_settings=SMALL_STORE, namesrv_port=held_port)
+    with LocalCluster(spec) as c:
+        assert c.namesrv_port_busy and c.nameservers[0].port != held_port
+        assert "cannot listen" in c.nameservers[0].log.read_text()
+        assert registered(c.namesrv_addr) == {"broker-a": {0: c.node("broker-a-0").addr}}
+
+
+def test_without_a_preferred_port_the_nameserver_takes_a_free_one(tmp_path: Path) -> None:
+    cluster = LocalCluster(ClusterSpec(data_dir=tmp_path))
+    assert cluster.spec.namesrv_port is None and not cluster.namesrv_port_busy
+    cmd = cluster._command(cluster.nameservers[0])
+    assert cmd[cmd.index("--port") + 1] == "0"
+
+
+@pytest.mark.parametrize("port", [0, -1, 65536])
+def test_a_preferred_port_must_be_a_port(tmp_path: Path, port: int) -> None:
+    with pytest.raises(ConfigError, match="namesrv_port"):
+        ClusterSpec(data_dir=tmp_path, namesrv_port=port)
+
+
 def test_a_node_that_cannot_start_fails_with_its_log(tmp_path: Path) -> None:
     spec = ClusterSpec(data_dir=tmp_path, broker_settings={"no_such_key": "1"})
     cluster = LocalCluster(spec)
@@ -232,6 +301,37 @@ def test_cli_up_status_down(tmp_path: Path) -> None:
     status = json.loads(rocketq("cluster", "status", "--data-dir", data_dir, "--json").stdout)
     assert not any(n["alive"] for n in status["nodes"]) and status["registered"] is None
     assert "not running" in rocketq("cluster", "down", "--data-dir", data_dir).stdout
+
+
+def test_cli_up_says_when_the_nameserver_port_is_taken(tmp_path: Path, held_port: int) -> None:
+    data_dir = str(tmp_path / "c")
+    up = rocketq(
+        "cluster", "up", "--data-dir", data_dir, "--namesrv-port", str(held_port),
+        "--set", "mapped_file_size_commit_log=67108864",
+    )  # fmt: skip
+    try:
+        addr = json.loads(Path(data_dir, "cluster.json").read_text())["namesrv_addr"]
+        assert addr != f"127.0.0.1:{held_port}"
+        assert (
+            f"port {held_port} is taken, so the nameserver listens on {addr} instead: "
+            f"give clients -n {addr} or export NAMESRV_ADDR={addr}"
+        ) in up.stdout
+    finally:
+        rocketq("cluster", "down", "--data-dir", data_dir, check=False)
+
+
+def test_cli_up_uses_a_free_nameserver_port(tmp_path: Path) -> None:
+    (port,) = free_ports(1)
+    data_dir = str(tmp_path / "c")
+    up = rocketq(
+        "cluster", "up", "--data-dir", data_dir, "--namesrv-port", str(port),
+        "--set", "mapped_file_size_commit_log=67108864",
+    )  # fmt: skip
+    try:
+        assert f"namesrv addr: 127.0.0.1:{port}\n" in up.stdout
+        assert "taken" not in up.stdout
+    finally:
+        rocketq("cluster", "down", "--data-dir", data_dir, check=False)
 
 
 @pytest.mark.parametrize(

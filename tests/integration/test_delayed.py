@@ -19,6 +19,7 @@ from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 from rocketq.cluster.record import encode_message
 from rocketq.sdk.admin import Admin
+from tests.integration.grpc_addr import grpc_addr
 from tests.integration.waiting import wait_until
 
 
@@ -134,7 +135,9 @@ async def test_delayed_messages_in_a_batch_are_refused(cluster: LocalCluster) ->
         )
         for _ in range(2)
     )
-    async with grpc.aio.insecure_channel(cluster.brokers[0].addr) as channel:
+    async with grpc.aio.insecure_channel(
+        grpc_addr(cluster.namesrv_addr, cluster.brokers[0].addr)
+    ) as channel:
         resp = await pb_grpc.BrokerStub(channel).SendMessage(
             pb.SendRequest(topic="NoDelayBatch", queue_id=0, records=records)
         )

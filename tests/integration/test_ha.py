@@ -30,6 +30,7 @@ from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 from rocketq.sdk.admin import Admin
 from tests.integration.conftest import MakeCluster
+from tests.integration.grpc_addr import grpc_addr
 from tests.integration.waiting import wait_until
 
 SYNC = {"broker_role": "SYNC_MASTER", "flush_disk_type": "SYNC_FLUSH"}
@@ -232,7 +233,7 @@ async def test_slave_restart_catches_up_byte_for_byte(cluster_ha: LocalCluster) 
     end = int((await runtime(ns))[("broker-a", 0)]["commitLogMaxOffset"])
     assert commitlog_bytes(master.store, end) == commitlog_bytes(slave.store, end)
     # A slave refuses writes; cluster-list shows roles, ends and the replication lag.
-    async with grpc.aio.insecure_channel(slave.addr) as channel:
+    async with grpc.aio.insecure_channel(grpc_addr(cluster.namesrv_addr, slave.addr)) as channel:
         refused = await pb_grpc.BrokerStub(channel).SendMessage(
             pb.SendRequest(topic="CatchUp", queue_id=0, records=b"")
         )

@@ -27,6 +27,7 @@ from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 from rocketq.cluster.record import encode_message
 from rocketq.errors import NoPermissionError, TopicNotExistError
 from rocketq.sdk.admin import Admin
+from tests.integration.grpc_addr import grpc_addr
 
 # Each internal topic and the hint its refusal gives.
 INTERNAL = {
@@ -68,7 +69,9 @@ async def test_the_sdk_and_the_broker_refuse_internal_topics(cluster: LocalClust
         with pytest.raises(NoPermissionError, match="retry topic"):
             await producer.send_batch([Message(retry_topic("cg-orders"), b"a")] * 2)
     # A client that skips the SDK's check gets the same answer from the broker.
-    async with grpc.aio.insecure_channel(cluster.brokers[0].addr) as channel:
+    async with grpc.aio.insecure_channel(
+        grpc_addr(cluster.namesrv_addr, cluster.brokers[0].addr)
+    ) as channel:
         stub = pb_grpc.BrokerStub(channel)
         for topic, hint in INTERNAL.items():
             records = encode_message(Message(topic, b"x"), born_timestamp=0, born_host=b"\0" * 8)

@@ -18,6 +18,7 @@ from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 from rocketq.cluster.record import decode_records
 from rocketq.sdk.admin import Admin
 from tests.integration.conftest import MakeCluster
+from tests.integration.grpc_addr import grpc_addr
 
 TOPICS = 10_000
 IN_FLIGHT = 64
@@ -77,7 +78,7 @@ async def test_ten_thousand_topics_survive_a_sigkill(make_cluster: MakeCluster) 
     sent = await send_all(ns)
     assert len(sent) == TOPICS and all(r.ok for r in sent.values())
     expected = {name(i): b"body-%d" % i for i in range(TOPICS)}
-    assert await read_back(broker.addr, sent) == expected
+    assert await read_back(grpc_addr(cluster.namesrv_addr, broker.addr), sent) == expected
     async with Admin(ns) as admin:
         routed = set(await admin.topic_list())
     assert set(expected) <= routed
@@ -87,12 +88,12 @@ async def test_ten_thousand_topics_survive_a_sigkill(make_cluster: MakeCluster) 
     loaded = re.findall(r"store loaded from .*, (\d+) queues, fast recovery", log)
     assert len(loaded) == 2 and int(loaded[1]) >= TOPICS, loaded
     assert f": {loaded[1]} consume queues took their end from the clean stop's record\n" in log
-    assert await read_back(broker.addr, sent) == expected
+    assert await read_back(grpc_addr(cluster.namesrv_addr, broker.addr), sent) == expected
 
     await asyncio.to_thread(cluster.kill, broker.name, signal.SIGKILL)
     await asyncio.to_thread(cluster.restart, broker.name)
 
-    assert await read_back(broker.addr, sent) == expected
+    assert await read_back(grpc_addr(cluster.namesrv_addr, broker.addr), sent) == expected
     async with Admin(ns) as admin:
         routed = set(await admin.topic_list())
         status = await admin.topic_status(name(TOPICS - 1))

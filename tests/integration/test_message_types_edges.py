@@ -23,6 +23,7 @@ from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 from rocketq.sdk.admin import Admin
 from tests.integration.conftest import MakeCluster
+from tests.integration.grpc_addr import grpc_addr
 from tests.integration.waiting import wait_until
 
 
@@ -82,7 +83,9 @@ async def test_bad_ordered_and_transactional_sends(make_cluster: MakeCluster) ->
         with pytest.raises(NoPermissionError, match="reject_transaction_message"):
             await tp.send_message_in_transaction(Message("Edges", b"x"))
     # Ending a transaction that does not exist names what is wrong.
-    async with grpc.aio.insecure_channel(cluster.brokers[0].addr) as channel:
+    async with grpc.aio.insecure_channel(
+        grpc_addr(cluster.namesrv_addr, cluster.brokers[0].addr)
+    ) as channel:
         status = await pb_grpc.BrokerStub(channel).EndTransaction(
             pb.EndTransactionRequest(
                 producer_group="tpg-edges",

@@ -27,6 +27,7 @@ from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 from rocketq.cluster.record import encode_host, encode_record
 from tests.integration.conftest import SMALL_STORE
+from tests.integration.grpc_addr import grpc_addr
 from tests.integration.test_raft import (
     FAST_RAFT,
     commitlog_bytes,
@@ -115,9 +116,10 @@ async def minority_leader_scenario(
         info = await members(ns)
         committed_before = int(info[old.addr]["raftCommittedOffset"])
 
+        old_grpc = grpc_addr(ns, old.addr)  # asked before the nameserver may lose it
         isolate(old)
         tail = [b"unacknowledged %d" % i for i in range(20)]
-        codes = await send_direct(old.addr, "RaftSplit", tail)
+        codes = await send_direct(old_grpc, "RaftSplit", tail)
         assert 0 not in codes, codes  # no quorum: nothing acknowledged
         assert set(codes) <= {1001, 12}, codes  # NOT_LEADER or FLUSH_SLAVE_TIMEOUT
 

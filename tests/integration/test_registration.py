@@ -20,6 +20,7 @@ from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 from rocketq.sdk.admin import Admin
 from tests.integration.conftest import SMALL_STORE
+from tests.integration.grpc_addr import grpc_addr
 from tests.integration.waiting import wait_until
 
 SNAPSHOT_TOPICS = 9_500
@@ -131,7 +132,7 @@ async def test_topic_configs_survive_restart_and_sigkill(cluster: LocalCluster) 
 
     cluster.restart(broker.name)  # graceful
 
-    topics = await broker_topics(broker.addr)
+    topics = await broker_topics(grpc_addr(cluster.namesrv_addr, broker.addr))
     assert {f"Kept{i}": i + 1 for i in range(5)}.items() <= topics.items()
     assert "AutoKept" in topics
 
@@ -145,7 +146,7 @@ async def test_topic_configs_survive_restart_and_sigkill(cluster: LocalCluster) 
         f.write(b'{"dataVersion":999,"put":[{"topic_name":"Torn","read_que')
     cluster.restart(broker.name)
 
-    topics = await broker_topics(broker.addr)
+    topics = await broker_topics(grpc_addr(cluster.namesrv_addr, broker.addr))
     assert topics.get("BeforeKill") == 3
     assert "Kept0" not in topics and topics.get("Kept4") == 5
     assert "Torn" not in topics

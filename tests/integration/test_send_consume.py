@@ -30,6 +30,7 @@ from rocketq.cluster.record import decode_records
 from rocketq.sdk.admin import Admin
 from rocketq.sdk.pull_consumer import PullConsumer
 from tests.integration.conftest import MakeCluster
+from tests.integration.grpc_addr import grpc_addr
 from tests.integration.waiting import wait_until
 
 
@@ -257,7 +258,7 @@ async def test_bad_input_gets_clear_errors_and_changes_nothing(cluster: LocalClu
         with pytest.raises(MessageIllegalError, match="illegal characters"):
             await producer.send(Message("bad topic!", b"x"))
     broker = cluster.brokers[0]
-    async with grpc.aio.insecure_channel(broker.addr) as channel:
+    async with grpc.aio.insecure_channel(grpc_addr(cluster.namesrv_addr, broker.addr)) as channel:
         stub = pb_grpc.BrokerStub(channel)
         garbage = await stub.SendMessage(
             pb.SendRequest(topic="Strict", queue_id=0, records=b"\x00" * 300)
@@ -303,7 +304,9 @@ async def test_pull_stream_answers_each_pull_when_it_is_ready(cluster: LocalClus
                 subscription="*",
             )
 
-        async with grpc.aio.insecure_channel(cluster.brokers[0].addr) as channel:
+        async with grpc.aio.insecure_channel(
+            grpc_addr(cluster.namesrv_addr, cluster.brokers[0].addr)
+        ) as channel:
             stream = pb_grpc.BrokerStub(channel).PullStream(outgoing())
             requests.put_nowait(pull(1, 0))  # empty queue: held
             requests.put_nowait(pull(2, 1))  # one message: answered at once
