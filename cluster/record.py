@@ -205,7 +205,7 @@ def message_properties(msg: Message, uniq_id: str | None) -> dict[str, str]:
 def encode_record(
     *,
     topic: bytes,
-    body: bytes,
+    body: bytes | memoryview,
     properties: bytes,
     born_timestamp: int,
     born_host: bytes,

@@ -142,7 +142,7 @@ def batch_records(
             props += batch_properties
         record = encode_record(
             topic=topic,
-            body=bytes(view[start : start + body_len]),
+            body=view[start : start + body_len],
             properties=props,
             born_timestamp=born_timestamp,
             born_host=born,
@@ -200,7 +200,7 @@ class SendRequests:
             else:
                 records = encode_record(
                     topic=topic_bytes,
-                    body=bytes(body),
+                    body=body,
                     properties=(h.get("properties") or "").encode(),
                     born_timestamp=born_ts,
                     born_host=born,
