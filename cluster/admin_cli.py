@@ -202,11 +202,7 @@ def transfer_leader(
 
 
 async def _transfer_leader(namesrv: str, group: str, to: str, timeout: float) -> str:
-    import grpc
-
-    from rocketq.cluster.errors import RocketqSystemError, for_code
-    from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-    from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+    from rocketq.cluster.errors import RocketqSystemError
     from rocketq.sdk.admin import Admin, BrokerInfo
 
     def members(brokers: list[BrokerInfo]) -> list[BrokerInfo]:
@@ -234,15 +230,7 @@ async def _transfer_leader(namesrv: str, group: str, to: str, timeout: float) ->
         leader = next((b for b in group_members if b.broker_id == 0), None)
         if leader is None:
             raise RocketqSystemError(f"raft group {group} has no master now; try again shortly")
-        from rocketq.sdk.remoting import GRPC_ADDRS
-
-        async with grpc.aio.insecure_channel(GRPC_ADDRS.get(leader.addr, leader.addr)) as channel:
-            stub = pb_grpc.BrokerAdminStub(channel)  # type: ignore[no-untyped-call]
-            status = await stub.TransferLeader(
-                pb.TransferLeaderRequest(group=group, to=to), timeout=5
-            )
-        if status.code != 0:
-            raise for_code(status.code)(status.message)
+        await admin.transfer_leader(leader.addr, to, group)
         while time.monotonic() < deadline:
             await asyncio.sleep(0.1)
             now = members(await admin.cluster_list())

@@ -1,15 +1,19 @@
 """The admin client: topics, groups, offsets, stats, message queries and cluster info,
-over the nameservers and the brokers' ``BrokerAdmin`` service (mqadmin's verbs)."""
+over the nameservers and the brokers' admin requests (mqadmin's verbs, RocketMQ's remoting
+protocol; the requests and their answers are ``sdk/admin_wire.py``'s)."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from dataclasses import dataclass
-from typing import Any
 
-from rocketq.cluster.errors import QueryNotFoundError, RocketqError, TopicNotExistError
+from rocketq.cluster.errors import (
+    QueryNotFoundError,
+    RocketqError,
+    SubscriptionGroupNotExistError,
+    TopicNotExistError,
+)
 from rocketq.cluster.message import (
     MASTER_ID,
     PERM_READ,
@@ -19,12 +23,14 @@ from rocketq.cluster.message import (
     dlq_topic,
 )
 from rocketq.cluster.message_id import decode_offset_msg_id, encode_offset_msg_id
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.record import decode_records
+from rocketq.cluster.remoting.command import RemotingCommand
 from rocketq.cluster.route_data import TopicRouteData
+from rocketq.sdk import admin_wire as aw
 from rocketq.sdk.client import ClientInstance
-from rocketq.sdk.remoting import GRPC_ADDRS, check
+from rocketq.sdk.client_wire import search_offset_request
 from rocketq.sdk.trace import TraceEvent, parse_events
+from rocketq.sdk.wire import PullOutcome, pull_request
 
 # The group admin reads run as (RocketMQ's tools use it too); it never commits an offset.
 TOOLS_GROUP = "TOOLS_CONSUMER"
@@ -89,15 +95,9 @@ class Admin:
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
-    async def _admin(self, addr: str, method: str, req: Any) -> Any:
-        if addr not in GRPC_ADDRS:  # an address from a message id: ask where it listens
-            await self.client.nameserver.cluster_info()
-        resp = await self.client.broker(addr).unary(method, method, req, self.timeout, admin=True)
-        if hasattr(resp, "status"):
-            check(resp.status)
-        else:
-            check(resp)
-        return resp
+    async def _ask(self, addr: str, req: RemotingCommand) -> RemotingCommand:
+        """The broker's answer, whatever its code (the ``aw.parse_*`` function reads it)."""
+        return await self.client.broker(addr).invoke(req, self.timeout)
 
     async def _masters(self, cluster: str | None = None) -> dict[str, str]:
         """broker name -> master address, for the cluster (or all)."""
@@ -128,7 +128,7 @@ class Admin:
         targets = [broker_addr] if broker_addr else list((await self._masters(cluster)).values())
         if not targets:
             raise RocketqError("no broker master is registered with the nameserver")
-        req = pb.TopicConfigData(
+        config = aw.TopicConfigData(
             topic_name=topic,
             read_queue_nums=read_queue_nums,
             write_queue_nums=write_queue_nums,
@@ -136,13 +136,13 @@ class Admin:
             order=order,
         )
         for addr in targets:
-            await self._admin(addr, "UpdateAndCreateTopic", req)
+            aw.parse_ok(await self._ask(addr, aw.update_and_create_topic_request(config)))
         return targets
 
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
         for addr in (await self._masters(cluster)).values():
             with contextlib.suppress(TopicNotExistError):
-                await self._admin(addr, "DeleteTopic", pb.TopicRequest(topic=topic))
+                aw.parse_ok(await self._ask(addr, aw.delete_topic_request(topic)))
         await self.client.nameserver.delete_topic(topic, cluster or "")
 
     async def topic_list(self) -> list[str]:
@@ -158,7 +158,7 @@ class Admin:
             addr = b.broker_addrs.get(MASTER_ID) or next(iter(b.broker_addrs.values()), None)
             if addr is None:
                 continue
-            resp = await self._admin(addr, "GetTopicStats", pb.TopicRequest(topic=topic))
+            resp = aw.parse_topic_stats(await self._ask(addr, aw.topic_stats_request(topic)))
             out += [
                 QueueOffsets(
                     b.broker_name, q.queue_id, q.min_offset, q.max_offset, q.last_update_timestamp
@@ -179,7 +179,7 @@ class Admin:
         consume_enable: bool = True,
         consume_broadcast_enable: bool = True,
     ) -> None:
-        req = pb.SubscriptionGroupConfig(
+        config = aw.SubscriptionGroupConfig(
             group_name=group,
             consume_enable=consume_enable,
             consume_broadcast_enable=consume_broadcast_enable,
@@ -190,25 +190,30 @@ class Admin:
             notify_consumer_ids_changed_enable=True,
         )
         for addr in (await self._masters(cluster)).values():
-            await self._admin(addr, "UpdateSubscriptionGroup", req)
+            aw.parse_ok(await self._ask(addr, aw.update_subscription_group_request(config)))
 
     async def group_list(self) -> list[str]:
         """Every consumer group the masters know: with a config or a committed offset."""
         groups: set[str] = set()
         for addr in (await self._masters()).values():
-            data = await self._admin(addr, "GetSlaveSyncData", pb.Empty())
-            configs = json.loads(data.subscription_groups or b"{}")
-            groups.update(configs.get("subscriptionGroupTable", {}))
-            offsets = json.loads(data.consumer_offsets or b"{}")
-            groups.update(k.split("@", 1)[1] for k in offsets.get("offsetTable", {}) if "@" in k)
+            configs = aw.parse_all_subscription_group_config(
+                await self._ask(addr, aw.all_subscription_group_config_request())
+            )
+            groups.update(configs.subscription_group_table)
+            offsets = aw.parse_all_consumer_offset(
+                await self._ask(addr, aw.all_consumer_offset_request())
+            )
+            groups.update(offsets.groups)
         return sorted(groups)
 
-    async def group_config(self, group: str) -> dict[str, pb.SubscriptionGroupConfig]:
+    async def group_config(self, group: str) -> dict[str, aw.SubscriptionGroupConfig]:
         """broker name -> the group's config on that master (brokers without it left out)."""
         out = {}
         for name, addr in (await self._masters()).items():
             try:
-                resp = await self._admin(addr, "GetSubscriptionGroup", pb.GroupRequest(group=group))
+                resp = aw.parse_subscription_group(
+                    await self._ask(addr, aw.all_subscription_group_config_request()), group
+                )
             except QueryNotFoundError:
                 continue
             out[name] = resp.config
@@ -218,8 +223,7 @@ class Admin:
         """The group's consume TPS summed over the masters (0.0 where none reports it)."""
         total = 0.0
         for addr in (await self._masters()).values():
-            resp = await self._admin(addr, "GetConsumeStats", pb.GroupRequest(group=group))
-            total += resp.consume_tps
+            total += (await self._consume_stats(addr, group)).consume_tps
         return total
 
     async def topic_consumers(self, topic: str) -> list[str]:
@@ -232,8 +236,8 @@ class Admin:
             if addr is None:
                 continue
             try:
-                resp = await self._admin(
-                    addr, "QueryTopicConsumeByWho", pb.TopicRequest(topic=topic)
+                resp = aw.parse_query_topic_consume_by_who(
+                    await self._ask(addr, aw.query_topic_consume_by_who_request(topic))
                 )
             except QueryNotFoundError:
                 continue
@@ -245,12 +249,19 @@ class Admin:
         info = await self.client.nameserver.cluster_info()
         return {a for data in info.broker_addr_table.values() for a in data.broker_addrs.values()}
 
+    async def _consume_stats(self, addr: str, group: str, topic: str = "") -> aw.ConsumeStats:
+        """The group's stats on one master; none (no queue, 0 TPS) where the broker has never
+        heard of the group."""
+        answer = await self._ask(addr, aw.consume_stats_request(group, topic))
+        try:
+            return aw.parse_consume_stats(answer)
+        except SubscriptionGroupNotExistError:
+            return aw.ConsumeStats((), 0.0)
+
     async def consumer_progress(self, group: str, topic: str = "") -> list[QueueProgress]:
         out = []
         for name, addr in (await self._masters()).items():
-            resp = await self._admin(
-                addr, "GetConsumeStats", pb.GroupRequest(group=group, topic=topic)
-            )
+            resp = await self._consume_stats(addr, group, topic)
             out += [
                 QueueProgress(
                     q.topic,
@@ -264,12 +275,12 @@ class Admin:
             ]
         return sorted(out, key=lambda p: (p.topic, p.broker_name, p.queue_id))
 
-    async def consumer_connections(self, group: str) -> list[pb.ConsumerConnection]:
-        conns: dict[str, pb.ConsumerConnection] = {}
+    async def consumer_connections(self, group: str) -> list[aw.ConsumerConnection]:
+        conns: dict[str, aw.ConsumerConnection] = {}
         for addr in (await self._masters()).values():
             try:
-                resp = await self._admin(
-                    addr, "GetConsumerConnectionList", pb.GroupRequest(group=group)
+                resp = aw.parse_consumer_connection_list(
+                    await self._ask(addr, aw.consumer_connection_list_request(group))
                 )
             except QueryNotFoundError:
                 continue
@@ -286,10 +297,8 @@ class Admin:
             addr = b.broker_addrs.get(MASTER_ID)
             if addr is None:
                 continue
-            resp = await self._admin(
-                addr,
-                "ResetOffsetByTime",
-                pb.ResetOffsetRequest(group=group, topic=topic, timestamp=timestamp_ms),
+            resp = aw.parse_reset_offset_by_time(
+                await self._ask(addr, aw.reset_offset_by_time_request(group, topic, timestamp_ms))
             )
             for q in resp.queues:
                 out[(b.broker_name, q.queue_id)] = q.consumer_offset
@@ -314,16 +323,17 @@ class Admin:
             if addr is None:
                 continue
             try:
-                resp = await self._admin(
-                    addr,
-                    "QueryMessage",
-                    pb.QueryMessageRequest(
-                        topic=topic,
-                        key=key,
-                        max_num=max_num,
-                        begin_timestamp=begin_ms,
-                        end_timestamp=end_ms,
-                    ),
+                resp = aw.parse_query_message(
+                    await self._ask(
+                        addr,
+                        aw.query_message_request(
+                            topic,
+                            key,
+                            max_num=max_num,
+                            begin_timestamp=begin_ms,
+                            end_timestamp=end_ms,
+                        ),
+                    )
                 )
             except QueryNotFoundError:
                 continue
@@ -337,9 +347,7 @@ class Admin:
             addr, offset = decode_offset_msg_id(msg_id)
         except ValueError as exc:
             raise QueryNotFoundError(str(exc)) from None
-        resp = await self._admin(
-            addr, "ViewMessage", pb.QueryMessageRequest(commit_log_offset=offset)
-        )
+        resp = aw.parse_view_message(await self._ask(addr, aw.view_message_request(offset)))
         return decode_records(resp.records)[0]
 
     async def resend_message(self, msg_id: str, group: str) -> str:
@@ -351,10 +359,8 @@ class Admin:
             addr, offset = decode_offset_msg_id(msg_id)
         except ValueError as exc:
             raise QueryNotFoundError(str(exc)) from None
-        resp = await self._admin(
-            addr,
-            "ResendMessage",
-            pb.ResendMessageRequest(group=group, commit_log_offset=offset),
+        resp = aw.parse_resend_message(
+            await self._ask(addr, aw.resend_message_request(group, offset))
         )
         return encode_offset_msg_id(resp.store_host, resp.wrote_offset)
 
@@ -376,18 +382,15 @@ class Admin:
                 (q.read_queue_nums for q in route.queue_datas if q.broker_name == b.broker_name),
                 default=0,
             )
-            stats = await self._admin(addr, "GetTopicStats", pb.TopicRequest(topic=topic))
+            stats = aw.parse_topic_stats(await self._ask(addr, aw.topic_stats_request(topic)))
             for q in stats.queues:
                 if q.queue_id >= readable:
                     continue  # a write-only queue: the broker refuses to read it
-                start = await broker.unary(
-                    "SearchOffsetByTimestamp",
-                    "SearchOffsetByTimestamp",
-                    pb.GroupRequest(topic=topic, queue_id=q.queue_id, timestamp=begin_ms),
-                    self.timeout,
+                start = await broker.offset(
+                    search_offset_request(topic, q.queue_id, begin_ms), self.timeout
                 )
                 found += await self._read_queue(
-                    addr, topic, q.queue_id, max(start.offset, q.min_offset), q.max_offset,
+                    addr, topic, q.queue_id, max(start, q.min_offset), q.max_offset,
                     end_ms, max_num,
                 )  # fmt: skip
         found = [m for m in found if begin_ms <= m.store_timestamp <= end_ms]
@@ -400,20 +403,17 @@ class Admin:
         out: list[MessageExt] = []
         broker = self.client.broker(addr)
         while offset < end and len(out) < limit:
-            resp = await broker.unary(
-                "PullMessage",
-                "PullMessage",
-                pb.PullRequest(
-                    consumer_group=TOOLS_GROUP,
+            resp = await broker.pull(
+                pull_request(
+                    group=TOOLS_GROUP,
                     topic=topic,
                     queue_id=queue_id,
-                    queue_offset=offset,
+                    offset=offset,
                     max_msg_nums=32,
                 ),
                 self.timeout,
             )
-            check(resp.status)
-            if not resp.records or resp.next_begin_offset <= offset:
+            if resp.outcome is not PullOutcome.FOUND or resp.next_begin_offset <= offset:
                 break
             batch = decode_records(resp.records)
             out += batch
@@ -432,8 +432,8 @@ class Admin:
             return []  # no dead letter yet: the DLQ topic is made with the first
 
     async def query_msg_by_offset(self, broker_addr: str, commit_log_offset: int) -> MessageExt:
-        resp = await self._admin(
-            broker_addr, "ViewMessage", pb.QueryMessageRequest(commit_log_offset=commit_log_offset)
+        resp = aw.parse_view_message(
+            await self._ask(broker_addr, aw.view_message_request(commit_log_offset))
         )
         return decode_records(resp.records)[0]
 
@@ -447,7 +447,9 @@ class Admin:
     async def message_track(self, msg: MessageExt) -> list[MessageTrack]:
         """Every group that consumes the message's topic, and whether it consumed it."""
         addr = msg.store_host
-        resp = await self._admin(addr, "QueryTopicConsumeByWho", pb.TopicRequest(topic=msg.topic))
+        resp = aw.parse_query_topic_consume_by_who(
+            await self._ask(addr, aw.query_topic_consume_by_who_request(msg.topic))
+        )
         names = {a: n for n, a in (await self._masters()).items()}
         broker_name = names.get(addr)
         tracks = []
@@ -479,8 +481,15 @@ class Admin:
 
     async def broker_config(self, broker_addr: str) -> dict[str, str]:
         """The broker's config in effect: every broker.toml key, its and its store's."""
-        resp = await self._admin(broker_addr, "GetBrokerConfig", pb.Empty())
+        resp = aw.parse_broker_config(await self._ask(broker_addr, aw.broker_config_request()))
         return dict(sorted(resp.table.items()))
+
+    async def transfer_leader(self, leader_addr: str, to: str, group: str = "") -> None:
+        """Ask a Raft group's leader to hand leadership to member ``to`` (rocketq's own
+        TRANSFER_LEADER request); it answers once the transfer has started."""
+        aw.parse_transfer_leader(
+            await self._ask(leader_addr, aw.transfer_leader_request(to, group))
+        )
 
     async def cluster_list(self) -> list[BrokerInfo]:
         info = await self.client.nameserver.cluster_info()
@@ -490,7 +499,9 @@ class Admin:
                 data = info.broker_addr_table[name]
                 for bid, addr in sorted(data.broker_addrs.items()):
                     try:
-                        rt = await self._admin(addr, "GetBrokerRuntimeInfo", pb.Empty())
+                        rt = aw.parse_broker_runtime_info(
+                            await self._ask(addr, aw.broker_runtime_info_request())
+                        )
                         runtime = dict(rt.table)
                     except RocketqError as exc:
                         runtime = {"error": str(exc)}

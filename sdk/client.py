@@ -1,9 +1,11 @@
 """What a producer or consumer shares with the cluster: route cache, broker connections,
-heartbeats and the broker-to-client event streams (RocketMQ's MQClientInstance).
+heartbeats and the brokers' notices (RocketMQ's MQClientInstance).
 
 Routes are refreshed every 30 s and at once after a failed call; heartbeats go to every
-broker of the routes every 30 s; a consumer opens an event stream to each broker so the
-broker can tell it at once that its group changed.
+broker of the routes every 30 s, and at once over every new connection: the connection a
+heartbeat came over is the one a broker tells the client things on (its group changed, its
+offsets were reset, how did a transaction end), and its closing makes the broker forget the
+client, so a reconnected client registers again straight away.
 """
 
 from __future__ import annotations
@@ -17,13 +19,21 @@ import socket
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Final
 
-import grpc
-
-from rocketq.cluster.errors import ConnectBrokerError, RocketqError, TopicNotExistError
+from rocketq.cluster.errors import RocketqError, TopicNotExistError
 from rocketq.cluster.message import MASTER_ID, PERM_READ, PERM_WRITE, MessageQueue
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.remoting.command import RemotingCommand
+from rocketq.cluster.remoting.transport import Connection, Handler
 from rocketq.cluster.route_data import TopicRouteData
-from rocketq.sdk.remoting import BrokerClient, BrokerConnections, NameServerClient, check
+from rocketq.sdk.client_wire import (
+    NOTICE_CODES,
+    Notice,
+    consumer_list_request,
+    parse_consumer_list,
+    parse_notice,
+    unregister_request,
+)
+from rocketq.sdk.remoting import BrokerClient, BrokerConnections, NameServerClient
+from rocketq.sdk.wire import ConsumerData, SubscriptionData, heartbeat_request
 
 log = logging.getLogger(__name__)
 
@@ -61,23 +71,25 @@ def consumer_heartbeat(
     message_model: str,
     consume_from_where: str,
     subscriptions: dict[str, tuple[str, str]],
-) -> pb.HeartbeatRequest:
+) -> RemotingCommand:
     """A consumer's heartbeat: its group and its subscriptions (topic -> (expression, type))."""
-    return pb.HeartbeatRequest(
-        client_id=client_id,
-        consumers=[
-            pb.ConsumerData(
-                group=group,
-                consume_type=consume_type,
-                message_model=message_model,
-                consume_from_where=consume_from_where,
-                subscriptions=[
-                    pb.SubscriptionData(topic=t, expression=e, expression_type=k)
-                    for t, (e, k) in subscriptions.items()
-                ],
+    return heartbeat_request(
+        client_id,
+        (),
+        [
+            ConsumerData(
+                group,
+                consume_type,
+                message_model,
+                consume_from_where,
+                tuple(SubscriptionData(t, e, k) for t, (e, k) in subscriptions.items()),
             )
         ],
     )
+
+
+def producer_heartbeat(client_id: str, group: str) -> RemotingCommand:
+    return heartbeat_request(client_id, (group,), ())
 
 
 def subscribe_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
@@ -106,21 +118,24 @@ class ClientInstance:
     ) -> None:
         self.client_id = client_id or new_client_id()
         self.nameserver = NameServerClient(namesrv, timeout=timeout)
-        self.brokers = BrokerConnections()
+        handlers: dict[int, Handler] = {code: self._notice for code in NOTICE_CODES}
+        self.brokers = BrokerConnections(handlers)
+        self.brokers.remoting.on_connect = self._connected
         self.timeout = timeout
         self.poll_interval = poll_name_server_interval
         self.heartbeat_interval = heartbeat_interval
         self.routes: dict[str, TopicRouteData] = {}
         self.broker_addrs: dict[str, dict[int, str]] = {}
-        self.heartbeat: Callable[[], pb.HeartbeatRequest] | None = None
-        # Events from brokers: (event, the broker's address).
-        self.on_event: Callable[[pb.ServerEvent, str], Awaitable[None]] | None = None
+        # This client's HEART_BEAT request (a new one each time: a request is sent once).
+        self.heartbeat: Callable[[], RemotingCommand] | None = None
+        # What brokers tell the client: (the notice, the broker's address).
+        self.on_event: Callable[[Notice, str], Awaitable[None]] | None = None
         # Topics to keep fresh besides those looked up through ``route`` (a producer's
         # topics first sent through the auto-create template), and who hears of a topic
         # whose route changed.
         self.extra_topics: Callable[[], Iterable[str]] = tuple
         self.on_route: Callable[[str, TopicRouteData], None] | None = None
-        self._channels: dict[str, asyncio.Task[None]] = {}
+        self._greeting: set[asyncio.Task[None]] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self.started = False
 
@@ -149,7 +164,7 @@ class ClientInstance:
             self.broker_addrs[b.broker_name] = dict(b.broker_addrs)
             if self.on_event is not None:
                 for addr in b.broker_addrs.values():
-                    self._open_channel(addr)
+                    self._greet(addr)
         return route
 
     async def route(self, topic: str) -> TopicRouteData:
@@ -164,7 +179,7 @@ class ClientInstance:
             self.broker_addrs[name] = dict(data.broker_addrs)
             if self.on_event is not None:
                 for addr in data.broker_addrs.values():
-                    self._open_channel(addr)
+                    self._greet(addr)
 
     async def refresh_routes(self) -> None:
         """Fetch every used topic's route again (RocketMQ's updateTopicRouteInfoFromNameServer),
@@ -211,82 +226,102 @@ class ClientInstance:
     def all_broker_addrs(self) -> set[str]:
         return {a for addrs in self.broker_addrs.values() for a in addrs.values()}
 
-    # -- heartbeats and events ---------------------------------------------------------
+    # -- heartbeats and notices ---------------------------------------------------------
+
+    async def _heartbeat_one(self, addr: str) -> None:
+        if self.heartbeat is not None:
+            await self.broker(addr).request(self.heartbeat(), self.timeout)
 
     async def heartbeat_all(self) -> None:
         if self.heartbeat is None:
             return
-        req = self.heartbeat()
         for addr in self.all_broker_addrs():
             try:
-                await self.broker(addr).unary("heartbeat", "Heartbeat", req, self.timeout)
-            except ConnectBrokerError as exc:
+                await self._heartbeat_one(addr)
+            except RocketqError as exc:
                 log.debug("heartbeat to %s failed: %s", addr, exc)
 
     async def check_client_in_broker(self) -> None:
         """Heartbeat every broker and raise the first refusal (a SQL92 subscription a broker
         cannot filter, or a bad expression): a consumer's start fails with the reason."""
-        if self.heartbeat is None:
-            return
-        req = self.heartbeat()
         for addr in sorted(self.all_broker_addrs()):
-            status = await self.broker(addr).unary("heartbeat", "Heartbeat", req, self.timeout)
-            check(status)
+            await self._heartbeat_one(addr)
 
-    def _open_channel(self, addr: str) -> None:
-        task = self._channels.get(addr)
-        if task is None or task.done():
-            self._channels[addr] = asyncio.ensure_future(self._listen(addr))
+    def _greet(self, addr: str) -> None:
+        """Make sure a connection to the broker is open: opening it sends our heartbeat,
+        and the broker's notices come over it from then on."""
+        conn = self.brokers.remoting.connections.get(addr)
+        if conn is None or not conn.is_open:
+            self._spawn(self._open(addr))
 
-    async def _listen(self, addr: str) -> None:
-        """Keep an event stream open to a broker while it is in some route."""
-        while self.started and addr in self.all_broker_addrs():
-            try:
-                stream = self.broker(addr).stub.ClientChannel(
-                    pb.ClientChannelRequest(client_id=self.client_id)
-                )
-                async for event in stream:
-                    if event.WhichOneof("kind") and self.on_event is not None:
-                        await self.on_event(event, addr)
-            except asyncio.CancelledError:
-                raise
-            except grpc.aio.AioRpcError:
-                pass
-            except Exception:
-                log.exception("event stream from %s failed", addr)
-            await asyncio.sleep(1.0)
+    async def _open(self, addr: str) -> None:
+        with contextlib.suppress(RocketqError):
+            await self.brokers.remoting.connection(addr)
+
+    def _connected(self, addr: str, conn: Connection) -> None:
+        if self.heartbeat is not None and self.started:
+            self._spawn(self._hello(addr))
+
+    async def _hello(self, addr: str) -> None:
+        try:
+            await self._heartbeat_one(addr)
+        except RocketqError as exc:
+            log.debug("heartbeat to %s failed: %s", addr, exc)
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._greeting.add(task)
+        task.add_done_callback(self._greeting.discard)
+
+    def _notice(self, conn: Connection, cmd: RemotingCommand) -> None:
+        """A broker's notice (oneway): handed to ``on_event`` on a task of its own."""
+        if self.on_event is None or not self.started:
+            return
+        try:
+            notice = parse_notice(cmd)
+        except RocketqError as exc:
+            log.warning("ignoring a notice from %s: %s", conn.peer, exc)
+            return
+        self._spawn(self._deliver(notice, conn.peer))
+
+    async def _deliver(self, notice: Notice, addr: str) -> None:
+        assert self.on_event is not None
+        try:
+            await self.on_event(notice, addr)
+        except Exception:
+            log.exception("handling %s from %s failed", notice, addr)
 
     async def consumer_ids(self, group: str, route: TopicRouteData) -> list[str]:
         """The group's client ids, from the first broker of the route that answers."""
         for b in route.broker_datas:
             for addr in b.broker_addrs.values():
                 try:
-                    resp = await self.broker(addr).unary(
-                        "consumer list",
-                        "GetConsumerListByGroup",
-                        pb.GroupRequest(group=group),
-                        self.timeout,
+                    answer = await self.broker(addr).invoke(
+                        consumer_list_request(group), self.timeout
                     )
+                    ids = parse_consumer_list(answer)
                 except RocketqError:
                     continue
-                if resp.client_ids:
-                    return list(resp.client_ids)
+                if ids:
+                    return ids
         return []
 
-    async def unregister(self, req: pb.HeartbeatRequest) -> None:
+    async def unregister(self, producer_group: str = "", consumer_group: str = "") -> None:
         for addr in self.all_broker_addrs():
             with contextlib.suppress(RocketqError):
-                await self.broker(addr).unary("unregister", "UnregisterClient", req, self.timeout)
+                await self.broker(addr).request(
+                    unregister_request(self.client_id, producer_group, consumer_group),
+                    self.timeout,
+                )
 
     async def shutdown(self) -> None:
         self.started = False
-        tasks = self._tasks + list(self._channels.values())
+        tasks = self._tasks + list(self._greeting)
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks = []
-        self._channels.clear()
         await self.brokers.close()
         await self.nameserver.close()

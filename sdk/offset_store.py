@@ -11,9 +11,8 @@ from pathlib import Path
 
 from rocketq.cluster.errors import QueryNotFoundError, RocketqError
 from rocketq.cluster.message import MessageQueue
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.sdk.client import ClientInstance
-from rocketq.sdk.remoting import check
+from rocketq.sdk.client_wire import query_offset_request, update_offset_request
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +42,11 @@ class RemoteOffsetStore:
             addr = self.client.read_addr(mq.broker_name)
         if addr is None:
             raise QueryNotFoundError(f"broker {mq.broker_name} is not in the route")
-        req = pb.GroupRequest(group=self.group, topic=mq.topic, queue_id=mq.queue_id)
-        resp = await self.client.broker(addr).unary(
-            "query offset", "QueryConsumerOffset", req, self.client.timeout
-        )
-        if resp.status.code == QueryNotFoundError.code:
+        req = query_offset_request(self.group, mq.topic, mq.queue_id)
+        try:
+            offset = await self.client.broker(addr).offset(req, self.client.timeout)
+        except QueryNotFoundError:
             return -1
-        check(resp.status)
-        offset = int(resp.offset)
         self.table[mq] = offset
         return offset
 
@@ -62,11 +58,8 @@ class RemoteOffsetStore:
         addr = self.client.read_addr(mq.broker_name)
         if addr is None:
             return
-        req = pb.GroupRequest(group=self.group, topic=mq.topic, queue_id=mq.queue_id, offset=offset)
-        resp = await self.client.broker(addr).unary(
-            "commit offset", "UpdateConsumerOffset", req, self.client.timeout
-        )
-        check(resp)
+        req = update_offset_request(self.group, mq.topic, mq.queue_id, offset)
+        await self.client.broker(addr).request(req, self.client.timeout)
         self._persisted[mq] = offset
 
     async def persist_all(self, queues: list[MessageQueue]) -> None:

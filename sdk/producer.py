@@ -1,8 +1,9 @@
 """The producer: queue selection with latency fault tolerance, retries on another broker,
 batches, ordered sends through a selector, oneway and fire-and-forget sends.
 
-A message is encoded once into its CommitLog record (with a unique id that every retry
-keeps); a send is one request carrying those bytes.
+A message is encoded once (with a unique id that every retry keeps) into the request that
+carries it: SEND_MESSAGE_V2 with the body as the request body and the properties in the
+header, or SEND_BATCH_MESSAGE with RocketMQ's batch encoding of every message.
 """
 
 from __future__ import annotations
@@ -34,23 +35,20 @@ from rocketq.cluster.message import (
     SysFlag,
     send_forbidden_reason,
 )
-from rocketq.cluster.message_id import UniqIdGenerator, encode_offset_msg_id
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.message_id import UniqIdGenerator
 from rocketq.cluster.record import (
     FIXED_SIZE,
-    SIZE_MAGIC,
     check_topic,
-    encode_host,
     encode_properties,
-    encode_send_record,
     message_properties,
 )
+from rocketq.cluster.remoting.command import RemotingCommand
 from rocketq.cluster.route_data import TopicRouteData
-from rocketq.sdk.client import ClientInstance, local_ip, publish_queues
+from rocketq.sdk.client import ClientInstance, local_ip, producer_heartbeat, publish_queues
 from rocketq.sdk.fault_tolerance import MQFaultStrategy, TopicPublishInfo
 from rocketq.sdk.metrics import MetricsOption, client_metrics
-from rocketq.sdk.remoting import check
 from rocketq.sdk.trace import TraceDispatcher, publish_event
+from rocketq.sdk.wire import batch_entry, send_request
 
 log = logging.getLogger(__name__)
 
@@ -151,15 +149,30 @@ class ProducerConfig:
 
 
 class _Encoded:
-    """A message as the bytes to send, with its unique id(s)."""
+    """A message (or a batch) as the body and header fields of its send request, with its
+    unique id(s). ``properties`` is None for a batch (each entry of ``body`` has its own)."""
 
-    __slots__ = ("ids", "records", "sizes", "topic")
+    __slots__ = ("body", "flag", "ids", "properties", "sys_flag", "topic")
 
-    def __init__(self, topic: str, records: bytes, ids: list[str], sizes: list[int]) -> None:
+    def __init__(
+        self,
+        topic: str,
+        body: bytes,
+        properties: str | None,
+        ids: list[str],
+        flag: int = 0,
+        sys_flag: int = 0,
+    ) -> None:
         self.topic = topic
-        self.records = records
+        self.body = body
+        self.properties = properties
         self.ids = ids
-        self.sizes = sizes
+        self.flag = flag
+        self.sys_flag = sys_flag
+
+    @property
+    def batch(self) -> bool:
+        return self.properties is None
 
 
 @dataclass
@@ -191,9 +204,7 @@ class Producer:
             poll_name_server_interval=self.config.poll_name_server_interval / 1000,
             heartbeat_interval=self.config.heartbeat_broker_interval / 1000,
         )
-        self.client.heartbeat = lambda: pb.HeartbeatRequest(
-            client_id=self.client.client_id, producer_groups=[self.group]
-        )
+        self.client.heartbeat = lambda: producer_heartbeat(self.client.client_id, self.group)
         self.fault = MQFaultStrategy(
             send_latency_fault_enable=self.config.send_latency_fault_enable
         )
@@ -202,7 +213,6 @@ class Producer:
         self.client.extra_topics = self.publish.keys
         self.client.on_route = self._route_changed
         self._ids = UniqIdGenerator(local_ip())
-        self._born_host = encode_host(f"{local_ip()}:0")
         self._oneway: set[asyncio.Task[Any]] = set()
         self._running = False
 
@@ -225,9 +235,7 @@ class Producer:
         if self.tracer is not None:
             await self.tracer.shutdown()
             self.tracer = None
-        await self.client.unregister(
-            pb.HeartbeatRequest(client_id=self.client.client_id, producer_groups=[self.group])
-        )
+        await self.client.unregister(producer_group=self.group)
         await self.client.shutdown()
 
     async def __aenter__(self) -> Producer:
@@ -250,21 +258,23 @@ class Producer:
         *,
         system_props: dict[str, str] | None = None,
         extra_sys_flag: int = 0,
+        batch: bool = False,
     ) -> _Encoded:
         if not msgs:
             raise MessageIllegalError("nothing to send: the batch is empty")
         topic = msgs[0].topic
-        topic_raw = check_topic(topic)
         forbidden = send_forbidden_reason(topic, self.group)
         if forbidden is not None:
             raise NoPermissionError(f"sending to topic {topic} is forbidden: it is {forbidden}")
-        topic_part = bytes((len(topic_raw),)) + topic_raw
-        born_ip, born_port = self._born_host[:4], int.from_bytes(self._born_host[4:8], "big")
+        check_topic(topic)
         max_size = self.config.max_message_size
         compress_over = self.config.compress_msg_body_over_howmuch
         next_id = self._ids.next_id
-        now = int(time.time() * 1000)
-        parts, ids, sizes = [], [], []
+        single = not batch
+        parts, ids = [], []
+        body: bytes = b""
+        props: bytes = b""
+        sys_flag = 0
         for msg in msgs:
             if msg.topic != topic:
                 raise MessageIllegalError(
@@ -278,9 +288,6 @@ class Producer:
                     f"the message body is {len(body)} bytes; the limit is "
                     f"{max_size} (max_message_size)"
                 )
-            sys_flag = 0
-            if len(body) > compress_over:
-                body, sys_flag = zlib.compress(body), _COMPRESSED
             uniq = next_id()
             if system_props:
                 props = encode_properties({**message_properties(msg, uniq), **system_props})
@@ -288,26 +295,24 @@ class Producer:
                 props = encode_properties(message_properties(msg, uniq))
             else:
                 props = b"UNIQ_KEY\x01" + uniq.encode() + b"\x02"
-            rec = encode_send_record(
-                topic_part,
-                bytes(body),
-                props,
-                now,
-                born_ip,
-                born_port,
-                msg.flag,
-                sys_flag | extra_sys_flag,
-            )
-            parts.append(rec)
             ids.append(uniq)
-            sizes.append(len(rec))
-        records = b"".join(parts)
-        if len(msgs) > 1 and len(records) > self.config.max_message_size:
+            if single:
+                # As RocketMQ's client: only a message sent alone is compressed.
+                if len(body) > compress_over:
+                    body, sys_flag = zlib.compress(body), _COMPRESSED
+            else:
+                parts.append(batch_entry(bytes(body), props, msg.flag))
+        if single:
+            return _Encoded(
+                topic, bytes(body), props.decode(), ids, msgs[0].flag, sys_flag | extra_sys_flag
+            )
+        joined = b"".join(parts)
+        if len(joined) > self.config.max_message_size:
             raise MessageIllegalError(
-                f"the batch is {len(records)} bytes; a batch may hold at most "
+                f"the batch is {len(joined)} bytes; a batch may hold at most "
                 f"{self.config.max_message_size} (split it)"
             )
-        return _Encoded(topic, records, ids, sizes)
+        return _Encoded(topic, joined, None, ids, 0, extra_sys_flag)
 
     # -- routes ------------------------------------------------------------------------
 
@@ -427,7 +432,9 @@ class Producer:
                 )
         selector = select_by_hash if sharding_key is not None else None
         first = msgs[0] if msgs else None
-        sending = self._send(self._encode(msgs), selector, sharding_key, first, queue, timeout)
+        sending = self._send(
+            self._encode(msgs, batch=True), selector, sharding_key, first, queue, timeout
+        )
         return await (sending if self.tracer is None else self._traced(msgs, sending))
 
     def send_async(
@@ -453,18 +460,7 @@ class Producer:
         info = await self._publish_info(enc.topic)
         mq = self.fault.select_one_message_queue(info, None)
         addr = await self._master(mq)
-        req = pb.SendRequest(
-            producer_group=self.group,
-            topic=enc.topic,
-            queue_id=mq.queue_id,
-            records=enc.records,
-            oneway=True,
-            default_topic=self.config.create_topic_key,
-            default_topic_queue_nums=self.config.default_topic_queue_nums,
-        )
-        task = asyncio.ensure_future(
-            self.client.broker(addr).send(req, self.config.send_msg_timeout / 1000)
-        )
+        task = asyncio.ensure_future(self.client.broker(addr).oneway(self._request(enc, mq)))
         self._oneway.add(task)
         task.add_done_callback(self._oneway.discard)
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
@@ -562,41 +558,31 @@ class Producer:
             f"{budget:.1f} s: " + "; ".join(state.errors or ["send timeout"])
         )
 
-    async def _send_to(self, enc: _Encoded, mq: MessageQueue, timeout: float) -> SendResult:
-        addr = await self._master(mq)
-        req = pb.SendRequest(
-            producer_group=self.group,
+    def _request(self, enc: _Encoded, mq: MessageQueue) -> RemotingCommand:
+        return send_request(
+            enc.body,
+            enc.properties or "",
+            group=self.group,
             topic=enc.topic,
             queue_id=mq.queue_id,
-            records=enc.records,
-            batch=len(enc.ids) > 1,
+            born_timestamp=int(time.time() * 1000),
+            sys_flag=enc.sys_flag,
+            flag=enc.flag,
             default_topic=self.config.create_topic_key,
-            default_topic_queue_nums=self.config.default_topic_queue_nums,
+            default_queue_nums=self.config.default_topic_queue_nums,
+            batch=enc.batch,
         )
-        resp = await self.client.broker(addr).send(req, timeout)
-        if resp.status.code not in (0, 10, 11, 12):
-            check(resp.status)
-        status = SendStatus(resp.status.code)
-        offset_ids, pos = [], resp.wrote_offset
-        for size in enc.sizes:
-            offset_ids.append(encode_offset_msg_id(resp.store_host, pos))
-            pos += size
+
+    async def _send_to(self, enc: _Encoded, mq: MessageQueue, timeout: float) -> SendResult:
+        addr = await self._master(mq)
+        reply = await self.client.broker(addr).send(self._request(enc, mq), timeout)
+        offset_ids = reply.msg_ids
         return SendResult(
-            status=status,
+            status=SendStatus(reply.code),
             msg_id=",".join(enc.ids),
             offset_msg_id=",".join(offset_ids),
             queue=mq,
-            queue_offset=resp.queue_offset,
+            queue_offset=reply.queue_offset,
             msg_ids=tuple(enc.ids),
             offset_msg_ids=tuple(offset_ids),
         )
-
-
-def record_sizes(records: bytes) -> list[int]:
-    """Sizes of the concatenated records of a batch."""
-    sizes, pos = [], 0
-    while pos < len(records):
-        size, _ = SIZE_MAGIC.unpack_from(records, pos)
-        sizes.append(size)
-        pos += size
-    return sizes

@@ -20,10 +20,16 @@ from prometheus_client import CollectorRegistry
 from rocketq.cluster.aio import get_within, wait_event
 from rocketq.cluster.errors import ClientStateError, RocketqError, TopicNotExistError
 from rocketq.cluster.message import MessageExt, MessageQueue
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.record import decode_records
+from rocketq.cluster.remoting.command import RemotingCommand
 from rocketq.cluster.sql92 import validate
 from rocketq.sdk.client import ClientInstance, consumer_heartbeat, subscribe_queues
+from rocketq.sdk.client_wire import (
+    GroupChanged,
+    Notice,
+    max_offset_request,
+    min_offset_request,
+)
 from rocketq.sdk.consumer_types import ConsumeFrom, MessageModel, MessageSelector
 from rocketq.sdk.metrics import MetricsOption, client_metrics
 from rocketq.sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
@@ -35,7 +41,7 @@ from rocketq.sdk.push_consumer import (
     finish_messages,
 )
 from rocketq.sdk.rebalance import STRATEGIES
-from rocketq.sdk.remoting import check
+from rocketq.sdk.wire import pull_request
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +150,7 @@ class PullConsumer:
         await asyncio.gather(*tasks, return_exceptions=True)
         if self.config.auto_commit:
             await self.commit()
-        await self.client.unregister(self._heartbeat_data())
+        await self.client.unregister(consumer_group=self.group)
         await self.client.shutdown()
 
     async def __aenter__(self) -> PullConsumer:
@@ -159,7 +165,7 @@ class PullConsumer:
         """Where the client metrics are recorded; None when ``metrics`` is off."""
         return None if self._metrics is None else self._metrics.registry
 
-    def _heartbeat_data(self) -> pb.HeartbeatRequest:
+    def _heartbeat_data(self) -> RemotingCommand:
         return consumer_heartbeat(
             self.client.client_id,
             self.group,
@@ -169,8 +175,8 @@ class PullConsumer:
             subscriptions={t: (s.expression, s.type) for t, s in self.subscriptions.items()},
         )
 
-    async def _on_event(self, event: pb.ServerEvent, addr: str = "") -> None:
-        if event.WhichOneof("kind") == "consumer_ids_changed":
+    async def _on_event(self, event: Notice, addr: str = "") -> None:
+        if isinstance(event, GroupChanged) and event.group == self.group:
             self._rebalance_now.set()
 
     # -- ownership ---------------------------------------------------------------------
@@ -232,14 +238,11 @@ class PullConsumer:
         addr = self.client.read_addr(mq.broker_name)
         if addr is None:
             return 0
-        req = pb.GroupRequest(group=self.group, topic=mq.topic, queue_id=mq.queue_id)
-        method = {
-            ConsumeFrom.FIRST_OFFSET: "GetMinOffset",
-            ConsumeFrom.LAST_OFFSET: "GetMaxOffset",
-        }.get(self.consume_from, "GetMaxOffset")
-        resp = await self.client.broker(addr).unary("offset", method, req, self.client.timeout)
-        check(resp.status)
-        return int(resp.offset)
+        if self.consume_from is ConsumeFrom.FIRST_OFFSET:
+            req = min_offset_request(mq.topic, mq.queue_id)
+        else:
+            req = max_offset_request(mq.topic, mq.queue_id)
+        return await self.client.broker(addr).offset(req, self.client.timeout)
 
     async def seek(self, mq: MessageQueue, offset: int) -> None:
         """Read ``mq`` from ``offset`` on: buffered messages of it are discarded."""
@@ -261,20 +264,19 @@ class PullConsumer:
                 if addr is None:
                     await self.client.update_route(mq.topic)
                     raise TopicNotExistError(f"broker {mq.broker_name} is not in the route")
-                req = pb.PullRequest(
-                    consumer_group=self.group,
+                req = pull_request(
+                    group=self.group,
                     topic=mq.topic,
                     queue_id=mq.queue_id,
-                    queue_offset=self._next[mq],
+                    offset=self._next[mq],
                     max_msg_nums=self.config.pull_batch_size,
-                    suspend_timeout_millis=self.config.long_polling_millis,
+                    suspend_timeout_ms=self.config.long_polling_millis,
                     subscription=selector.expression,
                     expression_type=selector.type,
                 )
                 resp = await self.client.broker(addr).pull(
                     req, self.config.long_polling_millis / 1000 + 15
                 )
-                check(resp.status)
             except RocketqError as exc:
                 log.info("pull of %s failed: %s", mq, exc)
                 await asyncio.sleep(PULL_DELAY_WHEN_EXCEPTION)
@@ -282,13 +284,13 @@ class PullConsumer:
             if self._generation.get(mq) != generation:
                 return
             self._next[mq] = resp.next_begin_offset
-            if resp.pull_status == FOUND:
+            if resp.outcome == FOUND:
                 msgs = finish_messages(decode_records(resp.records), self.group)
                 if self._metrics is not None:
                     self._metrics.observe_delivery(self.group, self.client.client_id, msgs)
                 self._buffered[mq] = self._buffered.get(mq, 0) + len(msgs)
                 self._buffer.put_nowait((mq, generation, msgs))
-            elif resp.pull_status not in (NO_NEW_MSG, NO_MATCHED_MSG):
+            elif resp.outcome not in (NO_NEW_MSG, NO_MATCHED_MSG):
                 log.warning("offset of %s corrected to %d", mq, resp.next_begin_offset)
                 self._polled[mq] = resp.next_begin_offset
 

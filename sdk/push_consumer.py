@@ -36,18 +36,30 @@ from rocketq.cluster.message import (
     SysFlag,
     retry_topic,
 )
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.record import decode_records
+from rocketq.cluster.remoting.command import RemotingCommand
 from rocketq.cluster.sql92 import validate
 from rocketq.sdk.client import ClientInstance, consumer_heartbeat, subscribe_queues
+from rocketq.sdk.client_wire import (
+    GroupChanged,
+    Notice,
+    OffsetReset,
+    lock_batch_request,
+    max_offset_request,
+    min_offset_request,
+    parse_lock_batch,
+    search_offset_request,
+    send_back_request,
+    unlock_batch_request,
+)
 from rocketq.sdk.consumer_types import ConsumeFrom, ConsumeResult, MessageModel, MessageSelector
 from rocketq.sdk.metrics import MetricsOption, client_metrics
 from rocketq.sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
 from rocketq.sdk.process_queue import ProcessQueue
 from rocketq.sdk.producer import Producer
 from rocketq.sdk.rebalance import STRATEGIES
-from rocketq.sdk.remoting import check
 from rocketq.sdk.trace import TraceDispatcher, consume_event
+from rocketq.sdk.wire import PullReply, pull_request
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +280,7 @@ class PushConsumer:
             await self._unlock(list(self.process_queues))
         for pq in self.process_queues.values():
             pq.dropped = True
-        await self.client.unregister(self._heartbeat_data())
+        await self.client.unregister(consumer_group=self.group)
         if self.tracer is not None:
             await self.tracer.shutdown()
             self.tracer = None
@@ -288,7 +300,7 @@ class PushConsumer:
         """Where the client metrics are recorded; None when ``metrics`` is off."""
         return None if self._metrics is None else self._metrics.registry
 
-    def _heartbeat_data(self) -> pb.HeartbeatRequest:
+    def _heartbeat_data(self) -> RemotingCommand:
         return consumer_heartbeat(
             self.client.client_id,
             self.group,
@@ -298,12 +310,11 @@ class PushConsumer:
             subscriptions={t: (s.expression, s.type) for t, s in self.subscriptions.items()},
         )
 
-    async def _on_event(self, event: pb.ServerEvent, addr: str = "") -> None:
-        kind = event.WhichOneof("kind")
-        if kind == "consumer_ids_changed" and event.consumer_ids_changed == self.group:
+    async def _on_event(self, event: Notice, addr: str = "") -> None:
+        if isinstance(event, GroupChanged) and event.group == self.group:
             self._rebalance_now.set()
-        elif kind == "reset_offset" and event.reset_offset.group == self.group:
-            await self._reset(event.reset_offset.topic)
+        elif isinstance(event, OffsetReset) and event.group == self.group:
+            await self._reset(event.topic)
 
     # -- rebalance ---------------------------------------------------------------------
 
@@ -423,19 +434,14 @@ class PushConsumer:
         addr = self.client.read_addr(mq.broker_name)
         if addr is None:
             raise TopicNotExistError(f"broker {mq.broker_name} is not in the route")
-        broker = self.client.broker(addr)
-        req = pb.GroupRequest(group=self.group, topic=mq.topic, queue_id=mq.queue_id)
         if self.consume_from is ConsumeFrom.FIRST_OFFSET:
-            resp = await broker.unary("min offset", "GetMinOffset", req, self.client.timeout)
+            req = min_offset_request(mq.topic, mq.queue_id)
         elif self.consume_from is ConsumeFrom.TIMESTAMP:
-            req.timestamp = self.config.consume_timestamp or int((time.time() - 1800) * 1000)
-            resp = await broker.unary(
-                "offset by time", "SearchOffsetByTimestamp", req, self.client.timeout
-            )
+            stamp = self.config.consume_timestamp or int((time.time() - 1800) * 1000)
+            req = search_offset_request(mq.topic, mq.queue_id, stamp)
         else:
-            resp = await broker.unary("max offset", "GetMaxOffset", req, self.client.timeout)
-        check(resp.status)
-        return int(resp.offset)
+            req = max_offset_request(mq.topic, mq.queue_id)
+        return await self.client.broker(addr).offset(req, self.client.timeout)
 
     # -- pulling -----------------------------------------------------------------------
 
@@ -472,7 +478,7 @@ class PushConsumer:
                 continue
             if pq.dropped:
                 return
-            status = int(resp.pull_status)
+            status = int(resp.outcome)
             if status == FOUND:
                 msgs = finish_messages(decode_records(resp.records), self.group)
                 offset = resp.next_begin_offset
@@ -508,7 +514,9 @@ class PushConsumer:
             if cfg.pull_interval:
                 await asyncio.sleep(cfg.pull_interval / 1000)
 
-    async def _pull_once(self, mq: MessageQueue, selector: MessageSelector, offset: int) -> Any:
+    async def _pull_once(
+        self, mq: MessageQueue, selector: MessageSelector, offset: int
+    ) -> PullReply:
         # The broker of the group the last answer suggested (a slave when the master says
         # this reader is far behind), else the master, else a slave.
         preferred = self._pull_from.get(mq, MASTER_ID)
@@ -519,22 +527,20 @@ class PushConsumer:
         if addr is None:
             raise TopicNotExistError(f"broker {mq.broker_name} has left the route of {mq.topic}")
         commit = -1 if self.broadcasting else self.offsets.read_memory(mq)
-        req = pb.PullRequest(
-            consumer_group=self.group,
+        req = pull_request(
+            group=self.group,
             topic=mq.topic,
             queue_id=mq.queue_id,
-            queue_offset=offset,
+            offset=offset,
             max_msg_nums=self.config.pull_batch_size,
-            commit_offset=commit,
-            has_commit_offset=commit > 0,
-            suspend_timeout_millis=self.config.broker_suspend_max_time_millis,
+            commit_offset=commit if commit > 0 else None,
+            suspend_timeout_ms=self.config.broker_suspend_max_time_millis,
             subscription=selector.expression,
             expression_type=selector.type,
         )
         timeout = self.config.broker_suspend_max_time_millis / 1000 + 15
         resp = await self.client.broker(addr).pull(req, timeout)
-        check(resp.status)
-        self._pull_from[mq] = int(resp.suggest_which_broker_id)
+        self._pull_from[mq] = resp.suggest_which_broker_id
         return resp
 
     # -- consuming ---------------------------------------------------------------------
@@ -703,19 +709,16 @@ class PushConsumer:
             if addr is None:
                 failed.append(m)
                 continue
-            req = pb.SendBackRequest(
-                group=self.group,
-                commit_log_offset=m.commit_log_offset,
+            req = send_back_request(
+                self.group,
+                m.commit_log_offset,
                 delay_level=0,
                 origin_msg_id=m.msg_id,
                 origin_topic=m.topic,
                 max_reconsume_times=self.config.max_reconsume_times,
             )
             try:
-                resp = await self.client.broker(addr).unary(
-                    "send back", "ConsumerSendMsgBack", req, self.client.timeout
-                )
-                check(resp)
+                await self.client.broker(addr).request(req, self.client.timeout)
             except RocketqError as exc:
                 log.warning(
                     "sending %s back failed (%s); retrying it here in %.0f s",
@@ -772,20 +775,16 @@ class PushConsumer:
         for m in batch:
             if m.reconsume_times < self._max_reconsume_times():
                 return False
-            req = pb.SendBackRequest(
-                group=self.group,
-                commit_log_offset=m.commit_log_offset,
+            req = send_back_request(
+                self.group,
+                m.commit_log_offset,
                 delay_level=-1,  # straight to %DLQ%<group>
                 origin_msg_id=m.msg_id,
                 origin_topic=m.topic,
                 max_reconsume_times=self._max_reconsume_times(),
             )
             try:
-                check(
-                    await self.client.broker(addr).unary(
-                        "send back", "ConsumerSendMsgBack", req, self.client.timeout
-                    )
-                )
+                await self.client.broker(addr).request(req, self.client.timeout)
             except RocketqError as exc:
                 log.warning("cannot move %s to the DLQ (%s); suspending", m.msg_id, exc)
                 return False
@@ -802,20 +801,13 @@ class PushConsumer:
         addr = self.client.master_addr(broker_name)
         if addr is None:
             return set()
-        req = pb.LockBatchRequest(
-            group=self.group,
-            client_id=self.client.client_id,
-            queues=[pb.LockQueue(topic=m.topic, queue_id=m.queue_id) for m in mqs],
-        )
+        req = lock_batch_request(self.group, self.client.client_id, mqs)
         try:
-            resp = await self.client.broker(addr).unary(
-                "lock queues", "LockBatchMQ", req, self.client.timeout
-            )
-            check(resp.status)
+            held = parse_lock_batch(await self.client.broker(addr).invoke(req, self.client.timeout))
         except RocketqError as exc:
             log.warning("locking queues of %s failed: %s", broker_name, exc)
             return set()
-        return {MessageQueue(q.topic, broker_name, q.queue_id) for q in resp.locked}
+        return {MessageQueue(topic, broker_name, qid) for topic, qid in held}
 
     async def _unlock(self, mqs: list[MessageQueue]) -> None:
         by_broker: dict[str, list[MessageQueue]] = {}
@@ -825,15 +817,9 @@ class PushConsumer:
             addr = self.client.master_addr(broker_name)
             if addr is None:
                 continue
-            req = pb.LockBatchRequest(
-                group=self.group,
-                client_id=self.client.client_id,
-                queues=[pb.LockQueue(topic=m.topic, queue_id=m.queue_id) for m in queues],
-            )
+            req = unlock_batch_request(self.group, self.client.client_id, queues)
             with contextlib.suppress(RocketqError):
-                await self.client.broker(addr).unary(
-                    "unlock queues", "UnlockBatchMQ", req, self.client.timeout
-                )
+                await self.client.broker(addr).request(req, self.client.timeout)
 
     async def lock_all(self) -> None:
         """Renew the locks of every owned queue; a queue whose lock is lost stops."""

@@ -26,10 +26,16 @@ from rocketq.cluster.message import (
     MessageExt,
 )
 from rocketq.cluster.message_id import decode_offset_msg_id
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.record import decode_record
+from rocketq.sdk.client_wire import (
+    TRANSACTION_COMMIT,
+    TRANSACTION_ROLLBACK,
+    TRANSACTION_UNKNOWN,
+    Notice,
+    TransactionCheck,
+    end_transaction_request,
+)
 from rocketq.sdk.producer import Producer, SendResult, SendStatus
-from rocketq.sdk.remoting import check
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +50,9 @@ class TransactionState(enum.Enum):
 
 
 _RESOLUTION = {
-    TransactionState.COMMIT: pb.TRANSACTION_COMMIT,
-    TransactionState.ROLLBACK: pb.TRANSACTION_ROLLBACK,
-    TransactionState.UNKNOWN: pb.TRANSACTION_UNKNOWN,
+    TransactionState.COMMIT: TRANSACTION_COMMIT,
+    TransactionState.ROLLBACK: TRANSACTION_ROLLBACK,
+    TransactionState.UNKNOWN: TRANSACTION_UNKNOWN,
 }
 
 
@@ -170,26 +176,26 @@ class TransactionProducer(Producer):
         if addr is None:
             raise ClientStateError(f"broker {result.queue.broker_name} has no master now")
         _, commit_log_offset = decode_offset_msg_id(result.offset_msg_id)
-        req = pb.EndTransactionRequest(
-            producer_group=self.group,
+        req = end_transaction_request(
+            self.group,
             commit_log_offset=commit_log_offset,
             tran_state_table_offset=result.queue_offset,
-            msg_id=result.msg_id,
+            msg_id=result.offset_msg_id,
             transaction_id=result.msg_id,
-            resolution=_RESOLUTION[state],
+            commit_or_rollback=_RESOLUTION[state],
             from_transaction_check=False,
         )
-        check(await self.client.broker(addr).unary("end transaction", "EndTransaction", req, 3))
+        await self.client.broker(addr).request(req, 3)
 
-    async def _on_event(self, event: pb.ServerEvent, addr: str = "") -> None:
-        if event.WhichOneof("kind") != "check_transaction":
+    async def _on_event(self, event: Notice, addr: str = "") -> None:
+        if not isinstance(event, TransactionCheck):
             return
-        task = asyncio.ensure_future(self._answer_check(event.check_transaction, addr))
+        task = asyncio.ensure_future(self._answer_check(event, addr))
         self._checks.add(task)
         task.add_done_callback(self._checks.discard)
 
-    async def _answer_check(self, ask: pb.CheckTransactionEvent, addr: str) -> None:
-        if ask.group != self.group:
+    async def _answer_check(self, ask: TransactionCheck, addr: str) -> None:
+        if ask.group and ask.group != self.group:
             return
         try:
             msg = decode_record(ask.record)
@@ -199,16 +205,16 @@ class TransactionProducer(Producer):
         except Exception:
             log.exception("checking transaction %s failed: UNKNOWN", ask.msg_id)
             state = TransactionState.UNKNOWN
-        req = pb.EndTransactionRequest(
-            producer_group=self.group,
+        req = end_transaction_request(
+            self.group,
             commit_log_offset=ask.commit_log_offset,
             tran_state_table_offset=ask.tran_state_table_offset,
             msg_id=ask.msg_id,
             transaction_id=ask.transaction_id,
-            resolution=_RESOLUTION[state],
+            commit_or_rollback=_RESOLUTION[state],
             from_transaction_check=True,
         )
         try:
-            check(await self.client.broker(addr).unary("end transaction", "EndTransaction", req, 3))
+            await self.client.broker(addr).oneway(req)
         except RocketqError as exc:
             log.warning("answering the check of %s failed: %s", ask.msg_id, exc)

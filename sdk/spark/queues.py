@@ -26,12 +26,18 @@ from rocketq.cluster.errors import (
     TopicNotExistError,
 )
 from rocketq.cluster.message import MessageExt
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.record import decode_records
+from rocketq.cluster.remoting.command import RemotingCommand
 from rocketq.sdk.client import ClientInstance
-from rocketq.sdk.remoting import check
+from rocketq.sdk.client_wire import (
+    max_offset_request,
+    min_offset_request,
+    search_offset_request,
+    update_offset_request,
+)
 from rocketq.sdk.spark.options import Offsets, QueueId, queue_label
 from rocketq.sdk.sync import background_loop, run_blocking
+from rocketq.sdk.wire import PullReply, pull_request
 
 log = logging.getLogger(__name__)
 
@@ -114,10 +120,16 @@ class QueueClient:
         return addr
 
     async def _offset(self, q: QueueId, method: str, **fields: Any) -> int:
-        req = pb.GroupRequest(topic=q[0], queue_id=q[2], **fields)
-        resp = await self.client.broker(self._addr(q)).unary("offset", method, req, self.timeout)
-        check(resp.status)
-        return int(resp.offset)
+        req: RemotingCommand
+        if method == "GetMinOffset":
+            req = min_offset_request(q[0], q[2])
+        elif method == "GetMaxOffset":
+            req = max_offset_request(q[0], q[2])
+        elif method == "SearchOffsetByTimestamp":
+            req = search_offset_request(q[0], q[2], int(fields["timestamp"]))
+        else:
+            raise ValueError(f"no offset request is called {method!r}")
+        return await self.client.broker(self._addr(q)).offset(req, self.timeout)
 
     async def offsets(self, queues: list[QueueId], method: str, **fields: Any) -> Offsets:
         """Each queue's offset by ``method`` (GetMinOffset, GetMaxOffset,
@@ -145,31 +157,25 @@ class QueueClient:
             if addr is None:
                 log.warning("cannot commit %s for %s: no master", queue_label(q), group)
                 continue
-            req = pb.GroupRequest(group=group, topic=q[0], queue_id=q[2], offset=offset)
+            req = update_offset_request(group, q[0], q[2], offset)
             try:
-                resp = await self.client.broker(addr).unary(
-                    "offset", "UpdateConsumerOffset", req, self.timeout
-                )
-                check(resp)
+                await self.client.broker(addr).request(req, self.timeout)
             except RocketqError as exc:
                 log.warning("commit of %s for %s failed: %s", queue_label(q), group, exc)
 
     async def pull(
         self, q: QueueId, offset: int, group: str, expression: str, expression_type: str
-    ) -> pb.PullResponse:
-        req = pb.PullRequest(
-            consumer_group=group,
+    ) -> PullReply:
+        req = pull_request(
+            group=group,
             topic=q[0],
             queue_id=q[2],
-            queue_offset=offset,
+            offset=offset,
             max_msg_nums=PULL_BATCH,
-            suspend_timeout_millis=0,
             subscription=expression,
             expression_type=expression_type,
         )
-        resp: pb.PullResponse = await self.client.broker(self._addr(q)).pull(req, self.timeout)
-        check(resp.status)
-        return resp
+        return await self.client.broker(self._addr(q)).pull(req, self.timeout)
 
 
 def to_arrow(q: QueueId, msgs: list[MessageExt]) -> pa.RecordBatch:
@@ -254,7 +260,7 @@ class RangeReader:
         # Without a filter every offset is a message, so the next windows are known.
         self.in_flight = PULLS_IN_FLIGHT if expression_type == "TAG" and expression == "*" else 1
 
-    async def _pull(self, offset: int) -> pb.PullResponse:
+    async def _pull(self, offset: int) -> PullReply:
         """A pull at ``offset``, retried until the deadline while the broker fails."""
         deadline = time.monotonic() + self.timeout
         delay = 0.1
@@ -294,7 +300,7 @@ class RangeReader:
             for offset, resp in zip(windows, answers, strict=True):
                 if offset != self.next:
                     break  # an earlier answer moved elsewhere: ask again from there
-                status = resp.pull_status
+                status = resp.outcome
                 if status == FOUND:
                     msgs = [m for m in decode_records(resp.records) if m.queue_offset < self.end]
                     got.extend(msgs)
