@@ -131,6 +131,7 @@ class NameServerRegistration:
         self.master_ha_addr = ""
         self.stats = RegistrationStats()
         self._body: tuple[int, bytes, int] | None = None  # (version, body, crc) last built
+        self._answers = asyncio.Event()  # set (and cleared) whenever a nameserver answers
 
     def start(self) -> None:
         for link in self._links:
@@ -141,6 +142,26 @@ class NameServerRegistration:
         self._body = None  # a table replaced by an older version may reuse a version number
         for link in self._links:
             link.wake.set()
+
+    async def wait_held(self, version: int, timeout: float) -> bool:
+        """Wait until every nameserver we are registered with holds table ``version`` or a
+        later one (RocketMQ's broker registers a new topic before answering its creation, so
+        a route asked for next has it). -> False when some did not within ``timeout``
+        seconds; a nameserver we are not connected to gets the table when it comes back."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            behind = [
+                link
+                for link in self._links
+                if self.registered[link.addr] and (link.held is None or link.held < version)
+            ]
+            left = deadline - loop.time()
+            if not behind:
+                return True
+            if left <= 0:
+                return False
+            await wait_event(self._answers, left)
 
     def held_versions(self) -> dict[str, int | None]:
         """The table version each nameserver last said it holds (None: nothing yet)."""
@@ -200,6 +221,8 @@ class NameServerRegistration:
         # Counted once a nameserver answered: a request on a connection that closed before
         # it got there (a nameserver restarting) is sent again and counts then.
         self.stats.sent(kind, size)
+        self._answers.set()
+        self._answers.clear()  # the waiters were woken; the next answer wakes them again
         addr = link.addr
         ext = answer.ext or {}
         if answer.code != ResponseCode.SUCCESS:

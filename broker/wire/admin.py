@@ -105,6 +105,10 @@ def _json(cmd: RemotingCommand, doc: Any, ext: dict[str, str] | None = None) -> 
     return cmd.response(ResponseCode.SUCCESS, ext, fastjson.dumps(doc))
 
 
+# How long a topic's creation waits for the nameservers to take the new topic table.
+REGISTER_WAIT: Final = 3.0
+
+
 class AdminRequests:
     def __init__(self, broker: ServiceHost) -> None:
         self.b = broker
@@ -142,7 +146,7 @@ class AdminRequests:
 
     # -- topics ------------------------------------------------------------------------
 
-    def update_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    async def update_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         topic = header_text(cmd, "topic")
         filter_type = (cmd.ext or {}).get("topicFilterType") or "SINGLE_TAG"
         if filter_type not in FILTER_TYPES:
@@ -159,6 +163,9 @@ class AdminRequests:
                 header_bool(cmd, "order", False),
             )
         )
+        # Answered once the nameservers have the topic, as RocketMQ's broker registers it
+        # before answering: a producer asking for its route next finds every broker of it.
+        await self.b.registration.wait_held(self.b.topics.data_version, REGISTER_WAIT)
         return cmd.response(ResponseCode.SUCCESS)
 
     def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

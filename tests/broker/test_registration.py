@@ -301,6 +301,20 @@ async def test_full_first_then_deltas_then_heartbeats(setup: Setup) -> None:
     assert s.reg.registered == {s.addr: True}
 
 
+async def test_wait_held_returns_once_the_nameserver_has_the_new_topic(setup: Setup) -> None:
+    """What a topic's creation awaits before it is answered: the route exists then."""
+    s = setup
+    assert s.reg is not None and s.ns is not None
+    await wait_until(lambda: s.held() == s.topics.topics, "the full registration")
+    s.topics.update(TopicConfig("Fresh", 4, 4))
+    assert await s.reg.wait_held(s.topics.data_version, 5.0)
+    assert s.ns.routes.route("Fresh") is not None  # no polling: it is there on return
+    # A version no nameserver will ever hold: False after the timeout, not a hang.
+    started = time.monotonic()
+    assert not await s.reg.wait_held(s.topics.data_version + 1000, 0.2)
+    assert time.monotonic() - started < 2.0
+
+
 async def test_a_nameserver_that_lost_the_broker_asks_for_the_full_table(setup: Setup) -> None:
     s = setup
     assert s.reg is not None and s.ns is not None
