@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 
 from rocketq.cluster.errors import (
+    ConsumerNotOnlineError,
     QueryNotFoundError,
     RocketqError,
     SubscriptionGroupNotExistError,
@@ -282,7 +283,7 @@ class Admin:
                 resp = aw.parse_consumer_connection_list(
                     await self._ask(addr, aw.consumer_connection_list_request(group))
                 )
-            except QueryNotFoundError:
+            except ConsumerNotOnlineError:  # none of the group's clients is on this broker
                 continue
             for c in resp.connections:
                 conns[c.client_id] = c
