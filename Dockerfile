@@ -38,8 +38,8 @@ USER 10001:10001
 WORKDIR /home/rocketq
 # The broker's store (store_path_root_dir); the chart mounts a PersistentVolumeClaim here.
 VOLUME ["/home/rocketq/store"]
-# Nameserver: 9876 gRPC, 9877 HTTP metrics. Broker: 10911 clients, 10912 HA (masters),
-# 10913 HTTP metrics, 40911 Raft.
+# Nameserver: 9876 remoting, 9877 HTTP metrics. Broker: 10911 remoting (clients and admin),
+# 10912 HA (masters), 10913 HTTP metrics, 40911 Raft.
 EXPOSE 9876 9877 10911 10912 10913 40911
 ENTRYPOINT ["rocketq"]
 CMD ["--help"]

@@ -84,7 +84,7 @@ unit: $(STAMP_DEV) sysdeps $(ALI_ONS)/node_modules/.package-lock.json
 
 test: lint typecheck unit
 
-# Regenerate the gRPC/protobuf modules from cluster/proto/rocketq/v1/rocketq.proto.
+# Regenerate the protobuf modules from cluster/proto/rocketq/v1/rocketq.proto.
 proto: $(STAMP_DEV)
 	$(BIN)/python tools/gen_proto.py
 

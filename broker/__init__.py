@@ -1,5 +1,6 @@
-"""The broker process: gRPC services, send/pull/offset/admin processors, long polling,
-retry and dead letters, delay levels, transactions, order locks and filters.
+"""The broker process: RocketMQ's remoting request handlers, send/pull/offset/admin
+processors, long polling, retry and dead letters, delay levels, transactions, order locks
+and filters.
 
 May import ``cluster``, ``storage`` and ``replication``.
 """

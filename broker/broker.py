@@ -1,5 +1,5 @@
-"""The broker: a message store, the managers around it, its gRPC services and its
-registration with the nameservers. ``await Broker(...).start()``; ``await stop()``."""
+"""The broker: a message store, the managers around it, its remoting request handlers and
+its registration with the nameservers. ``await Broker(...).start()``; ``await stop()``."""
 
 from __future__ import annotations
 
@@ -10,9 +10,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import grpc
-
-from rocketq.broker.admin_service import BrokerAdminService
 from rocketq.broker.config import BrokerConfig, parse_delay_levels
 from rocketq.broker.consumer_manager import ConsumerManager
 from rocketq.broker.consumer_offset import ConsumerOffsetManager
@@ -26,7 +23,6 @@ from rocketq.broker.rebalance_lock import RebalanceLockManager
 from rocketq.broker.registration import NameServerRegistration
 from rocketq.broker.schedule import SCHEDULE_TOPIC_BYTES, ScheduleMessageService
 from rocketq.broker.send_processor import SendProcessor
-from rocketq.broker.service import BrokerService
 from rocketq.broker.slave_sync import SlaveSynchronizer
 from rocketq.broker.stats import BrokerStats
 from rocketq.broker.subscription_group import SubscriptionGroupManager
@@ -41,7 +37,6 @@ from rocketq.cluster.aio import cancel_all
 from rocketq.cluster.config import StoreConfig
 from rocketq.cluster.message import SCHEDULE_TOPIC, TIMER_TOPIC, TopicConfig
 from rocketq.cluster.metrics_server import MetricsServer
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 from rocketq.cluster.remoting.transport import RemotingServer
 from rocketq.cluster.remoting.transport import listen_socket as remoting_listen_socket
 from rocketq.replication.ha.master import HAMaster, SlaveConnection, listen_socket
@@ -49,12 +44,6 @@ from rocketq.replication.ha.slave import HASlave
 from rocketq.storage.message_store import MessageStore
 
 log = logging.getLogger(__name__)
-
-GRPC_OPTIONS = [
-    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-    ("grpc.max_send_message_length", 64 * 1024 * 1024),
-    ("grpc.so_reuseport", 0),
-]
 
 
 class Broker:
@@ -73,20 +62,7 @@ class Broker:
                 f"({exc.strerror or exc}); is another broker running there? set listen_port"
             ) from None
         self.port = self.remoting_socket.getsockname()[1]
-        self.server = grpc.aio.server(options=GRPC_OPTIONS)
-        try:
-            self.grpc_port = self.server.add_insecure_port(
-                f"{config.bind_address}:{config.grpc_listen_port}"
-            )
-        except RuntimeError:
-            self.grpc_port = 0
-        if self.grpc_port == 0:
-            self.remoting_socket.close()
-            raise OSError(
-                f"cannot listen on {config.bind_address}:{config.grpc_listen_port}; is another "
-                "broker running there? set grpc_listen_port"
-            )
-        config = replace(config, listen_port=self.port, grpc_listen_port=self.grpc_port)
+        config = replace(config, listen_port=self.port)
         if config.enable_dledger_commit_log:
             # Raft decides the role: every member is a slave until it leads.
             config = replace(config, broker_role="SLAVE", broker_id=slave_id_of(config))
@@ -218,8 +194,6 @@ class Broker:
             },
             on_close=self.clients.connection_closed,
         )
-        pb_grpc.add_BrokerServicer_to_server(BrokerService(self), self.server)  # type: ignore[no-untyped-call]
-        pb_grpc.add_BrokerAdminServicer_to_server(BrokerAdminService(self), self.server)  # type: ignore[no-untyped-call]
         self.boot_time = time.time()
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[None]] = set()
@@ -252,9 +226,6 @@ class Broker:
             "brokerAddr": c.broker_addr,
             "haServerAddr": c.ha_server_addr,
             "maxPhyOffset": str(self.store.max_phy_offset),
-            # rocketq's: where its own SDK reaches the gRPC services (a stock nameserver
-            # ignores the field).
-            "grpcAddr": c.grpc_addr,
         }
 
     async def start(self) -> None:
@@ -273,7 +244,6 @@ class Broker:
                 self.timer.start()
         if self.ha_master is not None and self.ha_socket is not None:
             await self.ha_master.start(self.ha_socket)
-        await self.server.start()
         await self.remoting.start(self.config.bind_address, 0, sock=self.remoting_socket)
         if self.ha_slave is not None:
             self.ha_slave.start()
@@ -327,7 +297,6 @@ class Broker:
             }
         )
         await self.remoting.stop()
-        await self.server.stop(grace=1.0)
         if self.ha_slave is not None:
             await self.ha_slave.stop()
         await self.sync.stop()

@@ -86,9 +86,6 @@ class BrokerConfig:
     namesrv_addr: str = "127.0.0.1:9876"
     # Port of RocketMQ's remoting protocol: clients, admins, other brokers.
     listen_port: int = field(default=10911, metadata={"min": 0, "max": 65535})
-    # Port of rocketq's gRPC services, which rocketq's SDK still uses while it moves to the
-    # remoting protocol (0: any free port; the nameservers tell clients which).
-    grpc_listen_port: int = field(default=0, metadata={"min": 0, "max": 65535})
     # Address the server binds.
     bind_address: str = "127.0.0.1"
     # Address the broker advertises to nameservers and clients (brokerIP1).
@@ -240,10 +237,6 @@ class BrokerConfig:
     @property
     def broker_addr(self) -> str:
         return f"{self.broker_ip1}:{self.listen_port}"
-
-    @property
-    def grpc_addr(self) -> str:
-        return f"{self.broker_ip1}:{self.grpc_listen_port}"
 
     @property
     def ha_server_addr(self) -> str:

@@ -31,9 +31,8 @@ HEARTBEAT: Final = "heartbeat"
 CONSUMER_SEND_MSG_BACK: Final = "consumer_send_msg_back"
 END_TRANSACTION: Final = "end_transaction"
 
-# rpc_latency's protocol_type: the endpoint these requests come through (rocketq's gRPC
-# services, or RocketMQ's remoting protocol).
-PROTOCOL: Final = "grpc"
+# rpc_latency's and the connection gauges' protocol_type: the endpoint requests come through
+# (RocketMQ's remoting protocol on the client port).
 REMOTING: Final = "remoting"
 
 _SIZE_SLOTS: Final = len(MESSAGE_SIZE_BUCKETS) + 1
@@ -110,7 +109,7 @@ class BrokerCounters:
         count: int = 1,
         *,
         held: bool = False,
-        protocol: str = PROTOCOL,
+        protocol: str = REMOTING,
     ) -> None:
         """``count`` requests answered with ``code`` since ``started`` (time.perf_counter)."""
         key: Labels = (protocol, request, code, "true" if held else "false")

@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import Metric
 
 from rocketq.broker.host import BrokerHost
-from rocketq.broker.metrics import BrokerCounters
+from rocketq.broker.metrics import REMOTING, BrokerCounters
 from rocketq.cluster.message import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -254,7 +254,7 @@ class BrokerMetrics:
             ("language", "protocol_type"),
         )
         clients = {cid for ids in b.consumers.producer_groups.values() for cid in ids}
-        base.add(producers, ("python", "grpc"), len(clients))
+        base.add(producers, ("python", REMOTING), len(clients))
         consumers = base.gauge(
             "rocketmq_consumer_connections",
             "Consumer clients connected, per group.",
@@ -262,7 +262,7 @@ class BrokerMetrics:
         )
         for group, info in list(b.consumers.groups.items()):
             mode = "pull" if "ACTIVELY" in info.consume_type else "push"
-            values = (group, "python", mode, "grpc", flag(is_system_group(group)))
+            values = (group, "python", mode, REMOTING, flag(is_system_group(group)))
             base.add(consumers, values, len(info.clients))
         topics = base.gauge("rocketmq_topic_number", "Topics on this broker.")
         base.add(topics, (), len(b.topics.topics))

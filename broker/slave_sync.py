@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from rocketq.broker.config_json import group_of, topic_of
 from rocketq.cluster.errors import RocketqError, for_code
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.remoting import fastjson
 from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
 from rocketq.cluster.remoting.command import RemotingCommand
@@ -31,34 +29,6 @@ if TYPE_CHECKING:
     from rocketq.broker.host import BrokerHost
 
 log = logging.getLogger(__name__)
-
-
-def sync_data(b: BrokerHost) -> pb.SlaveSyncData:
-    """This broker's state as a slave copies it."""
-
-    def dump(doc: object) -> bytes:
-        return json.dumps(doc, sort_keys=True).encode()
-
-    return pb.SlaveSyncData(
-        topic_configs=dump(
-            {
-                "dataVersion": b.topics.data_version,
-                "topicConfigTable": {n: asdict(t) for n, t in b.topics.topics.items()},
-            }
-        ),
-        consumer_offsets=dump(
-            {
-                "offsetTable": {
-                    k: {str(q): o for q, o in v.items()} for k, v in b.offsets.table.items()
-                }
-            }
-        ),
-        delay_offsets=dump({"offsetTable": {str(k): v for k, v in b.schedule.offsets.items()}}),
-        subscription_groups=dump(
-            {"subscriptionGroupTable": {n: asdict(g) for n, g in b.groups.groups.items()}}
-        ),
-    )
-
 
 SYNC_REQUESTS: Final = (
     RequestCode.GET_ALL_TOPIC_CONFIG,

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from rocketq.broker.metrics import BrokerCounters
@@ -37,7 +39,6 @@ from rocketq.cluster.message import (
     MessageExt,
     transaction_type,
 )
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.record import (
     POS_SYS_FLAG,
     decode_record,
@@ -76,8 +77,29 @@ def with_transaction_type(sys_flag: int, kind: int) -> int:
     return (sys_flag & ~0xC) | kind
 
 
+class Resolution(enum.IntEnum):
+    """How a producer ended a transaction."""
+
+    UNKNOWN = 0  # not known yet: the check service asks again later
+    COMMIT = 1
+    ROLLBACK = 2
+
+
+@dataclass(frozen=True, slots=True)
+class CheckTransaction:
+    """The broker asks a live producer of ``group`` how the transaction of a half message
+    ended (it reaches the producer as CHECK_TRANSACTION_STATE)."""
+
+    group: str
+    commit_log_offset: int  # of the half message to resolve, as written again
+    tran_state_table_offset: int  # its offset in the half queue
+    msg_id: str
+    transaction_id: str
+    record: bytes  # the half message as stored
+
+
 class EndRequest(Protocol):
-    """What ending a transaction names (END_TRANSACTION's fields, or the gRPC request)."""
+    """What ending a transaction names (END_TRANSACTION's fields)."""
 
     @property
     def producer_group(self) -> str: ...
@@ -88,7 +110,7 @@ class EndRequest(Protocol):
     @property
     def msg_id(self) -> str: ...
     @property
-    def resolution(self) -> int: ...
+    def resolution(self) -> Resolution: ...
     @property
     def from_transaction_check(self) -> bool: ...
 
@@ -152,7 +174,7 @@ class TransactionalMessageService:
         if self.config.broker_role == "SLAVE":
             raise NoPermissionError("a slave cannot end transactions; ask the master")
         resolution = req.resolution
-        if resolution == pb.TRANSACTION_UNKNOWN:
+        if resolution == Resolution.UNKNOWN:
             log.info(
                 "transaction of %s (group %s) still unknown%s",
                 req.msg_id,
@@ -172,7 +194,7 @@ class TransactionalMessageService:
                 f"{half.queue_offset}, not {req.tran_state_table_offset}"
             )
         store = self.b.store
-        if resolution == pb.TRANSACTION_COMMIT:
+        if resolution == Resolution.COMMIT:
             props = dict(half.properties)
             topic = props.pop(PROPERTY_REAL_TOPIC, "")
             try:
@@ -196,7 +218,7 @@ class TransactionalMessageService:
         if self.metrics is not None:
             self.metrics.ended(
                 half.properties.get(PROPERTY_REAL_TOPIC, ""),
-                committed=resolution == pb.TRANSACTION_COMMIT,
+                committed=resolution == Resolution.COMMIT,
             )
 
     def _write_op(self, half_queue_offset: int) -> None:
@@ -314,15 +336,13 @@ class TransactionalMessageService:
         record = rewrite_record(half, TRANS_HALF_TOPIC, props)
         appended = self.b.store.append(record, TRANS_HALF_TOPIC, 0)
         group = props.get(PROPERTY_PRODUCER_GROUP, "")
-        event = pb.ServerEvent(
-            check_transaction=pb.CheckTransactionEvent(
-                group=group,
-                commit_log_offset=appended.wrote_offset,
-                tran_state_table_offset=appended.queue_offset,
-                msg_id=props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, half.offset_msg_id),
-                transaction_id=props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ""),
-                record=record,
-            )
+        event = CheckTransaction(
+            group=group,
+            commit_log_offset=appended.wrote_offset,
+            tran_state_table_offset=appended.queue_offset,
+            msg_id=props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, half.offset_msg_id),
+            transaction_id=props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ""),
+            record=record,
         )
         if self.b.consumers.tell_producer(group, event):
             self.checks_sent += 1

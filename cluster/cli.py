@@ -41,7 +41,7 @@ def _announce(kind: str, port: int) -> None:
 @app.command("nameserver")
 def nameserver_cmd(
     port: Annotated[
-        int | None, typer.Option("--port", "-p", help="gRPC port (0: any free).")
+        int | None, typer.Option("--port", "-p", help="Remoting port (0: any free).")
     ] = None,
     config: Annotated[
         Path | None, typer.Option("--config", "-c", help="TOML file of nameserver keys.")
@@ -86,7 +86,9 @@ def broker_cmd(
     config: Annotated[
         Path | None, typer.Option("--config", "-c", help="broker.toml (broker and store keys).")
     ] = None,
-    listen_port: Annotated[int | None, typer.Option(help="gRPC port (0: any free).")] = None,
+    listen_port: Annotated[
+        int | None, typer.Option(help="Remoting port, clients and admin (0: any free).")
+    ] = None,
     namesrv_addr: Annotated[
         str | None, typer.Option("--namesrv-addr", "-n", help="Nameservers, 'a:9876;b:9876'.")
     ] = None,

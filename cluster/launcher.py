@@ -123,9 +123,6 @@ class Node:
     broker_id: int = 0
     raft_port: int = 0  # replication "raft": the member's Raft port, fixed before the start
     metrics_port: int = 0  # its HTTP port (/metrics, /healthz, /readyz); 0: none
-    # A broker's gRPC services (rocketq's SDK), fixed before the start and kept across
-    # restarts, so clients that know it reach the broker again after one.
-    grpc_port: int = 0
     host: str = HOST  # the address it binds and is reached at
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
 
@@ -166,8 +163,6 @@ class Node:
         }
         if self.metrics_port:
             doc["metrics_port"] = self.metrics_port
-        if self.grpc_port:
-            doc["grpc_port"] = self.grpc_port
         if self.role == "broker":
             doc |= {
                 "broker_name": self.broker_name,
@@ -335,7 +330,6 @@ class LocalCluster:
                 node.start_time = int(saved.get("start_time", 0))
                 node.raft_port = int(saved.get("raft_port", 0))
                 node.metrics_port = int(saved.get("metrics_port", 0))
-                node.grpc_port = int(saved.get("grpc_port", 0))
                 node.host = str(saved.get("host", HOST))
         except (KeyError, TypeError, ValueError) as exc:
             raise LauncherError(f"{path}: not a cluster description ({exc!r})") from None
@@ -368,13 +362,11 @@ class LocalCluster:
         # before the start too, so a scrape config written now stays right after restarts.
         raft = self.brokers if self.spec.replication == "raft" else []
         metrics = self.nodes if self.spec.metrics else []
-        ports = free_ports(len(raft) + len(metrics) + len(self.brokers))
+        ports = free_ports(len(raft) + len(metrics))
         for b, port in zip(raft, ports, strict=False):
             b.raft_port = port
-        for n, port in zip(metrics, ports[len(raft) : len(raft) + len(metrics)], strict=True):
+        for n, port in zip(metrics, ports[len(raft) :], strict=True):
             n.metrics_port = port
-        for b, port in zip(self.brokers, ports[len(raft) + len(metrics) :], strict=True):
-            b.grpc_port = port
         try:
             for n in self.nodes:
                 # The preferred port may be taken between the check and the bind.
@@ -418,7 +410,6 @@ class LocalCluster:
                 "--set", f"broker_ip1={node.host}",
                 "--set", "ha_listen_port=0",
                 "--set", f"metrics_port={node.metrics_port}",
-                "--set", f"grpc_listen_port={node.grpc_port}",
             ]  # fmt: skip
             settings = self.spec.broker_settings
         if node.role == "broker" and self.spec.replication == "raft":

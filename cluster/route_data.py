@@ -29,10 +29,6 @@ class BrokerData:
     cluster: str
     broker_name: str
     broker_addrs: dict[int, str] = field(default_factory=dict)  # broker id -> "host:port"
-    # broker id -> rocketq's gRPC services of that broker, which rocketq's SDK still uses
-    # while it moves to the remoting protocol (JSON "rocketqGrpcAddrs"; clients that do not
-    # know the field skip it).
-    grpc_addrs: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -58,10 +54,7 @@ def _broker_doc(b: BrokerData, standard: bool) -> dict[str, Any]:
         if standard
         else dict(sorted(b.broker_addrs.items()))
     )
-    doc: dict[str, Any] = {"brokerAddrs": addrs, "brokerName": b.broker_name, "cluster": b.cluster}
-    if b.grpc_addrs:
-        doc["rocketqGrpcAddrs"] = {str(i): a for i, a in sorted(b.grpc_addrs.items())}
-    return doc
+    return {"brokerAddrs": addrs, "brokerName": b.broker_name, "cluster": b.cluster}
 
 
 def _queue_doc(q: QueueData) -> dict[str, Any]:
@@ -113,17 +106,11 @@ def _broker_data(doc: Any) -> BrokerData:
     addrs = doc.get("brokerAddrs") or {}
     if not isinstance(addrs, dict):
         raise RouteBodyError("brokerAddrs is not an object")
-    grpc = doc.get("rocketqGrpcAddrs") or {}
-    if not isinstance(grpc, dict):
-        raise RouteBodyError("rocketqGrpcAddrs is not an object")
     try:
         parsed = {int(i): str(a) for i, a in addrs.items()}
-        grpc_parsed = {int(i): str(a) for i, a in grpc.items()}
     except (TypeError, ValueError):
         raise RouteBodyError(f"brokerAddrs has a key that is not a broker id: {addrs}") from None
-    return BrokerData(
-        str(doc.get("cluster", "")), str(doc.get("brokerName", "")), parsed, grpc_parsed
-    )
+    return BrokerData(str(doc.get("cluster", "")), str(doc.get("brokerName", "")), parsed)
 
 
 def _load(body: bytes | memoryview, what: str) -> dict[str, Any]:

@@ -121,7 +121,6 @@ class NameServerProcessor:
             "ha_server_addr": (cmd.ext or {}).get("haServerAddr", ""),
             "channel": self.channel_of(conn),
             "max_phy_offset": _int(cmd, "maxPhyOffset", 0),
-            "grpc_addr": (cmd.ext or {}).get("grpcAddr", ""),
         }
         result: RegisterResult
         if kind == "HEARTBEAT":

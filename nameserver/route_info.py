@@ -70,12 +70,10 @@ class RouteInfoManager:
         data_version: int,
         channel: int | None,
         max_phy_offset: int = 0,
-        grpc_addr: str = "",
     ) -> RegisterResult:
         """A full registration: the broker's whole topic table (always applies). As in
         RocketMQ, a table at the version already held is not applied again."""
         prev_live, took_slot, first = self._admit(cluster, broker_addr, broker_name, broker_id)
-        self._grpc_addr(broker_name, broker_id, grpc_addr)
         table = self._tables.get(broker_addr)
         if table is None or prev_live is None or prev_live.data_version != data_version:
             table = self._tables[broker_addr] = {t.topic_name: t for t in topics}
@@ -101,7 +99,6 @@ class RouteInfoManager:
         deleted: list[str],
         channel: int | None,
         max_phy_offset: int = 0,
-        grpc_addr: str = "",
     ) -> RegisterResult:
         """The topics changed since ``base_version``; applies only while this broker's
         table is held at ``base_version``, else nothing happens and the answer asks for
@@ -127,7 +124,6 @@ class RouteInfoManager:
                 "", "", False, need_full=True, data_version=-1 if held is None else held
             )
         prev_live, took_slot, first = self._admit(cluster, broker_addr, broker_name, broker_id)
-        self._grpc_addr(broker_name, broker_id, grpc_addr)
         table = self._tables[broker_addr]
         for t in put:
             table[t.topic_name] = t
@@ -157,7 +153,6 @@ class RouteInfoManager:
         data_version: int,
         channel: int | None,
         max_phy_offset: int = 0,
-        grpc_addr: str = "",
     ) -> RegisterResult:
         """Identity and data version only; applies while that version is held."""
         return self.apply_delta(
@@ -172,7 +167,6 @@ class RouteInfoManager:
             deleted=[],
             channel=channel,
             max_phy_offset=max_phy_offset,
-            grpc_addr=grpc_addr,
         )
 
     def held_table(self, broker_addr: str) -> dict[str, TopicConfig] | None:
@@ -213,7 +207,6 @@ class RouteInfoManager:
         for bid, addr in list(data.broker_addrs.items()):
             if addr == broker_addr and bid != broker_id:
                 del data.broker_addrs[bid]
-                data.grpc_addrs.pop(bid, None)
         old = data.broker_addrs.get(broker_id)
         data.broker_addrs[broker_id] = broker_addr
         first = first or old is None
@@ -274,12 +267,6 @@ class RouteInfoManager:
             if not names:
                 del self._queue_topics[broker_name]
 
-    def _grpc_addr(self, broker_name: str, broker_id: int, grpc_addr: str) -> None:
-        """Where rocketq's SDK reaches the broker's gRPC services (rocketq's brokers say)."""
-        data = self.broker_addr_table.get(broker_name)
-        if data is not None and grpc_addr:
-            data.grpc_addrs[broker_id] = grpc_addr
-
     def touch(self, broker_addr: str) -> None:
         """The broker is alive (it asked whether its table changed, and it did not)."""
         live = self.broker_live_table.get(broker_addr)
@@ -334,7 +321,6 @@ class RouteInfoManager:
         for bid, a in list(data.broker_addrs.items()):
             if a == addr:
                 del data.broker_addrs[bid]
-                data.grpc_addrs.pop(bid, None)
         if data.broker_addrs:
             return
         del self.broker_addr_table[broker_name]
@@ -351,7 +337,7 @@ class RouteInfoManager:
         if not queues:
             return None
         brokers = [
-            BrokerData(d.cluster, d.broker_name, dict(d.broker_addrs), dict(d.grpc_addrs))
+            BrokerData(d.cluster, d.broker_name, dict(d.broker_addrs))
             for name in sorted(queues)
             if (d := self.broker_addr_table.get(name)) is not None
         ]

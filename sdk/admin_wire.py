@@ -1,8 +1,8 @@
-"""The SDK's side of the admin requests, as pure functions: each ``BrokerAdmin`` call that
+"""The SDK's side of the admin requests, as pure functions: each admin request that
 ``sdk/admin.py`` makes, as RocketMQ 4.9's request (its code and header field names, or
 rocketq's own code for RESEND_MESSAGE and TRANSFER_LEADER), and its answer read back into
-frozen dataclasses whose attributes keep the snake_case names of the gRPC messages they
-replace (``queues``, ``consume_tps``, ``groups``, ``connections``, ``records``, ``table``...).
+frozen dataclasses with the snake_case attributes ``sdk/admin.py``'s callers read
+(``queues``, ``consume_tps``, ``groups``, ``connections``, ``records``, ``table``...).
 No I/O here.
 
 Bodies are JSON as fastjson writes it: a map keyed by a MessageQueue has the queue as a
@@ -11,12 +11,13 @@ bare object key, queue ids and delay levels as map keys are bare numbers
 error class of its code with the broker's remark; a SUCCESS answer whose body is not the
 shape RocketMQ gives raises :class:`~rocketq.cluster.errors.RocketqSystemError` naming it.
 
-Two gRPC calls have no RocketMQ twin: GetSubscriptionGroup is GET_ALL_SUBSCRIPTIONGROUP_CONFIG
-with the group picked out (:func:`parse_subscription_group`), and GetSlaveSyncData is four
-requests (GET_ALL_TOPIC_CONFIG, GET_ALL_CONSUMER_OFFSET, GET_ALL_DELAY_OFFSET,
-GET_ALL_SUBSCRIPTIONGROUP_CONFIG), as RocketMQ's SlaveSynchronize makes them. Those four
-live in the shared model (``rocketq.cluster.remoting.broker_tables``), where the broker's
-slave sync can use them too (the broker may not import the SDK); they are re-exported here.
+Two reads have no RocketMQ request of their own: one group's config is
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG with the group picked out (:func:`parse_subscription_group`),
+and a broker's tables are four requests (GET_ALL_TOPIC_CONFIG, GET_ALL_CONSUMER_OFFSET,
+GET_ALL_DELAY_OFFSET, GET_ALL_SUBSCRIPTIONGROUP_CONFIG), as RocketMQ's SlaveSynchronize
+makes them. Those four live in the shared model (``rocketq.cluster.remoting.broker_tables``),
+where the broker's slave sync can use them too (the broker may not import the SDK); they are
+re-exported here.
 """
 
 from __future__ import annotations
@@ -275,7 +276,7 @@ parse_update_subscription_group = parse_ok
 
 def parse_subscription_group(answer: RemotingCommand, group: str) -> SubscriptionGroupResult:
     """The one group's config out of GET_ALL_SUBSCRIPTIONGROUP_CONFIG's answer;
-    QueryNotFoundError when the broker has none (as the gRPC call answered)."""
+    QueryNotFoundError when the broker has none."""
     config = parse_all_subscription_group_config(answer).subscription_group_table.get(group)
     if config is None:
         raise QueryNotFoundError(f"no subscription group {group!r} on this broker")

@@ -43,9 +43,10 @@ def background_loop() -> asyncio.AbstractEventLoop:
 
 
 def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` on the SDK's one background event loop and wait for its result. gRPC's
-    asyncio layer serves one event loop a process: code that needs the SDK from plain
-    threads (Spark tasks, say) calls it through here rather than starting loops of its own."""
+    """Run ``coro`` on the SDK's one background event loop and wait for its result. The
+    SDK's clients and their connections belong to the loop that made them: code that needs
+    the SDK from plain threads (Spark tasks, say) calls it through here rather than starting
+    loops of its own."""
     return asyncio.run_coroutine_threadsafe(coro, background_loop()).result()
 
 

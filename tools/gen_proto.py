@@ -1,4 +1,4 @@
-"""Generate the protobuf and gRPC modules of ``cluster/proto/rocketq/v1/rocketq.proto``.
+"""Generate the protobuf modules of ``cluster/proto/rocketq/v1/rocketq.proto``.
 
 protoc names a generated module's imports after the proto file's path below its include
 root, so the proto is compiled from where it lies in the installed namespace
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCE_DIR = ROOT / "cluster" / "proto" / "rocketq" / "v1"
 PROTO = "rocketq.proto"
 INSTALLED = Path("rocketq/cluster/proto/rocketq/v1")
-GENERATED = ("rocketq_pb2.py", "rocketq_pb2.pyi", "rocketq_pb2_grpc.py")
+GENERATED = ("rocketq_pb2.py", "rocketq_pb2.pyi")
 
 
 def generate(dest: Path = SOURCE_DIR) -> list[Path]:
@@ -38,7 +38,6 @@ def generate(dest: Path = SOURCE_DIR) -> list[Path]:
                 ".",
                 "--python_out=.",
                 "--pyi_out=.",
-                "--grpc_python_out=.",
                 str(INSTALLED / PROTO),
             ],
             cwd=work,

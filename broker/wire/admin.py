@@ -3,12 +3,11 @@ topics, subscription groups, queue and consume stats, offsets, message queries, 
 broker's config and runtime figures, and rocketq's own two calls (``RocketqRequestCode``):
 handing Raft leadership over and resending a stored message to a group.
 
-The remoting twin of the gRPC ``BrokerAdmin`` service (``admin_service.py``): the same
-broker logic, with RocketMQ 4.9's header fields and its bodies as fastjson writes them.
-Beans have their fields in name order; a map keyed by a MessageQueue has the queue as a
-bare object key (``{{"brokerName":"b","queueId":0,"topic":"T"}:...}``); queue ids and
-delay levels as map keys are bare numbers. Records (QUERY_MESSAGE, VIEW_MESSAGE_BY_ID) go
-out as the store holds them, never decoded.
+RocketMQ 4.9's header fields, and its bodies as fastjson writes them: beans have their
+fields in name order; a map keyed by a MessageQueue has the queue as a bare object key
+(``{{"brokerName":"b","queueId":0,"topic":"T"}:...}``); queue ids and delay levels as map
+keys are bare numbers. Records (QUERY_MESSAGE, VIEW_MESSAGE_BY_ID) go out as the store
+holds them, never decoded.
 
 What rocketq does not keep is written as RocketMQ's default: a topic's ``topicFilterType``
 (SINGLE_TAG), a group's ``consumeFromMinEnable`` (true), a client's language and version in
@@ -20,11 +19,11 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from rocketq.broker.admin_service import config_table, runtime_table
 from rocketq.broker.config_json import group_doc, group_of, topic_doc
 from rocketq.broker.consumer_manager import Subscription
 from rocketq.broker.filter import SQL92
-from rocketq.broker.service import ServiceHost
+from rocketq.broker.request_host import RequestHost
+from rocketq.broker.runtime_info import config_table, runtime_table
 from rocketq.broker.subscription_group import check_group
 from rocketq.broker.wire.client import json_body
 from rocketq.broker.wire.pull import header_int
@@ -110,7 +109,7 @@ REGISTER_WAIT: Final = 3.0
 
 
 class AdminRequests:
-    def __init__(self, broker: ServiceHost) -> None:
+    def __init__(self, broker: RequestHost) -> None:
         self.b = broker
 
     def handlers(self) -> dict[int, Handler]:

@@ -19,8 +19,9 @@ from typing import Any, Final
 from rocketq.broker.consumer_manager import Subscription
 from rocketq.broker.filter import SQL92, TAG, parse_tags, sql_filter
 from rocketq.broker.metrics import CONSUMER_SEND_MSG_BACK, END_TRANSACTION, HEARTBEAT, REMOTING
-from rocketq.broker.service import ServiceHost
+from rocketq.broker.request_host import RequestHost
 from rocketq.broker.subscription_group import check_group
+from rocketq.broker.transaction import CheckTransaction, Resolution
 from rocketq.broker.wire.pull import header_int
 from rocketq.cluster.errors import (
     MessageIllegalError,
@@ -30,7 +31,6 @@ from rocketq.cluster.errors import (
 )
 from rocketq.cluster.message import PERM_READ, PERM_WRITE, retry_topic
 from rocketq.cluster.metrics import response_code_name
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.remoting import fastjson
 from rocketq.cluster.remoting.codes import MessageSysFlag, RequestCode, ResponseCode
 from rocketq.cluster.remoting.command import RemotingCommand
@@ -42,9 +42,9 @@ CLIENT_IDS: Final = "client_ids"  # Connection.attrs: the client ids heartbeatin
 PUMPS: Final = "pumps"  # Connection.attrs: client id -> (event queue, task sending them)
 # END_TRANSACTION's commitOrRollback (MessageSysFlag's transaction types) -> resolution.
 RESOLUTIONS: Final = {
-    MessageSysFlag.TRANSACTION_NOT_TYPE: pb.TRANSACTION_UNKNOWN,
-    MessageSysFlag.TRANSACTION_COMMIT_TYPE: pb.TRANSACTION_COMMIT,
-    MessageSysFlag.TRANSACTION_ROLLBACK_TYPE: pb.TRANSACTION_ROLLBACK,
+    MessageSysFlag.TRANSACTION_NOT_TYPE: Resolution.UNKNOWN,
+    MessageSysFlag.TRANSACTION_COMMIT_TYPE: Resolution.COMMIT,
+    MessageSysFlag.TRANSACTION_ROLLBACK_TYPE: Resolution.ROLLBACK,
 }
 
 
@@ -57,7 +57,7 @@ class EndTransaction:
     tran_state_table_offset: int
     msg_id: str
     transaction_id: str
-    resolution: int
+    resolution: Resolution
     from_transaction_check: bool
 
 
@@ -83,7 +83,7 @@ def queue_keys(doc: dict[str, Any], what: str) -> list[tuple[str, int]]:
 
 
 class ClientRequests:
-    def __init__(self, broker: ServiceHost) -> None:
+    def __init__(self, broker: RequestHost) -> None:
         self.b = broker
 
     def handlers(self) -> dict[int, Handler]:
@@ -229,18 +229,17 @@ class ClientRequests:
                 {"topic": topic, "group": group, "timestamp": "0", "isForce": "false"},
                 fastjson.dumps({"offsetTable": table}),
             )
-        check = getattr(event, "check_transaction", None)
-        if check is not None:
+        if isinstance(event, CheckTransaction):
             return RemotingCommand(
                 RequestCode.CHECK_TRANSACTION_STATE,
                 {
-                    "tranStateTableOffset": str(check.tran_state_table_offset),
-                    "commitLogOffset": str(check.commit_log_offset),
-                    "msgId": check.msg_id,
-                    "transactionId": check.transaction_id,
-                    "offsetMsgId": check.msg_id,
+                    "tranStateTableOffset": str(event.tran_state_table_offset),
+                    "commitLogOffset": str(event.commit_log_offset),
+                    "msgId": event.msg_id,
+                    "transactionId": event.transaction_id,
+                    "offsetMsgId": event.msg_id,
                 },
-                check.record,
+                event.record,
             )
         return None
 

@@ -15,7 +15,7 @@ from typing import Final
 
 from rocketq.broker.metrics import PULL_MESSAGE, REMOTING
 from rocketq.broker.pull_processor import PullStatus
-from rocketq.broker.service import ServiceHost
+from rocketq.broker.request_host import RequestHost
 from rocketq.cluster.errors import MessageIllegalError
 from rocketq.cluster.metrics import response_code_name
 from rocketq.cluster.remoting.codes import PullSysFlag, RequestCode, ResponseCode
@@ -44,7 +44,7 @@ def header_int(cmd: RemotingCommand, name: str, default: int | None = None) -> i
 
 
 class PullRequests:
-    def __init__(self, broker: ServiceHost) -> None:
+    def __init__(self, broker: RequestHost) -> None:
         self.b = broker
 
     def handlers(self) -> dict[int, Handler]:

@@ -17,7 +17,7 @@ import time
 from typing import Final
 
 from rocketq.broker.metrics import REMOTING, SEND_BATCH_MESSAGE, SEND_MESSAGE
-from rocketq.broker.service import ServiceHost
+from rocketq.broker.request_host import RequestHost
 from rocketq.cluster.errors import MessageIllegalError
 from rocketq.cluster.message_id import encode_offset_msg_id
 from rocketq.cluster.metrics import response_code_name
@@ -160,7 +160,7 @@ def batch_records(
 
 
 class SendRequests:
-    def __init__(self, broker: ServiceHost) -> None:
+    def __init__(self, broker: RequestHost) -> None:
         self.b = broker
 
     def handlers(self) -> dict[int, Handler]:

@@ -1,8 +1,8 @@
 """A broker's tables as a peer reads them: its topic configs (GET_ALL_TOPIC_CONFIG), its
 subscription group configs (GET_ALL_SUBSCRIPTIONGROUP_CONFIG), its consumer offsets
 (GET_ALL_CONSUMER_OFFSET) and its delay offsets (GET_ALL_DELAY_OFFSET): the four requests
-RocketMQ's SlaveSynchronize makes of the master (rocketq's gRPC GetSlaveSyncData in one),
-and what the admin reads groups and configs from. Request builders and answer parsers, pure.
+RocketMQ's SlaveSynchronize makes of the master, and what the admin reads groups and
+configs from. Request builders and answer parsers, pure.
 
 The bodies are JSON as fastjson writes them: beans with their fields in name order, a
 ``dataVersion`` object (``{"counter":..,"timestamp":..}``), queue ids and delay levels as

@@ -2,7 +2,7 @@
 
 Pure logic: time comes from an injected clock, messages leave through an injected
 transport, the term and vote through an injected hard-state store (saved before they are
-used), entries through an injected log. The same code runs over gRPC between brokers and
+used), entries through an injected log. The same code runs over TCP between brokers and
 over the simulated network of the tests.
 
 Timers follow DLedger: the leader heartbeats every ``heartbeat_interval`` (2 s); a follower

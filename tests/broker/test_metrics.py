@@ -2,7 +2,8 @@
 request moving the right series by the right amount.
 
 A nameserver and a broker run in this process (the broker with a free metrics port), so a
-test reads the broker's registry directly after driving it through its gRPC service."""
+test reads the broker's registry directly after driving it through its remoting handlers
+(with the SDK, or with the SDK's requests sent as they are)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -21,12 +21,14 @@ from rocketq.broker.broker import Broker
 from rocketq.broker.config import BrokerConfig
 from rocketq.cluster.config import StoreConfig
 from rocketq.cluster.launcher import free_ports
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.cluster.remoting.codes import ResponseCode
+from rocketq.cluster.remoting.transport import request_once
 from rocketq.nameserver.config import NameServerConfig
 from rocketq.nameserver.server import NameServer
 from rocketq.sdk.admin import Admin
+from rocketq.sdk.client_wire import parse_ok, send_back_request, update_offset_request
 from rocketq.sdk.transaction import TransactionProducer, TransactionState
+from rocketq.sdk.wire import PullOutcome, parse_pull, pull_request
 from tests.integration.waiting import wait_until
 
 BASE = ("cluster", "node_type", "node_id")
@@ -117,7 +119,7 @@ def rpc_count(b: Broker, request: str, response: str = "success", held: str = "f
     return value(
         b,
         "rocketmq_rpc_latency_count",
-        protocol_type="grpc",
+        protocol_type="remoting",
         request_code=request,
         response_code=response,
         is_long_polling=held,
@@ -214,18 +216,12 @@ async def test_a_pull_moves_messages_out_and_the_lag_gauges(broker: tuple[str, B
         "is_retry": "false",
         "is_system": "false",
     }
-    async with grpc.aio.insecure_channel(b.config.grpc_addr) as channel:
-        stub = pb_grpc.BrokerStub(channel)  # type: ignore[no-untyped-call]
-        # The group committed offset 1 and pulls 3 from there: 1 consumed, 3 in flight, 1 ready.
-        await stub.UpdateConsumerOffset(
-            pb.GroupRequest(group="cg-pull", topic="Pulled", queue_id=0, offset=1)
-        )
-        got = await stub.PullMessage(
-            pb.PullRequest(
-                consumer_group="cg-pull", topic="Pulled", queue_id=0, queue_offset=1, max_msg_nums=3
-            )
-        )
-        assert got.pull_status == pb.FOUND and got.next_begin_offset == 4
+    addr = b.config.broker_addr
+    # The group committed offset 1 and pulls 3 from there: 1 consumed, 3 in flight, 1 ready.
+    parse_ok(await request_once(addr, update_offset_request("cg-pull", "Pulled", 0, 1), 5.0))
+    pull = pull_request(group="cg-pull", topic="Pulled", queue_id=0, offset=1, max_msg_nums=3)
+    got = parse_pull(await request_once(addr, pull, 5.0))
+    assert got.outcome is PullOutcome.FOUND and got.next_begin_offset == 4
     assert value(b, "rocketmq_messages_out_total", **group) == 3
     assert value(b, "rocketmq_throughput_out_total", **group) == len(got.records)
     assert rpc_count(b, "pull_message") == 1
@@ -245,29 +241,27 @@ async def test_a_retry_and_a_dlq_move_count_as_send_backs(broker: tuple[str, Bro
         first = await producer.send(Message("Back", b"retry me"))
         second = await producer.send(Message("Back", b"give up"))
     dlq = {"topic": "Back", "consumer_group": "cg-back", "is_system": "false"}
-    async with grpc.aio.insecure_channel(b.config.grpc_addr) as channel:
-        stub = pb_grpc.BrokerStub(channel)  # type: ignore[no-untyped-call]
-        offset = int(first.offset_msg_id[16:], 16)
-        status = await stub.ConsumerSendMsgBack(
-            pb.SendBackRequest(group="cg-back", commit_log_offset=offset, max_reconsume_times=16)
+    addr = b.config.broker_addr
+
+    async def send_back(offset: int, max_reconsume_times: int) -> int:
+        request = send_back_request(
+            "cg-back",
+            offset,
+            delay_level=0,
+            origin_msg_id="",
+            origin_topic="Back",
+            max_reconsume_times=max_reconsume_times,
         )
-        assert status.code == 0
-        assert rpc_count(b, "consumer_send_msg_back") == 1
-        assert value(b, "rocketmq_send_to_dlq_messages_total", **dlq) == 0
-        offset = int(second.offset_msg_id[16:], 16)
-        status = await stub.ConsumerSendMsgBack(
-            pb.SendBackRequest(group="cg-back", commit_log_offset=offset, max_reconsume_times=0)
-        )
-        assert status.code == 0
+        return (await request_once(addr, request, 5.0)).code
+
+    assert await send_back(int(first.offset_msg_id[16:], 16), 16) == ResponseCode.SUCCESS
+    assert rpc_count(b, "consumer_send_msg_back") == 1
+    assert value(b, "rocketmq_send_to_dlq_messages_total", **dlq) == 0
+    assert await send_back(int(second.offset_msg_id[16:], 16), 0) == ResponseCode.SUCCESS
     assert value(b, "rocketmq_send_to_dlq_messages_total", **dlq) == 1
     assert rpc_count(b, "consumer_send_msg_back") == 2
     # A refused request is counted under its response code.
-    async with grpc.aio.insecure_channel(b.config.grpc_addr) as channel:
-        stub = pb_grpc.BrokerStub(channel)  # type: ignore[no-untyped-call]
-        status = await stub.ConsumerSendMsgBack(
-            pb.SendBackRequest(group="cg-back", commit_log_offset=1 << 40, max_reconsume_times=0)
-        )
-    assert status.code != 0
+    assert await send_back(1 << 40, 0) == ResponseCode.QUERY_NOT_FOUND
     assert rpc_count(b, "consumer_send_msg_back", "query_not_found") == 1
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rocketq.broker.admin_service import BrokerAdminService, config_table
 from rocketq.broker.broker import Broker
+from rocketq.broker.runtime_info import config_table, runtime_table
 from rocketq.broker.wire.admin import AdminRequests
 from rocketq.broker.wire.client import ClientRequests
 from rocketq.broker.wire.pull import PullRequests
@@ -15,7 +15,6 @@ from rocketq.broker.wire.send import SendRequests
 from rocketq.cluster.errors import RocketqSystemError
 from rocketq.cluster.message import TopicConfig
 from rocketq.cluster.message_id import decode_offset_msg_id
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.record import decode_records
 from rocketq.cluster.remoting import fastjson
 from rocketq.cluster.remoting.codes import RequestCode, ResponseCode, RocketqRequestCode
@@ -314,16 +313,35 @@ async def test_subscription_groups(wire: tuple[Broker, Connection]) -> None:
     assert "g3" not in b.groups.groups
 
 
-async def test_runtime_info_has_the_grpc_services_keys(wire: tuple[Broker, Connection]) -> None:
+# The keys every broker's runtime table has (besides its stats', its registration's and its
+# replication's).
+RUNTIME_KEYS = {
+    "brokerName", "brokerId", "brokerRole", "brokerAddr", "commitLogMinOffset",
+    "commitLogMaxOffset", "dispatchBehindBytes", "flushedOffset", "bootTimestamp",
+    "runtimeSeconds", "sendsInFlight", "sendsRejected", "pullsHeld", "pullsFound", "topics",
+    "topicCount", "consumerGroups", "brokerVersionDesc",
+}  # fmt: skip
+
+
+async def test_runtime_info_is_the_brokers_runtime_table(wire: tuple[Broker, Connection]) -> None:
     b, conn = wire
+    await send(conn, 0)
     answer = await ask(conn, RequestCode.GET_BROKER_RUNTIME_INFO)
     kv = doc_of(answer)
     assert list(kv) == ["table"]
     table = kv["table"]
-    grpc = await BrokerAdminService(b).GetBrokerRuntimeInfo(pb.Empty(), None)
-    assert set(table) == set(grpc.table)
+    assert set(table) == set(runtime_table(b)) and set(table) >= RUNTIME_KEYS
+    assert set(b.stats.runtime_info()) <= set(table)
+    assert set(b.registration.runtime_info()) <= set(table)
     assert all(isinstance(v, str) for v in table.values())
     assert table["brokerName"] == b.config.broker_name and table["brokerId"] == "0"
+    assert (table["brokerRole"], table["brokerAddr"]) == (
+        b.config.broker_role,
+        b.config.broker_addr,
+    )
+    assert table["commitLogMaxOffset"] == str(b.store.max_phy_offset) != "0"
+    assert table["topicCount"] == str(len(b.topics.topics))
+    assert table["bootTimestamp"] == str(int(b.boot_time * 1000))
     assert table["brokerVersionDesc"].startswith("rocketq ")
 
 

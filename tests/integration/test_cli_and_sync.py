@@ -181,8 +181,8 @@ print("ok")
 
 
 def test_blocking_twins(cluster: LocalCluster) -> None:
-    """In a process of its own: the blocking twins run gRPC on a background event loop,
-    and grpc.aio does not share a process with a second live loop (the test's)."""
+    """In a process of its own: the blocking twins run the SDK on a background event loop,
+    from a plain thread with no loop of its own (not beside the test's live loop)."""
     result = subprocess.run(
         [sys.executable, "-c", BLOCKING_SCRIPT, cluster.namesrv_addr],
         capture_output=True, text=True, timeout=120,

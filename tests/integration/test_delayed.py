@@ -8,18 +8,17 @@ import json
 import time
 from pathlib import Path
 
-import grpc
 import pytest
 
 from rocketq import ConsumeFrom, ConsumeResult, Producer, PushConsumer
 from rocketq.cluster.errors import MessageIllegalError
 from rocketq.cluster.launcher import LocalCluster
 from rocketq.cluster.message import SCHEDULE_TOPIC, Message, MessageExt
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
-from rocketq.cluster.record import encode_message
+from rocketq.cluster.record import encode_properties, message_properties
+from rocketq.cluster.remoting.codes import ResponseCode
+from rocketq.cluster.remoting.transport import request_once
 from rocketq.sdk.admin import Admin
-from tests.integration.grpc_addr import grpc_addr
+from rocketq.sdk.wire import batch_body, send_request
 from tests.integration.waiting import wait_until
 
 
@@ -129,18 +128,15 @@ async def test_delayed_messages_in_a_batch_are_refused(cluster: LocalCluster) ->
         with pytest.raises(MessageIllegalError, match="delayed"):
             await producer.send_batch([Message("NoDelayBatch", b"a", delay_level=1)] * 2)
     # The broker refuses it too, whoever encoded the batch; nothing is stored.
-    records = b"".join(
-        encode_message(
-            Message("NoDelayBatch", b"b", delay_level=1), born_timestamp=0, born_host=b"\0" * 8
-        )
-        for _ in range(2)
+    props = encode_properties(
+        message_properties(Message("NoDelayBatch", b"b", delay_level=1), None)
     )
-    async with grpc.aio.insecure_channel(
-        grpc_addr(cluster.namesrv_addr, cluster.brokers[0].addr)
-    ) as channel:
-        resp = await pb_grpc.BrokerStub(channel).SendMessage(
-            pb.SendRequest(topic="NoDelayBatch", queue_id=0, records=records)
-        )
-    assert resp.status.code == 13 and "batch cannot hold delayed" in resp.status.message
+    body = batch_body([(b"b", props, 0)] * 2)
+    batch = send_request(
+        body, "", group="pg", topic="NoDelayBatch", queue_id=0, born_timestamp=0, batch=True
+    )
+    answer = await request_once(cluster.brokers[0].addr, batch, 5.0)
+    assert answer.code == ResponseCode.MESSAGE_ILLEGAL
+    assert "batch cannot hold delayed" in str(answer.remark)
     async with Admin(ns) as admin:
         assert sum(q.max_offset for q in await admin.topic_status("NoDelayBatch")) == 0

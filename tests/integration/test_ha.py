@@ -12,7 +12,6 @@ import json
 import signal
 from pathlib import Path
 
-import grpc
 from typer.testing import CliRunner
 
 from rocketq import (
@@ -26,11 +25,11 @@ from rocketq import (
 )
 from rocketq.cluster.cli import app
 from rocketq.cluster.launcher import LocalCluster
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.cluster.remoting.codes import ResponseCode
+from rocketq.cluster.remoting.transport import request_once
 from rocketq.sdk.admin import Admin
+from rocketq.sdk.wire import send_request
 from tests.integration.conftest import MakeCluster
-from tests.integration.grpc_addr import grpc_addr
 from tests.integration.waiting import wait_until
 
 SYNC = {"broker_role": "SYNC_MASTER", "flush_disk_type": "SYNC_FLUSH"}
@@ -233,11 +232,11 @@ async def test_slave_restart_catches_up_byte_for_byte(cluster_ha: LocalCluster) 
     end = int((await runtime(ns))[("broker-a", 0)]["commitLogMaxOffset"])
     assert commitlog_bytes(master.store, end) == commitlog_bytes(slave.store, end)
     # A slave refuses writes; cluster-list shows roles, ends and the replication lag.
-    async with grpc.aio.insecure_channel(grpc_addr(cluster.namesrv_addr, slave.addr)) as channel:
-        refused = await pb_grpc.BrokerStub(channel).SendMessage(
-            pb.SendRequest(topic="CatchUp", queue_id=0, records=b"")
-        )
-    assert refused.status.code == 14 and "is a slave" in refused.status.message
+    write = send_request(b"x", "", group="pg", topic="CatchUp", queue_id=0, born_timestamp=0)
+    refused = await request_once(slave.addr, write, 5.0)
+    assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE and "is a slave" in str(
+        refused.remark
+    )
     listed = await asyncio.to_thread(
         CliRunner().invoke, app, ["admin", "cluster-list", "-n", ns, "--json"]
     )

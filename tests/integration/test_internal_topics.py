@@ -5,7 +5,6 @@ nothing is stored. The trace topic takes sends from trace writers only."""
 
 from __future__ import annotations
 
-import grpc
 import pytest
 
 from rocketq import Message, Producer
@@ -22,12 +21,11 @@ from rocketq.cluster.message import (
     retry_topic,
     send_forbidden_reason,
 )
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
-from rocketq.cluster.record import encode_message
+from rocketq.cluster.remoting.codes import ResponseCode
+from rocketq.cluster.remoting.transport import request_once
 from rocketq.errors import NoPermissionError, TopicNotExistError
 from rocketq.sdk.admin import Admin
-from tests.integration.grpc_addr import grpc_addr
+from rocketq.sdk.wire import send_request
 
 # Each internal topic and the hint its refusal gives.
 INTERNAL = {
@@ -69,18 +67,12 @@ async def test_the_sdk_and_the_broker_refuse_internal_topics(cluster: LocalClust
         with pytest.raises(NoPermissionError, match="retry topic"):
             await producer.send_batch([Message(retry_topic("cg-orders"), b"a")] * 2)
     # A client that skips the SDK's check gets the same answer from the broker.
-    async with grpc.aio.insecure_channel(
-        grpc_addr(cluster.namesrv_addr, cluster.brokers[0].addr)
-    ) as channel:
-        stub = pb_grpc.BrokerStub(channel)
-        for topic, hint in INTERNAL.items():
-            records = encode_message(Message(topic, b"x"), born_timestamp=0, born_host=b"\0" * 8)
-            resp = await stub.SendMessage(
-                pb.SendRequest(producer_group="pg-raw", topic=topic, queue_id=0, records=records)
-            )
-            assert resp.status.code == 16, (topic, resp.status)  # NO_PERMISSION
-            assert f"topic {topic} is forbidden" in resp.status.message
-            assert hint in resp.status.message
+    for topic, hint in INTERNAL.items():
+        request = send_request(b"x", "", group="pg-raw", topic=topic, queue_id=0, born_timestamp=0)
+        answer = await request_once(cluster.brokers[0].addr, request, 5.0)
+        assert answer.code == ResponseCode.NO_PERMISSION, (topic, answer.code, answer.remark)
+        assert f"topic {topic} is forbidden" in str(answer.remark)
+        assert hint in str(answer.remark)
     assert {topic: await stored(ns, topic) for topic in INTERNAL} == before
 
 

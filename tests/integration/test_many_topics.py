@@ -9,16 +9,13 @@ import asyncio
 import re
 import signal
 
-import grpc
-
 from rocketq import Message, MessageQueue, Producer, SendResult
 from rocketq.cluster.launcher import LocalCluster
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 from rocketq.cluster.record import decode_records
+from rocketq.cluster.remoting.transport import connect
 from rocketq.sdk.admin import Admin
+from rocketq.sdk.wire import PullOutcome, parse_pull, pull_request
 from tests.integration.conftest import MakeCluster
-from tests.integration.grpc_addr import grpc_addr
 
 TOPICS = 10_000
 IN_FLIGHT = 64
@@ -43,31 +40,31 @@ async def send_all(ns: str) -> dict[str, SendResult]:
 
 
 async def read_back(addr: str, sent: dict[str, SendResult]) -> dict[str, bytes]:
-    """Pull each acknowledged message from its queue at its offset."""
+    """Pull each acknowledged message from its queue at its offset, 64 pulls in flight on
+    one connection."""
     got: dict[str, bytes] = {}
     items = iter(sent.items())
-    async with grpc.aio.insecure_channel(addr) as channel:
-        stub = pb_grpc.BrokerStub(channel)
+    conn = await connect(addr, {}, timeout=5)
+    try:
 
         async def worker() -> None:
             for topic, result in items:
                 queue: MessageQueue = result.queue
-                resp = await stub.PullMessage(
-                    pb.PullRequest(
-                        consumer_group="cg-many",
-                        topic=topic,
-                        queue_id=queue.queue_id,
-                        queue_offset=result.queue_offset,
-                        max_msg_nums=1,
-                    ),
-                    timeout=30,
+                request = pull_request(
+                    group="cg-many",
+                    topic=topic,
+                    queue_id=queue.queue_id,
+                    offset=result.queue_offset,
+                    max_msg_nums=1,
                 )
-                assert resp.status.code == 0, (topic, resp.status)
-                assert resp.pull_status == pb.FOUND, (topic, resp.pull_status)
-                (msg,) = decode_records(resp.records)
+                reply = parse_pull(await conn.invoke(request, 30))  # raises on an error code
+                assert reply.outcome is PullOutcome.FOUND, (topic, reply.outcome)
+                (msg,) = decode_records(reply.records)
                 got[topic] = msg.body
 
         await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
+    finally:
+        conn.close()
     return got
 
 
@@ -78,7 +75,7 @@ async def test_ten_thousand_topics_survive_a_sigkill(make_cluster: MakeCluster) 
     sent = await send_all(ns)
     assert len(sent) == TOPICS and all(r.ok for r in sent.values())
     expected = {name(i): b"body-%d" % i for i in range(TOPICS)}
-    assert await read_back(grpc_addr(cluster.namesrv_addr, broker.addr), sent) == expected
+    assert await read_back(broker.addr, sent) == expected
     async with Admin(ns) as admin:
         routed = set(await admin.topic_list())
     assert set(expected) <= routed
@@ -88,12 +85,12 @@ async def test_ten_thousand_topics_survive_a_sigkill(make_cluster: MakeCluster) 
     loaded = re.findall(r"store loaded from .*, (\d+) queues, fast recovery", log)
     assert len(loaded) == 2 and int(loaded[1]) >= TOPICS, loaded
     assert f": {loaded[1]} consume queues took their end from the clean stop's record\n" in log
-    assert await read_back(grpc_addr(cluster.namesrv_addr, broker.addr), sent) == expected
+    assert await read_back(broker.addr, sent) == expected
 
     await asyncio.to_thread(cluster.kill, broker.name, signal.SIGKILL)
     await asyncio.to_thread(cluster.restart, broker.name)
 
-    assert await read_back(grpc_addr(cluster.namesrv_addr, broker.addr), sent) == expected
+    assert await read_back(broker.addr, sent) == expected
     async with Admin(ns) as admin:
         routed = set(await admin.topic_list())
         status = await admin.topic_status(name(TOPICS - 1))

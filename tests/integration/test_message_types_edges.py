@@ -4,7 +4,6 @@ nothing stored)."""
 
 from __future__ import annotations
 
-import grpc
 import pytest
 
 from rocketq import (
@@ -19,11 +18,11 @@ from rocketq import (
 )
 from rocketq.cluster.errors import ClientStateError, MessageIllegalError, NoPermissionError
 from rocketq.cluster.launcher import LocalCluster
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.cluster.remoting.codes import ResponseCode
+from rocketq.cluster.remoting.transport import request_once
 from rocketq.sdk.admin import Admin
+from rocketq.sdk.client_wire import TRANSACTION_COMMIT, end_transaction_request
 from tests.integration.conftest import MakeCluster
-from tests.integration.grpc_addr import grpc_addr
 from tests.integration.waiting import wait_until
 
 
@@ -83,16 +82,16 @@ async def test_bad_ordered_and_transactional_sends(make_cluster: MakeCluster) ->
         with pytest.raises(NoPermissionError, match="reject_transaction_message"):
             await tp.send_message_in_transaction(Message("Edges", b"x"))
     # Ending a transaction that does not exist names what is wrong.
-    async with grpc.aio.insecure_channel(
-        grpc_addr(cluster.namesrv_addr, cluster.brokers[0].addr)
-    ) as channel:
-        status = await pb_grpc.BrokerStub(channel).EndTransaction(
-            pb.EndTransactionRequest(
-                producer_group="tpg-edges",
-                commit_log_offset=10**12,
-                resolution=pb.TRANSACTION_COMMIT,
-            )
-        )
-    assert status.code == 1 and "no half message" in status.message
+    end = end_transaction_request(
+        "tpg-edges",
+        commit_log_offset=10**12,
+        tran_state_table_offset=0,
+        msg_id="",
+        transaction_id="",
+        commit_or_rollback=TRANSACTION_COMMIT,
+        from_transaction_check=False,
+    )
+    answer = await request_once(cluster.brokers[0].addr, end, 5.0)
+    assert answer.code == ResponseCode.SYSTEM_ERROR and "no half message" in str(answer.remark)
     assert await stored(ns, "Edges") == 0
     assert await stored(ns, "RMQ_SYS_TRANS_HALF_TOPIC") == 0

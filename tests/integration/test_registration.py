@@ -11,16 +11,17 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import grpc
 import pytest
 
 from rocketq import Message, Producer
 from rocketq.cluster.launcher import ClusterSpec, LocalCluster
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
+from rocketq.cluster.remoting.broker_tables import (
+    all_topic_config_request,
+    parse_all_topic_config,
+)
+from rocketq.cluster.remoting.transport import request_once
 from rocketq.sdk.admin import Admin
 from tests.integration.conftest import SMALL_STORE
-from tests.integration.grpc_addr import grpc_addr
 from tests.integration.waiting import wait_until
 
 SNAPSHOT_TOPICS = 9_500
@@ -115,10 +116,10 @@ async def test_many_topics_registered_once_then_only_what_changes(
 
 
 async def broker_topics(addr: str) -> dict[str, int]:
-    async with grpc.aio.insecure_channel(addr) as channel:
-        stub = pb_grpc.BrokerAdminStub(channel)  # type: ignore[no-untyped-call]
-        resp = await stub.GetAllTopicConfig(pb.Empty(), timeout=5)
-    return {t.topic_name: t.write_queue_nums for t in resp.topics}
+    """The broker's topics and their write queue numbers (GET_ALL_TOPIC_CONFIG)."""
+    answer = await request_once(addr, all_topic_config_request(), 5.0)
+    table = parse_all_topic_config(answer).topic_config_table
+    return {name: t.write_queue_nums for name, t in table.items()}
 
 
 async def test_topic_configs_survive_restart_and_sigkill(cluster: LocalCluster) -> None:
@@ -132,7 +133,7 @@ async def test_topic_configs_survive_restart_and_sigkill(cluster: LocalCluster) 
 
     cluster.restart(broker.name)  # graceful
 
-    topics = await broker_topics(grpc_addr(cluster.namesrv_addr, broker.addr))
+    topics = await broker_topics(broker.addr)
     assert {f"Kept{i}": i + 1 for i in range(5)}.items() <= topics.items()
     assert "AutoKept" in topics
 
@@ -146,7 +147,7 @@ async def test_topic_configs_survive_restart_and_sigkill(cluster: LocalCluster) 
         f.write(b'{"dataVersion":999,"put":[{"topic_name":"Torn","read_que')
     cluster.restart(broker.name)
 
-    topics = await broker_topics(grpc_addr(cluster.namesrv_addr, broker.addr))
+    topics = await broker_topics(broker.addr)
     assert topics.get("BeforeKill") == 3
     assert "Kept0" not in topics and topics.get("Kept4") == 5
     assert "Torn" not in topics

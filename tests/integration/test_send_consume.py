@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import grpc
 import pytest
 
 from rocketq import (
@@ -24,13 +22,14 @@ from rocketq import (
 )
 from rocketq.cluster.errors import MessageIllegalError, TopicNotExistError
 from rocketq.cluster.launcher import LocalCluster
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2_grpc as pb_grpc
 from rocketq.cluster.record import decode_records
+from rocketq.cluster.remoting.codes import ResponseCode
+from rocketq.cluster.remoting.command import RemotingCommand
+from rocketq.cluster.remoting.transport import connect, request_once
 from rocketq.sdk.admin import Admin
 from rocketq.sdk.pull_consumer import PullConsumer
+from rocketq.sdk.wire import PullOutcome, batch_body, parse_pull, pull_request, send_request
 from tests.integration.conftest import MakeCluster
-from tests.integration.grpc_addr import grpc_addr
 from tests.integration.waiting import wait_until
 
 
@@ -257,28 +256,36 @@ async def test_bad_input_gets_clear_errors_and_changes_nothing(cluster: LocalClu
             await producer.send(Message("Strict", b"x" * (5 * 1024 * 1024)))
         with pytest.raises(MessageIllegalError, match="illegal characters"):
             await producer.send(Message("bad topic!", b"x"))
-    broker = cluster.brokers[0]
-    async with grpc.aio.insecure_channel(grpc_addr(cluster.namesrv_addr, broker.addr)) as channel:
-        stub = pb_grpc.BrokerStub(channel)
-        garbage = await stub.SendMessage(
-            pb.SendRequest(topic="Strict", queue_id=0, records=b"\x00" * 300)
+    addr = cluster.brokers[0].addr
+    # A batch body that is not RocketMQ's batch encoding (zeros), and one whose properties
+    # run past the end of their message.
+    for body, says in [
+        (b"\x00" * 300, "sizes that do not add up"),
+        (batch_body([(b"m", b"", 0)])[:-2] + b"\x00\x10", "properties overrun"),
+    ]:
+        garbage = send_request(
+            body, "", group="pg", topic="Strict", queue_id=0, born_timestamp=0, batch=True
         )
-        assert garbage.status.code == 13 and "not a message record" in garbage.status.message
-        bad_group = await stub.PullMessage(
-            pb.PullRequest(consumer_group="bad group!", topic="Strict", queue_id=0)
-        )
-        assert bad_group.status.code == 26 and "not valid" in bad_group.status.message
-        bad_queue = await stub.PullMessage(
-            pb.PullRequest(consumer_group="g", topic="Strict", queue_id=99)
-        )
-        assert bad_queue.status.code == 1 and "queue id 99" in bad_queue.status.message
+        answer = await request_once(addr, garbage, 5.0)
+        assert answer.code == ResponseCode.MESSAGE_ILLEGAL and says in str(answer.remark), answer
+    bad_group = await request_once(
+        addr, pull_request(group="bad group!", topic="Strict", queue_id=0, offset=0), 5.0
+    )
+    assert bad_group.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+    assert "not valid" in str(bad_group.remark)
+    bad_queue = await request_once(
+        addr, pull_request(group="g", topic="Strict", queue_id=99, offset=0), 5.0
+    )
+    assert bad_queue.code == ResponseCode.SYSTEM_ERROR and "queue id 99" in str(bad_queue.remark)
     async with Admin(ns) as admin:
         stats = await admin.topic_status("Strict")
         assert sum(q.max_offset for q in stats) == 0
 
 
-async def test_pull_stream_answers_each_pull_when_it_is_ready(cluster: LocalCluster) -> None:
-    """On one PullStream a pull held by long polling does not hold up a pull that can be
+async def test_pulls_on_one_connection_are_each_answered_when_ready(
+    cluster: LocalCluster,
+) -> None:
+    """On one connection a pull held by long polling does not hold up a pull that can be
     answered at once, and is itself answered when a message arrives for its queue."""
     ns = cluster.namesrv_addr
     await make_topic(ns, "Streamed", queues=2)
@@ -286,37 +293,32 @@ async def test_pull_stream_answers_each_pull_when_it_is_ready(cluster: LocalClus
         await producer.send(
             Message("Streamed", b"ready"), queue=MessageQueue("Streamed", "broker-a", 1)
         )
-        requests: asyncio.Queue[pb.PullRequest | None] = asyncio.Queue()
 
-        async def outgoing() -> AsyncIterator[pb.PullRequest]:
-            while (req := await requests.get()) is not None:
-                yield req
-
-        def pull(rid: int, queue_id: int) -> pb.PullRequest:
-            return pb.PullRequest(
-                request_id=rid,
-                consumer_group="cg-stream",
+        def pull(queue_id: int) -> asyncio.Task[RemotingCommand]:
+            request = pull_request(
+                group="cg-stream",
                 topic="Streamed",
                 queue_id=queue_id,
-                queue_offset=0,
+                offset=0,
                 max_msg_nums=32,
-                suspend_timeout_millis=20_000,
+                suspend_timeout_ms=20_000,
                 subscription="*",
             )
+            return asyncio.ensure_future(conn.invoke(request, 30))
 
-        async with grpc.aio.insecure_channel(
-            grpc_addr(cluster.namesrv_addr, cluster.brokers[0].addr)
-        ) as channel:
-            stream = pb_grpc.BrokerStub(channel).PullStream(outgoing())
-            requests.put_nowait(pull(1, 0))  # empty queue: held
-            requests.put_nowait(pull(2, 1))  # one message: answered at once
-            first = await asyncio.wait_for(stream.read(), 10)
-            assert first.request_id == 2 and first.pull_status == pb.PullStatus.FOUND
+        conn = await connect(cluster.brokers[0].addr, {})
+        try:
+            held = pull(0)  # empty queue: held
+            ready = pull(1)  # one message: answered at once
+            first = parse_pull(await asyncio.wait_for(ready, 10))
+            assert not held.done()
+            assert first.outcome is PullOutcome.FOUND
             assert [m.body for m in decode_records(first.records)] == [b"ready"]
             await producer.send(
                 Message("Streamed", b"late"), queue=MessageQueue("Streamed", "broker-a", 0)
             )
-            second = await asyncio.wait_for(stream.read(), 10)
-            assert second.request_id == 1 and second.pull_status == pb.PullStatus.FOUND
+            second = parse_pull(await asyncio.wait_for(held, 10))
+            assert second.outcome is PullOutcome.FOUND
             assert [m.body for m in decode_records(second.records)] == [b"late"]
-            requests.put_nowait(None)
+        finally:
+            conn.close()

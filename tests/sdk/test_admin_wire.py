@@ -1,20 +1,18 @@
 """The SDK's admin requests and their answers (sdk/admin_wire.py, with the four tables of
 cluster/remoting/broker_tables.py): each request's code and exact header fields, each
 answer parsed from a body as RocketMQ's broker writes it, and round trips through the
-broker's own remoting handlers running in this process, checked against what the gRPC
-``BrokerAdmin`` service answers for the same state (the attributes sdk/admin.py's callers
-read keep their names and values)."""
+broker's own remoting handlers running in this process, checked against the broker's own
+state (the attributes sdk/admin.py's callers read keep their names and values)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
+from dataclasses import asdict
 
 import pytest
 
-from rocketq.broker.admin_service import BrokerAdminService, config_table
 from rocketq.broker.broker import Broker
-from rocketq.broker.slave_sync import sync_data
+from rocketq.broker.runtime_info import config_table, runtime_table
 from rocketq.cluster.errors import (
     ConsumerNotOnlineError,
     MessageIllegalError,
@@ -27,7 +25,6 @@ from rocketq.cluster.errors import (
 )
 from rocketq.cluster.message import TopicConfig
 from rocketq.cluster.message_id import decode_offset_msg_id, encode_offset_msg_id
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.cluster.record import decode_records
 from rocketq.cluster.remoting.codes import RequestCode, ResponseCode, RocketqRequestCode
 from rocketq.cluster.remoting.command import RemotingCommand
@@ -375,19 +372,20 @@ async def test_topics(wire: tuple[Broker, Connection]) -> None:  # noqa: F811
         aw.parse_update_and_create_topic(await ask(conn, aw.update_and_create_topic_request(multi)))
 
 
-async def test_topic_and_consume_stats_as_the_grpc_service(
+async def test_topic_and_consume_stats_are_the_stores_offsets(
     wire: tuple[Broker, Connection],  # noqa: F811
 ) -> None:
     b, conn = wire
-    grpc = BrokerAdminService(b)
     for _ in range(3):
         await send(conn, 0)
     stats = aw.parse_topic_stats(await ask(conn, aw.topic_stats_request(TOPIC)))
-    old = await grpc.GetTopicStats(pb.TopicRequest(topic=TOPIC), None)
+    # (topic, queue, min, max, store time of the queue's last message)
+    last = b.store.store_time_in_queue(TOPIC, 0, 2)
     assert [fields(q, STATS_KEYS) for q in stats.queues] == [
-        fields(q, STATS_KEYS) for q in old.queues
+        (TOPIC, 0, 0, 3, last),
+        (TOPIC, 1, 0, 0, 0),
     ]
-    assert stats.queues[0].max_offset == 3 and stats.queues[0].last_update_timestamp > 0
+    assert last > 0
     assert {q.broker_name for q in stats.queues} == {b.config.broker_name}
     with pytest.raises(TopicNotExistError, match="Nope"):
         aw.parse_topic_stats(await ask(conn, aw.topic_stats_request("Nope")))
@@ -396,14 +394,14 @@ async def test_topic_and_consume_stats_as_the_grpc_service(
     b.stats.got("cg", TOPIC, 6)
     for topic in (TOPIC, ""):
         consume = aw.parse_consume_stats(await ask(conn, aw.consume_stats_request("cg", topic)))
-        before = await grpc.GetConsumeStats(pb.GroupRequest(group="cg", topic=topic), None)
+        # (topic, queue, broker's max, group's offset, store time of its last consumed one)
+        consumed = b.store.store_time_in_queue(TOPIC, 0, 1)
         assert [fields(q, PROGRESS_KEYS) for q in consume.queues] == [
-            fields(q, PROGRESS_KEYS) for q in before.queues
-        ]
-        assert consume.consume_tps == pytest.approx(before.consume_tps, rel=0.5)
-        assert consume.consume_tps > 0
-    assert [(q.queue_id, q.consumer_offset) for q in consume.queues] == [(0, 2), (1, 0)]
-    # Where the gRPC service answered with no queues, the broker says why.
+            (TOPIC, 0, 3, 2, consumed), (TOPIC, 1, 0, 0, 0)
+        ]  # fmt: skip
+        assert consume.consume_tps == pytest.approx(b.stats.consume_tps("cg", [TOPIC]), rel=0.5)
+        assert consume.consume_tps > 0 and consumed > 0
+    # A group or topic the broker does not know is refused, saying which.
     with pytest.raises(SubscriptionGroupNotExistError, match="nobody"):
         aw.parse_consume_stats(await ask(conn, aw.consume_stats_request("nobody")))
     with pytest.raises(TopicNotExistError, match="Nope"):
@@ -453,9 +451,9 @@ async def test_subscription_groups(wire: tuple[Broker, Connection]) -> None:  # 
     assert (g1.retry_max_times, g1.retry_queue_nums, g1.consume_broadcast_enable) == (5, 2, False)
     every = await ask(conn, aw.all_subscription_group_config_request())
     assert aw.parse_subscription_group(every, "g1").config == config
-    old = await BrokerAdminService(b).GetSubscriptionGroup(pb.GroupRequest(group="g1"), None)
-    assert fields(aw.parse_subscription_group(every, "g1").config, GROUP_KEYS) == fields(
-        old.config, GROUP_KEYS
+    held = asdict(b.groups.groups["g1"])
+    assert fields(aw.parse_subscription_group(every, "g1").config, GROUP_KEYS) == tuple(
+        held[k] for k in GROUP_KEYS
     )
     wrapper = aw.parse_all_subscription_group_config(every)
     assert set(wrapper.subscription_group_table) == set(b.groups.groups)
@@ -478,15 +476,22 @@ async def test_connections_and_who_consumes(wire: tuple[Broker, Connection]) -> 
         await ask(conn, aw.consumer_connection_list_request("cg1"))
     )
     (c,) = listed.connections
-    old = await BrokerAdminService(b).GetConsumerConnectionList(pb.GroupRequest(group="cg1"), None)
-    (o,) = old.connections
-    assert fields(c, CONNECTION_KEYS) == fields(o, CONNECTION_KEYS)
+    info = b.consumers.groups["cg1"]
+    assert fields(c, CONNECTION_KEYS) == (
+        "c1@1",
+        info.client_addrs["c1@1"],
+        info.consume_type,
+        info.message_model,
+        info.consume_from_where,
+    )
     assert c.client_addr.startswith("127.0.0.1:") and c.consume_type == "CONSUME_PASSIVELY"
     subs = ("topic", "expression", "expression_type", "version")
-    assert [fields(s, subs) for s in c.subscriptions] == [fields(s, subs) for s in o.subscriptions]
+    assert [fields(s, subs) for s in c.subscriptions] == [
+        fields(s, subs) for s in info.subscriptions.values()
+    ]
     assert c.subscriptions == (SubscriptionData(TOPIC, "TagA || TagB", "TAG", 1),)
     # The one thing the wire does not carry: when the client was last heard from.
-    assert c.last_update_timestamp == 0 and o.last_update_timestamp > 0
+    assert c.last_update_timestamp == 0 and info.clients["c1@1"] > 0
     with pytest.raises(ConsumerNotOnlineError, match="'x'"):
         aw.parse_consumer_connection_list(await ask(conn, aw.consumer_connection_list_request("x")))
 
@@ -494,10 +499,8 @@ async def test_connections_and_who_consumes(wire: tuple[Broker, Connection]) -> 
     who = aw.parse_query_topic_consume_by_who(
         await ask(conn, aw.query_topic_consume_by_who_request(TOPIC))
     )
-    grpc_who = await BrokerAdminService(b).QueryTopicConsumeByWho(
-        pb.TopicRequest(topic=TOPIC), None
-    )
-    assert who.groups == ("cg1", "cgA") == tuple(grpc_who.groups)
+    assert who.groups == ("cg1", "cgA")
+    assert set(who.groups) == set(b.offsets.groups_of(TOPIC)) | {"cg1"}
     nobody = await ask(conn, aw.query_topic_consume_by_who_request("Other"))
     assert aw.parse_query_topic_consume_by_who(nobody).groups == ()
 
@@ -511,10 +514,12 @@ async def test_query_view_and_resend_messages(wire: tuple[Broker, Connection]) -
 
     found = aw.parse_query_message(await ask(conn, aw.query_message_request(TOPIC, "k1")))
     assert sorted(m.body for m in decode_records(found.records)) == [b"one", b"two"]
-    old = await BrokerAdminService(b).QueryMessage(
-        pb.QueryMessageRequest(topic=TOPIC, key="k1", max_num=32), None
-    )
-    assert found.records == old.records
+    views = b.store.messages_by_key(TOPIC, "k1", max_num=32)
+    try:
+        assert found.records == b"".join(views)
+    finally:
+        for v in views:
+            v.release()
     assert found.index_last_update_phyoffset >= offset
     assert found.index_last_update_timestamp > 1_600_000_000_000
     unique = aw.parse_query_message(
@@ -543,18 +548,18 @@ async def test_query_view_and_resend_messages(wire: tuple[Broker, Connection]) -
 
 async def test_runtime_info_and_config(wire: tuple[Broker, Connection]) -> None:  # noqa: F811
     b, conn = wire
-    grpc = BrokerAdminService(b)
     info = aw.parse_broker_runtime_info(await ask(conn, aw.broker_runtime_info_request()))
-    old = await grpc.GetBrokerRuntimeInfo(pb.Empty(), None)
-    assert set(info.table) == set(old.table)
+    assert set(info.table) == set(runtime_table(b))
     assert info.table["brokerName"] == b.config.broker_name and info.table["brokerId"] == "0"
+    assert info.table["commitLogMaxOffset"] == str(b.store.max_phy_offset)
     config = aw.parse_broker_config(await ask(conn, aw.broker_config_request()))
-    old_config = await grpc.GetBrokerConfig(pb.Empty(), None)
-    assert config.table == config_table(b.config, b.store_config) == dict(old_config.table)
+    assert config.table == config_table(b.config, b.store_config)
+    assert config.table["broker_name"] == b.config.broker_name
+    assert config.table["listen_port"] == str(b.port)
     assert config.version == aw.DataVersion(0, int(b.boot_time * 1000))
 
 
-async def test_the_slave_sync_tables_hold_what_get_slave_sync_data_held(
+async def test_the_slave_sync_tables_hold_the_brokers_tables(
     wire: tuple[Broker, Connection],  # noqa: F811
 ) -> None:
     b, conn = wire
@@ -562,34 +567,28 @@ async def test_the_slave_sync_tables_hold_what_get_slave_sync_data_held(
     b.offsets.commit("cg", TOPIC, 0, 2)
     b.schedule.offsets.update({3: 7, 1: 4})
     b.groups.find_or_create("cg")
-    legacy = sync_data(b)
 
     topics = aw.parse_all_topic_config(await ask(conn, aw.all_topic_config_request()))
-    old_topics = json.loads(legacy.topic_configs)
-    assert topics.data_version.counter == old_topics["dataVersion"]
+    assert topics.data_version.counter == b.topics.data_version
     assert {
         n: {f: getattr(t, f) for f in TOPIC_KEYS} for n, t in topics.topic_config_table.items()
-    } == old_topics["topicConfigTable"]
+    } == {n: asdict(t) for n, t in b.topics.topics.items()}
 
     offsets = aw.parse_all_consumer_offset(await ask(conn, aw.all_consumer_offset_request()))
-    old_offsets = json.loads(legacy.consumer_offsets)["offsetTable"]
-    assert offsets.offset_table == {
-        k: {int(q): o for q, o in v.items()} for k, v in old_offsets.items()
-    }
+    assert offsets.offset_table == b.offsets.table
     assert offsets.offset_table[f"{TOPIC}@cg"] == {0: 2, 1: 5} and "cg" in offsets.groups
 
     delay = aw.parse_all_delay_offset(await ask(conn, aw.all_delay_offset_request()))
-    old_delay = json.loads(legacy.delay_offsets)["offsetTable"]
-    assert delay.offset_table == {int(k): v for k, v in old_delay.items()} == {1: 4, 3: 7}
+    assert delay.offset_table == b.schedule.offsets == {1: 4, 3: 7}
 
     groups = aw.parse_all_subscription_group_config(
         await ask(conn, aw.all_subscription_group_config_request())
     )
-    old_groups = json.loads(legacy.subscription_groups)["subscriptionGroupTable"]
     assert {
         n: dict(zip(GROUP_KEYS, fields(g, GROUP_KEYS), strict=True))
         for n, g in groups.subscription_group_table.items()
-    } == old_groups
+    } == {n: asdict(g) for n, g in b.groups.groups.items()}
+    assert "cg" in groups.subscription_group_table
 
 
 async def test_transfer_leader(wire: tuple[Broker, Connection]) -> None:  # noqa: F811
