@@ -317,7 +317,9 @@ class RemotingClient:
                 del self.connections[addr]
 
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
-        conn = await self.connection(addr)
+        conn = self.connections.get(addr)
+        if conn is None or not conn.is_open:
+            conn = await self.connection(addr)
         return await conn.invoke(cmd, timeout)
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
