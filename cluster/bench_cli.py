@@ -643,3 +643,29 @@ def bench_recovery(
         typer.echo(line)
     if json_out:
         typer.echo(recovery_bench.json_report(results, senders=n_senders, batch=n_batch, size=size))
+
+
+@bench_app.command("transport")
+def bench_transport(
+    size: Annotated[int, typer.Option("--size", "-s", min=1, max=4 << 20)] = 1024,
+    duration: Annotated[
+        float, typer.Option("--duration", "-d", min=0.1, help="Seconds per case.")
+    ] = 5.0,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """One request in flight, in one run: blocking sockets between two processes (the
+    loopback floor), the remoting transport in one process, and across two processes with
+    an echo server. The last is the ceiling of one-at-a-time sends to a broker."""
+    import json
+
+    from rocketq.bench import transport_bench
+
+    results = transport_bench.run(size, duration)
+    for r in results:
+        s = r.latency
+        typer.echo(
+            f"{r.case:<20} {r.per_s:>10,.0f} round trips/s | p50 {s.p50_ms:.3f} ms "
+            f"p99 {s.p99_ms:.3f} ms | {r.per_s / (results[0].per_s or 1):.2f}x the socket floor"
+        )
+    if json_out:
+        typer.echo(json.dumps(transport_bench.report(results)))
