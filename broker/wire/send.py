@@ -11,6 +11,7 @@ callback that learns the outcome: no task per send.
 
 from __future__ import annotations
 
+import functools
 import random
 import struct
 import time
@@ -19,6 +20,7 @@ from typing import Final
 from rocketq.broker.metrics import REMOTING, SEND_BATCH_MESSAGE, SEND_MESSAGE
 from rocketq.broker.request_host import RequestHost
 from rocketq.cluster.errors import MessageIllegalError
+from rocketq.cluster.message import PROPERTY_CLUSTER
 from rocketq.cluster.message_id import encode_offset_msg_id
 from rocketq.cluster.metrics import response_code_name
 from rocketq.cluster.record import check_topic, encode_host, encode_record
@@ -103,6 +105,15 @@ def born_host(conn: Connection) -> bytes:
     return bytes(host)
 
 
+def with_cluster(properties: str | None, cluster_property: bytes) -> bytes:
+    """The header's properties with the CLUSTER property after them."""
+    if not properties:
+        return cluster_property
+    if properties[-1] != "\x02":
+        return properties.encode() + b"\x02" + cluster_property
+    return properties.encode() + cluster_property
+
+
 def batch_records(
     body: bytes | memoryview,
     topic: bytes,
@@ -163,6 +174,12 @@ class SendRequests:
     def __init__(self, broker: RequestHost) -> None:
         self.b = broker
 
+    @functools.cached_property
+    def cluster_property(self) -> bytes:
+        """CLUSTER=<the broker's cluster>, appended to every message's properties (as
+        RocketMQ's SendMessageProcessor puts PROPERTY_CLUSTER); a batch's go to each entry."""
+        return f"{PROPERTY_CLUSTER}\x01{self.b.config.broker_cluster_name}\x02".encode()
+
     def handlers(self) -> dict[int, Handler]:
         return {
             RequestCode.SEND_MESSAGE: self.send,
@@ -195,13 +212,13 @@ class SendRequests:
                     born=born,
                     sys_flag=sys_flag,
                     reconsume_times=reconsume,
-                    batch_properties=(h.get("properties") or "").encode(),
+                    batch_properties=with_cluster(h.get("properties"), self.cluster_property),
                 )
             else:
                 records = encode_record(
                     topic=topic_bytes,
                     body=body,
-                    properties=(h.get("properties") or "").encode(),
+                    properties=with_cluster(h.get("properties"), self.cluster_property),
                     born_timestamp=born_ts,
                     born_host=born,
                     queue_id=queue_id,

@@ -131,6 +131,10 @@ async def test_send_v1_names_and_a_batch(wire: tuple[Broker, Connection]) -> Non
     # Each entry keeps its own properties and gets the batch's (the header's) after them.
     assert [m.properties.get("UNIQ_KEY") for m in msgs[1:]] == ["U0", "U1", "U2"]
     assert all(m.properties.get("WAIT") == "true" for m in msgs[1:])
+    # The broker's cluster, appended to what each message brought (PROPERTY_CLUSTER).
+    assert all(m.properties["CLUSTER"] == _b.config.broker_cluster_name for m in msgs)
+    assert list(msgs[0].properties) == ["KEYS", "CLUSTER"]
+    assert list(msgs[1].properties) == ["KEYS", "UNIQ_KEY", "WAIT", "CLUSTER"]
 
 
 async def test_a_held_pull_is_answered_when_a_message_arrives(
