@@ -14,6 +14,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from rocketq.cluster import cluster_list as listing
+from rocketq.cluster import consumer_status as status
 from rocketq.cluster.aio import wait_event
 from rocketq.cluster.cli_options import DEFAULT_NAMESRV as DEFAULT_NAMESRV  # for dlq_cli too
 from rocketq.cluster.message import message_doc
@@ -308,19 +309,69 @@ def consumer_connection(
     namesrv: Namesrv = DEFAULT_NAMESRV,
     as_json: JsonOut = False,
 ) -> None:
-    """The clients of a consumer group and their subscriptions."""
+    """The clients of a consumer group (with the language and version each one's heartbeat
+    named: PYTHON and rocketq's for the SDK) and their subscriptions."""
+    from rocketq.cluster.remoting.codes import RocketqVersion
+
     conns = run(lambda: _with_admin(namesrv, lambda a: a.consumer_connections(group)))
     rows = [
         [
             c.client_id,
             c.client_addr,
+            c.language,
+            RocketqVersion.describe(c.version),
             c.message_model,
             c.consume_from_where,
             "; ".join(f"{s.topic}:{s.expression}" for s in c.subscriptions),
         ]
         for c in conns
     ]
-    emit(rows, ["client_id", "address", "model", "consume_from", "subscriptions"], as_json)
+    header = ["client_id", "address", "language", "version", "model", "consume_from"]
+    emit(rows, [*header, "subscriptions"], as_json)
+
+
+@admin_app.command("consumer-status")
+def consumer_status(
+    group: Annotated[str, typer.Option("--group", "-g")],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    client_id: Annotated[
+        str | None, typer.Option("--client-id", "-i", help="One client (default: all).")
+    ] = None,
+    jstack: Annotated[
+        bool, typer.Option("--jstack", "-s", help="Dump the client's threads and tasks too.")
+    ] = False,
+    as_json: JsonOut = False,
+) -> None:
+    """A consumer's running info, asked of the client itself through a broker (mqadmin
+    consumerStatus): settings, subscriptions, owned queues with offsets and cached
+    messages, pull and consume RT/TPS. Without -i, every client of the group in a table,
+    whether they subscribe alike and which queues look stuck, then each one's details."""
+    found = run(lambda: _with_admin(namesrv, lambda a: status.gather(a, group, client_id, jstack)))
+    if as_json:
+        typer.echo(json.dumps(status.status_json(found, client_id)))
+    else:
+        typer.echo(status.status_text(found, client_id, table))
+
+
+@admin_app.command("consume-message")
+def consume_message(
+    group: Annotated[str, typer.Option("--group", "-g")],
+    client_id: Annotated[str, typer.Option("--client-id", "-i", help="The consumer client.")],
+    msg_id: Annotated[str, typer.Option("--msg-id", help="The message's offset id.")],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    as_json: JsonOut = False,
+) -> None:
+    """Have one push consumer client run its listener on a stored message, as a
+    diagnostic (mqadmin consumeMessageDirectly): prints CR_SUCCESS, CR_LATER,
+    CR_THROW_EXCEPTION... and the time it took. The group's offsets do not move and
+    nothing is sent back."""
+    result = run(
+        lambda: _with_admin(namesrv, lambda a: a.consume_message_directly(group, client_id, msg_id))
+    )
+    if as_json:
+        typer.echo(json.dumps(to_jsonable(result)))
+    else:
+        typer.echo(table(status.direct_result_rows(result), ["field", "value"]))
 
 
 @admin_app.command("reset-offset-by-time")

@@ -9,7 +9,9 @@ import time
 from dataclasses import dataclass
 
 from rocketq.cluster.errors import (
+    ConnectBrokerError,
     ConsumerNotOnlineError,
+    MessageIllegalError,
     QueryNotFoundError,
     RocketqError,
     SubscriptionGroupNotExistError,
@@ -35,6 +37,9 @@ from rocketq.sdk.wire import PullOutcome, pull_request
 
 # The group admin reads run as (RocketMQ's tools use it too); it never commits an offset.
 TOOLS_GROUP = "TOOLS_CONSUMER"
+# How long a broker waits for a client it forwards a request to (RocketMQ's callClient); an
+# admin waits longer, so that the broker's answer (the client's, or its timeout) comes first.
+CLIENT_CALL_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,6 +293,69 @@ class Admin:
             for c in resp.connections:
                 conns[c.client_id] = c
         return [conns[k] for k in sorted(conns)]
+
+    async def _client_broker(self, group: str, client_id: str) -> str:
+        """A master the group's client ``client_id`` is connected to (heartbeats over);
+        ConsumerNotOnlineError naming the group's clients when none is."""
+        others: set[str] = set()
+        for addr in (await self._masters()).values():
+            try:
+                resp = aw.parse_consumer_connection_list(
+                    await self._ask(addr, aw.consumer_connection_list_request(group))
+                )
+            except ConsumerNotOnlineError:
+                continue
+            ids = {c.client_id for c in resp.connections}
+            if client_id in ids:
+                return addr
+            others |= ids
+        if not others:
+            raise ConsumerNotOnlineError(
+                f"consumer group {group!r} has no online client on any broker; is its "
+                "consumer running? (`rocketq admin consumer-connection -g GROUP` lists them)"
+            )
+        raise ConsumerNotOnlineError(
+            f"{client_id!r} is not an online client of consumer group {group!r}; its clients "
+            "are " + ", ".join(sorted(others))
+        )
+
+    def _client_call_timeout(self) -> float:
+        return max(self.timeout * 3, CLIENT_CALL_TIMEOUT + self.timeout)
+
+    async def consumer_running_info(
+        self, group: str, client_id: str, *, jstack: bool = False
+    ) -> aw.ConsumerRunningInfo:
+        """One consumer client's running info (mqadmin consumerStatus -i): its settings,
+        subscriptions, every queue it owns with the offset it would commit, its measured
+        figures, and with ``jstack`` a dump of its threads and tasks. Asked through a
+        master the client is connected to, which forwards it over the client's connection."""
+        addr = await self._client_broker(group, client_id)
+        req = aw.consumer_running_info_request(group, client_id, jstack=jstack)
+        answer = await self.client.broker(addr).invoke(req, self._client_call_timeout())
+        return aw.parse_consumer_running_info(answer)
+
+    async def consume_message_directly(
+        self, group: str, client_id: str, msg_id: str
+    ) -> aw.ConsumeMessageDirectlyResult:
+        """Have one push consumer client of ``group`` run its listener on a stored message,
+        as a diagnostic (mqadmin's consumeMessageDirectly): the broker holding it (the one
+        its offset id ``msg_id`` names) hands it to the client over the client's connection
+        to that broker. The group's offsets do not move and nothing is sent back."""
+        try:
+            addr, _ = decode_offset_msg_id(msg_id)
+        except ValueError as exc:
+            raise MessageIllegalError(
+                f"{exc}; give the message's offset id (offset_msg_id, as `rocketq send` and "
+                "`rocketq admin query-msg-by-key` print it)"
+            ) from None
+        req = aw.consume_message_directly_request(group, client_id, msg_id)
+        try:
+            answer = await self.client.broker(addr).invoke(req, self._client_call_timeout())
+        except ConnectBrokerError as exc:
+            raise ConnectBrokerError(
+                f"message id {msg_id} names broker {addr}, which does not answer: {exc}"
+            ) from None
+        return aw.parse_consume_message_directly(answer)
 
     async def reset_offset_by_time(
         self, group: str, topic: str, timestamp_ms: int

@@ -11,6 +11,10 @@ bare object key, queue ids and delay levels as map keys are bare numbers
 error class of its code with the broker's remark; a SUCCESS answer whose body is not the
 shape RocketMQ gives raises :class:`~rocketq.cluster.errors.RocketqSystemError` naming it.
 
+Two requests go on to one consumer client (the broker forwards them over the client's
+connection): GET_CONSUMER_RUNNING_INFO and CONSUME_MESSAGE_DIRECTLY; their answers are the
+client's bodies (``sdk/running_info.py``, re-exported here).
+
 Two reads have no RocketMQ request of their own: one group's config is
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG with the group picked out (:func:`parse_subscription_group`),
 and a broker's tables are four requests (GET_ALL_TOPIC_CONFIG, GET_ALL_CONSUMER_OFFSET,
@@ -57,28 +61,39 @@ from rocketq.cluster.remoting.broker_tables import (
 )
 from rocketq.cluster.remoting.codes import RequestCode, RocketqRequestCode
 from rocketq.cluster.remoting.command import RemotingCommand
+from rocketq.sdk.running_info import (
+    ConsumeMessageDirectlyResult,
+    ConsumerRunningInfo,
+    ConsumeStatus,
+    ProcessQueueInfo,
+    parse_direct_result_doc,
+    parse_running_info_doc,
+)
 from rocketq.sdk.wire import SubscriptionData
 
 __all__ = [
-    "BrokerConfig", "ConsumeStats", "ConsumerConnection", "ConsumerConnectionList",
-    "ConsumerOffsetTable", "DataVersion", "DelayOffsetTable", "GroupList", "QueryMessageResult",
-    "QueueStats", "ResendResult", "ResetOffsetResult", "RuntimeInfo", "SubscriptionData",
-    "SubscriptionGroupConfig", "SubscriptionGroupResult", "SubscriptionGroupWrapper",
-    "TopicConfigData", "TopicConfigWrapper", "TopicStats", "ViewMessageResult",
-    "all_consumer_offset_request", "all_delay_offset_request",
+    "BrokerConfig", "ConsumeMessageDirectlyResult", "ConsumeStats", "ConsumeStatus",
+    "ConsumerConnection", "ConsumerConnectionList", "ConsumerOffsetTable",
+    "ConsumerRunningInfo", "DataVersion", "DelayOffsetTable", "GroupList", "ProcessQueueInfo",
+    "QueryMessageResult", "QueueStats", "ResendResult", "ResetOffsetResult", "RuntimeInfo",
+    "SubscriptionData", "SubscriptionGroupConfig", "SubscriptionGroupResult",
+    "SubscriptionGroupWrapper", "TopicConfigData", "TopicConfigWrapper", "TopicStats",
+    "ViewMessageResult", "all_consumer_offset_request", "all_delay_offset_request",
     "all_subscription_group_config_request", "all_topic_config_request",
-    "broker_config_request", "broker_runtime_info_request", "check", "consume_stats_request",
-    "consumer_connection_list_request", "delete_topic_request", "parse_all_consumer_offset",
-    "parse_all_delay_offset", "parse_all_subscription_group_config", "parse_all_topic_config",
-    "parse_broker_config", "parse_broker_runtime_info", "parse_consume_stats",
-    "parse_consumer_connection_list", "parse_delete_topic", "parse_ok",
-    "parse_query_message", "parse_query_topic_consume_by_who", "parse_resend_message",
-    "parse_reset_offset_by_time", "parse_subscription_group", "parse_topic_stats",
-    "parse_transfer_leader", "parse_update_and_create_topic", "parse_update_subscription_group",
-    "parse_view_message", "query_message_request", "query_topic_consume_by_who_request",
-    "resend_message_request", "reset_offset_by_time_request", "topic_stats_request",
-    "transfer_leader_request", "update_and_create_topic_request",
-    "update_subscription_group_request",
+    "broker_config_request", "broker_runtime_info_request", "check",
+    "consume_message_directly_request", "consume_stats_request",
+    "consumer_connection_list_request", "consumer_running_info_request", "delete_topic_request",
+    "parse_all_consumer_offset", "parse_all_delay_offset",
+    "parse_all_subscription_group_config", "parse_all_topic_config", "parse_broker_config",
+    "parse_broker_runtime_info", "parse_consume_message_directly", "parse_consume_stats",
+    "parse_consumer_connection_list", "parse_consumer_running_info", "parse_delete_topic",
+    "parse_ok", "parse_query_message", "parse_query_topic_consume_by_who",
+    "parse_resend_message", "parse_reset_offset_by_time", "parse_subscription_group",
+    "parse_topic_stats", "parse_transfer_leader", "parse_update_and_create_topic",
+    "parse_update_subscription_group", "parse_view_message", "query_message_request",
+    "query_topic_consume_by_who_request", "resend_message_request",
+    "reset_offset_by_time_request", "topic_stats_request", "transfer_leader_request",
+    "update_and_create_topic_request", "update_subscription_group_request",
 ]  # fmt: skip
 
 DEFAULT_TOPIC: Final = "TBW102"  # TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC
@@ -404,6 +419,45 @@ def parse_consumer_connection_list(answer: RemotingCommand) -> ConsumerConnectio
         for c in conns
     ]
     return ConsumerConnectionList(tuple(sorted(out, key=lambda c: c.client_id)))
+
+
+# -- one consumer client, through the broker ------------------------------------------------
+
+
+def consumer_running_info_request(
+    group: str, client_id: str, *, jstack: bool = False
+) -> RemotingCommand:
+    """GET_CONSUMER_RUNNING_INFO (GetConsumerRunningInfoRequestHeader)."""
+    return RemotingCommand(
+        RequestCode.GET_CONSUMER_RUNNING_INFO,
+        {
+            "consumerGroup": group,
+            "clientId": client_id,
+            "jstackEnable": "true" if jstack else "false",
+        },
+    )
+
+
+def parse_consumer_running_info(answer: RemotingCommand) -> ConsumerRunningInfo:
+    """The client's ConsumerRunningInfo, or the error of the broker (not online, timed
+    out) or of the client (not a consumer of the group)."""
+    what = "consumer running info"
+    return parse_running_info_doc(body_doc(answer, what), what)
+
+
+def consume_message_directly_request(group: str, client_id: str, msg_id: str) -> RemotingCommand:
+    """CONSUME_MESSAGE_DIRECTLY (ConsumeMessageDirectlyResultRequestHeader) to the broker
+    that holds the message ``msg_id`` (an offset id) names; it adds ``brokerName`` and the
+    stored message."""
+    return RemotingCommand(
+        RequestCode.CONSUME_MESSAGE_DIRECTLY,
+        {"consumerGroup": group, "clientId": client_id, "msgId": msg_id},
+    )
+
+
+def parse_consume_message_directly(answer: RemotingCommand) -> ConsumeMessageDirectlyResult:
+    what = "consume message directly"
+    return parse_direct_result_doc(body_doc(answer, what), what)
 
 
 # -- messages -----------------------------------------------------------------------------

@@ -25,9 +25,11 @@ from rocketq.cluster.remoting.command import RemotingCommand
 from rocketq.cluster.remoting.transport import Connection, Handler
 from rocketq.cluster.route_data import TopicRouteData
 from rocketq.sdk.client_wire import (
+    CONSUMER_REQUEST_CODES,
     NOTICE_CODES,
     Notice,
     consumer_list_request,
+    no_consumer_answer,
     parse_consumer_list,
     parse_notice,
     unregister_request,
@@ -119,6 +121,7 @@ class ClientInstance:
         self.client_id = client_id or new_client_id()
         self.nameserver = NameServerClient(namesrv, timeout=timeout)
         handlers: dict[int, Handler] = {code: self._notice for code in NOTICE_CODES}
+        handlers.update({code: self._consumer_request for code in CONSUMER_REQUEST_CODES})
         self.brokers = BrokerConnections(handlers)
         self.brokers.remoting.on_connect = self._connected
         self.timeout = timeout
@@ -130,6 +133,10 @@ class ClientInstance:
         self.heartbeat: Callable[[], RemotingCommand] | None = None
         # What brokers tell the client: (the notice, the broker's address).
         self.on_event: Callable[[Notice, str], Awaitable[None]] | None = None
+        # What a broker asks this client's consumer for an admin (its running info, a
+        # message consumed directly) goes to the consumer; without one it is answered
+        # REQUEST_CODE_NOT_SUPPORTED.
+        self.on_request: Callable[[RemotingCommand], Awaitable[RemotingCommand]] | None = None
         # Topics to keep fresh besides those looked up through ``route`` (a producer's
         # topics first sent through the auto-create template), and who hears of a topic
         # whose route changed.
@@ -283,6 +290,13 @@ class ClientInstance:
             log.warning("ignoring a notice from %s: %s", conn.peer, exc)
             return
         self._spawn(self._deliver(notice, conn.peer))
+
+    def _consumer_request(
+        self, conn: Connection, cmd: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        if self.on_request is None:
+            return no_consumer_answer(cmd, self.client_id)
+        return self.on_request(cmd)
 
     async def _deliver(self, notice: Notice, addr: str) -> None:
         assert self.on_event is not None

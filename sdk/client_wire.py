@@ -1,9 +1,11 @@
 """The SDK's side of what a client asks a broker besides sends, pulls and heartbeats, and
-of what a broker tells a client, as pure functions: RocketMQ 4.9's request codes and header
-field names (ConsumerManageProcessor, ClientManageProcessor, the lock and send-back
-requests, END_TRANSACTION), and the three notices a broker sends over a client's connection
+of what a broker tells or asks a client, as pure functions: RocketMQ 4.9's request codes and
+header field names (ConsumerManageProcessor, ClientManageProcessor, the lock and send-back
+requests, END_TRANSACTION), the three notices a broker sends over a client's connection
 (NOTIFY_CONSUMER_IDS_CHANGED, RESET_CONSUMER_CLIENT_OFFSET, CHECK_TRANSACTION_STATE) read
-into small frozen dataclasses. No I/O here.
+into small frozen dataclasses, and the two requests a broker forwards to a consumer for an
+admin (GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY: RocketMQ's
+ClientRemotingProcessor) read, and answered. No I/O here.
 """
 
 from __future__ import annotations
@@ -16,8 +18,14 @@ from rocketq.cluster.message import MessageQueue
 from rocketq.cluster.record import record_properties
 from rocketq.cluster.remoting import fastjson
 from rocketq.cluster.remoting.answer import body_doc, check, header_int, int_field, malformed
-from rocketq.cluster.remoting.codes import MessageSysFlag, RequestCode
+from rocketq.cluster.remoting.codes import MessageSysFlag, RequestCode, ResponseCode
 from rocketq.cluster.remoting.command import RemotingCommand
+from rocketq.sdk.running_info import (
+    ConsumeMessageDirectlyResult,
+    ConsumerRunningInfo,
+    direct_result_body,
+    running_info_body,
+)
 
 # END_TRANSACTION's commitOrRollback: MessageSysFlag's transaction types.
 TRANSACTION_UNKNOWN: Final = MessageSysFlag.TRANSACTION_NOT_TYPE
@@ -276,3 +284,92 @@ def parse_notice(cmd: RemotingCommand) -> Notice:
             record,
         )
     raise malformed("notice", f"has code {cmd.code}, not a notice a client handles")
+
+
+# -- what a broker asks a consumer for an admin ----------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunningInfoRequest:
+    """GET_CONSUMER_RUNNING_INFO (GetConsumerRunningInfoRequestHeader): the group's
+    running info, with a dump of the process's threads and tasks when ``jstack``."""
+
+    group: str
+    client_id: str
+    jstack: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DirectConsumeRequest:
+    """CONSUME_MESSAGE_DIRECTLY (ConsumeMessageDirectlyResultRequestHeader): run the
+    group's listener on the stored message the broker put in the body (``record``), read
+    from broker ``broker_name`` by its offset id ``msg_id``."""
+
+    group: str
+    client_id: str
+    msg_id: str
+    broker_name: str
+    record: bytes
+
+
+ConsumerRequest = RunningInfoRequest | DirectConsumeRequest
+CONSUMER_REQUEST_CODES: Final = (
+    RequestCode.GET_CONSUMER_RUNNING_INFO,
+    RequestCode.CONSUME_MESSAGE_DIRECTLY,
+)
+
+
+def parse_consumer_request(cmd: RemotingCommand) -> ConsumerRequest:
+    """What a broker asks; RocketqSystemError when it is not the shape RocketMQ gives."""
+    ext = cmd.ext or {}
+    group = ext.get("consumerGroup", "")
+    if not group:
+        raise malformed("consumer request", f"{cmd.code} has no consumerGroup")
+    if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
+        jstack = ext.get("jstackEnable", "false").strip().lower() == "true"
+        return RunningInfoRequest(group, ext.get("clientId", ""), jstack)
+    if cmd.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+        if not cmd.body:
+            raise malformed("consume-directly request", "has no message in its body")
+        return DirectConsumeRequest(
+            group,
+            ext.get("clientId", ""),
+            ext.get("msgId", ""),
+            ext.get("brokerName", ""),
+            bytes(cmd.body),
+        )
+    raise malformed("consumer request", f"has code {cmd.code}, not one a consumer answers")
+
+
+def running_info_answer(cmd: RemotingCommand, info: ConsumerRunningInfo) -> RemotingCommand:
+    """SUCCESS with the ConsumerRunningInfo body."""
+    return cmd.response(ResponseCode.SUCCESS, None, running_info_body(info))
+
+
+def direct_result_answer(
+    cmd: RemotingCommand, result: ConsumeMessageDirectlyResult
+) -> RemotingCommand:
+    """SUCCESS with the ConsumeMessageDirectlyResult body."""
+    return cmd.response(ResponseCode.SUCCESS, None, direct_result_body(result))
+
+
+def group_not_here_answer(cmd: RemotingCommand, group: str, client_id: str) -> RemotingCommand:
+    """SYSTEM_ERROR, as RocketMQ's client answers for a group it has no consumer of."""
+    return cmd.response(
+        ResponseCode.SYSTEM_ERROR,
+        remark=f"The Consumer Group <{group}> not exist in this consumer: client {client_id} "
+        "consumes for another group; list the group's clients with "
+        f"`rocketq admin consumer-connection -g {group}`",
+    )
+
+
+def no_consumer_answer(cmd: RemotingCommand, client_id: str) -> RemotingCommand:
+    """REQUEST_CODE_NOT_SUPPORTED: a client with no consumer in it (a producer, an admin)
+    has no running info and no listener."""
+    name = RequestCode.NAMES.get(cmd.code, str(cmd.code))
+    group = (cmd.ext or {}).get("consumerGroup", "")
+    return cmd.response(
+        ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+        remark=f"client {client_id} has no consumer (of group {group or '?'}) to answer {name}; "
+        "it is a producer or an admin client",
+    )

@@ -4,6 +4,9 @@ queues yourself, then ``poll()`` messages, ``commit()`` offsets and ``seek()``.
 Each owned queue has a pull loop that fills a buffer (bounded per queue); ``poll`` takes
 what is buffered. With ``auto_commit`` the offsets of what earlier polls returned are
 committed every 5 s and at shutdown; otherwise ``commit()`` does it.
+
+For admins, through the broker: its running info (settings, subscriptions, owned queues,
+pull figures); having no listener, it runs none on a message (``sdk/consumer_diagnostics.py``).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +27,7 @@ from rocketq.cluster.message import MessageExt, MessageQueue
 from rocketq.cluster.record import decode_records
 from rocketq.cluster.remoting.command import RemotingCommand
 from rocketq.cluster.sql92 import validate
+from rocketq.sdk import consumer_diagnostics as diagnostics
 from rocketq.sdk.client import ClientInstance, consumer_heartbeat, subscribe_queues
 from rocketq.sdk.client_wire import (
     GroupChanged,
@@ -30,6 +35,7 @@ from rocketq.sdk.client_wire import (
     max_offset_request,
     min_offset_request,
 )
+from rocketq.sdk.consumer_stats import ConsumerStats
 from rocketq.sdk.consumer_types import ConsumeFrom, MessageModel, MessageSelector
 from rocketq.sdk.metrics import MetricsOption, client_metrics
 from rocketq.sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
@@ -41,6 +47,7 @@ from rocketq.sdk.push_consumer import (
     finish_messages,
 )
 from rocketq.sdk.rebalance import STRATEGIES
+from rocketq.sdk.running_info import ConsumerRunningInfo, ProcessQueueInfo
 from rocketq.sdk.wire import pull_request
 
 log = logging.getLogger(__name__)
@@ -83,6 +90,10 @@ class PullConsumer:
         self.client = ClientInstance(namesrv)
         self.client.heartbeat = self._heartbeat_data
         self.client.on_event = self._on_event
+        self.client.on_request = self._broker_request
+        # Measured for the running info: pull times and rates per topic.
+        self.stats = ConsumerStats()
+        self.started_ms = 0
         self.subscriptions: dict[str, MessageSelector] = {}
         self.assigned: list[MessageQueue] | None = None
         self._owned: dict[MessageQueue, asyncio.Task[None]] = {}
@@ -129,6 +140,8 @@ class PullConsumer:
             if self.model is MessageModel.BROADCASTING
             else RemoteOffsetStore(self.client, self.group)
         )
+        self.stats = ConsumerStats()
+        self.started_ms = int(time.time() * 1000)
         await self.client.start()
         self.running = True
         for topic in self.subscriptions:
@@ -179,6 +192,49 @@ class PullConsumer:
         if isinstance(event, GroupChanged) and event.group == self.group:
             self._rebalance_now.set()
 
+    # -- for admins --------------------------------------------------------------------
+
+    async def _broker_request(self, cmd: RemotingCommand) -> RemotingCommand:
+        return await diagnostics.answer(
+            cmd,
+            group=self.group,
+            client_id=self.client.client_id,
+            running_info=self.running_info,
+            consume_directly=None,
+        )
+
+    def running_info(self, jstack: bool = False) -> ConsumerRunningInfo:
+        """Settings, subscriptions and every owned queue (the offset it would commit, the
+        messages pulled and not polled yet, the last pull), and per topic the pull time
+        and rate of the last minute, measured here; the consume figures are 0, for the
+        application consumes what ``poll`` returns out of the consumer's sight."""
+        props = diagnostics.consumer_properties(
+            self.config,
+            group=self.group,
+            message_model=self.model.value,
+            consume_from_where=self.consume_from.value,
+            consume_type="CONSUME_ACTIVELY",
+            namesrv_addrs=self.client.nameserver.addrs,
+            client_id=self.client.client_id,
+            started_ms=self.started_ms,
+        )
+        queues = {
+            mq: ProcessQueueInfo(
+                commit_offset=self._polled.get(mq, self.offsets.read_memory(mq)),
+                cached_msg_count=max(0, self._buffered.get(mq, 0)),
+                last_pull_timestamp=self.stats.last_pull(mq),
+            )
+            for mq in sorted(self._owned)
+        }
+        topics = sorted({*self.subscriptions, *(mq.topic for mq in self._owned)})
+        return ConsumerRunningInfo(
+            props,
+            diagnostics.subscription_set(self.subscriptions),
+            queues,
+            {topic: self.stats.status(topic) for topic in topics},
+            diagnostics.thread_dump() if jstack else None,
+        )
+
     # -- ownership ---------------------------------------------------------------------
 
     async def _rebalance_loop(self) -> None:
@@ -216,6 +272,7 @@ class PullConsumer:
                     )
         for mq in [m for m in self._owned if m not in mine]:
             self._owned.pop(mq).cancel()
+            self.stats.forget(mq)
             with contextlib.suppress(RocketqError):
                 self.offsets.update(mq, self._polled.get(mq, -1))
                 await self.offsets.persist(mq)
@@ -274,6 +331,8 @@ class PullConsumer:
                     subscription=selector.expression,
                     expression_type=selector.type,
                 )
+                pull_started = time.monotonic()
+                self.stats.pulling(mq)
                 resp = await self.client.broker(addr).pull(
                     req, self.config.long_polling_millis / 1000 + 15
                 )
@@ -286,6 +345,7 @@ class PullConsumer:
             self._next[mq] = resp.next_begin_offset
             if resp.outcome == FOUND:
                 msgs = finish_messages(decode_records(resp.records), self.group)
+                self.stats.pulled(mq, (time.monotonic() - pull_started) * 1000, len(msgs))
                 if self._metrics is not None:
                     self._metrics.observe_delivery(self.group, self.client.client_id, msgs)
                 self._buffered[mq] = self._buffered.get(mq, 0) + len(msgs)

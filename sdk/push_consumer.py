@@ -5,6 +5,10 @@ Clustering: the group's consumers split the queues (averaging by default) and co
 offsets to the brokers; a message the handler does not finish (RECONSUME_LATER or an
 exception) goes back to ``%RETRY%<group>`` and returns later with ``reconsume_times`` + 1.
 Broadcasting: every consumer reads every queue, with offsets in a local file, no retries.
+
+For admins, through the broker (``sdk/consumer_diagnostics.py``): its running info
+(settings, subscriptions, owned queues, measured figures) and its listener run once on a
+stored message.
 """
 
 from __future__ import annotations
@@ -39,8 +43,10 @@ from rocketq.cluster.message import (
 from rocketq.cluster.record import decode_records
 from rocketq.cluster.remoting.command import RemotingCommand
 from rocketq.cluster.sql92 import validate
+from rocketq.sdk import consumer_diagnostics as diagnostics
 from rocketq.sdk.client import ClientInstance, consumer_heartbeat, subscribe_queues
 from rocketq.sdk.client_wire import (
+    DirectConsumeRequest,
     GroupChanged,
     Notice,
     OffsetReset,
@@ -52,12 +58,19 @@ from rocketq.sdk.client_wire import (
     send_back_request,
     unlock_batch_request,
 )
+from rocketq.sdk.consumer_stats import ConsumerStats
 from rocketq.sdk.consumer_types import ConsumeFrom, ConsumeResult, MessageModel, MessageSelector
 from rocketq.sdk.metrics import MetricsOption, client_metrics
 from rocketq.sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
 from rocketq.sdk.process_queue import ProcessQueue
 from rocketq.sdk.producer import Producer
 from rocketq.sdk.rebalance import STRATEGIES
+from rocketq.sdk.running_info import (
+    PROP_CONSUME_ORDERLY,
+    PROP_THREADPOOL_CORE_SIZE,
+    ConsumeMessageDirectlyResult,
+    ConsumerRunningInfo,
+)
 from rocketq.sdk.trace import TraceDispatcher, consume_event
 from rocketq.sdk.wire import PullReply, pull_request
 
@@ -164,8 +177,12 @@ class PushConsumer:
         )
         self.client.heartbeat = self._heartbeat_data
         self.client.on_event = self._on_event
+        self.client.on_request = self._broker_request
         self.subscriptions: dict[str, MessageSelector] = {}
         self.handler: Handler | None = None
+        # Measured for the running info: pull and consume times and rates per topic.
+        self.stats = ConsumerStats()
+        self.started_ms = 0
         self._async_handler = False
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self._pulls: dict[MessageQueue, asyncio.Task[None]] = {}
@@ -227,6 +244,8 @@ class PushConsumer:
         self._pool = ThreadPoolExecutor(
             max_workers=self.config.consume_thread_max, thread_name_prefix=f"consume-{self.group}"
         )
+        self.stats = ConsumerStats()
+        self.started_ms = int(time.time() * 1000)
         await self.client.start()
         if self.config.enable_trace and self.tracer is None:
             writer = Producer(TRACE_PRODUCER_GROUP, self.namesrv)
@@ -315,6 +334,52 @@ class PushConsumer:
             self._rebalance_now.set()
         elif isinstance(event, OffsetReset) and event.group == self.group:
             await self._reset(event.topic)
+
+    # -- for admins --------------------------------------------------------------------
+
+    async def _broker_request(self, cmd: RemotingCommand) -> RemotingCommand:
+        return await diagnostics.answer(
+            cmd,
+            group=self.group,
+            client_id=self.client.client_id,
+            running_info=self.running_info,
+            consume_directly=self._consume_directly,
+        )
+
+    def running_info(self, jstack: bool = False) -> ConsumerRunningInfo:
+        """Settings, subscriptions, every owned queue and, per subscribed topic, the pull
+        and consume figures of the last minute, all measured here (``self.stats``)."""
+        props = diagnostics.consumer_properties(
+            self.config,
+            group=self.group,
+            message_model=self.model.value,
+            consume_from_where=self.consume_from.value,
+            consume_type="CONSUME_PASSIVELY",
+            namesrv_addrs=self.client.nameserver.addrs,
+            client_id=self.client.client_id,
+            started_ms=self.started_ms,
+        )
+        props[PROP_CONSUME_ORDERLY] = "true" if self.orderly else "false"
+        props[PROP_THREADPOOL_CORE_SIZE] = str(len(self._workers))
+        queues = {
+            mq: diagnostics.process_queue_info(mq, pq, self.offsets.read_memory(mq), self.stats)
+            for mq, pq in sorted(self.process_queues.items())
+        }
+        return ConsumerRunningInfo(
+            props,
+            diagnostics.subscription_set(self.subscriptions),
+            queues,
+            {topic: self.stats.status(topic) for topic in sorted(self.subscriptions)},
+            diagnostics.thread_dump() if jstack else None,
+        )
+
+    async def _consume_directly(
+        self, request: DirectConsumeRequest
+    ) -> ConsumeMessageDirectlyResult:
+        """The listener once on a stored message an admin named: no offset moves, nothing
+        is sent back, no trace or metrics are written."""
+        msgs = finish_messages(decode_records(request.record)[:1], self.group)
+        return await diagnostics.consume_directly(self._invoke_listener, msgs, orderly=self.orderly)
 
     # -- rebalance ---------------------------------------------------------------------
 
@@ -408,6 +473,7 @@ class PushConsumer:
         with contextlib.suppress(RocketqError):
             await self.offsets.persist(mq)
         self.offsets.remove(mq)
+        self.stats.forget(mq)
         if self.orderly:
             await self._unlock([mq])
         log.info("group %s gave up %s", self.group, mq)
@@ -466,6 +532,8 @@ class PushConsumer:
             if self.orderly and not pq.locked:
                 await asyncio.sleep(PULL_DELAY_WHEN_NOT_LOCKED)
                 continue
+            pull_started = time.monotonic()
+            self.stats.pulling(mq)
             try:
                 resp = await self._pull_once(mq, selector, offset)
             except RocketqError as exc:
@@ -488,6 +556,7 @@ class PushConsumer:
                     and not mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
                 ):
                     msgs = [m for m in msgs if m.tags in tags]
+                self.stats.pulled(mq, (time.monotonic() - pull_started) * 1000, len(msgs))
                 if msgs:
                     arrived = 0.0
                     if self._metrics is not None:
@@ -629,10 +698,13 @@ class PushConsumer:
     async def _consume(
         self, mq: MessageQueue, pq: ProcessQueue, batch: list[MessageExt], arrived: float
     ) -> None:
+        started = time.monotonic()
         result = await self._call_handler(batch, arrived)
+        ok = result is ConsumeResult.SUCCESS
+        self.stats.consumed(mq, (time.monotonic() - started) * 1000, len(batch), ok)
         if pq.dropped:
             return
-        if result is ConsumeResult.SUCCESS:
+        if ok:
             self.offsets.update(mq, pq.remove(batch))
             return
         failed: list[MessageExt] = []
@@ -677,16 +749,20 @@ class PushConsumer:
                 tracer.record(consume_event("SubAfter", self.group, cid, m, cost, ok))
         return result
 
-    async def _run_handler(self, batch: list[MessageExt]) -> ConsumeResult:
+    async def _invoke_listener(self, batch: list[MessageExt]) -> object:
+        """The listener's own result on ``batch`` (or its exception)."""
         assert self.handler is not None
+        if self._async_handler:
+            return await self.handler(batch)  # type: ignore[misc]
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(self._pool, self.handler, batch)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    async def _run_handler(self, batch: list[MessageExt]) -> ConsumeResult:
         try:
-            if self._async_handler:
-                result = await self.handler(batch)  # type: ignore[misc]
-            else:
-                loop = asyncio.get_running_loop()
-                result = await loop.run_in_executor(self._pool, self.handler, batch)
-                if inspect.isawaitable(result):
-                    result = await result
+            result = await self._invoke_listener(batch)
         except Exception:
             log.exception(
                 "handler of group %s failed on %s; it will be retried", self.group, batch[0].msg_id
@@ -746,10 +822,13 @@ class PushConsumer:
                 await wake.wait()
                 continue
             arrived = 0.0 if self._metrics is None else self._arrival(mq, batch[0].queue_offset)
+            started = time.monotonic()
             result = await self._call_handler(batch, arrived)
+            ok = result is ConsumeResult.SUCCESS
+            self.stats.consumed(mq, (time.monotonic() - started) * 1000, len(batch), ok)
             if pq.dropped:
                 return  # not committed: the queue's next owner consumes the batch again
-            if result is ConsumeResult.SUCCESS:
+            if ok:
                 self.offsets.update(mq, pq.commit())
                 continue
             if await self._dead_letters(mq, batch):

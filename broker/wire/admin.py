@@ -1,7 +1,9 @@
 """Administering a broker (RocketMQ's AdminBrokerProcessor and QueryMessageProcessor):
 topics, subscription groups, queue and consume stats, offsets, message queries, the
-broker's config and runtime figures, and rocketq's own two calls (``RocketqRequestCode``):
-handing Raft leadership over and resending a stored message to a group.
+broker's config and runtime figures, the two requests the broker forwards to one consumer
+over its channel (GET_CONSUMER_RUNNING_INFO, and CONSUME_MESSAGE_DIRECTLY with the stored
+message as its body), and rocketq's own two calls (``RocketqRequestCode``): handing Raft
+leadership over and resending a stored message to a group.
 
 RocketMQ 4.9's header fields, and its bodies as fastjson writes them: beans have their
 fields in name order; a map keyed by a MessageQueue has the queue as a bare object key
@@ -10,15 +12,17 @@ keys are bare numbers. Records (QUERY_MESSAGE, VIEW_MESSAGE_BY_ID) go out as the
 holds them, never decoded.
 
 What rocketq does not keep is written as RocketMQ's default: a topic's ``topicFilterType``
-(SINGLE_TAG), a group's ``consumeFromMinEnable`` (true), a client's language and version in
-a connection list (OTHER, 0), the subscription groups' and the config's data version
-(counter 0).
+(SINGLE_TAG), a group's ``consumeFromMinEnable`` (true), the subscription groups' and the
+config's data version (counter 0). A connection list names each client's language and
+version as its last heartbeat's command header did (rocketq's SDK: PYTHON and
+``RocketqVersion``).
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
+from rocketq.broker.client_channels import client_channels
 from rocketq.broker.config_json import group_doc, group_of, topic_doc
 from rocketq.broker.consumer_manager import Subscription
 from rocketq.broker.filter import SQL92
@@ -36,7 +40,7 @@ from rocketq.cluster.errors import (
     TopicNotExistError,
 )
 from rocketq.cluster.message import TopicConfig
-from rocketq.cluster.message_id import encode_offset_msg_id
+from rocketq.cluster.message_id import decode_offset_msg_id, encode_offset_msg_id
 from rocketq.cluster.remoting import fastjson
 from rocketq.cluster.remoting.codes import RequestCode, ResponseCode, RocketqRequestCode
 from rocketq.cluster.remoting.command import RemotingCommand
@@ -44,7 +48,7 @@ from rocketq.cluster.remoting.transport import Connection, Handler
 
 FILTER_TYPES: Final = ("SINGLE_TAG", "MULTI_TAG")
 UNIQUE_KEY_QUERY: Final = "_UNIQUE_KEY_QUERY"  # MixAll.UNIQUE_MSG_QUERY_FLAG
-UNKNOWN_LANGUAGE: Final = "OTHER"  # rocketq does not record a client's language
+UNKNOWN_LANGUAGE: Final = "OTHER"  # a client with no channel here (never heartbeated to us)
 # -- header fields ----------------------------------------------------------------------
 
 
@@ -126,6 +130,8 @@ class AdminRequests:
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.all_groups,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
+            RequestCode.GET_CONSUMER_RUNNING_INFO: self.consumer_running_info,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by_who,
             RequestCode.GET_BROKER_CONFIG: self.broker_config,
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_consumer_offsets,
@@ -266,17 +272,19 @@ class AdminRequests:
         info = self.b.consumers.groups.get(group)
         if info is None or not info.clients:
             raise ConsumerNotOnlineError(f"consumer group {group!r} has no online client")
-        doc: dict[str, Any] = {
-            "connectionSet": [
+        channels = client_channels(self.b.consumers)
+        connections = []
+        for cid in sorted(info.clients):
+            channel = channels.get(cid)
+            connections.append(
                 {
                     "clientAddr": info.client_addrs.get(cid, ""),
                     "clientId": cid,
-                    "language": UNKNOWN_LANGUAGE,
-                    "version": 0,
+                    "language": UNKNOWN_LANGUAGE if channel is None else channel.language_name,
+                    "version": 0 if channel is None else channel.version,
                 }
-                for cid in sorted(info.clients)
-            ]
-        }
+            )
+        doc: dict[str, Any] = {"connectionSet": connections}
         # An enum the clients did not say is null in Java: fastjson leaves it out.
         if info.consume_from_where:
             doc["consumeFromWhere"] = info.consume_from_where
@@ -288,6 +296,49 @@ class AdminRequests:
             t: subscription_doc(s) for t, s in sorted(info.subscriptions.items())
         }
         return _json(cmd, doc)
+
+    async def consumer_running_info(
+        self, conn: Connection, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO, forwarded to the client over its channel; the client's
+        answer (a ConsumerRunningInfo body, or its error) is the answer."""
+        group, client_id = header_text(cmd, "consumerGroup"), header_text(cmd, "clientId")
+        return await client_channels(self.b.consumers).call(group, client_id, cmd)
+
+    async def consume_message_directly(
+        self, conn: Connection, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        """CONSUME_MESSAGE_DIRECTLY: the record the header's offset ``msgId`` names, read
+        from this broker's CommitLog, goes to the client as the request's body (with this
+        broker's name in ``brokerName``); the client runs its listener on it and answers
+        a ConsumeMessageDirectlyResult, which is the answer. Nothing is committed."""
+        group, client_id = header_text(cmd, "consumerGroup"), header_text(cmd, "clientId")
+        msg_id = header_text(cmd, "msgId")
+        channels = client_channels(self.b.consumers)
+        channels.consumer(group, client_id)  # not online: say so before reading anything
+        try:
+            _, offset = decode_offset_msg_id(msg_id)
+            view = self.b.store.message_by_offset(offset)
+        except ValueError as exc:
+            raise MessageIllegalError(
+                f"{exc}; give the message's offset id (offset_msg_id)"
+            ) from None
+        if view is None:
+            raise QueryNotFoundError(
+                f"no message at CommitLog offset {offset} (message id {msg_id}) on this broker"
+            )
+        try:
+            record = bytes(view)
+        finally:
+            view.release()
+        forwarded = RemotingCommand(
+            cmd.code,
+            {**(cmd.ext or {}), "brokerName": self.b.config.broker_name},
+            record,
+            opaque=cmd.opaque,
+            serialize_type=cmd.serialize_type,
+        )
+        return await channels.call(group, client_id, forwarded)
 
     def consumed_by_who(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """GroupList: groups with offsets for the topic and groups online subscribing it."""

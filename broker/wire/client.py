@@ -3,7 +3,8 @@ ConsumerManageProcessor, and the lock and send-back requests): heartbeats, unreg
 a group's member list, offsets, queue ends, queue locks, giving a message back.
 
 A heartbeat's JSON body (HeartbeatData) registers the client's producer and consumer groups;
-the connection it came over is that client's channel from then on, and closing it
+the connection it came over is that client's channel from then on (with the language and
+version of the heartbeat's command header, which the connection lists show), and closing it
 unregisters the client at once.
 """
 
@@ -16,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final
 
+from rocketq.broker.client_channels import client_channels
 from rocketq.broker.consumer_manager import Subscription
 from rocketq.broker.filter import SQL92, TAG, parse_tags, sql_filter
 from rocketq.broker.metrics import CONSUMER_SEND_MSG_BACK, END_TRANSACTION, HEARTBEAT, REMOTING
@@ -127,6 +129,7 @@ class ClientRequests:
         if not client_id:
             raise MessageIllegalError("the heartbeat has no clientID")
         conn.attrs.setdefault(CLIENT_IDS, set()).add(client_id)
+        client_channels(self.b.consumers).heartbeat(client_id, conn, cmd)
         self._pump(conn, client_id)
         cm = self.b.consumers
         for p in doc.get("producerDataSet") or []:
@@ -176,7 +179,9 @@ class ClientRequests:
     def connection_closed(self, conn: Connection) -> None:
         """A client's connection closed: it leaves its groups at once."""
         pumps: dict[str, tuple[asyncio.Queue[Any], asyncio.Task[None]]] = conn.attrs.get(PUMPS, {})
+        channels = client_channels(self.b.consumers)
         for client_id in conn.attrs.get(CLIENT_IDS, ()):
+            channels.closed(client_id, conn)
             pump = pumps.pop(client_id, None)
             if pump is not None:
                 pump[1].cancel()

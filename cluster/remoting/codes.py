@@ -12,6 +12,9 @@ Values are those of RocketMQ 4.9.8 (``rocketmq-all-4.9.8``); the few that change
 
 from __future__ import annotations
 
+import re
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _installed_version
 from typing import ClassVar, Final
 
 
@@ -325,3 +328,68 @@ class MQVersion:
     V4_9_0: Final = 393
     V4_9_4: Final = 401  # nameserver: GET_ROUTEINFO_BY_TOPIC answers in standard JSON
     V4_9_8: Final = 409  # MQVersion.CURRENT_VERSION of 4.9.8
+
+
+class RocketqVersion:
+    """rocketq's ``version`` numbers, the one place they are defined.
+
+    RocketMQ writes its release as the ordinal of ``MQVersion.Version`` (4.9.8 is 409) in
+    every command's ``version`` field; brokers keep the one of a client's heartbeat and list
+    it with the client's connections. rocketq's processes write their own release instead,
+    so a connection list tells rocketq's SDK from RocketMQ's clients: ``BASE + major * 1000
+    + minor * 10 + patch`` of the rocketq release (0.1.0 is 10010), for major releases up
+    to 21, minor ones up to 99 and patches up to 9. The numbers lie far above RocketMQ's
+    ordinals (below 700 in 5.x) and inside the int16 the binary header holds them in; a
+    RocketMQ server reads any of them as a version newer than its own (``HIGHER_VERSION``),
+    so every check a 4.9 server makes against a client's version (standard JSON routes from
+    V4_9_4 on, running info from V3_1_8_SNAPSHOT on) passes.
+    """
+
+    BASE: Final = 10000
+    # RocketMQ 4.x and 5.x: release M.m.p is 213 + 200 * (M - 4) + 20 * m + 2 * p, its
+    # SNAPSHOT the ordinal before; HIGHER_VERSION follows V5_9_9 (611).
+    _V4_0_0: Final = 213
+    _HIGHER: Final = 612
+
+    @staticmethod
+    def of(release: str) -> int:
+        """The number of a rocketq release ("0.1.0", "1.2.3.dev4": its first three parts)."""
+        parts = [int(p) for p in re.findall(r"\d+", release)[:3]]
+        major, minor, patch = [*parts, 0, 0, 0][:3]
+        if minor > 99 or patch > 9 or major > 21:
+            raise ValueError(
+                f"rocketq release {release!r} has no version number (see RocketqVersion)"
+            )
+        return RocketqVersion.BASE + major * 1000 + minor * 10 + patch
+
+    @staticmethod
+    def describe(version: int) -> str:
+        """A command's version for people: "rocketq 0.1.0", or RocketMQ's name ("V4_9_8",
+        "V5_0_0_SNAPSHOT", "HIGHER_VERSION"), or the bare number for a 3.x client."""
+        if version >= RocketqVersion.BASE:
+            d = version - RocketqVersion.BASE
+            return f"rocketq {d // 1000}.{d % 1000 // 10}.{d % 10}"
+        if version >= RocketqVersion._HIGHER:
+            return "HIGHER_VERSION"
+        if version >= RocketqVersion._V4_0_0:
+            release = version + (version - RocketqVersion._V4_0_0) % 2
+            d = (release - RocketqVersion._V4_0_0) // 2
+            name = f"V{4 + d // 100}_{d % 100 // 10}_{d % 10}"
+            return name if release == version else name + "_SNAPSHOT"
+        return _MQ_NAMES.get(version, str(version))
+
+    CURRENT: ClassVar[int]
+
+
+def _release() -> str:
+    try:
+        return _installed_version("rocketq")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "0.0.0"
+
+
+_MQ_NAMES: Final = {
+    v: n for n, v in vars(MQVersion).items() if n.startswith("V") and isinstance(v, int)
+}
+# The version every command of this rocketq writes (cluster.remoting.command.VERSION).
+RocketqVersion.CURRENT = RocketqVersion.of(_release())

@@ -28,7 +28,7 @@ from rocketq.cluster.remoting.codes import (
     ONEWAY_FLAG,
     RESPONSE_FLAG,
     LanguageCode,
-    MQVersion,
+    RocketqVersion,
     SerializeType,
 )
 
@@ -36,9 +36,10 @@ __all__ = ["ONEWAY_FLAG", "RESPONSE_FLAG", "RemotingCommand", "RemotingError", "
 
 # RocketMQ's Netty frame decoder refuses frames over 16 MiB (com.rocketmq.remoting.frameMaxLength).
 MAX_FRAME: Final = 16 * 1024 * 1024
-# The version our commands carry: the last 4.9 release's. A 4.9 nameserver answers a route
-# request of a client at V4_9_4 or later in standard JSON.
-VERSION: Final = MQVersion.V4_9_8
+# The version our commands carry: rocketq's release (RocketqVersion explains the numbers),
+# which a RocketMQ server reads as newer than its own: a 4.9 nameserver answers our route
+# requests in standard JSON, as it does for clients at V4_9_4 or later.
+VERSION: Final = RocketqVersion.CURRENT
 
 _PREFIX: Final = struct.Struct(">II")  # length, serialize type | header length
 _FIXED: Final = struct.Struct(">hbhii")  # code, language, version, opaque, flag

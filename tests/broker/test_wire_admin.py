@@ -17,7 +17,12 @@ from rocketq.cluster.message import TopicConfig
 from rocketq.cluster.message_id import decode_offset_msg_id
 from rocketq.cluster.record import decode_records
 from rocketq.cluster.remoting import fastjson
-from rocketq.cluster.remoting.codes import RequestCode, ResponseCode, RocketqRequestCode
+from rocketq.cluster.remoting.codes import (
+    RequestCode,
+    ResponseCode,
+    RocketqRequestCode,
+    RocketqVersion,
+)
 from rocketq.cluster.remoting.command import RemotingCommand
 from rocketq.cluster.remoting.transport import Connection
 from tests.broker.test_wire import TOPIC, heartbeat, v2
@@ -64,6 +69,7 @@ def test_the_handlers_and_rocketqs_own_codes() -> None:
         "GET_ALL_SUBSCRIPTIONGROUP_CONFIG", "GET_BROKER_RUNTIME_INFO",
         "GET_CONSUMER_CONNECTION_LIST", "QUERY_TOPIC_CONSUME_BY_WHO", "GET_BROKER_CONFIG",
         "GET_ALL_CONSUMER_OFFSET", "GET_ALL_DELAY_OFFSET", "TRANSFER_LEADER", "RESEND_MESSAGE",
+        "GET_CONSUMER_RUNNING_INFO", "CONSUME_MESSAGE_DIRECTLY",
     }  # fmt: skip
     others = (SendRequests(nobody), PullRequests(nobody), ClientRequests(nobody))
     assert not admin & {code for o in others for code in o.handlers()}
@@ -358,8 +364,8 @@ async def test_consumer_connection_list(wire: tuple[Broker, Connection]) -> None
     assert connection == {
         "clientAddr": b.consumers.groups["cg1"].client_addrs["c1@1"],
         "clientId": "c1@1",
-        "language": "OTHER",
-        "version": 0,
+        "language": "PYTHON",  # as the heartbeat's command header said
+        "version": RocketqVersion.CURRENT,
     }
     assert connection["clientAddr"].startswith("127.0.0.1:")
     assert doc["consumeFromWhere"] == "CONSUME_FROM_FIRST_OFFSET"
