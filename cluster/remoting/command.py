@@ -153,30 +153,42 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
     return _DUMPS(header).encode()
 
 
+# Header field names as they go on the wire (length and bytes), made once per name.
+_KEY_PARTS: dict[str, bytes] = {}
+
+
+def _key_part(key: str) -> bytes:
+    part = _KEY_PARTS.get(key)
+    if part is None:
+        raw = key.encode()
+        part = _I16.pack(len(raw)) + raw
+        if len(_KEY_PARTS) < 1024:  # names are a few dozen; a peer cannot grow this
+            _KEY_PARTS[key] = part
+    return part
+
+
 def encode_binary_header(cmd: RemotingCommand) -> bytes:
     """RocketMQ's binary header (RocketMQSerializable)."""
-    parts = [_FIXED.pack(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag)]
+    out = bytearray(_FIXED.pack(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag))
     if cmd.remark is None:
-        parts.append(_I32.pack(0))
+        out += b"\0\0\0\0"
     else:
         remark = cmd.remark.encode()
-        parts.append(_I32.pack(len(remark)))
-        parts.append(remark)
+        out += _I32.pack(len(remark))
+        out += remark
     ext = cmd.ext
     if not ext:
-        parts.append(_I32.pack(0))
+        out += b"\0\0\0\0"
     else:
-        fields = []
+        at = len(out)
+        out += b"\0\0\0\0"  # the fields' length, filled in below
         for key, value in ext.items():
-            k, v = key.encode(), value.encode()
-            fields.append(_I16.pack(len(k)))
-            fields.append(k)
-            fields.append(_I32.pack(len(v)))
-            fields.append(v)
-        blob = b"".join(fields)
-        parts.append(_I32.pack(len(blob)))
-        parts.append(blob)
-    return b"".join(parts)
+            v = value.encode()
+            out += _key_part(key)
+            out += _I32.pack(len(v))
+            out += v
+        _I32.pack_into(out, at, len(out) - at - 4)
+    return bytes(out)
 
 
 def encode(cmd: RemotingCommand) -> bytes:
@@ -235,6 +247,27 @@ def _text(value: object) -> str:
     return str(value)
 
 
+def _ascii_fields(blob: bytes) -> dict[str, str]:
+    """The ext fields of an all-ASCII blob (byte offsets are character offsets)."""
+    text = blob.decode("ascii")
+    n = len(blob)
+    fields = {}
+    p = 0
+    while p < n:
+        if p + 2 > n:
+            raise RemotingError("the binary header's ext fields do not add up")
+        kend = p + 2 + ((blob[p] << 8) | blob[p + 1])
+        vstart = kend + 4
+        if vstart > n:
+            raise RemotingError("the binary header's ext fields do not add up")
+        vend = vstart + int.from_bytes(blob[kend:vstart], "big", signed=True)
+        if vend > n or vend < vstart:
+            raise RemotingError("the binary header's ext fields do not add up")
+        fields[text[p + 2 : kend]] = text[vstart:vend]
+        p = vend
+    return fields
+
+
 def decode_binary_header(data: bytes | memoryview) -> RemotingCommand:
     view = memoryview(data)
     end = len(view)
@@ -256,7 +289,12 @@ def decode_binary_header(data: bytes | memoryview) -> RemotingCommand:
             stop = pos + n
             if stop > end:
                 raise RemotingError("the binary header's ext fields run past its end")
-            ext = {}
+            blob = bytes(view[pos:stop])
+            if blob.isascii():  # the usual case: one decode, fields sliced from it
+                ext = _ascii_fields(blob)
+                pos = stop
+            else:
+                ext = {}
             while pos < stop:
                 (kn,) = _I16.unpack_from(view, pos)
                 key = bytes(view[pos + 2 : pos + 2 + kn]).decode()
