@@ -193,6 +193,9 @@ class Broker:
                 **AdminRequests(self).handlers(),
             },
             on_close=self.clients.connection_closed,
+            # What the sends of one read appended leaves for the slave or the Raft
+            # followers at once, in one write (MessageStore.settle), not once per send.
+            after_read=self.store.settle,
         )
         self.boot_time = time.time()
         self._tasks: list[asyncio.Task[None]] = []

@@ -239,7 +239,6 @@ class SendRequests:
             answer = error_response(cmd, exc)
             self._count(batch=False, code=answer.code, started=started)
             return answer
-        self.b.store.settle()  # the bytes leave for the slave or the followers now
         if not self.b.send.waits:
             return self._answer(cmd, queue_id, result, sizes, PutStatus.PUT_OK, started)
 

@@ -88,10 +88,14 @@ class Connection(asyncio.Protocol):
         *,
         on_close: Callable[[Connection], None] | None = None,
         max_frame: int = MAX_FRAME,
+        after_read: Callable[[], None] | None = None,
     ) -> None:
         self.handlers = handlers
         self.on_close = on_close
         self.max_frame = max_frame
+        # Called once the frames of one read are handled (a broker sends what the sends of
+        # that read appended to its slave or followers once, not once per send).
+        self.after_read = after_read
         self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self.transport: asyncio.Transport | None = None
         self.peer = ""
@@ -142,6 +146,8 @@ class Connection(asyncio.Protocol):
                 return
         if pos < end:
             buf += view[pos:]
+        if self.after_read is not None:
+            self.after_read()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
@@ -348,9 +354,11 @@ class RemotingServer:
         handlers: dict[int, Handler],
         *,
         on_close: Callable[[Connection], None] | None = None,
+        after_read: Callable[[], None] | None = None,
     ) -> None:
         self.handlers = handlers
         self.on_close = on_close
+        self.after_read = after_read
         self.connections: set[Connection] = set()
         self.server: asyncio.Server | None = None
         self.port = 0
@@ -365,7 +373,7 @@ class RemotingServer:
         return self.port
 
     def _protocol(self) -> Connection:
-        conn = Connection(self.handlers, on_close=self._closed)
+        conn = Connection(self.handlers, on_close=self._closed, after_read=self.after_read)
         self.connections.add(conn)
         return conn
 
