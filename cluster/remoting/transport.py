@@ -102,6 +102,9 @@ class Connection(asyncio.Protocol):
         self.attrs: dict[str, Any] = {}  # what a server remembers of the peer (client id...)
         self._buf = bytearray()
         self._tasks: set[asyncio.Task[None]] = set()
+        # Frames sent while the frames of one read are handled (the answers a handler
+        # gives at once), written together when the read is done: one system call.
+        self._held: list[bytes] | None = None
         self.closed = asyncio.get_running_loop().create_future()
 
     # -- asyncio.Protocol -------------------------------------------------------------
@@ -127,6 +130,18 @@ class Connection(asyncio.Protocol):
             whole = data  # the usual case: frames are views of what the socket gave
         view = memoryview(whole)
         pos, end = 0, len(whole)
+        self._held = []
+        try:
+            self._frames(view, pos, end)
+        finally:
+            held, self._held = self._held, None
+            if held and self.transport is not None and not self.transport.is_closing():
+                self.transport.write(held[0] if len(held) == 1 else b"".join(held))
+        if self.after_read is not None:
+            self.after_read()
+
+    def _frames(self, view: memoryview, pos: int, end: int) -> None:
+        buf = self._buf
         while end - pos >= 4:
             size = int.from_bytes(view[pos : pos + 4], "big")
             if size > self.max_frame or size < 4:
@@ -146,8 +161,6 @@ class Connection(asyncio.Protocol):
                 return
         if pos < end:
             buf += view[pos:]
-        if self.after_read is not None:
-            self.after_read()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
@@ -222,7 +235,10 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         if transport is None or transport.is_closing():
             raise ConnectBrokerError(f"connection to {self.peer or 'peer'} is closed")
-        transport.write(encode(cmd))
+        if self._held is not None:
+            self._held.append(encode(cmd))
+        else:
+            transport.write(encode(cmd))
 
     async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send a request and wait up to ``timeout`` seconds for its response."""
@@ -256,7 +272,11 @@ class Connection(asyncio.Protocol):
         self.send(cmd)
 
     def close(self) -> None:
+        """Close once the frames already sent are written."""
         if self.transport is not None:
+            held, self._held = self._held, None
+            if held and not self.transport.is_closing():
+                self.transport.write(b"".join(held))
             self.transport.close()
 
 
