@@ -27,6 +27,7 @@ from rocketq.bench.report import LatencySummary, rate, summarize_ns
 from rocketq.cluster.remoting.codes import RequestCode, ResponseCode, SerializeType
 from rocketq.cluster.remoting.command import RemotingCommand
 from rocketq.cluster.remoting.transport import Connection, RemotingClient, RemotingServer
+from rocketq.sdk.wire import send_request
 
 # What the echo answers: a send's answer header, as a broker writes it.
 _ANSWER: Final = {"msgId": "7F00000100002A9F0000000000000000", "queueId": "0", "queueOffset": "0"}
@@ -46,15 +47,18 @@ class TransportResult:
 
 
 def _request(size: int) -> RemotingCommand:
-    """A send of ``size`` bytes as the SDK writes it (binary header, one-letter fields)."""
-    ext = {
-        "a": "bench_pg", "b": "BenchTransport", "c": "TBW102", "d": "4", "e": "0",
-        "f": "0", "g": str(int(time.time() * 1000)), "h": "0",
-        "i": "UNIQ_KEY\x017F0000010001000000000000\x02", "j": "0", "k": "false",
-    }  # fmt: skip
-    return RemotingCommand(
-        RequestCode.SEND_MESSAGE_V2, ext, b"x" * size, serialize_type=SerializeType.ROCKETMQ
+    """A send of ``size`` bytes as the SDK writes it (its request, with the binary header
+    its broker connections use)."""
+    cmd = send_request(
+        b"x" * size,
+        "UNIQ_KEY\x017F0000010001000000000000\x02",
+        group="bench_pg",
+        topic="BenchTransport",
+        queue_id=0,
+        born_timestamp=int(time.time() * 1000),
     )
+    cmd.serialize_type = SerializeType.ROCKETMQ
+    return cmd
 
 
 def _echo(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

@@ -39,16 +39,10 @@ from rocketq.sdk.consumer_stats import ConsumerStats
 from rocketq.sdk.consumer_types import ConsumeFrom, MessageModel, MessageSelector
 from rocketq.sdk.metrics import MetricsOption, client_metrics
 from rocketq.sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
-from rocketq.sdk.push_consumer import (
-    FOUND,
-    NO_MATCHED_MSG,
-    NO_NEW_MSG,
-    PULL_DELAY_WHEN_EXCEPTION,
-    finish_messages,
-)
+from rocketq.sdk.push_consumer import PULL_DELAY_WHEN_EXCEPTION, finish_messages
 from rocketq.sdk.rebalance import STRATEGIES
 from rocketq.sdk.running_info import ConsumerRunningInfo, ProcessQueueInfo
-from rocketq.sdk.wire import pull_request
+from rocketq.sdk.wire import PullOutcome, pull_request
 
 log = logging.getLogger(__name__)
 
@@ -343,14 +337,14 @@ class PullConsumer:
             if self._generation.get(mq) != generation:
                 return
             self._next[mq] = resp.next_begin_offset
-            if resp.outcome == FOUND:
+            if resp.outcome is PullOutcome.FOUND:
                 msgs = finish_messages(decode_records(resp.records), self.group)
                 self.stats.pulled(mq, (time.monotonic() - pull_started) * 1000, len(msgs))
                 if self._metrics is not None:
                     self._metrics.observe_delivery(self.group, self.client.client_id, msgs)
                 self._buffered[mq] = self._buffered.get(mq, 0) + len(msgs)
                 self._buffer.put_nowait((mq, generation, msgs))
-            elif resp.outcome not in (NO_NEW_MSG, NO_MATCHED_MSG):
+            elif resp.outcome not in (PullOutcome.NO_NEW_MSG, PullOutcome.NO_MATCHED_MSG):
                 log.warning("offset of %s corrected to %d", mq, resp.next_begin_offset)
                 self._polled[mq] = resp.next_begin_offset
 

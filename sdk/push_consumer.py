@@ -72,7 +72,7 @@ from rocketq.sdk.running_info import (
     ConsumerRunningInfo,
 )
 from rocketq.sdk.trace import TraceDispatcher, consume_event
-from rocketq.sdk.wire import PullReply, pull_request
+from rocketq.sdk.wire import PullOutcome, PullReply, pull_request
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,6 @@ Handler = Callable[[list[MessageExt]], Awaitable[ConsumeResult] | ConsumeResult]
 # arrived (time.monotonic(); 0.0 when metrics are off).
 Request = tuple[MessageQueue, "ProcessQueue", list[MessageExt], float]
 
-FOUND, NO_NEW_MSG, NO_MATCHED_MSG, OFFSET_ILLEGAL = 0, 1, 2, 3
 PULL_DELAY_WHEN_EXCEPTION = 3.0
 PULL_DELAY_WHEN_FLOW_CONTROL = 0.05
 PULL_DELAY_WHEN_NOT_LOCKED = 3.0
@@ -546,8 +545,8 @@ class PushConsumer:
                 continue
             if pq.dropped:
                 return
-            status = int(resp.outcome)
-            if status == FOUND:
+            status = resp.outcome
+            if status is PullOutcome.FOUND:
                 msgs = finish_messages(decode_records(resp.records), self.group)
                 offset = resp.next_begin_offset
                 if (
@@ -568,7 +567,7 @@ class PushConsumer:
                         self._dispatch(mq, pq, msgs, arrived)
                 elif pq.msg_count == 0:
                     self.offsets.update(mq, offset)
-            elif status in (NO_NEW_MSG, NO_MATCHED_MSG):
+            elif status in (PullOutcome.NO_NEW_MSG, PullOutcome.NO_MATCHED_MSG):
                 offset = resp.next_begin_offset
                 if pq.msg_count == 0:
                     self.offsets.update(mq, offset)

@@ -16,7 +16,6 @@ from rocketq.cluster.errors import (
     ConnectBrokerError,
     NoNameServerError,
     RequestTimeoutError,
-    RocketqError,
 )
 from rocketq.cluster.remoting import fastjson
 from rocketq.cluster.remoting.answer import check as check_answer
@@ -157,7 +156,3 @@ class BrokerConnections:
     async def close(self) -> None:
         self._clients.clear()
         await self.remoting.close()
-
-
-def rocketq_error(exc: BaseException) -> RocketqError | None:
-    return exc if isinstance(exc, RocketqError) else None

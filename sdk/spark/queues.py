@@ -37,13 +37,12 @@ from rocketq.sdk.client_wire import (
 )
 from rocketq.sdk.spark.options import Offsets, QueueId, queue_label
 from rocketq.sdk.sync import background_loop, run_blocking
-from rocketq.sdk.wire import PullReply, pull_request
+from rocketq.sdk.wire import PullOutcome, PullReply, pull_request
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-FOUND, NO_NEW_MSG, NO_MATCHED_MSG, OFFSET_ILLEGAL = 0, 1, 2, 3
 PULL_BATCH = 32  # the broker answers at most 32 messages a pull
 PULLS_IN_FLIGHT = 8  # per queue, when no filter makes the next offsets unknown
 ROWS_PER_BATCH = 4096
@@ -301,13 +300,13 @@ class RangeReader:
                 if offset != self.next:
                     break  # an earlier answer moved elsewhere: ask again from there
                 status = resp.outcome
-                if status == FOUND:
+                if status is PullOutcome.FOUND:
                     msgs = [m for m in decode_records(resp.records) if m.queue_offset < self.end]
                     got.extend(msgs)
                     self.next = max(self.next, min(resp.next_begin_offset, self.end))
-                elif status == NO_MATCHED_MSG:
+                elif status is PullOutcome.NO_MATCHED_MSG:
                     self.next = max(self.next, min(resp.next_begin_offset, self.end))
-                elif status == OFFSET_ILLEGAL and resp.next_begin_offset > offset:
+                elif status is PullOutcome.OFFSET_ILLEGAL and resp.next_begin_offset > offset:
                     self._lost(offset, resp.next_begin_offset)
                     self.next = min(resp.next_begin_offset, self.end)
                 else:
