@@ -417,3 +417,40 @@ async def test_stop_without_unregistering_closes_the_connection(setup: Setup) ->
     # The closed connection alone removes the broker.
     await wait_until(lambda: s.held() is None, "the broker to go with its connection")
     assert s.ns.routes.broker_addr_table == {}
+
+
+async def test_ten_thousand_topics_then_a_new_one_within_a_second(tmp_path: Path) -> None:
+    """A broker with 10,000 topics: the nameserver holds every one after the full
+    registration, and a topic created next is routed within a second by a delta that carries
+    it alone (its size does not grow with the table, and no full registration follows)."""
+    topics = TopicConfigManager(tmp_path / "topics.json", auto_create=True, default_queue_nums=4)
+    topics.load()
+    for i in range(10_000):
+        topics.update(TopicConfig(f"Many-{i:05d}", 4, 4))
+    ns = await start_nameserver(tmp_path)
+    addr = f"127.0.0.1:{ns.port}"
+    reg = NameServerRegistration([addr], identity=identity, topics=topics, period_ms=60_000)
+    topics.on_change = reg.register_now
+    reg.start()
+    try:
+        await wait_until(
+            lambda: ns.routes.held_table(BROKER_ADDR) == topics.topics, "the full registration"
+        )
+        held = ns.routes.held_table(BROKER_ADDR)
+        assert held is not None and len(held) >= 10_000
+        assert all(ns.routes.route(f"Many-{i:05d}") is not None for i in range(0, 10_000, 997))
+        full = (reg.stats.full_count, reg.stats.full_bytes)
+        assert full[0] == 1
+
+        started = time.monotonic()
+        topics.update(TopicConfig("Many-new", 4, 4))
+        await wait_until(lambda: ns.routes.route("Many-new") is not None, "the new topic", 1.0)
+        assert time.monotonic() - started < 1.0
+        assert (reg.stats.full_count, reg.stats.full_bytes) == full  # nothing resent
+        assert reg.stats.delta_count == 1
+        assert reg.stats.last_bytes < 600 < full[1]  # the header and one topic
+        assert len(ns.routes.held_table(BROKER_ADDR) or {}) == len(topics.topics)
+    finally:
+        await reg.stop(None)
+        await ns.stop()
+        await topics.close()
