@@ -5,9 +5,11 @@ hold ``mapped_file_size_consume_queue`` bytes (300,000 entries) and are named by
 offset of their first entry, under ``consumequeue/<topic>/<queueId>/``.
 
 A broker may hold tens of thousands of these files, so they keep no file descriptor and are
-mapped for random access (storage.mapped_file), when first used. A queue tells its owner
-when a write makes it dirty (``on_dirty``, once per run of entries), so a flush round
-visits only the queues written since the last one.
+mapped for random access (storage.mapped_file), when first used. A write tells the queue's
+owner (``on_dirty``, once per run of entries) the CommitLog offset of its first entry and
+whether the queue is now due for a flush (``flush_least_pages`` dirty pages in its last
+file, or a full file not yet flushed), so a flush round touches only the queues due, and
+knows what is durable without reading any queue.
 
 At a start a queue's end comes from what the last clean stop recorded
 (storage.queue_ends, :meth:`ConsumeQueue.restore`: no file is opened), or from a search of
@@ -25,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from rocketq.storage.mapped_file import MappedFile, MappedFileQueue
+from rocketq.storage.mapped_file import OS_PAGE_SIZE, MappedFile, MappedFileQueue
 from rocketq.storage.queue_ends import QueueEnd
 
 log = logging.getLogger(__name__)
@@ -34,6 +36,9 @@ CQ_UNIT_SIZE: Final = 20
 ENTRY: Final = struct.Struct(">qiq")
 CQEntry = tuple[int, int, int, int]
 """An entry to write: CommitLog offset, size, tag code, queue offset."""
+DirtyListener = Callable[["ConsumeQueue", int, bool], None]
+"""(queue, a CommitLog offset at or below the first entry the write left unflushed, whether
+the queue is now due for a flush), called after a write."""
 # A gap filler, as RocketMQ writes before the first entry of a queue created mid-way.
 _BLANK_SIZE: Final = 0x7FFFFFFF
 # A file whose data ends within this many bytes is read, not mapped, by the search at load.
@@ -67,6 +72,7 @@ class ConsumeQueue:
         "_on_dirty",
         "file_size",
         "files",
+        "flush_least_pages",
         "max_physic_offset",
         "min_logic_offset",
         "queue_id",
@@ -80,7 +86,8 @@ class ConsumeQueue:
         directory: Path,
         file_size: int,
         *,
-        on_dirty: Callable[[ConsumeQueue], None] | None = None,
+        on_dirty: DirtyListener | None = None,
+        flush_least_pages: int = 2,
     ) -> None:
         self.topic = topic
         self.queue_id = queue_id
@@ -93,6 +100,9 @@ class ConsumeQueue:
         # points below (new entries never do), so retention need not read (map) the file.
         self._min_checked = -1
         self._on_dirty = on_dirty
+        # Dirty pages in the last file that make the queue due for a flush (RocketMQ's
+        # flushConsumeQueueLeastPages; 0: any unflushed byte).
+        self.flush_least_pages = flush_least_pages
         # Serialises creating the first file with :meth:`prepare` on the table's thread.
         self._create_lock = threading.Lock()
 
@@ -222,7 +232,9 @@ class ConsumeQueue:
             if lo > 0:
                 break  # the earlier files point further back still
         if dirty and self._on_dirty is not None:
-            self._on_dirty(self)
+            # Every entry below durable_below is on disk: the first unflushed one is at or
+            # past it.
+            self._on_dirty(self, max(durable_below, 0), self.needs_flush(self.flush_least_pages))
 
     def _find_min_offset(self, contents: _Contents, commit_log_min_offset: int) -> None:
         """The first entry that is not blank and points at or past the CommitLog's min
@@ -262,11 +274,17 @@ class ConsumeQueue:
             mf.wrote_position = pos
             self.max_physic_offset = offset + size
             if self._on_dirty is not None:
-                self._on_dirty(self)
+                least = self.flush_least_pages
+                self._on_dirty(
+                    self,
+                    entries[0][0],
+                    pos == mf.file_size
+                    or pos // OS_PAGE_SIZE - mf.flushed_position // OS_PAGE_SIZE >= least,
+                )
             return n
         new = sum(self._put(*entry) for entry in entries)
         if new and self._on_dirty is not None:
-            self._on_dirty(self)
+            self._on_dirty(self, entries[0][0], self.needs_flush(self.flush_least_pages))
         return new
 
     def prepare(self) -> None:
@@ -280,7 +298,7 @@ class ConsumeQueue:
         """Write entry ``cq_offset``; False if it is already there (re-dispatch)."""
         new = self._put(offset, size, tags_code, cq_offset)
         if new and self._on_dirty is not None:
-            self._on_dirty(self)
+            self._on_dirty(self, offset, self.needs_flush(self.flush_least_pages))
         return new
 
     def _put(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:

@@ -74,21 +74,30 @@ class TagsCodeCache:
 
 
 class ConsumeQueueTable:
-    """Every ConsumeQueue of the store, keyed by (topic bytes, queue id), and the set of
-    those written since the flush thread last looked (RocketMQ's FlushConsumeQueueService
-    walks every queue each round; with thousands of queues that costs more than the
-    writes, so a round here visits the dirty ones only, and a thorough round of many is
-    one ``syncfs``)."""
+    """Every ConsumeQueue of the store, keyed by (topic bytes, queue id), the ones with
+    unflushed entries and the ones due for a flush. RocketMQ's FlushConsumeQueueService
+    walks every queue each round; with tens of thousands of queues that walk costs more
+    than the writes (and here it holds the GIL the event loop needs), so the writes say
+    what is dirty and due, a round flushes only those due, and a thorough round of many
+    is one ``syncfs``."""
 
-    def __init__(self, directory: Path, file_size: int) -> None:
+    def __init__(self, directory: Path, file_size: int, flush_least_pages: int = 2) -> None:
         self.directory = directory
         self.file_size = file_size
         self.queues: dict[QueueKey, ConsumeQueue] = {}
-        self._dirty: set[ConsumeQueue] = set()
+        self.flush_least_pages = flush_least_pages
+        # Every queue with unflushed entries -> a CommitLog offset at or below its first
+        # unflushed entry; and the queues a write found due for a flush.
+        self._dirty: dict[ConsumeQueue, int] = {}
+        self._due: set[ConsumeQueue] = set()
         self._dirty_lock = threading.Lock()
         # Queues are made by the dispatcher and by the preparing thread (see prepare).
         self._table_lock = threading.Lock()
         self._preparer: ThreadPoolExecutor | None = None
+        # Queues handed to the preparing thread, and those it finished (each counter has
+        # one writer: the caller's thread, the preparing thread).
+        self._prepare_asked = 0
+        self._prepare_done = 0
 
     def load(
         self,
@@ -133,7 +142,12 @@ class ConsumeQueueTable:
                     continue
                 key = (raw, int(name))
                 cq = ConsumeQueue(
-                    topic, key[1], topic_dir / name, self.file_size, on_dirty=self.mark_dirty
+                    topic,
+                    key[1],
+                    topic_dir / name,
+                    self.file_size,
+                    on_dirty=self.mark_dirty,
+                    flush_least_pages=self.flush_least_pages,
                 )
                 end = ends.get(key) if ends is not None else None
                 if end is not None and cq.restore(end, commit_log_min_offset):
@@ -172,6 +186,7 @@ class ConsumeQueueTable:
                         self.directory / name / str(queue_id),
                         self.file_size,
                         on_dirty=self.mark_dirty,
+                        flush_least_pages=self.flush_least_pages,
                     )
                     self.queues[key] = cq
         return cq
@@ -187,7 +202,13 @@ class ConsumeQueueTable:
             return
         if self._preparer is None:
             self._preparer = ThreadPoolExecutor(1, thread_name_prefix="cq-prepare")
+        self._prepare_asked += len(keys)
         self._preparer.submit(self._prepare, keys)
+
+    @property
+    def preparing(self) -> int:
+        """Queues whose files the preparing thread has still to make."""
+        return self._prepare_asked - self._prepare_done
 
     def _prepare(self, keys: list[QueueKey]) -> None:
         for topic, queue_id in keys:
@@ -195,23 +216,39 @@ class ConsumeQueueTable:
                 self.get_or_create(topic, queue_id).prepare()
             except OSError as exc:  # a full disk: the first write will say so too
                 log.warning("cannot prepare consume queue %r-%d: %s", topic, queue_id, exc)
+            finally:
+                self._prepare_done += 1
 
-    def mark_dirty(self, cq: ConsumeQueue) -> None:
-        """A write made ``cq`` dirty (the writer's thread, after the write). Lock-free when
-        it is already marked: the flush thread swaps the set out before it looks at any
-        queue's positions, so it sees every write made before a queue was found marked."""
+    def mark_dirty(self, cq: ConsumeQueue, since: int, due: bool) -> None:
+        """A write left entries of ``cq`` unflushed, the first at or past CommitLog offset
+        ``since``; ``due``: the queue has enough dirty pages to be flushed (the writer's
+        thread, after the write). Lock-free when it is already marked: the flush thread
+        swaps the table out before it looks at any queue's positions, so it sees every
+        write made before a queue was found marked."""
         if cq not in self._dirty:
             with self._dirty_lock:
-                self._dirty.add(cq)
+                self._dirty.setdefault(cq, since)
+        if due and cq not in self._due:
+            with self._dirty_lock:
+                self._due.add(cq)
 
     @property
     def dirty_count(self) -> int:
         return len(self._dirty)
 
+    def cut(self, offset: int) -> None:
+        """The CommitLog was cut back to ``offset``: entries written from now on point
+        below what the dirty queues recorded, so none may claim more than ``offset``."""
+        with self._dirty_lock:
+            for cq, since in self._dirty.items():
+                if since > offset:
+                    self._dirty[cq] = offset
+
     def flush(self, least_pages: int = 0, built_offset: int = 0) -> int:
-        """Flush the dirty queues that have ``least_pages`` dirty pages (or a full file);
-        every dirty one with ``least_pages`` <= 0 (a thorough flush). Runs on the flush
-        thread; costs O(dirty queues).
+        """Flush the queues due (``least_pages`` dirty pages in the last file, or a full
+        file: the writes said so); every dirty one with ``least_pages`` <= 0 (a thorough
+        flush). Runs on the flush thread; costs O(queues flushed), plus one pass over the
+        dirty table in C for the durable offset.
 
         ``built_offset`` is the dispatcher's offset read before this call: every entry for
         a record below it was written. Returns the CommitLog offset below which every
@@ -219,31 +256,41 @@ class ConsumeQueueTable:
         dirty, whichever is lower.
         """
         with self._dirty_lock:
-            batch, self._dirty = self._dirty, set()
+            batch, self._dirty = self._dirty, {}
+            due, self._due = self._due, set()
+        flushed: list[ConsumeQueue] = []
         try:
-            if least_pages <= 0 and len(batch) >= SYNCFS_MIN_QUEUES and HAS_SYNCFS:
-                self._sync_all(batch)
-            else:
-                for cq in batch:
-                    if cq.needs_flush(least_pages):
+            if least_pages <= 0:
+                flushed = [*batch, *(cq for cq in due if cq not in batch)]
+                if len(flushed) >= SYNCFS_MIN_QUEUES and HAS_SYNCFS:
+                    self._sync_all(flushed)
+                else:
+                    for cq in flushed:
                         cq.flush()
+            else:
+                flushed = list(due)
+                for cq in flushed:
+                    cq.flush()
         except BaseException:
             with self._dirty_lock:
-                self._dirty.update(batch)
+                for cq, since in batch.items():
+                    self._dirty[cq] = min(since, self._dirty.get(cq, since))
+                self._due.update(due)
             raise
-        still: list[ConsumeQueue] = []
-        durable_below = built_offset
-        for cq in batch:
+        for cq in flushed:
+            # Written again while it was flushed: dirty from the first entry left.
             first = cq.first_unflushed_offset()
-            if first is not None:
-                still.append(cq)
-                durable_below = min(durable_below, first)
-        if still:
-            with self._dirty_lock:
-                self._dirty.update(still)
-        return durable_below
+            if first is None:
+                batch.pop(cq, None)
+            else:
+                batch[cq] = first
+        with self._dirty_lock:
+            for cq, since in self._dirty.items():  # marked since the swap: later offsets
+                batch.setdefault(cq, since)
+            self._dirty = batch
+        return min(built_offset, min(batch.values(), default=built_offset))
 
-    def _sync_all(self, batch: set[ConsumeQueue]) -> None:
+    def _sync_all(self, batch: list[ConsumeQueue]) -> None:
         """Flush every file of ``batch`` with one ``syncfs`` of their file system: an
         ``msync`` per file costs a journal commit and a device cache flush each (tens of
         thousands of queues took seconds), one pass costs one. Only what was written

@@ -80,7 +80,9 @@ class MessageStore:
             clock_ms=self._clock_ms,
         )
         self.queues = ConsumeQueueTable(
-            Path(config.consume_queue_dir), config.mapped_file_size_consume_queue
+            Path(config.consume_queue_dir),
+            config.mapped_file_size_consume_queue,
+            config.flush_consume_queue_least_pages,
         )
         self.index = (
             IndexService(
@@ -398,6 +400,7 @@ class MessageStore:
             self.commitlog.files.truncate_dirty(offset)
             for cq in self.queues.queues.values():
                 cq.truncate_dirty(offset)
+            self.queues.cut(offset)
             if self.index is not None:
                 self.index.truncate(offset)
             self.dispatcher.reset(min(self.dispatcher.reput_offset, offset))

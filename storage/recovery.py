@@ -321,3 +321,4 @@ def _truncate_queues(queues: ConsumeQueueTable, max_offset: int) -> None:
     for cq in queues.queues.values():
         if cq.max_physic_offset > max_offset:
             cq.truncate_dirty(max_offset)
+    queues.cut(max_offset)

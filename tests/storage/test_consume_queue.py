@@ -83,7 +83,9 @@ def test_files_written_through_the_mapping_match_plain_writes(tmp_path: Path) ->
     on disk as packing each entry at n * 20 into plain files; after a reload too."""
     dirty: list[ConsumeQueue] = []
     runs = [entries(0, 3), entries(3, 3), entries(6, 1), entries(2, 5), entries(7, 4)]
-    many = ConsumeQueue("T", 0, tmp_path / "q", UNITS * 20, on_dirty=dirty.append)
+    many = ConsumeQueue(
+        "T", 0, tmp_path / "q", UNITS * 20, on_dirty=lambda cq, since, due: dirty.append(cq)
+    )
     many.load()
     for run in runs:
         many.put_many(run)
@@ -181,7 +183,9 @@ def test_load_marks_entries_past_the_durable_offset_unflushed(tmp_path: Path) ->
     cq.flush()
     cq.close()
     dirty: list[ConsumeQueue] = []
-    again = ConsumeQueue("T", 0, tmp_path / "q", UNITS * 20, on_dirty=dirty.append)
+    again = ConsumeQueue(
+        "T", 0, tmp_path / "q", UNITS * 20, on_dirty=lambda cq, since, due: dirty.append(cq)
+    )
     again.load(durable_below=650)
     assert dirty == [again]
     assert again.first_unflushed_offset() == 700
@@ -194,7 +198,9 @@ def test_load_marks_entries_past_the_durable_offset_unflushed(tmp_path: Path) ->
     again.flush()
     assert again.first_unflushed_offset() is None
     again.close()
-    clean = ConsumeQueue("T", 0, tmp_path / "q", UNITS * 20, on_dirty=dirty.append)
+    clean = ConsumeQueue(
+        "T", 0, tmp_path / "q", UNITS * 20, on_dirty=lambda cq, since, due: dirty.append(cq)
+    )
     clean.load()  # a clean shutdown: everything was flushed
     assert clean.first_unflushed_offset() is None
     clean.close()
@@ -246,26 +252,73 @@ def test_a_full_file_is_flushed_whatever_its_pages(tmp_path: Path) -> None:
 def test_a_round_visits_only_the_queues_written_since_the_last(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """O(dirty queues): with 2,000 queues and 3 written, a round looks at 3."""
+    """O(queues flushed): with 2,000 queues and 3 written, a thorough round flushes 3 and
+    looks at no other; a periodic round with none due flushes and reads none, and still
+    knows the oldest unflushed entry (from what the writes reported)."""
     table = table_with(tmp_path, 2000)
     for q in (5, 700, 1999):
         table.get_or_create(b"T", q).put_many([(q * 10, 10, 0, 0)])
-    seen: list[ConsumeQueue] = []
-    original = ConsumeQueue.needs_flush
+    seen: list[tuple[str, int]] = []
+    flush, first = ConsumeQueue.flush, ConsumeQueue.first_unflushed_offset
 
-    def counting(self: ConsumeQueue, least_pages: int) -> bool:
-        seen.append(self)
-        return original(self, least_pages)
+    def counting_flush(self: ConsumeQueue) -> None:
+        seen.append(("flush", self.queue_id))
+        flush(self)
 
-    monkeypatch.setattr(ConsumeQueue, "needs_flush", counting)
+    def counting_first(self: ConsumeQueue) -> int | None:
+        seen.append(("first", self.queue_id))
+        return first(self)
+
+    monkeypatch.setattr(ConsumeQueue, "flush", counting_flush)
+    monkeypatch.setattr(ConsumeQueue, "first_unflushed_offset", counting_first)
+    assert table.flush(least_pages=2, built_offset=100_000) == 50  # none due: queue 5's entry
+    assert seen == []
     table.flush(least_pages=0, built_offset=100_000)
-    assert sorted(cq.queue_id for cq in seen) == [5, 700, 1999]
+    assert sorted(q for what, q in seen if what == "flush") == [5, 700, 1999]
     seen.clear()
-    table.flush(least_pages=0, built_offset=100_000)
+    assert table.flush(least_pages=0, built_offset=100_000) == 100_000
     assert seen == []  # nothing written since
     table.get_or_create(b"T", 5).put_many([(60, 10, 0, 1)])
     table.flush(least_pages=0, built_offset=100_000)
-    assert [cq.queue_id for cq in seen] == [5]
+    assert {q for _, q in seen} == {5}
+    table.close()
+
+
+def test_the_writes_say_when_a_queue_is_due(tmp_path: Path) -> None:
+    """A write reports the first CommitLog offset it left unflushed and whether the queue
+    has ``flush_least_pages`` dirty pages (or a full file) now."""
+    calls: list[tuple[int, bool]] = []
+    cq = ConsumeQueue(
+        "T",
+        0,
+        tmp_path / "q",
+        1000 * CQ_UNIT_SIZE,
+        on_dirty=lambda _, since, due: calls.append((since, due)),
+        flush_least_pages=2,
+    )
+    cq.load()
+    cq.put_many([(i * 10, 10, 0, i) for i in range(300)])  # 6,000 bytes: one full page
+    cq.put_many([(3000 + i * 10, 10, 0, 300 + i) for i in range(150)])  # 9,000: two
+    cq.put(5000, 10, 0, 450)
+    assert calls == [(0, False), (3000, True), (5000, True)]
+    cq.flush()
+    calls.clear()
+    cq.put_many([(6000, 10, 0, 451)])  # one entry after a flush: not due
+    assert calls == [(6000, False)]
+    cq.close()
+
+
+def test_a_cut_lowers_what_the_dirty_queues_claim(tmp_path: Path) -> None:
+    """After the CommitLog is cut back, entries written anew point below what a dirty
+    queue first reported; the durable offset must not pass the cut."""
+    table = table_with(tmp_path, 1)
+    cq = table.get_or_create(b"T", 0)
+    cq.put_many([(1000, 10, 0, 0), (1010, 10, 0, 1)])
+    assert table.flush(least_pages=2, built_offset=5000) == 1000
+    cq.truncate_dirty(500)
+    table.cut(500)
+    cq.put_many([(600, 10, 0, 0)])  # the queue is already marked dirty
+    assert table.flush(least_pages=2, built_offset=5000) == 500
     table.close()
 
 
