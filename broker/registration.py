@@ -34,8 +34,8 @@ from rocketq.cluster.aio import wait_event
 from rocketq.cluster.errors import ConnectBrokerError, RequestTimeoutError
 from rocketq.cluster.message import TopicConfig
 from rocketq.cluster.register_body import crc32, encode_body
-from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand, SerializeType, encode
+from rocketq.cluster.remoting.codes import RequestCode, ResponseCode, SerializeType
+from rocketq.cluster.remoting.command import RemotingCommand, encode
 from rocketq.cluster.remoting.transport import Connection, connect
 
 log = logging.getLogger(__name__)
