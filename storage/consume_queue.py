@@ -83,7 +83,7 @@ class ConsumeQueue:
         self,
         topic: str,
         queue_id: int,
-        directory: Path,
+        directory: str | Path,
         file_size: int,
         *,
         on_dirty: DirtyListener | None = None,

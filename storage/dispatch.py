@@ -131,20 +131,23 @@ class ConsumeQueueTable:
         except FileNotFoundError:
             return
         restored = searched = 0
+        root = os.fspath(self.directory)
         for topic in topics:
-            topic_dir = self.directory / topic
+            topic_dir = os.path.join(root, topic)  # strings: no Path per queue
             with os.scandir(topic_dir) as it:
                 names = sorted(entry.name for entry in it)
             raw = topic.encode()
             for name in names:
                 if not name.isdigit():
-                    log.warning("ignoring %s: queue directories are numbers", topic_dir / name)
+                    log.warning(
+                        "ignoring %s: queue directories are numbers", os.path.join(topic_dir, name)
+                    )
                     continue
                 key = (raw, int(name))
                 cq = ConsumeQueue(
                     topic,
                     key[1],
-                    topic_dir / name,
+                    os.path.join(topic_dir, name),
                     self.file_size,
                     on_dirty=self.mark_dirty,
                     flush_least_pages=self.flush_least_pages,

@@ -21,6 +21,7 @@ mapping it). Many dirty ones are flushed at once with ``syncfs``.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import logging
@@ -153,12 +154,12 @@ class MappedFile:
         "_closed",
         "_fd",
         "_lock",
+        "_path",
         "file_from_offset",
         "file_size",
         "flushed_position",
         "keep_fd",
         "last_modified_ms",
-        "path",
         "random_access",
         "warmed_position",
         "write_lock",
@@ -167,7 +168,7 @@ class MappedFile:
 
     def __init__(
         self,
-        path: Path,
+        path: str | Path,
         file_size: int,
         *,
         create: bool,
@@ -177,9 +178,11 @@ class MappedFile:
     ) -> None:
         """``lazy`` (an existing file without its descriptor): open and map it when its
         bytes are first used (:attr:`buf`); a missing file or a wrong size is found then."""
-        self.path = path
+        # A string: a store holds tens of thousands of these, and building a Path apiece
+        # took a third of a start's time.
+        self._path = os.fspath(path)
         self.file_size = file_size
-        self.file_from_offset = int(path.name)
+        self.file_from_offset = int(os.path.basename(self._path))
         self.keep_fd = keep_fd
         self.random_access = random_access
         self._fd = -1
@@ -198,9 +201,13 @@ class MappedFile:
         if not lazy:
             self._map(create=create)
 
+    @property
+    def path(self) -> Path:
+        return Path(self._path)
+
     def _map(self, *, create: bool) -> mmap.mmap:
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
-        path = self.path
+        path = self._path
         file_size = self.file_size
         keep_fd = self.keep_fd
         fd = os.open(path, flags, 0o644)
@@ -221,7 +228,8 @@ class MappedFile:
         except BaseException:
             os.close(fd)
             if create:
-                path.unlink(missing_ok=True)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
             raise
         if keep_fd:
             self._fd = fd
@@ -261,7 +269,7 @@ class MappedFile:
         file), read through a descriptor, so no mapping is made. Everything past the end
         reads as zeros: a search for the end of what is written need not fault those
         pages in (in a sparse file each would be a fresh zero page)."""
-        fd = self._fd if self._fd >= 0 else os.open(self.path, os.O_RDONLY)
+        fd = self._fd if self._fd >= 0 else os.open(self._path, os.O_RDONLY)
         try:
             end = _data_end(fd, self.file_size)
             if end > limit:
@@ -288,7 +296,7 @@ class MappedFile:
         if self.last_modified_ms:
             return self.last_modified_ms
         try:
-            return int(os.stat(self.path).st_mtime * 1000)
+            return int(os.stat(self._path).st_mtime * 1000)
         except FileNotFoundError:
             return 0
 
@@ -356,7 +364,7 @@ class MappedFile:
             if position < self.file_size:
                 # A file without its descriptor gets one for this (rare: recovery, a replica
                 # cut back).
-                fd = self._fd if self._fd >= 0 else os.open(self.path, os.O_RDWR)
+                fd = self._fd if self._fd >= 0 else os.open(self._path, os.O_RDWR)
                 try:
                     os.ftruncate(fd, position)
                     os.ftruncate(fd, self.file_size)
@@ -383,7 +391,8 @@ class MappedFile:
 
     def destroy(self) -> bool:
         """Delete the file; the mapping goes as soon as no reader holds a view of it."""
-        self.path.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._path)
         return self.close()
 
 
@@ -391,17 +400,17 @@ class MappedFileQueue:
     """The ordered segments of one log (the CommitLog, or one ConsumeQueue); ``keep_fd``
     and ``random_access`` are passed to every segment (see the module docstring)."""
 
-    __slots__ = ("_hanged", "directory", "file_size", "files", "keep_fd", "random_access")
+    __slots__ = ("_dir", "_hanged", "file_size", "files", "keep_fd", "random_access")
 
     def __init__(
         self,
-        directory: Path,
+        directory: str | Path,
         file_size: int,
         *,
         keep_fd: bool = True,
         random_access: bool = False,
     ) -> None:
-        self.directory = directory
+        self._dir = os.fspath(directory)  # a string, as MappedFile's path
         self.file_size = file_size
         self.keep_fd = keep_fd
         self.random_access = random_access
@@ -412,13 +421,13 @@ class MappedFileQueue:
         """Open every segment in the directory, in offset order, checking names and sizes.
         Segments without their descriptor are mapped when first used."""
         try:
-            with os.scandir(self.directory) as it:
+            with os.scandir(self._dir) as it:
                 found = sorted((entry.name, entry) for entry in it if entry.is_file())
         except FileNotFoundError:
             return
         lazy = not self.keep_fd
         for name, entry in found:
-            path = self.directory / name
+            path = entry.path
             if len(name) != NAME_DIGITS or not name.isdigit():
                 log.warning("ignoring %s: not a segment (20-digit offset name)", path)
                 continue
@@ -426,7 +435,7 @@ class MappedFileQueue:
             if name == found[-1][0] and actual == 0:
                 # Created, then the process died before the file got its size: never used.
                 log.warning("removing %s: an empty segment left by an interrupted start", path)
-                path.unlink()
+                os.unlink(path)
                 continue
             if actual != self.file_size:
                 raise StoreCorruptError(
@@ -463,7 +472,7 @@ class MappedFileQueue:
         lazy = not self.keep_fd
         for start in range(first_offset, first_offset + count * size, size):
             mf = MappedFile(
-                self.directory / offset_name(start),
+                os.path.join(self._dir, offset_name(start)),
                 size,
                 create=False,
                 keep_fd=self.keep_fd,
@@ -476,7 +485,11 @@ class MappedFileQueue:
             last = self.files[-1]
             last.wrote_position = last.flushed_position = end_offset - last.file_from_offset
 
-    def _open(self, path: Path, *, create: bool) -> MappedFile:
+    @property
+    def directory(self) -> Path:
+        return Path(self._dir)
+
+    def _open(self, path: str, *, create: bool) -> MappedFile:
         return MappedFile(
             path,
             self.file_size,
@@ -506,8 +519,8 @@ class MappedFileQueue:
         return self.files[0].file_from_offset if self.files else 0
 
     def create(self, start_offset: int) -> MappedFile:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        mf = self._open(self.directory / offset_name(start_offset), create=True)
+        os.makedirs(self._dir, exist_ok=True)
+        mf = self._open(os.path.join(self._dir, offset_name(start_offset)), create=True)
         self.files.append(mf)
         return mf
 
