@@ -50,18 +50,16 @@ from rocketq.sdk.client_wire import (
     GroupChanged,
     Notice,
     OffsetReset,
-    lock_batch_request,
     max_offset_request,
     min_offset_request,
-    parse_lock_batch,
     search_offset_request,
     send_back_request,
-    unlock_batch_request,
 )
 from rocketq.sdk.consumer_stats import ConsumerStats
 from rocketq.sdk.consumer_types import ConsumeFrom, ConsumeResult, MessageModel, MessageSelector
 from rocketq.sdk.metrics import MetricsOption, client_metrics
 from rocketq.sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
+from rocketq.sdk.orderly_locks import QueueLocks, move_to_dlq
 from rocketq.sdk.process_queue import ProcessQueue
 from rocketq.sdk.producer import Producer
 from rocketq.sdk.rebalance import STRATEGIES
@@ -201,6 +199,7 @@ class PushConsumer:
         # Orderly: one consume task per owned queue, woken when messages arrive.
         self._orderly_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
         self._wakes: dict[MessageQueue, asyncio.Event] = {}
+        self.locks = QueueLocks(self.client, self.group, self.process_queues, self._wakes)
         # Orderly with metrics: per owned queue, (last offset, arrival time) of each pull
         # not yet consumed, for the await time of what the listener gets.
         self._arrivals: dict[MessageQueue, collections.deque[tuple[int, float]]] = {}
@@ -271,7 +270,9 @@ class PushConsumer:
             asyncio.ensure_future(self._persist_loop()),
         ]
         if self.orderly:
-            self._tasks.append(asyncio.ensure_future(self._lock_loop()))
+            self._tasks.append(
+                asyncio.ensure_future(self.locks.run(self.config.rebalance_lock_interval / 1000))
+            )
 
     async def shutdown(self) -> None:
         if not self.running:
@@ -295,7 +296,7 @@ class PushConsumer:
             await asyncio.gather(*orderly, return_exceptions=True)
         await self.offsets.persist_all(list(self.process_queues))
         if self.orderly:
-            await self._unlock(list(self.process_queues))
+            await self.locks.unlock(list(self.process_queues))
         for pq in self.process_queues.values():
             pq.dropped = True
         await self.client.unregister(consumer_group=self.group)
@@ -430,7 +431,7 @@ class PushConsumer:
     async def _take(self, mq: MessageQueue, selector: MessageSelector) -> None:
         pq = ProcessQueue()
         if self.orderly:
-            if mq not in await self._lock_batch(mq.broker_name, [mq]):
+            if mq not in await self.locks.lock(mq.broker_name, [mq]):
                 # Another client still holds it (until it lets go or its lock expires).
                 self._missing_topics = True
                 log.info("group %s: %s is locked by another consumer; trying again", self.group, mq)
@@ -441,7 +442,7 @@ class PushConsumer:
         except RocketqError as exc:
             log.warning("cannot start %s: %s", mq, exc)
             if self.orderly:
-                await self._unlock([mq])
+                await self.locks.unlock([mq])
             return
         self.offsets.update(mq, offset, increase_only=False)
         self.process_queues[mq] = pq
@@ -474,7 +475,7 @@ class PushConsumer:
         self.offsets.remove(mq)
         self.stats.forget(mq)
         if self.orderly:
-            await self._unlock([mq])
+            await self.locks.unlock([mq])
         log.info("group %s gave up %s", self.group, mq)
 
     async def _reset(self, topic: str) -> None:
@@ -845,86 +846,11 @@ class PushConsumer:
     async def _dead_letters(self, mq: MessageQueue, batch: list[MessageExt]) -> bool:
         """Orderly: send the batch's messages that used up their retries to the DLQ; True
         if none is left to retry."""
-        if all(m.reconsume_times < self._max_reconsume_times() for m in batch):
-            return False
-        addr = self.client.master_addr(mq.broker_name)
-        if addr is None:
-            return False
-        for m in batch:
-            if m.reconsume_times < self._max_reconsume_times():
-                return False
-            req = send_back_request(
-                self.group,
-                m.commit_log_offset,
-                delay_level=-1,  # straight to %DLQ%<group>
-                origin_msg_id=m.msg_id,
-                origin_topic=m.topic,
-                max_reconsume_times=self._max_reconsume_times(),
-            )
-            try:
-                await self.client.broker(addr).request(req, self.client.timeout)
-            except RocketqError as exc:
-                log.warning("cannot move %s to the DLQ (%s); suspending", m.msg_id, exc)
-                return False
-            log.warning(
-                "message %s of %s failed %d times; moved to the DLQ",
-                m.msg_id,
-                mq,
-                m.reconsume_times,
-            )
-        return True
-
-    async def _lock_batch(self, broker_name: str, mqs: list[MessageQueue]) -> set[MessageQueue]:
-        """Lock (or renew) queues of one broker; -> the ones this client holds."""
-        addr = self.client.master_addr(broker_name)
-        if addr is None:
-            return set()
-        req = lock_batch_request(self.group, self.client.client_id, mqs)
-        try:
-            held = parse_lock_batch(await self.client.broker(addr).invoke(req, self.client.timeout))
-        except RocketqError as exc:
-            log.warning("locking queues of %s failed: %s", broker_name, exc)
-            return set()
-        return {MessageQueue(topic, broker_name, qid) for topic, qid in held}
-
-    async def _unlock(self, mqs: list[MessageQueue]) -> None:
-        by_broker: dict[str, list[MessageQueue]] = {}
-        for mq in mqs:
-            by_broker.setdefault(mq.broker_name, []).append(mq)
-        for broker_name, queues in by_broker.items():
-            addr = self.client.master_addr(broker_name)
-            if addr is None:
-                continue
-            req = unlock_batch_request(self.group, self.client.client_id, queues)
-            with contextlib.suppress(RocketqError):
-                await self.client.broker(addr).request(req, self.client.timeout)
+        return await move_to_dlq(self.client, self.group, mq, batch, self._max_reconsume_times())
 
     async def lock_all(self) -> None:
         """Renew the locks of every owned queue; a queue whose lock is lost stops."""
-        by_broker: dict[str, list[MessageQueue]] = {}
-        for mq in self.process_queues:
-            by_broker.setdefault(mq.broker_name, []).append(mq)
-        for broker_name, mqs in by_broker.items():
-            held = await self._lock_batch(broker_name, mqs)
-            now = time.monotonic()
-            for mq in mqs:
-                pq = self.process_queues.get(mq)
-                if pq is None:
-                    continue
-                if mq in held:
-                    pq.locked, pq.last_lock_time = True, now
-                    wake = self._wakes.get(mq)
-                    if wake is not None:
-                        wake.set()
-                else:
-                    if pq.locked:
-                        log.warning("group %s lost the lock of %s", self.group, mq)
-                    pq.locked = False
-
-    async def _lock_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.rebalance_lock_interval / 1000)
-            await self.lock_all()
+        await self.locks.renew_all()
 
     async def _persist_loop(self) -> None:
         while True:
