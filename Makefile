@@ -43,31 +43,31 @@ lint: tree
 typecheck: tree
 	$(BIN)/mypy -p rocketq -p tools
 
-# Debian packages the tests use when run as root: iproute2 and nftables put Raft members
-# in network namespaces of their own and cut them apart (chaos/netns.py); prometheus, at the
-# version CI checks the alert rules and dashboards against, brings promtool
-# (tests/deploy) and the server of `rocketq cluster up --monitor`; chromium and its driver
-# run the console's browser tests (tests/console/test_browser.py; no browser download).
-SYSDEPS := iproute2 nftables prometheus=2.42.0+ds-5+deb12u1 chromium=150.0.7871.100-1~deb12u1 chromium-driver=150.0.7871.100-1~deb12u1
+# Debian packages the tests use when run as root, each pinned, installed in one apt-get
+# line (an update first, once, when one is missing): iproute2 and nftables put Raft members
+# in network namespaces of their own and cut them apart (chaos/netns.py); prometheus brings
+# promtool (tests/deploy) and the server of `rocketq cluster up --monitor`; chromium and
+# chromium-driver run the console's browser tests (tests/console/test_browser.py; no
+# browser download); redis-server and nats-server are the peer brokers `rocketq bench peers`
+# runs (tests/bench/test_peers_install.py checks how it finds and installs them).
 sysdeps:
 	@if [ "$$(id -u)" = 0 ] && ! { command -v ip && command -v nft && \
 		command -v prometheus && command -v promtool && \
-		command -v chromium && command -v chromedriver; } >/dev/null; then \
+		command -v chromium && command -v chromedriver && \
+		command -v redis-server && command -v nats-server; } >/dev/null; then \
 		export DEBIAN_FRONTEND=noninteractive; \
-		apt-get install -y -q --no-install-recommends $(SYSDEPS) >/dev/null || \
-		{ apt-get update -q >/dev/null && \
-		apt-get install -y -q --no-install-recommends $(SYSDEPS) >/dev/null; }; \
+		apt-get update -q >/dev/null; \
+		apt-get install -y -q --no-install-recommends iproute2 nftables prometheus=2.42.0+ds-5+deb12u1 chromium=150.0.7871.100-1~deb12u1 chromium-driver=150.0.7871.100-1~deb12u1 redis-server=5:7.0.15-1~deb12u7 nats-server=2.9.10-1+b3 >/dev/null; \
 	fi
 
-# Node.js and npm (Debian's) run ali-ons, the stock RocketMQ 4.x client of the conformance
-# tests (tests/conformance); a machine that already has node and npm keeps its own.
-NODEDEPS := nodejs=18.20.4+dfsg-1~deb12u3 npm=9.2.0~ds1-1
+# Node.js and npm (Debian's nodejs and npm) run ali-ons, the stock RocketMQ 4.x client of
+# the conformance tests (tests/conformance); a machine that already has node and npm keeps
+# its own.
 nodedeps:
 	@if [ "$$(id -u)" = 0 ] && ! { command -v node && command -v npm; } >/dev/null; then \
 		export DEBIAN_FRONTEND=noninteractive; \
-		apt-get install -y -q --no-install-recommends $(NODEDEPS) >/dev/null || \
-		{ apt-get update -q >/dev/null && \
-		apt-get install -y -q --no-install-recommends $(NODEDEPS) >/dev/null; }; \
+		apt-get update -q >/dev/null; \
+		apt-get install -y -q --no-install-recommends nodejs=18.20.4+dfsg-1~deb12u3 npm=9.2.0~ds1-1 >/dev/null; \
 	fi
 
 # ali-ons at the version package-lock.json pins.
