@@ -151,14 +151,19 @@ async def _load(
     step.errors = dict(errors)
 
 
-async def _registration(namesrv: str) -> tuple[int, int]:
-    """What a full registration of the broker's table carries now (its compressed body),
-    and the bytes it sent to the nameservers so far."""
+async def _broker_runtime(namesrv: str) -> dict[str, str]:
+    """The broker's runtime table (GET_BROKER_RUNTIME_INFO), empty if it is not listed."""
     from rocketq.sdk.admin import Admin
 
     async with Admin(namesrv) as admin:
         brokers = await admin.cluster_list()
-    runtime = brokers[0].runtime if brokers else {}
+    return brokers[0].runtime if brokers else {}
+
+
+async def _registration(namesrv: str) -> tuple[int, int]:
+    """What a full registration of the broker's table carries now (its compressed body),
+    and the bytes it sent to the nameservers so far."""
+    runtime = await _broker_runtime(namesrv)
     return (
         int(runtime.get("registerFullBodyBytes", -1)),
         int(runtime.get("registerTotalBytes", -1)),
@@ -168,21 +173,17 @@ async def _registration(namesrv: str) -> tuple[int, int]:
 async def _queues_ready(namesrv: str, timeout: float = READY_TIMEOUT) -> float:
     """Wait until the broker has made the files of every new queue (it does so on a thread
     of its own after a topic's creation is answered); -> the seconds waited."""
-    from rocketq.sdk.admin import Admin
-
     start = time.monotonic()
-    async with Admin(namesrv) as admin:
-        while True:
-            brokers = await admin.cluster_list()
-            pending = int(brokers[0].runtime.get("consumeQueuesPreparing", 0)) if brokers else 0
-            waited = time.monotonic() - start
-            if pending == 0:
-                return waited
-            if waited > timeout:
-                raise RuntimeError(
-                    f"the broker still had {pending:,} queues' files to make after {timeout:g} s"
-                )
-            await asyncio.sleep(0.05)
+    while True:
+        pending = int((await _broker_runtime(namesrv)).get("consumeQueuesPreparing", 0))
+        waited = time.monotonic() - start
+        if pending == 0:
+            return waited
+        if waited > timeout:
+            raise RuntimeError(
+                f"the broker still had {pending:,} queues' files to make after {timeout:g} s"
+            )
+        await asyncio.sleep(0.05)
 
 
 async def _run_steps(
