@@ -6,18 +6,21 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 DATA_DIR ?= $(CURDIR)/data
 
-.PHONY: run test lint typecheck unit venv clean proto sysdeps nodedeps tree
+.PHONY: run test lint typecheck unit venv clean proto sysdeps tree
 
+# pip 25.1 reads PEP 735 dependency groups (--group).
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
 
+# `make run` starts the console too: the core and the console extra.
 $(STAMP_RUN): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e ".[console]"
 	touch $@
 
+# `make test`: every extra the tests import and the dev group (lint, test and proto tools).
 $(STAMP_DEV): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e ".[console,spark,bench,chart]" --group dev
 	touch $@ $(STAMP_RUN)
 
 venv: $(STAMP_DEV)
@@ -43,36 +46,18 @@ lint: tree
 typecheck: tree
 	$(BIN)/mypy -p rocketq -p tools
 
-# Debian packages the tests use when run as root, each pinned, installed in one apt-get
-# line (an update first, once, when one is missing): iproute2 and nftables put Raft members
-# in network namespaces of their own and cut them apart (chaos/netns.py); prometheus brings
-# promtool (tests/deploy) and the server of `rocketq cluster up --monitor`; chromium and
-# chromium-driver run the console's browser tests (tests/console/test_browser.py; no
-# browser download); redis-server and nats-server are the peer brokers `rocketq bench peers`
-# runs (tests/bench/test_peers_install.py checks how it finds and installs them).
+# Debian packages the tests and benchmarks use, named in tools/sysdeps.py (with what each is
+# for), never pinned to a Debian revision: as root, the missing ones are installed in one
+# apt-get line; then, on every machine, `apt-get install --simulate` of the whole line as a
+# bare machine would run it proves it still resolves (package lists refreshed when a day
+# old), naming the package that does not, and the versions in use are printed.
 sysdeps:
-	@if [ "$$(id -u)" = 0 ] && ! { command -v ip && command -v nft && \
-		command -v prometheus && command -v promtool && \
-		command -v chromium && command -v chromedriver && \
-		command -v redis-server && command -v nats-server; } >/dev/null; then \
-		export DEBIAN_FRONTEND=noninteractive; \
-		apt-get update -q >/dev/null; \
-		apt-get install -y -q --no-install-recommends iproute2 nftables prometheus=2.42.0+ds-5+deb12u1 chromium=150.0.7871.100-1~deb12u1 chromium-driver=150.0.7871.100-1~deb12u1 redis-server=5:7.0.15-1~deb12u7 nats-server=2.9.10-1+b3 >/dev/null; \
-	fi
-
-# Node.js and npm (Debian's nodejs and npm) run ali-ons, the stock RocketMQ 4.x client of
-# the conformance tests (tests/conformance); a machine that already has node and npm keeps
-# its own.
-nodedeps:
-	@if [ "$$(id -u)" = 0 ] && ! { command -v node && command -v npm; } >/dev/null; then \
-		export DEBIAN_FRONTEND=noninteractive; \
-		apt-get update -q >/dev/null; \
-		apt-get install -y -q --no-install-recommends nodejs=18.20.4+dfsg-1~deb12u3 npm=9.2.0~ds1-1 >/dev/null; \
-	fi
+	@$(PYTHON) tools/sysdeps.py install
+	@$(PYTHON) tools/sysdeps.py check
 
 # ali-ons at the version package-lock.json pins.
 ALI_ONS := tests/conformance/ali_ons
-$(ALI_ONS)/node_modules/.package-lock.json: $(ALI_ONS)/package-lock.json | nodedeps
+$(ALI_ONS)/node_modules/.package-lock.json: $(ALI_ONS)/package-lock.json | sysdeps
 	@if command -v npm >/dev/null; then \
 		npm ci --prefix $(ALI_ONS) --no-audit --no-fund --loglevel=error; \
 	else echo "npm is missing: the ali-ons conformance tests fail under CI, skip otherwise"; fi
@@ -82,7 +67,9 @@ $(ALI_ONS)/node_modules/.package-lock.json: $(ALI_ONS)/package-lock.json | noded
 unit: $(STAMP_DEV) sysdeps $(ALI_ONS)/node_modules/.package-lock.json
 	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -q
 
-test: lint typecheck unit
+# The Debian packages first: their versions head the output, a line that no longer
+# resolves stops the run before anything else.
+test: sysdeps lint typecheck unit
 
 # Regenerate the protobuf modules from cluster/proto/rocketq/v1/rocketq.proto.
 proto: $(STAMP_DEV)

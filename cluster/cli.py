@@ -240,6 +240,11 @@ def cluster_up(
     from rocketq.cluster.errors import RocketqError
     from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 
+    if console:
+        from rocketq.cluster.console_launch import console_missing
+
+        if (missing := console_missing()) is not None:
+            raise fail(missing)  # before anything starts
     try:
         spec = ClusterSpec(
             data_dir=data_dir,

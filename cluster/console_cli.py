@@ -36,6 +36,10 @@ def console_cmd(
     ] = None,
 ) -> None:
     """The web console: cluster, topics and more in the browser (RocketMQ Dashboard)."""
+    from rocketq.cluster.console_launch import console_missing
+
+    if (missing := console_missing()) is not None:
+        raise fail(missing)
     from rocketq.console.security import hash_password as make_hash
 
     if hash_password is not None:

@@ -5,6 +5,7 @@ process)."""
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 from typing import Final
@@ -13,9 +14,31 @@ from rocketq.cluster.launcher import HOST, LocalCluster, free_ports
 from rocketq.cluster.sidecar import Sidecar, load_sidecar, start_sidecar, stop_sidecar
 
 NAME: Final = "console"
+CONSOLE_EXTRA: Final = "pip install 'rocketq[console]'"
+# What the console imports, and what starlette imports for it (templates, sessions, forms).
+_CONSOLE_MODULES: Final = (
+    "starlette",
+    "uvicorn",
+    "jinja2",
+    "markupsafe",
+    "itsdangerous",
+    "multipart",
+    "pygal",
+)
 _MARKER: Final = b"rocketq.cluster.cli"
 
 Console = Sidecar
+
+
+def console_missing() -> str | None:
+    """None when the console's packages are installed, else the error that says how."""
+    absent = [m for m in _CONSOLE_MODULES if importlib.util.find_spec(m) is None]
+    if not absent:
+        return None
+    return (
+        f"the web console needs the console extra ({', '.join(absent)} not installed): "
+        f"{CONSOLE_EXTRA}"
+    )
 
 
 def start_console(cluster: LocalCluster, *, ready_timeout: float = 30.0) -> Console:

@@ -17,7 +17,6 @@ import asyncio
 import json
 import os
 import re
-import shutil
 import subprocess
 import uuid
 import zlib
@@ -31,6 +30,7 @@ import pytest
 from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 from rocketq.sdk.admin import Admin
 from tests.integration.conftest import SMALL_STORE
+from tests.system_deps import require_command
 
 pytestmark = pytest.mark.remoting
 
@@ -149,9 +149,9 @@ def run_node(node: str, namesrv: str, suffix: str) -> tuple[list[Event], int | N
 
 @pytest.fixture(scope="module")
 def node() -> str:
-    path = shutil.which("node")
-    if path is None:
-        require_or_skip("node is not installed; `make sysdeps` installs Debian's nodejs and npm")
+    # package.json's "engines": the Node.js ali-ons runs on.
+    engines = json.loads((HERE / "package.json").read_text())["engines"]["node"]
+    path = require_command("node", minimum=int(engines.removeprefix(">=")), package="nodejs")
     installed = HERE / "node_modules" / "ali-ons" / "package.json"
     fix = "run `npm ci --prefix tests/conformance/ali_ons`"
     if not installed.exists():

@@ -13,7 +13,6 @@ dashboard tests write the README's screenshots into ``docs/``.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import threading
 import time
@@ -38,9 +37,11 @@ from rocketq.sdk.admin import Admin
 from rocketq.sdk.sync import run_blocking
 from tests.dead_letters import consume_fixed, fill_dlq
 from tests.integration.conftest import SMALL_STORE
+from tests.system_deps import major_version, require_command, unavailable
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
+MIN_CHROMIUM = 120
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 # Where a failed test's screenshot goes (else pytest's temporary directory), and whether to
 # write the README's screenshots into docs/.
@@ -93,12 +94,15 @@ def console(cluster: LocalCluster) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def driver() -> Iterator[WebDriver]:
-    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
-    if missing:
-        why = f"{' and '.join(missing)} not installed; run `make sysdeps` as root"
-        if os.environ.get("CI"):
-            pytest.fail(why)
-        pytest.skip(why)
+    # Headless mode "new" and the W3C protocol Selenium 4 speaks; a driver drives only the
+    # browser of its own major version.
+    require_command(CHROMIUM, minimum=MIN_CHROMIUM, package="chromium")
+    require_command(CHROMEDRIVER, minimum=MIN_CHROMIUM, package="chromium-driver")
+    if major_version(CHROMIUM) != major_version(CHROMEDRIVER):
+        unavailable(
+            f"chromedriver {major_version(CHROMEDRIVER)} cannot drive chromium "
+            f"{major_version(CHROMIUM)}: install both from one suite (`make sysdeps`)"
+        )
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for arg in (

@@ -4,22 +4,17 @@ for the monitoring tests: absent, the tests skip, and fail when ``CI`` is set.""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import time
 import urllib.parse
 import urllib.request
 from typing import Any
 
-import pytest
+from tests.system_deps import require_command
 
 
 def need_prometheus() -> None:
-    if shutil.which("prometheus") is None:
-        message = "the prometheus binary is not installed (make test installs it as root)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    # The HTTP API v1 and the config of Prometheus 2.
+    require_command("prometheus", minimum=2, package="prometheus")
 
 
 def query(url: str, expr: str) -> dict[str, Any]:

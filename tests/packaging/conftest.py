@@ -44,7 +44,8 @@ class Installed:
 
 
 @pytest.fixture(scope="package")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel ``pip wheel`` builds of the sources."""
     work = tmp_path_factory.mktemp("wheel")
     # Built from a copy of the sources: an in-place build keeps a build/ directory whose
     # stale files would end up in the next wheel.
@@ -67,8 +68,26 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
         check=True,
         timeout=300,
     )
-    (wheel,) = dist.glob("rocketq-*.whl")
-    env = work / "env"
+    (built,) = dist.glob("rocketq-*.whl")
+    return built
+
+
+def purelib(python: Path | str) -> Path:
+    """An environment's site-packages."""
+    return Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
+
+
+@pytest.fixture(scope="package")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    """The wheel alone in a new environment that borrows this one's packages."""
+    env = tmp_path_factory.mktemp("installed") / "env"
     venv.EnvBuilder(with_pip=False).create(env)
     python = env / "bin" / "python"
     subprocess.run(
@@ -87,24 +106,37 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
         check=True,
         timeout=300,
     )
-    site = Path(
-        subprocess.run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    )
-    # The dependencies (grpcio, typer ...) come from this environment's site-packages as a
+    site = purelib(python)
+    # The dependencies (typer, protobuf ...) come from this environment's site-packages as a
     # plain path entry: a .pth file there is not run, so this environment's editable
     # install of rocketq is not seen by the new one.
-    deps = Path(
-        subprocess.run(
-            [sys.executable, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    )
-    (site / "rocketq-test-dependencies.pth").write_text(f"{deps}\n")
+    (site / "rocketq-test-dependencies.pth").write_text(f"{purelib(sys.executable)}\n")
     yield Installed(wheel, python, site)
+
+
+@pytest.fixture(scope="package")
+def clean(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """``pip install <the wheel>`` in a new environment with nothing else: the wheel's own
+    dependencies, resolved by pip as a user's install resolves them (no extras)."""
+    env = tmp_path_factory.mktemp("clean") / "env"
+    venv.EnvBuilder(with_pip=False).create(env)
+    python = env / "bin" / "python"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return Installed(wheel, python, purelib(python))
