@@ -62,7 +62,15 @@ class Broker:
                 f"({exc.strerror or exc}); is another broker running there? set listen_port"
             ) from None
         self.port = self.remoting_socket.getsockname()[1]
-        config = replace(config, listen_port=self.port)
+        # The ports left unset follow the listen port as given (listen_port 0: any free
+        # port); from here on the config holds every port as a number.
+        given = config
+        config = replace(
+            config,
+            listen_port=self.port,
+            ha_listen_port=given.port_of("ha_listen_port"),
+            metrics_port=given.port_of("metrics_port"),
+        )
         if config.enable_dledger_commit_log:
             # Raft decides the role: every member is a slave until it leads.
             config = replace(config, broker_role="SLAVE", broker_id=slave_id_of(config))
@@ -70,21 +78,29 @@ class Broker:
         if config.broker_role != "SLAVE":
             # The HA port: slaves connect here (plain TCP, as RocketMQ's 10912).
             try:
-                self.ha_socket = listen_socket(config.bind_address, config.ha_listen_port)
+                self.ha_socket = listen_socket(
+                    config.bind_address, config.port_of("ha_listen_port")
+                )
             except OSError:
                 self.remoting_socket.close()
-                raise
+                if given.ha_listen_port is not None:
+                    raise
+                raise OSError(
+                    f"cannot listen on {config.bind_address}:{config.port_of('ha_listen_port')} "
+                    f"for HA ({given.port_origin('ha_listen_port')})"
+                ) from None
             config = replace(config, ha_listen_port=self.ha_socket.getsockname()[1])
         if store_config.store_host == StoreConfig().store_host:
             store_config = replace(store_config, store_host=config.broker_addr)
         # Counted only with a metrics server to show it.
-        self.metrics = BrokerCounters() if config.metrics_port else None
+        self.metrics = BrokerCounters() if given.metrics_enabled else None
         self.metrics_server: MetricsServer | None = None
         if self.metrics is not None:
+            address = config.metrics_bind_address or config.bind_address
             try:
                 self.metrics_server = MetricsServer(
-                    config.metrics_bind_address or config.bind_address,
-                    config.metrics_port,
+                    address,
+                    config.port_of("metrics_port"),
                     registry_for(self, self.metrics),
                     lambda: readiness(self),
                     what="broker",
@@ -93,7 +109,13 @@ class Broker:
                 if self.ha_socket is not None:
                     self.ha_socket.close()
                 self.remoting_socket.close()
-                raise
+                if given.metrics_port is not None:
+                    raise
+                raise OSError(
+                    f"cannot listen on {address}:{config.port_of('metrics_port')} for metrics "
+                    f"({given.port_origin('metrics_port')})"
+                ) from None
+            config = replace(config, metrics_port=self.metrics_server.port)
         self.config = config
         self.store_config = store_config
         # A SCHEDULE_TOPIC_XXXX entry's tag-hash field holds its delivery time.

@@ -2,6 +2,11 @@
 
 A broker.toml holds these keys and the store's (``rocketq.cluster.config.StoreConfig``) side by
 side; :func:`load_broker_config` reads both from one file, the environment and flags.
+
+The broker's other ports follow its listen port unless set, as RocketMQ's HA port does
+(listenPort + 1): ha_listen_port is listen_port + 1 and metrics_port listen_port + 2 (10911,
+10912, 10913 by default), so brokers on one host differ only in listen_port, name and store.
+The Raft port has no default to follow: each member's comes from dledger_peers.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Final, Literal
 
 from rocketq.cluster.config import StoreConfig, load_configs, validate_config
 from rocketq.cluster.errors import ConfigError
@@ -19,6 +24,10 @@ DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 
 _UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _LEVEL = re.compile(r"^(\d+)(ms|s|m|h|d)$")
 _PEER = re.compile(r"^([A-Za-z0-9_]+)-([^:;\s]+):(\d{1,5})$")
+MAX_PORT: Final = 65535
+# The ports that follow listen_port when unset, and by how much.
+PortKey = Literal["ha_listen_port", "metrics_port"]
+DERIVED_PORTS: Final[dict[PortKey, int]] = {"ha_listen_port": 1, "metrics_port": 2}
 
 
 def parse_delay_levels(text: str) -> list[int]:
@@ -90,8 +99,11 @@ class BrokerConfig:
     bind_address: str = "127.0.0.1"
     # Address the broker advertises to nameservers and clients (brokerIP1).
     broker_ip1: str = "127.0.0.1"
-    # Port of the HA service (master/slave replication).
-    ha_listen_port: int = field(default=10912, metadata={"min": 0, "max": 65535})
+    # Port of the HA service (master/slave replication); unset: listen_port + 1 (RocketMQ's
+    # rule; with listen_port 0, any free port).
+    ha_listen_port: int | None = field(
+        default=None, metadata={"min": 0, "max": MAX_PORT, "unset": "listen_port + 1"}
+    )
     # ASYNC_MASTER, SYNC_MASTER or SLAVE.
     broker_role: Literal["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"] = "ASYNC_MASTER"
     # A slave (or Raft follower) asked for an offset its queue lacks moves the consumer
@@ -162,8 +174,10 @@ class BrokerConfig:
     # The farthest a delivery time may be, in seconds (40 days).
     timer_max_delay_sec: int = field(default=40 * 24 * 3600, metadata={"min": 1})
     # HTTP port of /metrics (Prometheus), /healthz and /readyz (0: no metrics server, and
-    # nothing is counted).
-    metrics_port: int = field(default=10913, metadata={"min": 0, "max": 65535})
+    # nothing is counted); unset: listen_port + 2 (with listen_port 0, any free port).
+    metrics_port: int | None = field(
+        default=None, metadata={"min": 0, "max": MAX_PORT, "unset": "listen_port + 2"}
+    )
     # Address the metrics server binds ("": bind_address).
     metrics_bind_address: str = ""
     # Lag gauges per queue (a queue_id label) instead of per topic and group: many more
@@ -196,6 +210,14 @@ class BrokerConfig:
 
     def __post_init__(self) -> None:
         validate_config(self)
+        for key, offset in DERIVED_PORTS.items():
+            port = self.listen_port + offset
+            if getattr(self, key) is None and self.listen_port and port > MAX_PORT:
+                raise ConfigError(
+                    f"BrokerConfig: {key}: unset, so derived as listen_port + {offset} = {port}, "
+                    f"which is not a port (at most {MAX_PORT}); set {key}, or a listen_port "
+                    f"of at most {MAX_PORT - offset}"
+                )
         if self.enable_dledger_commit_log:
             self._check_dledger()
 
@@ -229,6 +251,31 @@ class BrokerConfig:
                 f"{self.dledger_max_vote_interval}",
             )
 
+    def port_of(self, key: PortKey) -> int:
+        """The port to bind for ``key``: its value, or when unset listen_port + its offset
+        (0, any free port, with listen_port 0). An explicit metrics_port 0 is 0 as well:
+        check :attr:`metrics_enabled` first."""
+        value: int | None = getattr(self, key)
+        if value is not None:
+            return value
+        return self.listen_port + DERIVED_PORTS[key] if self.listen_port else 0
+
+    def port_origin(self, key: PortKey) -> str:
+        """Where ``key``'s port came from, for the error when it cannot be bound:
+        ``"ha_listen_port, derived as listen_port + 1; set ha_listen_port to choose
+        another"``, or just the key when it was set."""
+        if getattr(self, key) is not None:
+            return key
+        return (
+            f"{key}, derived as listen_port + {DERIVED_PORTS[key]}; set {key} to choose another"
+            + (", or 0 to turn the metrics server off" if key == "metrics_port" else "")
+        )
+
+    @property
+    def metrics_enabled(self) -> bool:
+        """A metrics server runs (and counters count) unless metrics_port is 0."""
+        return self.metrics_port != 0
+
     @property
     def raft_peers(self) -> dict[str, str]:
         """The Raft members, id -> "host:port" (this broker included)."""
@@ -240,7 +287,7 @@ class BrokerConfig:
 
     @property
     def ha_server_addr(self) -> str:
-        return f"{self.broker_ip1}:{self.ha_listen_port}"
+        return f"{self.broker_ip1}:{self.port_of('ha_listen_port')}"
 
     @property
     def namesrv_addrs(self) -> list[str]:

@@ -18,12 +18,15 @@ def broker_version() -> str:
 
 
 def config_table(*configs: object) -> dict[str, str]:
-    """The fields of config dataclasses as broker.toml would spell their values."""
+    """The fields of config dataclasses as broker.toml would spell their values ("" for
+    one left unset; a running broker's config has every port as a number)."""
     table: dict[str, str] = {}
     for config in configs:
         for f in fields(config):  # type: ignore[arg-type]
             value = getattr(config, f.name)
-            if isinstance(value, bool):
+            if value is None:
+                text = ""
+            elif isinstance(value, bool):
                 text = "true" if value else "false"
             elif isinstance(value, (list, tuple)):
                 text = ";".join(str(v) for v in value)

@@ -5,9 +5,12 @@ defaults. :func:`load_config` builds one from four layers, later ones winning::
 
     defaults < TOML file < environment (ROCKETQ_<KEY>) < overrides (CLI flags)
 
-Supported field types are ``bool``, ``int``, ``float``, ``str`` and ``Literal[...]``. A
-field may declare checks in its metadata: ``min`` and ``max`` (numbers), ``multiple_of``
-(ints) and ``check`` (a function from the value to a reason string, or None when fine).
+Supported field types are ``bool``, ``int``, ``float``, ``str`` and ``Literal[...]``, and
+``int | None`` (etc.) with the default None: unset, which a file writes by leaving the key
+out; what unset means is the config's own rule (metadata ``unset`` says it in messages, e.g.
+``"listen_port + 1"``). A field may declare checks in its metadata: ``min`` and ``max``
+(numbers), ``multiple_of`` (ints) and ``check`` (a function from the value to a reason
+string, or None when fine).
 Every problem raises :class:`~cluster.errors.ConfigError` naming where the value came
 from, the key, the bad value and what would be accepted.
 """
@@ -22,6 +25,7 @@ import json
 import math
 import os
 import tomllib
+import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -53,6 +57,7 @@ class _Spec:
     choices: tuple[object, ...]  # a Literal's values
     default: object  # dataclasses.MISSING when the field is required
     meta: Mapping[str, object]
+    optional: bool = False  # ``X | None``: None is "unset"
 
 
 @functools.cache
@@ -65,13 +70,22 @@ def _specs(cls: type[Any]) -> dict[str, _Spec]:
         if not f.init:
             continue
         hint = hints[f.name]
-        if typing.get_origin(hint) is Literal:
+        args = typing.get_args(hint)
+        optional = (
+            typing.get_origin(hint) in (types.UnionType, typing.Union)
+            and len(args) == 2
+            and type(None) in args
+            and f.default is None
+        )
+        if optional:
+            hint = args[0] if args[1] is type(None) else args[1]
+        if typing.get_origin(hint) is Literal and not optional:
             kind, choices = None, typing.get_args(hint)
         elif hint in (bool, int, float, str):
             kind, choices = hint, ()
         else:
-            raise TypeError(f"{cls.__name__}.{f.name}: unsupported config type {hint!r}")
-        specs[f.name] = _Spec(f.name, kind, choices, f.default, f.metadata)
+            raise TypeError(f"{cls.__name__}.{f.name}: unsupported config type {hints[f.name]!r}")
+        specs[f.name] = _Spec(f.name, kind, choices, f.default, f.metadata, optional)
     return specs
 
 
@@ -93,13 +107,18 @@ def _expected(spec: _Spec, *, text: bool) -> str:
         what = {int: "must be an integer", float: "must be a number", str: "must be a string"}[
             spec.kind
         ]
-    if spec.default is not dataclasses.MISSING:
+    if spec.optional:
+        unset = spec.meta.get("unset")
+        what += f" (unset by default: {unset})" if unset else " (unset by default)"
+    elif spec.default is not dataclasses.MISSING:
         what += f" (default {_show(spec.default)})"
     return what
 
 
 def _convert(spec: _Spec, value: object, *, text: bool) -> object:
     """``value`` as the field's type; strings are parsed when ``text`` (env and flags)."""
+    if value is None and spec.optional:
+        return None
     if text and isinstance(value, str) and spec.kind is not str:
         return _parse(spec, value)
     if spec.kind is None:
@@ -135,6 +154,8 @@ def _parse(spec: _Spec, raw: str) -> object:
 def _check(spec: _Spec, value: object) -> None:
     """The field's metadata checks: finite floats, ``min``/``max``, ``multiple_of``, ``check``."""
     meta = spec.meta
+    if value is None:
+        return  # unset (only an optional field gets here with None)
     if isinstance(value, float) and not math.isfinite(value):
         raise _InvalidValueError("must be a finite number")
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -292,9 +313,12 @@ def config_to_dict(cfg: DataclassInstance) -> dict[str, object]:
 
 
 def dump_toml(cfg: DataclassInstance, *, section: str | None = None) -> str:
-    """The config as TOML that :func:`load_config` reads back (under ``[section]`` if given)."""
+    """The config as TOML that :func:`load_config` reads back (under ``[section]`` if given);
+    an unset (None) key is left out."""
     lines = [f"[{section}]"] if section is not None else []
     for key, value in config_to_dict(cfg).items():
+        if value is None:
+            continue
         if not isinstance(value, bool | int | float | str):
             raise TypeError(f"{type(cfg).__name__}.{key}: cannot write {value!r} as TOML")
         lines.append(f"{key} = {_show(value)}")

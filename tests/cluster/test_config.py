@@ -453,6 +453,52 @@ def test_unsupported_field_type_is_a_programming_error() -> None:
         load_config(Bad, env={})
 
 
+@dataclass(frozen=True)
+class _Ports:
+    port: int = field(default=100, metadata={"min": 0, "max": 65535})
+    # Unset: port + 1.
+    side_port: int | None = field(
+        default=None, metadata={"min": 0, "max": 65535, "unset": "port + 1"}
+    )
+
+    def __post_init__(self) -> None:
+        validate_config(self)
+
+
+def test_an_optional_field_is_unset_unless_given(tmp_path: Path) -> None:
+    assert load_config(_Ports, env={}).side_port is None
+    assert load_config(_Ports, write(tmp_path, "side_port = 7\n"), env={}).side_port == 7
+    assert load_config(_Ports, env={"ROCKETQ_SIDE_PORT": "8"}).side_port == 8
+    assert load_config(_Ports, env={}, overrides={"side-port": "0"}).side_port == 0
+    with pytest.raises(ConfigError) as info:
+        load_config(_Ports, env={}, overrides={"side_port": "x"})
+    assert str(info.value) == (
+        'flag --side-port = "x": must be an integer (unset by default: port + 1)'
+    )
+    with pytest.raises(ConfigError, match=r"side_port = 70000: must be between 0 and 65535"):
+        _Ports(side_port=70000)
+
+
+def test_dump_toml_leaves_an_unset_field_out(tmp_path: Path) -> None:
+    assert dump_toml(_Ports()) == "port = 100\n"
+    cfg = _Ports(side_port=5)
+    assert load_config(_Ports, write(tmp_path, dump_toml(cfg)), env={}) == cfg
+
+
+def test_only_a_plain_type_or_none_defaulting_to_none_is_optional() -> None:
+    @dataclass(frozen=True)
+    class BadDefault:
+        port: int | None = 5
+
+    @dataclass(frozen=True)
+    class BadLiteral:
+        mode: Literal["a", "b"] | None = None
+
+    for cls in (BadDefault, BadLiteral):
+        with pytest.raises(TypeError, match="unsupported config type"):
+            load_config(cls, env={})
+
+
 # --- printing the effective config ------------------------------------------------------
 
 
