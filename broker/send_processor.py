@@ -14,7 +14,7 @@ from typing import Protocol
 from rocketq.broker.config import BrokerConfig
 from rocketq.broker.flow_control import FlowControl
 from rocketq.broker.metrics import DELAY, FIFO, NORMAL, TRANSACTION, BrokerCounters
-from rocketq.broker.schedule import ScheduleMessageService
+from rocketq.broker.schedule import ScheduleMessageService, delay_level_of
 from rocketq.broker.stats import BrokerStats
 from rocketq.broker.subscription_group import SubscriptionGroupManager
 from rocketq.broker.timer import TimerMessageStore
@@ -38,12 +38,17 @@ from rocketq.cluster.message import (
     PROPERTY_ORIGIN_MESSAGE_ID,
     PROPERTY_RETRY_TOPIC,
     PROPERTY_SHARDING_KEY,
+    RETRY_GROUP_TOPIC_PREFIX,
     dlq_topic,
     retry_topic,
     send_forbidden_reason,
+    transaction_type,
 )
 from rocketq.cluster.record import (
+    POS_SYS_FLAG,
+    UINT,
     decode_record,
+    iter_records,
     rewrite_record,
 )
 from rocketq.replication.ha.master import HAMaster
@@ -55,6 +60,9 @@ log = logging.getLogger(__name__)
 
 # A message with a sharding key is a FIFO message (RocketMQ 5's TopicMessageType).
 _SHARDING_KEY = PROPERTY_SHARDING_KEY.encode() + b"\x01"
+# What a batch may not hold: a delay level, a delivery time (checked on the bytes first).
+_DELAY = b"DELAY\x01"
+_TIMER_DELIVER_MS = b"TIMER_DELIVER_MS\x01"
 
 
 class Quorum(Protocol):
@@ -129,11 +137,20 @@ class SendProcessor:
         default_topic: str = "",
         default_queue_nums: int = 0,
         producer_group: str = "",
+        batch: bool = False,
     ) -> AppendResult:
         """Check and store a single record or a batch a client sent for one topic and
-        queue (no wait)."""
+        queue (no wait). A batch (``batch``: the request was one, however many records it
+        holds) is refused, as RocketMQ's broker refuses it, when it goes to a retry topic or
+        holds a delayed, timed or transactional message."""
         self._check_writable()
         self.flow.check()
+        if batch and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            # RocketMQ's SendMessageProcessor: MESSAGE_ILLEGAL with this remark.
+            raise MessageIllegalError(
+                f"batch request does not support retry group {topic}; a consumer gives a "
+                "message back to its group's retry topic one by one (RECONSUME_LATER)"
+            )
         forbidden = send_forbidden_reason(topic, producer_group)
         if forbidden is not None:
             raise NoPermissionError(f"sending to topic {topic} is forbidden: it is {forbidden}")
@@ -152,7 +169,13 @@ class SendProcessor:
                 f"queue id {queue_id} is illegal: topic {topic} has {config.write_queue_nums} "
                 "write queues on this broker (refresh the route)"
             )
-        result, kind = self._append(records, topic, queue_id)
+        if batch:
+            check_batch(records)
+            # Nothing to redirect (no delay, timer or transaction): stored as it came.
+            kind = FIFO if self.metrics is not None and _SHARDING_KEY in records else NORMAL
+            result = self.store.append(records, topic, queue_id)
+        else:
+            result, kind = self._append(records, topic, queue_id)
         self.stats.puts += result.msg_count
         if self.metrics is not None:
             self.metrics.stored(topic, kind, result.msg_count, len(records))
@@ -321,6 +344,30 @@ class SendProcessor:
             if await self.raft.wait_committed(appended.end_offset, timeout) != PutStatus.PUT_OK:
                 raise FlushSlaveTimeoutError("the retry copy was stored but no quorum has it yet")
         return result.append
+
+
+def check_batch(records: bytes) -> None:
+    """Refuse a batch's records (RocketMQ's CommitLog.asyncPutMessages refuses the batch as
+    MESSAGE_ILLEGAL) if it is transactional or a record has a delay level or a delivery
+    time. The records are scanned as bytes; only a batch that names DELAY is decoded, to
+    read its levels."""
+    if len(records) >= POS_SYS_FLAG + 4:  # every record has the header's sys flag
+        (sys_flag,) = UINT.unpack_from(records, POS_SYS_FLAG)
+        if transaction_type(sys_flag):
+            raise MessageIllegalError(
+                "a transactional message cannot be sent in a batch; send it by itself"
+            )
+    if _TIMER_DELIVER_MS in records:
+        raise MessageIllegalError(
+            "a batch cannot hold messages with a delivery time; send them one by one"
+        )
+    if _DELAY in records:
+        for pos, _size in iter_records(records):
+            if delay_level_of(decode_record(records, pos)) > 0:
+                raise MessageIllegalError(
+                    "a batch cannot hold delayed messages (TimeDelayLevel is not supported "
+                    "for batching); send them one by one"
+                )
 
 
 def _origin_topic(topic: str, props: dict[str, str]) -> str:

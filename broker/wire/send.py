@@ -2,7 +2,10 @@
 
 The header says who sends what where (V2 under one-letter names); the body is the message
 body, or for a batch RocketMQ's batch encoding (per message: total size, magic, body CRC,
-flag, body length, body, properties length, properties). The broker turns it into
+flag, body length, body, properties length, properties). A request is a batch when its
+code is SEND_BATCH_MESSAGE or, as RocketMQ 4.9's broker decides, when its header's batch
+flag is set (``batch`` in SEND_MESSAGE's header, ``m`` in SEND_MESSAGE_V2's, read as Java's
+Boolean.parseBoolean reads it): both go the same way. The broker turns the body into
 CommitLog records, the born host being the connection's peer, and stores them through the
 send processor; the answer names the offset id of each record, the queue and the first
 queue offset. A send that waits (a flush, a slave, a Raft quorum) is answered from the
@@ -19,11 +22,16 @@ from typing import Final
 
 from rocketq.broker.metrics import REMOTING, SEND_BATCH_MESSAGE, SEND_MESSAGE
 from rocketq.broker.request_host import RequestHost
-from rocketq.cluster.errors import MessageIllegalError
+from rocketq.cluster.errors import MessageIllegalError, PropertiesSizeExceededError
 from rocketq.cluster.message import PROPERTY_CLUSTER
 from rocketq.cluster.message_id import encode_offset_msg_id
 from rocketq.cluster.metrics import response_code_name
-from rocketq.cluster.record import check_topic, encode_host, encode_record
+from rocketq.cluster.record import (
+    MAX_PROPERTIES_LENGTH,
+    check_topic,
+    encode_host,
+    encode_record,
+)
 from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
 from rocketq.cluster.remoting.command import RemotingCommand
 from rocketq.cluster.remoting.transport import Connection, Handler, error_response
@@ -56,6 +64,7 @@ BORN_HOST: Final = "born_host"  # Connection.attrs: the peer as a record's 8-byt
 _NO_HOST: Final = b"\0" * 8
 # One message of a batch body, up to its body: total size, magic, body CRC, flag, body size.
 _BATCH_HEAD: Final = struct.Struct(">iiiii")
+_BATCH_ENTRY_MIN: Final = _BATCH_HEAD.size + 2  # an empty body and no properties
 _U16: Final = struct.Struct(">H")
 
 
@@ -92,6 +101,12 @@ class SendHeader:
             ) from None
 
 
+def java_true(value: str | None) -> bool:
+    """A boolean header field as Java's Boolean.parseBoolean reads it: "true" in any case
+    is true, anything else (absent, "false", "1", " true") false."""
+    return value is not None and value.lower() == "true"
+
+
 def born_host(conn: Connection) -> bytes:
     """The connection's peer as the 8 bytes a record's born host holds (zeros if it is not
     an IPv4 address)."""
@@ -125,32 +140,54 @@ def batch_records(
     reconsume_times: int,
     batch_properties: bytes = b"",
 ) -> tuple[bytes, list[int]]:
-    """RocketMQ's batch body as CommitLog records -> the records and each one's size. Each
-    record gets its entry's properties followed by the batch's own (the header's)."""
+    """RocketMQ's batch body (MessageDecoder.encodeMessages) as CommitLog records -> the
+    records and each one's size. Each record gets its entry's properties followed by the
+    batch's own (the header's). Total: any other bytes raise MessageIllegalError naming
+    the entry and byte where they stop being a batch; an entry's total size must be the
+    bytes its fields take, as every RocketMQ client writes it (magic and body CRC are not
+    read: clients write zeros, the broker computes the CRC)."""
     view = memoryview(body)
     end = len(view)
     pos = 0
     records: list[bytes] = []
     sizes: list[int] = []
     while pos < end:
-        if end - pos < _BATCH_HEAD.size + 2:
-            raise MessageIllegalError(f"the batch body is cut short at byte {pos} of {end}")
+        if end - pos < _BATCH_ENTRY_MIN:
+            raise MessageIllegalError(
+                f"the batch body is cut short: message {len(records)} at byte {pos} of {end} "
+                f"has {end - pos} bytes, fewer than an entry's {_BATCH_ENTRY_MIN}"
+            )
         total, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(view, pos)
         start = pos + _BATCH_HEAD.size
-        if body_len < 0 or total < _BATCH_HEAD.size + body_len + 2 or pos + total > end:
+        props_at = start + body_len
+        if body_len < 0 or props_at + 2 > end:
             raise MessageIllegalError(
-                f"message {len(records)} of the batch has sizes that do not add up "
-                f"(total {total}, body {body_len}, at byte {pos} of {end})"
+                f"message {len(records)} of the batch (at byte {pos} of {end}) has a body "
+                f"of {body_len} bytes, past the end of the batch"
             )
-        (props_len,) = _U16.unpack_from(view, start + body_len)
-        props_start = start + body_len + 2
-        if props_start + props_len > pos + total:
-            raise MessageIllegalError(f"message {len(records)} of the batch: properties overrun")
-        props = bytes(view[props_start : props_start + props_len])
+        (props_len,) = _U16.unpack_from(view, props_at)
+        props_start = props_at + 2
+        entry_end = props_start + props_len
+        if entry_end > end:
+            raise MessageIllegalError(
+                f"message {len(records)} of the batch (at byte {pos} of {end}) has "
+                f"properties of {props_len} bytes, past the end of the batch"
+            )
+        if total != entry_end - pos:
+            raise MessageIllegalError(
+                f"message {len(records)} of the batch (at byte {pos} of {end}) says it is "
+                f"{total} bytes, but its body and properties make it {entry_end - pos}"
+            )
+        props = bytes(view[props_start:entry_end])
         if batch_properties:
             if props and not props.endswith(b"\x02"):
                 props += b"\x02"
             props += batch_properties
+        if len(props) > MAX_PROPERTIES_LENGTH:
+            raise PropertiesSizeExceededError(
+                f"message {len(records)} of the batch has {len(props)} bytes of properties "
+                f"with the batch's own; at most {MAX_PROPERTIES_LENGTH} fit in a record"
+            )
         record = encode_record(
             topic=topic,
             body=view[start : start + body_len],
@@ -190,6 +227,7 @@ class SendRequests:
     def send(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         started = time.perf_counter()
         h = SendHeader(cmd)
+        batch = cmd.code == RequestCode.SEND_BATCH_MESSAGE or java_true(h.get("batch"))
         try:
             topic = h.text("topic")
             topic_bytes = check_topic(topic)
@@ -197,23 +235,28 @@ class SendRequests:
             if queue_id < 0:  # the broker picks, as RocketMQ
                 config = self.b.topics.get(topic)
                 queue_id = random.randrange(config.write_queue_nums) if config else 0
-            batch = cmd.code == RequestCode.SEND_BATCH_MESSAGE or h.get("batch") == "true"
             born = born_host(conn)
             sys_flag = h.int("sysFlag", 0)
             born_ts = h.int("bornTimestamp", 0)
             reconsume = h.int("reconsumeTimes", 0)
             body = cmd.body if cmd.body is not None else b""
             if batch:
-                records, sizes = batch_records(
-                    body,
-                    topic_bytes,
-                    queue_id=queue_id,
-                    born_timestamp=born_ts,
-                    born=born,
-                    sys_flag=sys_flag,
-                    reconsume_times=reconsume,
-                    batch_properties=with_cluster(h.get("properties"), self.cluster_property),
-                )
+                self._check_batch_size(len(body))
+                try:
+                    records, sizes = batch_records(
+                        body,
+                        topic_bytes,
+                        queue_id=queue_id,
+                        born_timestamp=born_ts,
+                        born=born,
+                        sys_flag=sys_flag,
+                        reconsume_times=reconsume,
+                        batch_properties=with_cluster(h.get("properties"), self.cluster_property),
+                    )
+                except PropertiesSizeExceededError:
+                    raise  # a batch, with too much in one message's properties
+                except MessageIllegalError as exc:
+                    raise MessageIllegalError(_not_a_batch(cmd, h, exc)) from None
             else:
                 records = encode_record(
                     topic=topic_bytes,
@@ -234,19 +277,20 @@ class SendRequests:
                 default_topic=h.get("defaultTopic") or "",
                 default_queue_nums=h.int("defaultTopicQueueNums", 0),
                 producer_group=h.get("producerGroup") or "",
+                batch=batch,
             )
         except Exception as exc:
             answer = error_response(cmd, exc)
-            self._count(batch=False, code=answer.code, started=started)
+            self._count(batch=batch, code=answer.code, started=started)
             return answer
         if not self.b.send.waits:
-            return self._answer(cmd, queue_id, result, sizes, PutStatus.PUT_OK, started)
+            return self._answer(cmd, queue_id, result, sizes, PutStatus.PUT_OK, started, batch)
 
         def stored(status: PutStatus | BaseException) -> None:
             if isinstance(status, BaseException):  # Raft: the leader stepped down meanwhile
                 answer = error_response(cmd, status)
             else:
-                answer = self._answer(cmd, queue_id, result, sizes, status, started)
+                answer = self._answer(cmd, queue_id, result, sizes, status, started, batch)
             if conn.is_open:
                 conn.send(answer)
 
@@ -261,6 +305,7 @@ class SendRequests:
         sizes: list[int],
         status: PutStatus,
         started: float,
+        batch: bool,
     ) -> RemotingCommand:
         host = self.b.store.commitlog.store_host
         offset = result.wrote_offset
@@ -269,7 +314,7 @@ class SendRequests:
             ids.append(encode_offset_msg_id(host, offset))
             offset += size
         code = PUT_CODES[status]
-        self._count(batch=len(sizes) > 1, code=code, started=started)
+        self._count(batch=batch, code=code, started=started)
         return cmd.response(
             code,
             {
@@ -281,6 +326,16 @@ class SendRequests:
             },
         )
 
+    def _check_batch_size(self, size: int) -> None:
+        """A batch body over max_message_size is refused before it is decoded (RocketMQ's
+        DefaultMessageStore.checkMessages: MESSAGE_ILLEGAL)."""
+        limit = self.b.store.config.max_message_size
+        if size > limit:
+            raise MessageIllegalError(
+                f"the batch is {size} bytes; a batch may hold at most {limit} "
+                "(max_message_size): split it"
+            )
+
     def _count(self, *, batch: bool, code: int, started: float) -> None:
         metrics = self.b.metrics
         if metrics is not None:
@@ -290,3 +345,18 @@ class SendRequests:
                 started,
                 protocol=REMOTING,
             )
+
+
+def _not_a_batch(cmd: RemotingCommand, h: SendHeader, exc: MessageIllegalError) -> str:
+    """Why a batch request's body was refused, naming what made the request a batch."""
+    if cmd.code == RequestCode.SEND_BATCH_MESSAGE:
+        return (
+            "SEND_BATCH_MESSAGE's body is not RocketMQ's batch encoding "
+            f"(MessageDecoder.encodeMessages): {exc}"
+        )
+    field = V2_NAMES["batch"] if h.v2 else "batch"
+    return (
+        f"the send request's header says batch ({field}={h.get('batch')}) but its body is "
+        f"not RocketMQ's batch encoding (MessageDecoder.encodeMessages): {exc}; send a single "
+        "message without the batch flag"
+    )

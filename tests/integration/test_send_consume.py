@@ -260,14 +260,15 @@ async def test_bad_input_gets_clear_errors_and_changes_nothing(cluster: LocalClu
     # A batch body that is not RocketMQ's batch encoding (zeros), and one whose properties
     # run past the end of their message.
     for body, says in [
-        (b"\x00" * 300, "sizes that do not add up"),
-        (batch_body([(b"m", b"", 0)])[:-2] + b"\x00\x10", "properties overrun"),
+        (b"\x00" * 300, "says it is 0 bytes, but its body and properties make it 22"),
+        (batch_body([(b"m", b"", 0)])[:-2] + b"\x00\x10", "properties of 16 bytes, past the end"),
     ]:
         garbage = send_request(
             body, "", group="pg", topic="Strict", queue_id=0, born_timestamp=0, batch=True
         )
         answer = await request_once(addr, garbage, 5.0)
         assert answer.code == ResponseCode.MESSAGE_ILLEGAL and says in str(answer.remark), answer
+        assert "body is not RocketMQ's batch encoding" in str(answer.remark)
     bad_group = await request_once(
         addr, pull_request(group="bad group!", topic="Strict", queue_id=0, offset=0), 5.0
     )
