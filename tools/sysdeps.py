@@ -155,14 +155,7 @@ def refresh_lists(*, force: bool = False) -> bool:
     True when it ran."""
     if os.geteuid() != 0 or (not force and lists_age_s() < LISTS_MAX_AGE_S):
         return False
-    done = subprocess.run(
-        ["apt-get", "update", "-q"],
-        capture_output=True,
-        text=True,
-        timeout=APT_TIMEOUT_S,
-        check=False,
-        env=_apt_env(),
-    )
+    done = _apt("update", "-q")
     if done.returncode != 0:
         raise SysdepsError(f"apt-get update failed (exit status {done.returncode}):\n{done.stderr}")
     UPDATE_STAMP.parent.mkdir(parents=True, exist_ok=True)
@@ -218,21 +211,8 @@ def _simulate(line: Sequence[str]) -> subprocess.CompletedProcess[str]:
     with tempfile.TemporaryDirectory(prefix="rocketq-apt-") as tmp:
         status = Path(tmp) / "status"
         status.write_bytes(b"")
-        return subprocess.run(
-            [
-                "apt-get",
-                "install",
-                "--simulate",
-                *APT_OPTIONS,
-                "-o",
-                f"Dir::State::status={status}",
-                *line,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=APT_TIMEOUT_S,
-            check=False,
-            env=_apt_env(),
+        return _apt(
+            "install", "--simulate", *APT_OPTIONS, "-o", f"Dir::State::status={status}", *line
         )
 
 
@@ -240,14 +220,7 @@ def install(packages: Sequence[Package]) -> None:
     """``apt-get install`` of these packages in one line (after a refresh of old lists)."""
     refresh_lists()
     line = apt_line(packages)
-    done = subprocess.run(
-        ["apt-get", "install", *APT_OPTIONS, *line],
-        capture_output=True,
-        text=True,
-        timeout=APT_TIMEOUT_S,
-        check=False,
-        env=_apt_env(),
-    )
+    done = _apt("install", *APT_OPTIONS, *line)
     if done.returncode != 0:
         output = done.stdout + done.stderr
         reasons = unresolved(output) or [output.strip()[-2000:]]
@@ -270,8 +243,16 @@ def versions_report(packages: Sequence[Package] = PACKAGES) -> list[str]:
     return lines
 
 
-def _apt_env() -> dict[str, str]:
-    return {**os.environ, "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
+def _apt(*args: str) -> subprocess.CompletedProcess[str]:
+    """apt-get with its output captured, in English, asking nothing."""
+    return subprocess.run(
+        ["apt-get", *args],
+        capture_output=True,
+        text=True,
+        timeout=APT_TIMEOUT_S,
+        check=False,
+        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"},
+    )
 
 
 def _cmd_install(_: argparse.Namespace) -> int:

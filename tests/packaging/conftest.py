@@ -84,28 +84,30 @@ def purelib(python: Path | str) -> Path:
     )
 
 
+def new_env(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A new virtual environment without pip; its Python."""
+    env = tmp_path_factory.mktemp(name) / "env"
+    venv.EnvBuilder(with_pip=False).create(env)
+    return env / "bin" / "python"
+
+
+def pip_install(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """This environment's pip installing into another one."""
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
 @pytest.fixture(scope="package")
 def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     """The wheel alone in a new environment that borrows this one's packages."""
-    env = tmp_path_factory.mktemp("installed") / "env"
-    venv.EnvBuilder(with_pip=False).create(env)
-    python = env / "bin" / "python"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(python),
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-index",
-            str(wheel),
-        ],
-        check=True,
-        timeout=300,
-    )
+    python = new_env(tmp_path_factory, "installed")
+    done = pip_install(python, "--no-deps", "--no-index", str(wheel))
+    assert done.returncode == 0, done.stdout + done.stderr
     site = purelib(python)
     # The dependencies (typer, protobuf ...) come from this environment's site-packages as a
     # plain path entry: a .pth file there is not run, so this environment's editable
@@ -118,25 +120,7 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 def clean(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Installed:
     """``pip install <the wheel>`` in a new environment with nothing else: the wheel's own
     dependencies, resolved by pip as a user's install resolves them (no extras)."""
-    env = tmp_path_factory.mktemp("clean") / "env"
-    venv.EnvBuilder(with_pip=False).create(env)
-    python = env / "bin" / "python"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(python),
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            str(wheel),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    python = new_env(tmp_path_factory, "clean")
+    done = pip_install(python, "--disable-pip-version-check", str(wheel))
     assert done.returncode == 0, done.stdout + done.stderr
     return Installed(wheel, python, purelib(python))
