@@ -26,6 +26,9 @@ What one observation is:
   ``consume_message_batch_max_size`` messages is one call, so the sum is the time spent
   in the listener); ``success`` when it returned CONSUME_SUCCESS, ``failure`` when it
   raised or returned anything else.
+- ``rocketq_consumer_bad_messages_total`` (rocketq's own, a counter, registered at the
+  first): one per pulled message a consumer could not deliver (``reason``: body_crc,
+  not_zlib, inflate_cap; see sdk.message_body).
 
 Labelled children are cached per label values, so a hot loop does not call ``labels()``;
 the per-message histograms are fed once per pull (one clock read, one child lookup per
@@ -40,7 +43,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Final, TypeAlias
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from rocketq.cluster.errors import ClientStateError
 from rocketq.cluster.message import MessageExt
@@ -49,6 +52,7 @@ SEND_COST_TIME: Final = "rocketmq_send_cost_time"
 DELIVERY_LATENCY: Final = "rocketmq_delivery_latency"
 AWAIT_TIME: Final = "rocketmq_await_time"
 PROCESS_TIME: Final = "rocketmq_process_time"
+BAD_MESSAGES: Final = "rocketq_consumer_bad_messages"
 
 SEND_COST_TIME_BUCKETS: Final = (1.0, 5.0, 10.0, 20.0, 50.0, 200.0, 500.0)
 DELIVERY_LATENCY_BUCKETS: Final = (1.0, 5.0, 10.0, 20.0, 50.0, 200.0, 500.0)
@@ -61,6 +65,7 @@ FAILURE: Final = "failure"
 _PRODUCER_LABELS: Final = ("topic", "client_id", "invocation_status")
 _CONSUMER_LABELS: Final = ("topic", "consumer_group", "client_id")
 _PROCESS_LABELS: Final = ("topic", "consumer_group", "client_id", "invocation_status")
+_BAD_LABELS: Final = ("topic", "consumer_group", "client_id", "reason")
 
 # What a client's ``metrics=`` takes: True (a registry of its own), a registry, or off.
 MetricsOption: TypeAlias = bool | CollectorRegistry | None
@@ -201,6 +206,11 @@ class ClientMetrics:
             )
         child.observe(millis)
 
+    def observe_bad_message(self, topic: str, group: str, client_id: str, reason: str) -> None:
+        """A pulled message the consumer could not deliver (the counter is registered on
+        the first, so a registry without bad messages holds RocketMQ's metrics only)."""
+        _bad_messages(self.registry).labels(topic, group, client_id, reason).inc()
+
 
 def _child(
     cache: dict[tuple[str, str, str], Histogram],
@@ -214,6 +224,23 @@ def _child(
     if child is None:
         child = cache[key] = histogram.labels(topic, group, client_id)
     return child
+
+
+_bad_counters = weakref.WeakKeyDictionary[CollectorRegistry, Counter]()
+
+
+def _bad_messages(registry: CollectorRegistry) -> Counter:
+    with _registered_lock:
+        counter = _bad_counters.get(registry)
+        if counter is None:
+            counter = _bad_counters[registry] = Counter(
+                BAD_MESSAGES,
+                "Pulled messages a consumer could not deliver (bad body CRC, not zlib, "
+                "inflating past the cap)",
+                _BAD_LABELS,
+                registry=registry,
+            )
+        return counter
 
 
 def client_metrics(option: MetricsOption) -> ClientMetrics | None:

@@ -37,6 +37,11 @@ class ProcessQueue:
             self.msg_size += len(m.body)
             self.max_offset = max(self.max_offset, m.queue_offset)
 
+    def pass_over(self, offset: int) -> None:
+        """A message at ``offset`` was handled without being buffered (a bad message sent
+        to the DLQ): what is committed once the queue empties is past it."""
+        self.max_offset = max(self.max_offset, offset)
+
     def remove(self, msgs: list[MessageExt]) -> int:
         """Forget consumed messages; -> the offset to commit: the smallest unfinished
         offset, or one past the newest pulled when nothing is left."""

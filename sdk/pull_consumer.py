@@ -12,12 +12,13 @@ pull figures); having no listener, it runs none on a message (``sdk/consumer_dia
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from prometheus_client import CollectorRegistry
 
@@ -37,9 +38,15 @@ from rocketq.sdk.client_wire import (
 )
 from rocketq.sdk.consumer_stats import ConsumerStats
 from rocketq.sdk.consumer_types import ConsumeFrom, MessageModel, MessageSelector
+from rocketq.sdk.message_body import (
+    MAX_BODY_INFLATE_RATIO,
+    MAX_MESSAGE_SIZE,
+    BadMessageError,
+    check_limits,
+)
 from rocketq.sdk.metrics import MetricsOption, client_metrics
 from rocketq.sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
-from rocketq.sdk.push_consumer import PULL_DELAY_WHEN_EXCEPTION, finish_messages
+from rocketq.sdk.push_consumer import PULL_DELAY_WHEN_EXCEPTION, finish_pulled
 from rocketq.sdk.rebalance import STRATEGIES
 from rocketq.sdk.running_info import ConsumerRunningInfo, ProcessQueueInfo
 from rocketq.sdk.wire import PullOutcome, pull_request
@@ -58,6 +65,24 @@ class PullConsumerConfig:
     poll_timeout: int = 5000
     long_polling_millis: int = 15_000
     offset_store_dir: str = str(Path.home() / ".rocketq_offsets")
+    # As the push consumer's (ConsumerConfig): a compressed body inflates to at most
+    # max_message_size * max_body_inflate_ratio bytes, check_crc checks body CRCs; a
+    # message failing either is raised from poll() as a BadMessageError, and skipped.
+    max_message_size: int = MAX_MESSAGE_SIZE
+    max_body_inflate_ratio: int = MAX_BODY_INFLATE_RATIO
+    check_crc: bool = True
+
+    def __post_init__(self) -> None:
+        check_limits(self.max_message_size, self.max_body_inflate_ratio)
+
+    @property
+    def max_body_bytes(self) -> int:
+        """The most a compressed body may inflate to."""
+        return self.max_message_size * self.max_body_inflate_ratio
+
+
+# What a pull loop buffers for poll(): messages in queue order, or a bad message's error.
+_Pulled: TypeAlias = list[MessageExt] | BadMessageError
 
 
 class PullConsumer:
@@ -93,7 +118,9 @@ class PullConsumer:
         self._owned: dict[MessageQueue, asyncio.Task[None]] = {}
         self._next: dict[MessageQueue, int] = {}  # where each pull loop reads next
         self._polled: dict[MessageQueue, int] = {}  # one past what poll returned
-        self._buffer: asyncio.Queue[tuple[MessageQueue, int, list[MessageExt]]] = asyncio.Queue()
+        self._buffer: asyncio.Queue[tuple[MessageQueue, int, _Pulled]] = asyncio.Queue()
+        # Bad messages met (sdk.message_body), by reason.
+        self.bad_messages: collections.Counter[str] = collections.Counter()
         self._buffered: dict[MessageQueue, int] = {}
         self._generation: dict[MessageQueue, int] = {}
         self._rebalance_now = asyncio.Event()
@@ -338,23 +365,49 @@ class PullConsumer:
                 return
             self._next[mq] = resp.next_begin_offset
             if resp.outcome is PullOutcome.FOUND:
-                msgs = finish_messages(decode_records(resp.records), self.group)
+                cfg = self.config
+                msgs, bad = finish_pulled(
+                    decode_records(resp.records),
+                    self.group,
+                    max_body_bytes=cfg.max_body_bytes,
+                    check_crc=cfg.check_crc,
+                )
                 self.stats.pulled(mq, (time.monotonic() - pull_started) * 1000, len(msgs))
                 if self._metrics is not None:
                     self._metrics.observe_delivery(self.group, self.client.client_id, msgs)
+                for error in bad:
+                    self.bad_messages[error.reason] += 1
+                    if self._metrics is not None:
+                        self._metrics.observe_bad_message(
+                            error.topic, self.group, self.client.client_id, error.reason
+                        )
+                    log.error("group %s: %s; poll() raises it, then skips it", self.group, error)
                 self._buffered[mq] = self._buffered.get(mq, 0) + len(msgs)
-                self._buffer.put_nowait((mq, generation, msgs))
+                for item in _in_order(msgs, bad):
+                    self._buffer.put_nowait((mq, generation, item))
             elif resp.outcome not in (PullOutcome.NO_NEW_MSG, PullOutcome.NO_MATCHED_MSG):
                 log.warning("offset of %s corrected to %d", mq, resp.next_begin_offset)
                 self._polled[mq] = resp.next_begin_offset
 
     async def poll(self, timeout: float | None = None) -> list[MessageExt]:
-        """Messages pulled so far (up to pull_batch_size), waiting up to ``timeout``."""
+        """Messages pulled so far (up to pull_batch_size), waiting up to ``timeout``.
+
+        Raises :class:`~rocketq.sdk.message_body.BadMessageError` for a message whose body
+        fails its CRC, does not inflate or inflates past the cap (``exc.message`` is the
+        message as stored, ``exc.queue_offset`` its offset); the consumer has moved past
+        it (a commit covers it) and the next poll returns the messages after it."""
         wait = self.config.poll_timeout / 1000 if timeout is None else timeout
         got, item = await get_within(self._buffer, wait)
         if not got:
             return []
         mq, generation, msgs = item
+        if isinstance(msgs, BadMessageError):
+            if mq not in self._owned or generation != self._generation.get(mq):
+                return []
+            if msgs.queue_offset >= self._polled.get(mq, 0):
+                self._polled[mq] = msgs.queue_offset + 1
+                raise msgs
+            return []
         self._buffered[mq] = self._buffered.get(mq, 0) - len(msgs)
         if mq not in self._owned or generation != self._generation.get(mq):
             return []  # pulled before a seek or before the queue moved away
@@ -374,3 +427,26 @@ class PullConsumer:
         while True:
             await asyncio.sleep(self.config.auto_commit_interval / 1000)
             await self.commit()
+
+
+def _in_order(msgs: list[MessageExt], bad: list[BadMessageError]) -> list[_Pulled]:
+    """A pull's good messages and bad messages' errors as poll() hands them out: runs of
+    good messages between the bad ones, in queue order."""
+    if not bad:
+        return [msgs] if msgs else []
+    out: list[_Pulled] = []
+    run: list[MessageExt] = []
+    pending = sorted(bad, key=lambda e: e.queue_offset)
+    i = 0
+    for m in msgs:
+        while i < len(pending) and pending[i].queue_offset < m.queue_offset:
+            if run:
+                out.append(run)
+                run = []
+            out.append(pending[i])
+            i += 1
+        run.append(m)
+    if run:
+        out.append(run)
+    out.extend(pending[i:])
+    return out

@@ -19,7 +19,6 @@ import contextlib
 import inspect
 import logging
 import time
-import zlib
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -37,7 +36,7 @@ from rocketq.cluster.message import (
     TRACE_PRODUCER_GROUP,
     MessageExt,
     MessageQueue,
-    SysFlag,
+    dlq_topic,
     retry_topic,
 )
 from rocketq.cluster.record import decode_records
@@ -57,6 +56,13 @@ from rocketq.sdk.client_wire import (
 )
 from rocketq.sdk.consumer_stats import ConsumerStats
 from rocketq.sdk.consumer_types import ConsumeFrom, ConsumeResult, MessageModel, MessageSelector
+from rocketq.sdk.message_body import (
+    MAX_BODY_INFLATE_RATIO,
+    MAX_MESSAGE_SIZE,
+    BadMessageError,
+    check_limits,
+    check_messages,
+)
 from rocketq.sdk.metrics import MetricsOption, client_metrics
 from rocketq.sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
 from rocketq.sdk.orderly_locks import QueueLocks, move_to_dlq
@@ -83,6 +89,9 @@ PULL_DELAY_WHEN_EXCEPTION = 3.0
 PULL_DELAY_WHEN_FLOW_CONTROL = 0.05
 PULL_DELAY_WHEN_NOT_LOCKED = 3.0
 SEND_BACK_RETRY_DELAY = 5.0
+# A bad message (sdk.message_body) is offered to the DLQ this many times, PULL_DELAY_WHEN_
+# EXCEPTION apart, before it is skipped (its record stays in the CommitLog).
+BAD_MESSAGE_DLQ_ATTEMPTS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,22 +123,56 @@ class ConsumerConfig:
     enable_trace: bool = False
     trace_topic: str = "RMQ_SYS_TRACE_TOPIC"
     offset_store_dir: str = str(Path.home() / ".rocketq_offsets")
+    # A compressed body inflates to at most max_message_size * max_body_inflate_ratio
+    # bytes (RocketMQ's client inflates without a limit; its producers compress only
+    # bodies of at most maxMessageSize, 4 MiB); check_crc checks each body's CRC. A
+    # message failing either goes to %DLQ%<group> as stored (see sdk.message_body).
+    max_message_size: int = MAX_MESSAGE_SIZE
+    max_body_inflate_ratio: int = MAX_BODY_INFLATE_RATIO
+    check_crc: bool = True
+
+    def __post_init__(self) -> None:
+        check_limits(self.max_message_size, self.max_body_inflate_ratio)
+
+    @property
+    def max_body_bytes(self) -> int:
+        """The most a compressed body may inflate to."""
+        return self.max_message_size * self.max_body_inflate_ratio
 
 
-_COMPRESSED = int(SysFlag.COMPRESSED)
-
-
-def finish_messages(msgs: list[MessageExt], group: str) -> list[MessageExt]:
-    """Undo what the store saw: decompress, and give retried messages their topic back."""
+def finish_pulled(
+    msgs: list[MessageExt],
+    group: str,
+    *,
+    max_body_bytes: int = MAX_MESSAGE_SIZE * MAX_BODY_INFLATE_RATIO,
+    check_crc: bool = True,
+) -> tuple[list[MessageExt], list[BadMessageError]]:
+    """Undo what the store saw: check each body's CRC and inflate compressed bodies (to
+    at most ``max_body_bytes``), and give retried messages their topic back; -> the good
+    messages, and the errors of the bad ones (their messages left as stored)."""
+    good, bad = check_messages(msgs, max_body_bytes=max_body_bytes, check_crc=check_crc)
     retry = retry_topic(group)
-    for msg in msgs:
-        if msg.sys_flag & _COMPRESSED:
-            msg.body = zlib.decompress(msg.body)
+    for msg in good:
         if msg.topic == retry:
             real = msg.properties.get(PROPERTY_RETRY_TOPIC)
             if real:
                 msg.topic = real
-    return msgs
+    return good, bad
+
+
+def finish_messages(
+    msgs: list[MessageExt],
+    group: str,
+    *,
+    max_body_bytes: int = MAX_MESSAGE_SIZE * MAX_BODY_INFLATE_RATIO,
+    check_crc: bool = True,
+) -> list[MessageExt]:
+    """:func:`finish_pulled`'s good messages; raises the first bad message's
+    BadMessageError."""
+    good, bad = finish_pulled(msgs, group, max_body_bytes=max_body_bytes, check_crc=check_crc)
+    if bad:
+        raise bad[0]
+    return good
 
 
 class PushConsumer:
@@ -179,6 +222,8 @@ class PushConsumer:
         self.handler: Handler | None = None
         # Measured for the running info: pull and consume times and rates per topic.
         self.stats = ConsumerStats()
+        # Bad messages met (sdk.message_body), by reason.
+        self.bad_messages: collections.Counter[str] = collections.Counter()
         self.started_ms = 0
         self._async_handler = False
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
@@ -378,7 +423,12 @@ class PushConsumer:
     ) -> ConsumeMessageDirectlyResult:
         """The listener once on a stored message an admin named: no offset moves, nothing
         is sent back, no trace or metrics are written."""
-        msgs = finish_messages(decode_records(request.record)[:1], self.group)
+        msgs = finish_messages(
+            decode_records(request.record)[:1],
+            self.group,
+            max_body_bytes=self.config.max_body_bytes,
+            check_crc=self.config.check_crc,
+        )
         return await diagnostics.consume_directly(self._invoke_listener, msgs, orderly=self.orderly)
 
     # -- rebalance ---------------------------------------------------------------------
@@ -548,7 +598,12 @@ class PushConsumer:
                 return
             status = resp.outcome
             if status is PullOutcome.FOUND:
-                msgs = finish_messages(decode_records(resp.records), self.group)
+                msgs, bad = finish_pulled(
+                    decode_records(resp.records),
+                    self.group,
+                    max_body_bytes=cfg.max_body_bytes,
+                    check_crc=cfg.check_crc,
+                )
                 offset = resp.next_begin_offset
                 if (
                     tags is not None
@@ -556,6 +611,11 @@ class PushConsumer:
                     and not mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
                 ):
                     msgs = [m for m in msgs if m.tags in tags]
+                    bad = [e for e in bad if e.message.tags in tags]
+                if bad:
+                    await self._reject(mq, pq, bad)
+                    if pq.dropped:
+                        return
                 self.stats.pulled(mq, (time.monotonic() - pull_started) * 1000, len(msgs))
                 if msgs:
                     arrived = 0.0
@@ -582,6 +642,67 @@ class PushConsumer:
                     await self.offsets.persist(mq)
             if cfg.pull_interval:
                 await asyncio.sleep(cfg.pull_interval / 1000)
+
+    async def _reject(self, mq: MessageQueue, pq: ProcessQueue, bad: list[BadMessageError]) -> None:
+        """Report bad messages and move each, as stored, to %DLQ%<group> (broadcasting:
+        drop it); the queue's committed offset passes them either way."""
+        for exc in bad:
+            self.bad_messages[exc.reason] += 1
+            if self._metrics is not None:
+                self._metrics.observe_bad_message(
+                    exc.topic, self.group, self.client.client_id, exc.reason
+                )
+            log.error("group %s: %s", self.group, exc)
+            if not self.broadcasting:
+                await self._bad_to_dlq(mq, pq, exc)
+            pq.pass_over(exc.queue_offset)
+
+    async def _bad_to_dlq(self, mq: MessageQueue, pq: ProcessQueue, exc: BadMessageError) -> None:
+        m = exc.message
+        req = send_back_request(
+            self.group,
+            m.commit_log_offset,
+            delay_level=-1,  # straight to %DLQ%<group>, as stored
+            origin_msg_id=m.msg_id,
+            origin_topic=m.properties.get(PROPERTY_RETRY_TOPIC, m.topic),
+            max_reconsume_times=self._max_reconsume_times(),
+        )
+        for attempt in range(1, BAD_MESSAGE_DLQ_ATTEMPTS + 1):
+            addr = self.client.master_addr(mq.broker_name)
+            try:
+                if addr is None:
+                    await self.client.update_route(mq.topic)
+                    raise TopicNotExistError(f"broker {mq.broker_name} has no master now")
+                await self.client.broker(addr).request(req, self.client.timeout)
+            except RocketqError as err:
+                log.warning(
+                    "moving bad message %s to %s failed (attempt %d of %d): %s",
+                    exc.msg_id,
+                    dlq_topic(self.group),
+                    attempt,
+                    BAD_MESSAGE_DLQ_ATTEMPTS,
+                    err,
+                )
+                if attempt < BAD_MESSAGE_DLQ_ATTEMPTS and self.running and not pq.dropped:
+                    await asyncio.sleep(PULL_DELAY_WHEN_EXCEPTION)
+                    continue
+                log.error(
+                    "skipped bad message %s at offset %d of %s without a DLQ copy; its "
+                    "record stays at CommitLog offset %d",
+                    exc.msg_id,
+                    exc.queue_offset,
+                    mq,
+                    m.commit_log_offset,
+                )
+                return
+            log.warning(
+                "bad message %s at offset %d of %s moved to %s as stored",
+                exc.msg_id,
+                exc.queue_offset,
+                mq,
+                dlq_topic(self.group),
+            )
+            return
 
     async def _pull_once(
         self, mq: MessageQueue, selector: MessageSelector, offset: int

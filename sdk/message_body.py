@@ -1,0 +1,139 @@
+"""What a consumer checks of each message a pull brings before anyone sees it: the body CRC
+the broker stamped, and the inflation of a compressed body under a cap.
+
+RocketMQ's client inflates a body flagged compressed (``SysFlag.COMPRESSED``) with an
+``InflaterInputStream`` read to its end, with no limit, and checks the body CRC only when
+its decoder is asked to (``checkCRC``); a body that does not inflate throws out of the pull
+callback. Its producer compresses only a body of at most ``maxMessageSize`` (4 MiB,
+checked before compression), so an honest compressed body inflates to at most that. Here a
+body inflates to at most ``max_message_size * max_body_inflate_ratio`` bytes (16 MiB by
+default), in steps of ``decompressobj().decompress(data, max_length)``, so a bomb never
+allocates past the cap; and the CRC is checked by default (zlib.crc32 runs at GB/s).
+
+A message that fails either is a :class:`BadMessageError`: the consumer reports it (log
+and metrics) and moves on, the push consumer through the group's DLQ, the pull consumer by
+raising it from ``poll``; one bad message never stops its queue.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Final
+
+from rocketq.cluster.errors import ConfigError, MessageIllegalError
+from rocketq.cluster.message import MessageExt, SysFlag
+from rocketq.cluster.record import CRC_MASK
+
+# RocketMQ's maxMessageSize (the producer's and the broker's): 4 MiB.
+MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024
+# A compressed body may inflate to max_message_size times this.
+MAX_BODY_INFLATE_RATIO: Final = 4
+# Inflate in steps of this many bytes of output.
+INFLATE_STEP: Final = 1024 * 1024
+
+# Why a message is bad (BadMessageError.reason, a metrics label).
+BODY_CRC: Final = "body_crc"
+NOT_ZLIB: Final = "not_zlib"
+INFLATE_CAP: Final = "inflate_cap"
+
+_COMPRESSED: Final = int(SysFlag.COMPRESSED)
+
+
+class InflateError(ValueError):
+    """A compressed body that does not inflate (``reason`` NOT_ZLIB) or inflates past its
+    cap (INFLATE_CAP)."""
+
+    def __init__(self, reason: str, text: str) -> None:
+        super().__init__(text)
+        self.reason = reason
+
+
+class BadMessageError(MessageIllegalError):
+    """A pulled message the consumer cannot deliver: its body fails its CRC, does not
+    inflate, or inflates past the cap. ``message`` is the message as stored (its body the
+    raw stored bytes); ``reason`` is BODY_CRC, NOT_ZLIB or INFLATE_CAP; ``topic``,
+    ``queue_id``, ``queue_offset`` and ``msg_id`` say which message it is. The consumer
+    has already moved past it."""
+
+    def __init__(self, message: MessageExt, reason: str, detail: str) -> None:
+        self.message = message
+        self.reason = reason
+        self.topic = message.topic
+        self.queue_id = message.queue_id
+        self.queue_offset = message.queue_offset
+        self.msg_id = message.msg_id
+        super().__init__(
+            f"message {self.msg_id} at offset {self.queue_offset} of {self.topic} queue "
+            f"{self.queue_id} is bad ({reason}): {detail}"
+        )
+
+
+def check_limits(max_message_size: object, max_body_inflate_ratio: object) -> None:
+    """Refuse settings that cannot cap an inflated body."""
+    for name, value in (
+        ("max_message_size", max_message_size),
+        ("max_body_inflate_ratio", max_body_inflate_ratio),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{name} must be a whole number of at least 1, not {value!r}")
+
+
+def inflate_body(data: bytes, limit: int) -> bytes:
+    """``data`` inflated (zlib), holding at most ``limit`` + 1 bytes at any time; raises
+    InflateError if it is not a whole zlib stream or inflates past ``limit``."""
+    inflate = zlib.decompressobj()
+    parts: list[bytes] = []
+    size = 0
+    pending = data
+    try:
+        while not inflate.eof:
+            step = min(INFLATE_STEP, limit + 1 - size)
+            out = inflate.decompress(pending, step)
+            size += len(out)
+            if size > limit:
+                raise InflateError(INFLATE_CAP, f"the body inflates past {limit} bytes")
+            parts.append(out)
+            pending = inflate.unconsumed_tail
+            if not pending and len(out) < step:
+                break  # all input taken and nothing more to give: the stream is cut short
+    except zlib.error as exc:
+        raise InflateError(NOT_ZLIB, f"the body is not zlib data ({exc})") from None
+    if not inflate.eof:
+        raise InflateError(NOT_ZLIB, f"the zlib stream ends early ({len(data)} bytes)")
+    return b"".join(parts)
+
+
+def check_message(msg: MessageExt, *, max_body_bytes: int, check_crc: bool) -> None:
+    """Check ``msg``'s body CRC (if ``check_crc``) and inflate it in place if compressed;
+    raises BadMessageError, leaving the message as it was."""
+    body = msg.body
+    if check_crc:
+        crc = zlib.crc32(body) & CRC_MASK
+        if crc != msg.body_crc:
+            raise BadMessageError(
+                msg,
+                BODY_CRC,
+                f"its body's CRC32 is {crc}, the record says {msg.body_crc} ({len(body)} bytes)",
+            )
+    if msg.sys_flag & _COMPRESSED:
+        try:
+            msg.body = inflate_body(body, max_body_bytes)
+        except InflateError as exc:
+            raise BadMessageError(msg, exc.reason, str(exc)) from None
+
+
+def check_messages(
+    msgs: list[MessageExt], *, max_body_bytes: int, check_crc: bool
+) -> tuple[list[MessageExt], list[BadMessageError]]:
+    """The messages that pass :func:`check_message` (inflated), and the errors of those
+    that do not, each in queue order."""
+    good: list[MessageExt] = []
+    bad: list[BadMessageError] = []
+    for msg in msgs:
+        try:
+            check_message(msg, max_body_bytes=max_body_bytes, check_crc=check_crc)
+        except BadMessageError as exc:
+            bad.append(exc)
+        else:
+            good.append(msg)
+    return good, bad
