@@ -36,6 +36,7 @@ from rocketq.broker.wire.send import SendRequests
 from rocketq.cluster.aio import cancel_all
 from rocketq.cluster.config import StoreConfig
 from rocketq.cluster.message import SCHEDULE_TOPIC, TIMER_TOPIC, TopicConfig
+from rocketq.cluster.metrics import Base, bounds_collector
 from rocketq.cluster.metrics_server import MetricsServer
 from rocketq.cluster.remoting.transport import RemotingServer
 from rocketq.cluster.remoting.transport import listen_socket as remoting_listen_socket
@@ -50,6 +51,7 @@ class Broker:
     # Read by the store's tag-code hooks, which are made before these are.
     schedule: ScheduleMessageService
     timer: TimerMessageStore
+    remoting: RemotingServer  # read by the metrics' bounds collector, made before it is
 
     def __init__(self, config: BrokerConfig, store_config: StoreConfig) -> None:
         # Bind first: with listen_port 0 the real port is what the broker advertises and
@@ -104,6 +106,19 @@ class Broker:
                     registry_for(self, self.metrics),
                     lambda: readiness(self),
                     what="broker",
+                    workers=config.metrics_http_workers,
+                    timeout=config.metrics_http_timeout_seconds,
+                )
+                # What the bounds of the remoting and metrics ports refused.
+                self.metrics_server.registry.register(
+                    bounds_collector(
+                        lambda: Base(
+                            ("cluster", "node_type", "node_id"),
+                            (config.broker_cluster_name, "broker", config.broker_name),
+                        ),
+                        lambda: self.remoting.guard,
+                        lambda: self.metrics_server.rejected if self.metrics_server else {},
+                    )
                 )
             except OSError:
                 if self.ha_socket is not None:
@@ -218,6 +233,7 @@ class Broker:
             # What the sends of one read appended leaves for the slave or the Raft
             # followers at once, in one write (MessageStore.settle), not once per send.
             after_read=self.store.settle,
+            bounds=config,
         )
         self.boot_time = time.time()
         self._tasks: list[asyncio.Task[None]] = []

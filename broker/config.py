@@ -17,7 +17,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Final, Literal
 
-from rocketq.cluster.config import StoreConfig, load_configs, validate_config
+from rocketq.cluster.config import (
+    ServerBoundsConfig,
+    StoreConfig,
+    check_server_bounds,
+    load_configs,
+    validate_config,
+)
 from rocketq.cluster.errors import ConfigError
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
@@ -84,7 +90,9 @@ def check_delay_levels(value: object) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerConfig:
+class BrokerConfig(ServerBoundsConfig):
+    """The broker's keys, after the server bounds every server shares."""
+
     # Cluster this broker group belongs to.
     broker_cluster_name: str = "DefaultCluster"
     # Name of the broker group (master and slaves share it).
@@ -210,6 +218,7 @@ class BrokerConfig:
 
     def __post_init__(self) -> None:
         validate_config(self)
+        check_server_bounds(self)
         for key, offset in DERIVED_PORTS.items():
             port = self.listen_port + offset
             if getattr(self, key) is None and self.listen_port and port > MAX_PORT:

@@ -342,6 +342,88 @@ def _check_store_host(value: object) -> str | None:
     return None if ok else 'must be an IPv4 address and port "a.b.c.d:port", e.g. "10.0.0.5:10911"'
 
 
+_MIB: Final = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ServerBoundsConfig:
+    """What a server process bounds, so that no input stops it: its remoting port's
+    connections, idle time, buffered bytes and requests in flight, and its metrics HTTP
+    server's workers and time per request. RocketMQ's NettyServerConfig names where it has
+    them; the nameserver's and the broker's configs both start with these keys.
+
+    Over a bound the connection is closed (or the request refused with SYSTEM_BUSY), the
+    reason is logged at most once a minute per remote address and counted in
+    ``rocketq_remoting_rejected_total{reason}`` (``rocketq_metrics_http_rejected_total``
+    for the HTTP port)."""
+
+    # Connections the remoting port holds at once; another is closed as soon as it is
+    # accepted (rocketq's key; each one costs a file descriptor and its buffers).
+    server_max_connections: int = field(default=1000, metadata={"min": 1})
+    # Connections from one remote IP at once; another is closed as soon as it is accepted
+    # (rocketq's key; RocketMQ has no such cap. A client process keeps one connection per
+    # server, so 200 is far above normal use yet keeps one host from taking them all).
+    server_max_connections_per_address: int = field(default=200, metadata={"min": 1})
+    # A connection with no whole frame received or sent for this many seconds and no
+    # request in flight (a held pull is one) is closed; clients heartbeat every 30 s
+    # (RocketMQ's serverChannelMaxIdleTimeSeconds; 0: never).
+    server_channel_max_idle_time_seconds: float = field(default=120.0, metadata={"min": 0})
+    # Largest frame accepted, in bytes: a longer length prefix closes the connection, so a
+    # partial frame never holds more (RocketMQ's com.rocketmq.remoting.frameMaxLength).
+    server_frame_max_length: int = field(
+        default=16 * _MIB, metadata={"min": 4096, "max": 2**31 - 1}
+    )
+    # Seconds a frame may take to arrive once its first bytes have; a slower one closes
+    # the connection (rocketq's key; 0: no limit).
+    server_frame_read_timeout_seconds: float = field(default=60.0, metadata={"min": 0})
+    # Bytes of partial frames buffered across all connections; over it, the connections
+    # whose frames began longest ago are closed until it fits (rocketq's key).
+    server_max_buffered_bytes: int = field(default=64 * _MIB, metadata={"min": 4096})
+    # Requests one connection may have in flight (received, not yet answered: held pulls,
+    # sends waiting for a slave); more are answered SYSTEM_BUSY (rocketq's key).
+    server_max_requests_in_flight_per_connection: int = field(default=4096, metadata={"min": 1})
+    # Bytes of answers queued for a peer past which the server stops reading that peer's
+    # requests until they drain below write_buffer_low_water_mark (RocketMQ's
+    # writeBufferHighWaterMark and writeBufferLowWaterMark).
+    write_buffer_high_water_mark: int = field(default=4 * _MIB, metadata={"min": 1})
+    write_buffer_low_water_mark: int = field(default=1 * _MIB, metadata={"min": 0})
+    # Bytes of answers queued for a peer that does not read them past which its
+    # connection is closed (rocketq's key; at least write_buffer_high_water_mark).
+    server_max_write_buffer_bytes: int = field(default=64 * _MIB, metadata={"min": 1})
+    # Threads answering the metrics HTTP port; a request while all are busy is closed.
+    metrics_http_workers: int = field(default=4, metadata={"min": 1, "max": 64})
+    # Seconds an HTTP request may take to arrive, and each answer to be written; a
+    # slower peer is cut off.
+    metrics_http_timeout_seconds: float = field(default=10.0, metadata={"min": 0.01})
+
+    def __post_init__(self) -> None:
+        validate_config(self)
+        check_server_bounds(self)
+
+
+def check_server_bounds(cfg: ServerBoundsConfig) -> None:
+    """The checks between the keys of :class:`ServerBoundsConfig` (call it from the
+    ``__post_init__`` of a config built on it)."""
+    name = type(cfg).__name__
+    if cfg.write_buffer_low_water_mark > cfg.write_buffer_high_water_mark:
+        raise ConfigError(
+            f"{name}: write_buffer_low_water_mark = {cfg.write_buffer_low_water_mark} is "
+            f"above write_buffer_high_water_mark = {cfg.write_buffer_high_water_mark}; "
+            "set it lower"
+        )
+    if cfg.server_max_write_buffer_bytes < cfg.write_buffer_high_water_mark:
+        raise ConfigError(
+            f"{name}: server_max_write_buffer_bytes = {cfg.server_max_write_buffer_bytes} "
+            f"is below write_buffer_high_water_mark = {cfg.write_buffer_high_water_mark}; "
+            "set it at least as high"
+        )
+    if cfg.server_max_buffered_bytes < cfg.server_frame_max_length:
+        raise ConfigError(
+            f"{name}: server_max_buffered_bytes = {cfg.server_max_buffered_bytes} is below "
+            f"server_frame_max_length = {cfg.server_frame_max_length}; one frame must fit"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class StoreConfig:
     """The message store's settings (RocketMQ's ``MessageStoreConfig``)."""

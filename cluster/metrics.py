@@ -15,8 +15,8 @@ from __future__ import annotations
 import bisect
 import functools
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Final
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Final
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -26,6 +26,9 @@ from prometheus_client.core import (
 )
 
 from rocketq.cluster.errors import RocketqSystemError, for_code
+
+if TYPE_CHECKING:
+    from rocketq.cluster.remoting.bounds import ServerGuard
 
 Labels = tuple[str, ...]
 
@@ -133,3 +136,46 @@ class Collector:
 
     def describe(self) -> list[Metric]:
         return []  # no up-front description: families depend on state at scrape time
+
+
+def bounds_families(
+    base: Base, guard: ServerGuard | None, http_rejected: Mapping[str, int]
+) -> Iterator[Metric]:
+    """What a server's bounds refused (``rocketq_remoting_rejected_total{reason}``,
+    ``rocketq_metrics_http_rejected_total{reason}``) and what they hold now (connections,
+    bytes of partial frames). ``guard`` is None until the remoting server is made."""
+    rejected = base.counter(
+        "rocketq_remoting_rejected",
+        "Connections closed or requests refused over a bound of the remoting server, by reason.",
+        ("reason",),
+    )
+    connections = base.gauge(
+        "rocketq_remoting_connections", "Connections the remoting server holds open."
+    )
+    buffered = base.gauge(
+        "rocketq_remoting_buffered_bytes",
+        "Bytes of partial frames the remoting server buffers across its connections.",
+    )
+    if guard is not None:
+        for reason, n in guard.rejected.items():
+            base.add(rejected, (reason,), n)
+        base.add(connections, (), len(guard.open))
+        base.add(buffered, (), guard.buffered)
+    http = base.counter(
+        "rocketq_metrics_http_rejected",
+        "Requests to the metrics HTTP port cut off over a bound, by reason.",
+        ("reason",),
+    )
+    for reason, n in http_rejected.items():
+        base.add(http, (reason,), n)
+    yield from (rejected, connections, buffered, http)
+
+
+def bounds_collector(
+    base: Callable[[], Base],
+    guard: Callable[[], ServerGuard | None],
+    http_rejected: Callable[[], Mapping[str, int]],
+) -> Collector:
+    """A collector of :func:`bounds_families`, for a server's registry (each argument is
+    read at scrape time)."""
+    return Collector(lambda: bounds_families(base(), guard(), http_rejected()))

@@ -5,31 +5,52 @@
   (liveness: a loop stuck for good is what a restart mends);
 - ``/readyz``: 200 when the process is ready to serve, else 503 with the reason.
 
-prometheus-client's own WSGI server (the one behind its ``start_http_server``) serves them
-on a thread, so the port answers however busy the loop is, and every answer that reads the
-server's state is worked out on the event loop (handed over with ``call_soon_threadsafe``):
-the state is read where it changes, without locks. A scrape of a broker takes a few
-milliseconds of the loop per scrape interval.
+A WSGI server on threads of its own serves them, so the port answers however busy the loop
+is, and every answer that reads the server's state is worked out on the event loop (handed
+over with ``call_soon_threadsafe``): the state is read where it changes, without locks. A
+scrape of a broker takes a few milliseconds of the loop per scrape interval.
+
+The port is bounded as the remoting port is: a fixed pool of ``metrics_http_workers``
+threads (a connection accepted while all are busy is answered 503 and closed at once), a
+request must arrive whole within ``metrics_http_timeout_seconds`` and each write of the
+answer must finish within it too, so a slowloris holds a worker for that long at most.
+What was cut off is counted in :attr:`MetricsServer.rejected` by reason.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import errno
+import io
+import logging
+import queue
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
-from wsgiref.simple_server import WSGIRequestHandler, make_server
+from typing import Any, Final, TypeVar
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.exposition import ThreadingWSGIServer
+
+log = logging.getLogger(__name__)
 
 # (ready, why not): what /readyz answers.
 Readiness = Callable[[], tuple[bool, str]]
 # How long /healthz and a scrape wait for the event loop before answering 503.
 LOOP_TIMEOUT = 5.0
+# The most bytes of request line and headers read (a GET has no body).
+MAX_REQUEST_HEAD: Final = 16 * 1024
+# Reasons, the ``reason`` label of rocketq_metrics_http_rejected_total.
+WORKERS_BUSY: Final = "workers_busy"
+TIMEOUT: Final = "timeout"
+TOO_LARGE: Final = "too_large"
+_BUSY_ANSWER: Final = (
+    b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+    b"Content-Length: 32\r\nConnection: close\r\n\r\nbusy: every worker is answering\n"
+)
 
 T = TypeVar("T")
 
@@ -43,13 +64,119 @@ StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
 
 class _QuietHandler(WSGIRequestHandler):
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.server.request_timeout)  # each read and write
+
+    def handle(self) -> None:
+        """Read the request line and headers within the deadline, then answer them."""
+        sock: socket.socket = self.connection
+        deadline = time.monotonic() + self.server.request_timeout
+        head = bytearray()
+        while b"\r\n\r\n" not in head:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.server.count(TIMEOUT, self.client_address)
+                return
+            sock.settimeout(left)
+            try:
+                chunk = sock.recv(4096)
+            except TimeoutError:
+                self.server.count(TIMEOUT, self.client_address)
+                return
+            if not chunk:
+                return
+            head += chunk
+            if len(head) > MAX_REQUEST_HEAD:
+                self.server.count(TOO_LARGE, self.client_address)
+                return
+        sock.settimeout(self.server.request_timeout)
+        self.rfile = io.BytesIO(bytes(head))
+        super().handle()
+
     def log_message(self, format: str, *args: Any) -> None:
         pass  # a scrape every few seconds is not worth a log line
 
 
-class _Server(ThreadingWSGIServer):
+class _Server(WSGIServer):
+    """A WSGI server answering on a fixed pool of daemon threads."""
+
     # A restarted process takes its port back at once (TIME_WAIT of its last scrapes).
     allow_reuse_address = True
+    request_timeout = 10.0
+
+    def bound(self, workers: int, timeout: float) -> None:
+        self.workers = workers
+        self.request_timeout = timeout
+        # Connections taken by a worker or waiting for one: at most one per worker.
+        self._slots = threading.BoundedSemaphore(workers)
+        self._jobs: queue.SimpleQueue[tuple[socket.socket, Any] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self.rejected = {WORKERS_BUSY: 0, TIMEOUT: 0, TOO_LARGE: 0}
+        self._count_lock = threading.Lock()
+        self._logged: dict[tuple[str, str], float] = {}
+
+    def start_workers(self) -> None:
+        for i in range(self.workers):
+            thread = threading.Thread(target=self._work, name=f"metrics-http-{i}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop_workers(self) -> None:
+        for _ in self._threads:
+            self._jobs.put(None)
+        self._threads = []
+
+    def count(self, reason: str, client_address: Any) -> None:
+        """Count a request cut off; log it at most once a minute per address."""
+        host = str(client_address[0]) if isinstance(client_address, tuple) else "?"
+        now = time.monotonic()
+        with self._count_lock:
+            self.rejected[reason] = self.rejected.get(reason, 0) + 1
+            last = self._logged.get((host, reason))
+            if last is not None and now - last < 60:
+                return
+            if len(self._logged) > 1024:
+                self._logged.clear()
+            self._logged[(host, reason)] = now
+        log.warning(
+            "metrics HTTP port: cut off a request from %s [%s] (metrics_http_workers %d, "
+            "metrics_http_timeout_seconds %g)",
+            host,
+            reason,
+            self.workers,
+            self.request_timeout,
+        )
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.count(WORKERS_BUSY, client_address)
+            with contextlib.suppress(OSError):
+                request.setblocking(False)
+                request.send(_BUSY_ANSWER)
+            self.shutdown_request(request)
+            return
+        self._jobs.put((request, client_address))
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            request, client_address = job
+            try:
+                self.finish_request(request, client_address)
+            except TimeoutError:
+                self.count(TIMEOUT, client_address)
+            except OSError:
+                pass  # the peer went away
+            except Exception:
+                log.exception("metrics HTTP port: answering %s failed", client_address)
+            finally:
+                self.shutdown_request(request)
+                self._slots.release()
 
 
 class _Server6(_Server):
@@ -72,26 +199,34 @@ class MetricsServer:
         readiness: Readiness,
         *,
         what: str = "",
+        workers: int = 4,
+        timeout: float = 10.0,
     ) -> None:
         self.registry = registry
         self.readiness = readiness
         self._loop: asyncio.AbstractEventLoop | None = None
         server_class = _Server6 if ":" in address else _Server
         try:
-            self._server = make_server(
-                address, port, self._app, server_class=server_class, handler_class=_QuietHandler
-            )
+            self._server = server_class((address, port), _QuietHandler)
         except OSError as exc:
             why = "it is in use" if exc.errno == errno.EADDRINUSE else exc.strerror
             raise OSError(
                 f"cannot serve {what} metrics on {address}:{port} ({why}); set metrics_port "
                 "to a free port (0 turns the metrics server off) or metrics_bind_address"
             ) from None
+        self._server.set_app(self._app)
+        self._server.bound(workers, timeout)
         self.port: int = self._server.server_port
         self._thread: threading.Thread | None = None
 
+    @property
+    def rejected(self) -> dict[str, int]:
+        """Requests cut off over a bound, by reason (every reason present)."""
+        return self._server.rejected
+
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._server.start_workers()
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="metrics-http", daemon=True
         )
@@ -101,6 +236,7 @@ class MetricsServer:
         if self._thread is not None:
             await asyncio.to_thread(self._server.shutdown)
             self._thread.join()
+        self._server.stop_workers()
         self._server.server_close()
 
     def _on_loop(self, fn: Callable[[], T]) -> T:

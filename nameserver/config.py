@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocketq.cluster.config import validate_config
+from rocketq.cluster.config import ServerBoundsConfig, check_server_bounds, validate_config
 
 
 @dataclass(frozen=True, slots=True)
-class NameServerConfig:
+class NameServerConfig(ServerBoundsConfig):
+    """The nameserver's keys, after the server bounds every server shares."""
+
     # Port of the remoting protocol (RocketMQ's 9876): brokers and clients.
     listen_port: int = field(default=9876, metadata={"min": 0, "max": 65535})
     # Address the server binds (0.0.0.0 to accept other hosts, as in Kubernetes).
@@ -29,3 +31,4 @@ class NameServerConfig:
 
     def __post_init__(self) -> None:
         validate_config(self)
+        check_server_bounds(self)

@@ -3,12 +3,13 @@ registrations it takes and the brokers it drops; all but the counters read when 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import Metric
 
-from rocketq.cluster.metrics import Base, Collector
+from rocketq.cluster.metrics import Base, Collector, bounds_collector
+from rocketq.cluster.remoting.bounds import ServerGuard
 from rocketq.nameserver.route_info import RouteInfoManager
 
 FULL, DELTA, HEARTBEAT = "full", "delta", "heartbeat"
@@ -25,12 +26,18 @@ def registry_for(
     counters: NameServerCounters,
     node_id: Callable[[], str],
     ready: Callable[[], bool],
+    guard: Callable[[], ServerGuard | None] = lambda: None,
+    http_rejected: Callable[[], Mapping[str, int]] = dict,
 ) -> CollectorRegistry:
     """A registry of the nameserver's metrics and the process's; ``node_id`` is its
-    address, known once it listens."""
+    address, known once it listens. ``guard`` and ``http_rejected`` give what the bounds of
+    its remoting and metrics ports refused (rocketq_remoting_rejected_total...)."""
+
+    def node() -> Base:
+        return Base(("node_type", "node_id"), ("nameserver", node_id()))
 
     def families() -> Iterator[Metric]:
-        base = Base(("node_type", "node_id"), ("nameserver", node_id()))
+        base = node()
         up = base.gauge("rocketq_nameserver_ready", "1 while the nameserver serves.")
         base.add(up, (), int(ready()))
         brokers = base.gauge(
@@ -61,5 +68,6 @@ def registry_for(
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Collector(families))
+    registry.register(bounds_collector(node, guard, http_rejected))
     ProcessCollector(registry=registry)
     return registry

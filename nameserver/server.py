@@ -39,6 +39,8 @@ class NameServer:
                 self.service.counters,
                 lambda: f"{config.bind_address}:{self.port}",
                 lambda: self.serving,
+                lambda: self.server.guard if self.server is not None else None,
+                lambda: self.metrics_server.rejected if self.metrics_server else {},
             )
             self.metrics_server = MetricsServer(
                 config.metrics_bind_address or config.bind_address,
@@ -46,6 +48,8 @@ class NameServer:
                 registry,
                 self._readiness,
                 what="nameserver",
+                workers=config.metrics_http_workers,
+                timeout=config.metrics_http_timeout_seconds,
             )
 
     def _readiness(self) -> tuple[bool, str]:
@@ -56,7 +60,7 @@ class NameServer:
             await self.metrics_server.start()
         self.kv.load()
         self.server = RemotingServer(
-            self.service.handlers(), on_close=self.service.connection_closed
+            self.service.handlers(), on_close=self.service.connection_closed, bounds=self.config
         )
         try:
             self.port = await self.server.start(self.config.bind_address, self.config.listen_port)

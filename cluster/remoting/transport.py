@@ -7,11 +7,16 @@ opened (CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED...).
 
 A handler takes the connection and the request and returns the response, ``None`` (it
 answers later through :meth:`Connection.send`, or the request was oneway), or an awaitable
-of either. An error a handler raises becomes a response with the error's code
-(``rocketq.cluster.errors``), or SYSTEM_ERROR for anything else, with the message as remark.
+of either. A project error a handler raises (``rocketq.cluster.errors``) becomes a response
+with its code and message; anything else is SYSTEM_ERROR with a generic remark naming a
+reference, and the detail goes to the log under that reference.
 
 Frames are read with :class:`asyncio.Protocol` (no stream objects, no task per frame); a
 handler that answers at once costs no task either.
+
+A server's connections keep its bounds (``cluster/remoting/bounds.py``): per frame that
+costs a flag, a counter of requests in flight and integer comparisons; bytes are buffered
+only for a frame that spans reads, appended without copying until it is whole.
 """
 
 from __future__ import annotations
@@ -25,12 +30,15 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeAlias, cast
 
+from rocketq.cluster.config import ServerBoundsConfig
 from rocketq.cluster.errors import (
     ConnectBrokerError,
     MessageIllegalError,
     RequestTimeoutError,
     RocketqError,
 )
+from rocketq.cluster.remoting import bounds
+from rocketq.cluster.remoting.bounds import ServerGuard
 from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
 from rocketq.cluster.remoting.command import (
     MAX_FRAME,
@@ -49,6 +57,10 @@ Handler: TypeAlias = Callable[["Connection", RemotingCommand], Result | Awaitabl
 # Opaques are unique per process, as RocketMQ's requestId counter.
 _opaques = itertools.count(1)
 _MASK: Final = 0x7FFFFFFF
+# References of unexpected errors: the answer names one, the log line holding it too.
+_error_refs = itertools.count(1)
+# No bound on a connection that is not a server's.
+_UNBOUNDED: Final = 1 << 62
 
 
 def next_opaque() -> int:
@@ -73,9 +85,10 @@ def error_response(request: RemotingCommand, exc: BaseException) -> RemotingComm
         return request.response(wire_code(exc), remark=str(exc))
     if isinstance(exc, RemotingError):
         return request.response(ResponseCode.SYSTEM_ERROR, remark=f"bad request: {exc}")
-    log.exception("unexpected error handling %s", request, exc_info=exc)
+    ref = next(_error_refs)
+    log.error("unexpected error handling %s (ref %d)", request, ref, exc_info=exc)
     return request.response(
-        ResponseCode.SYSTEM_ERROR, remark=f"server error: {type(exc).__name__}: {exc}"
+        ResponseCode.SYSTEM_ERROR, remark=f"server error; see the server's log (ref {ref})"
     )
 
 
@@ -89,18 +102,33 @@ class Connection(asyncio.Protocol):
         on_close: Callable[[Connection], None] | None = None,
         max_frame: int = MAX_FRAME,
         after_read: Callable[[], None] | None = None,
+        guard: ServerGuard | None = None,
     ) -> None:
         self.handlers = handlers
         self.on_close = on_close
-        self.max_frame = max_frame
+        self.guard = guard
+        self.max_frame = guard.max_frame if guard is not None else max_frame
+        self.max_in_flight = guard.max_in_flight if guard is not None else _UNBOUNDED
         # Called once the frames of one read are handled (a broker sends what the sends of
         # that read appended to its slave or followers once, not once per send).
         self.after_read = after_read
         self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self.transport: asyncio.Transport | None = None
         self.peer = ""
+        self.address = ""  # the peer's IP (a server's per-address bound)
         self.attrs: dict[str, Any] = {}  # what a server remembers of the peer (client id...)
-        self._buf = bytearray()
+        # A frame that spans reads: its bytes so far, and how many it needs in all (0 until
+        # its length prefix is in).
+        self.buffered = bytearray()
+        self._need = 0
+        # Requests received and not yet answered (oneway ones until their handler ends).
+        self.in_flight = 0
+        # A whole frame went in or out since the guard last looked (its idle check), when
+        # it last saw none, and when the buffered frame began.
+        self.active = False
+        self.idle_since = 0.0
+        self.partial_since = 0.0
+        self._reading_paused = False
         self._tasks: set[asyncio.Task[None]] = set()
         # Frames sent while the frames of one read are handled (the answers a handler
         # gives at once), written together when the read is done: one system call.
@@ -118,13 +146,26 @@ class Connection(asyncio.Protocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
+            self.address = str(peer[0])
             self.peer = f"{peer[0]}:{peer[1]}"
+        guard = self.guard
+        if guard is not None:
+            if not guard.admit(self):
+                self.transport.abort()
+                return
+            self.transport.set_write_buffer_limits(guard.high_water, guard.low_water)
 
     def data_received(self, data: bytes) -> None:
-        buf = self._buf
-        if buf:
+        buf = self.buffered
+        before = len(buf)
+        if before:
+            if before + len(data) < self._need:  # the frame is still partial: keep it
+                buf += data
+                if self.guard is not None:
+                    self.guard.grew(self, len(data))
+                return
             buf += data
-            whole = bytes(buf)  # one copy; frames are views of it
+            whole = bytes(buf)  # one copy once the frame is whole; frames are views of it
             buf.clear()
         else:
             whole = data  # the usual case: frames are views of what the socket gave
@@ -137,33 +178,44 @@ class Connection(asyncio.Protocol):
             held, self._held = self._held, None
             if held and self.transport is not None and not self.transport.is_closing():
                 self.transport.write(held[0] if len(held) == 1 else b"".join(held))
+                if self._reading_paused:
+                    self._check_write_buffer()
+        if self.guard is not None and (before or buf):
+            self.guard.settled(self, before, len(buf))
         if self.after_read is not None:
             self.after_read()
 
     def _frames(self, view: memoryview, pos: int, end: int) -> None:
-        buf = self._buf
         while end - pos >= 4:
             size = int.from_bytes(view[pos : pos + 4], "big")
             if size > self.max_frame or size < 4:
-                self._refuse(f"a frame of {size} bytes (limit {self.max_frame})")
+                self.reject(
+                    bounds.FRAME_TOO_LARGE if size > self.max_frame else bounds.BAD_FRAME,
+                    f"a frame of {size} bytes (limit {self.max_frame})",
+                )
                 return
             if end - pos - 4 < size:
+                self._need = 4 + size
                 break
             frame = view[pos + 4 : pos + 4 + size]
             pos += 4 + size
             try:
                 cmd = decode(frame)
             except RemotingError as exc:
-                self._refuse(str(exc))
+                self.reject(bounds.BAD_FRAME, str(exc))
                 return
             self._received(cmd)
             if self.transport is None:  # a handler closed the connection
                 return
         if pos < end:
-            buf += view[pos:]
+            if end - pos < 4:
+                self._need = 4
+            self.buffered += view[pos:]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
+        if self.guard is not None:
+            self.guard.closed(self)
         pending, self.pending = self.pending, {}
         why = f"connection to {self.peer or 'peer'} closed"
         for fut in pending.values():
@@ -178,13 +230,20 @@ class Connection(asyncio.Protocol):
 
     # -- frames in --------------------------------------------------------------------
 
-    def _refuse(self, why: str) -> None:
-        log.warning("closing the connection with %s: %s", self.peer or "a peer", why)
-        self._buf.clear()
+    def reject(self, reason: str, why: str) -> None:
+        """Close the connection at once over a bound (``reason``, one of bounds.REASONS):
+        counted and logged by the server's guard."""
+        if self.guard is not None:
+            self.guard.reject(self, reason, why)
+            self.guard.release(self)
+        else:
+            log.warning("closing the connection with %s: %s", self.peer or "a peer", why)
+            self.buffered.clear()
         if self.transport is not None:
             self.transport.abort()
 
     def _received(self, cmd: RemotingCommand) -> None:
+        self.active = True
         if cmd.is_response:
             fut = self.pending.pop(cmd.opaque, None)
             if fut is not None and not fut.done():
@@ -194,24 +253,30 @@ class Connection(asyncio.Protocol):
         if handler is None:
             if not cmd.is_oneway:
                 name = RequestCode.NAMES.get(cmd.code, str(cmd.code))
-                self.send(
+                self._write(
                     cmd.response(
                         ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                         remark=f"request code {cmd.code} ({name}) is not supported",
                     )
                 )
             return
+        if self.in_flight >= self.max_in_flight:
+            self._busy(cmd)
+            return
+        # In flight until its answer goes out through send() (at once, from the task or
+        # later from the handler's own callback), or, if oneway, its handler is done.
+        self.in_flight += 1
         try:
             result = handler(self, cmd)
         except Exception as exc:
-            if not cmd.is_oneway:
-                self.send(error_response(cmd, exc))
-            return
+            result = error_response(cmd, exc)
         if inspect.isawaitable(result):
             task = asyncio.ensure_future(self._finish(cmd, result))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-        elif result is not None and not cmd.is_oneway:
+        elif cmd.is_oneway:
+            self.in_flight -= 1
+        elif result is not None:
             self.send(result)
 
     async def _finish(self, cmd: RemotingCommand, pending: Awaitable[Result]) -> None:
@@ -221,8 +286,67 @@ class Connection(asyncio.Protocol):
             raise
         except Exception as exc:
             result = error_response(cmd, exc)
-        if result is not None and not cmd.is_oneway:
+        if cmd.is_oneway:
+            self.in_flight -= 1
+        elif result is not None and self.is_open:
             self.send(result)
+
+    def _busy(self, cmd: RemotingCommand) -> None:
+        """Refuse a request over the connection's bound of requests in flight, as a
+        RocketMQ broker refuses what its queues cannot take."""
+        why = (
+            f"{self.in_flight} requests are in flight on this connection "
+            f"(server_max_requests_in_flight_per_connection {self.max_in_flight})"
+        )
+        if self.guard is not None:
+            self.guard.reject(self, bounds.REQUESTS_IN_FLIGHT, why)
+        if not cmd.is_oneway:
+            self._write(
+                cmd.response(
+                    ResponseCode.SYSTEM_BUSY,
+                    remark=f"[REQUESTS_IN_FLIGHT]server busy: {why}; wait for answers "
+                    "before sending more",
+                )
+            )
+
+    # -- back-pressure (asyncio.Protocol) -------------------------------------------------
+
+    def pause_writing(self) -> None:
+        """The peer is not reading its answers as fast as they come: stop reading its
+        requests until they drain below the low-water mark."""
+        transport = self.transport
+        if self.guard is None or transport is None or transport.is_closing():
+            return
+        self._reading_paused = True
+        transport.pause_reading()
+        self.guard.reject(
+            self,
+            bounds.WRITE_BUFFER_HIGH,
+            f"{transport.get_write_buffer_size()} bytes of answers wait for it "
+            f"(write_buffer_high_water_mark {self.guard.high_water})",
+        )
+        self._check_write_buffer()
+
+    def resume_writing(self) -> None:
+        if not self._reading_paused:
+            return
+        self._reading_paused = False
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    def _check_write_buffer(self) -> None:
+        """While reading is paused, answers still in flight may queue more: close the
+        connection once they pass server_max_write_buffer_bytes."""
+        guard, transport = self.guard, self.transport
+        if guard is None or transport is None:
+            return
+        size = transport.get_write_buffer_size()
+        if size > guard.max_write_buffer:
+            self.reject(
+                bounds.WRITE_BUFFER_FULL,
+                f"{size} bytes of answers wait for a peer that does not read them "
+                f"(server_max_write_buffer_bytes {guard.max_write_buffer})",
+            )
 
     # -- frames out -------------------------------------------------------------------
 
@@ -231,14 +355,23 @@ class Connection(asyncio.Protocol):
         return self.transport is not None and not self.transport.is_closing()
 
     def send(self, cmd: RemotingCommand) -> None:
-        """Write a frame (a response, or a request whose answer is not awaited)."""
+        """Write a frame (a response, or a request whose answer is not awaited); a
+        response ends its request's time in flight."""
+        if cmd.is_response and self.in_flight > 0:
+            self.in_flight -= 1
+        self._write(cmd)
+
+    def _write(self, cmd: RemotingCommand) -> None:
         transport = self.transport
         if transport is None or transport.is_closing():
             raise ConnectBrokerError(f"connection to {self.peer or 'peer'} is closed")
+        self.active = True
         if self._held is not None:
             self._held.append(encode(cmd))
         else:
             transport.write(encode(cmd))
+            if self._reading_paused:
+                self._check_write_buffer()
 
     async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send a request and wait up to ``timeout`` seconds for its response."""
@@ -246,7 +379,7 @@ class Connection(asyncio.Protocol):
         fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
         self.pending[opaque] = fut
         try:
-            self.send(cmd)
+            self._write(cmd)
         except BaseException:
             self.pending.pop(opaque, None)
             raise
@@ -269,7 +402,7 @@ class Connection(asyncio.Protocol):
     def invoke_oneway(self, cmd: RemotingCommand) -> None:
         cmd.opaque = next_opaque()
         cmd.flag |= ONEWAY_FLAG
-        self.send(cmd)
+        self._write(cmd)
 
     def close(self) -> None:
         """Close once the frames already sent are written."""
@@ -367,7 +500,8 @@ class RemotingClient:
 
 
 class RemotingServer:
-    """Listens on ``host:port`` (0: a free port) and answers with ``handlers``."""
+    """Listens on ``host:port`` (0: a free port) and answers with ``handlers``, within
+    ``bounds`` (a server config's bounds; their defaults without one)."""
 
     def __init__(
         self,
@@ -375,10 +509,12 @@ class RemotingServer:
         *,
         on_close: Callable[[Connection], None] | None = None,
         after_read: Callable[[], None] | None = None,
+        bounds: ServerBoundsConfig | None = None,
     ) -> None:
         self.handlers = handlers
         self.on_close = on_close
         self.after_read = after_read
+        self.guard = ServerGuard(bounds if bounds is not None else ServerBoundsConfig())
         self.connections: set[Connection] = set()
         self.server: asyncio.Server | None = None
         self.port = 0
@@ -390,10 +526,13 @@ class RemotingServer:
         else:
             self.server = await loop.create_server(self._protocol, host, port, reuse_address=True)
         self.port = self.server.sockets[0].getsockname()[1]
+        self.guard.start()
         return self.port
 
     def _protocol(self) -> Connection:
-        conn = Connection(self.handlers, on_close=self._closed, after_read=self.after_read)
+        conn = Connection(
+            self.handlers, on_close=self._closed, after_read=self.after_read, guard=self.guard
+        )
         self.connections.add(conn)
         return conn
 
@@ -404,6 +543,7 @@ class RemotingServer:
 
     async def stop(self) -> None:
         """Stop listening and close every connection."""
+        await self.guard.stop()
         if self.server is not None:
             self.server.close()
         conns = list(self.connections)

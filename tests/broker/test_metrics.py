@@ -74,6 +74,11 @@ DOCUMENTED: dict[str, tuple[str, tuple[str, ...]]] = {
     "rocketq_ha_sync_wait_seconds": ("histogram", ()),
     "rocketq_delay_backlog_messages": ("gauge", ("delay_level",)),
     "rocketq_timer_backlog_messages": ("gauge", ()),
+    # The bounds of the remoting and metrics ports (cluster/remoting/bounds.py).
+    "rocketq_remoting_rejected": ("counter", ("reason",)),
+    "rocketq_remoting_connections": ("gauge", ()),
+    "rocketq_remoting_buffered_bytes": ("gauge", ()),
+    "rocketq_metrics_http_rejected": ("counter", ("reason",)),
 }
 
 
