@@ -30,7 +30,7 @@ def read_json(path: Path, what: str) -> Any:
         return json.loads(path.read_bytes())
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep
         raise StoreCorruptError(
             f"{path}: cannot read the {what} ({exc}); restore it from a backup or move it "
             "away to start without it"

@@ -332,8 +332,15 @@ class MessageExt:
 
     @property
     def delay_level(self) -> int:
+        """The DELAY property as a number; 0 when absent or not a number (a record's
+        properties are whatever its producer wrote)."""
         raw = self.properties.get(PROPERTY_DELAY_TIME_LEVEL)
-        return int(raw) if raw else 0
+        if not raw:
+            return 0
+        try:
+            return int(raw)
+        except ValueError:
+            return 0
 
     def user_properties(self) -> dict[str, str]:
         return {k: v for k, v in self.properties.items() if k not in SYSTEM_PROPERTY_NAMES}

@@ -18,8 +18,10 @@ _PORT_OFFSET: Final = struct.Struct(">iq")
 
 
 def encode_offset_msg_id(store_host: bytes, physical_offset: int) -> str:
-    """``store_host`` is 8 bytes (IPv4 + port) or 20 bytes (IPv6 + port)."""
-    return (store_host + physical_offset.to_bytes(8, "big")).hex().upper()
+    """``store_host`` is 8 bytes (IPv4 + port) or 20 bytes (IPv6 + port); the offset goes
+    as Java's ``putLong`` writes it (two's complement: a damaged record's negative offset
+    still makes an id)."""
+    return (store_host + physical_offset.to_bytes(8, "big", signed=True)).hex().upper()
 
 
 def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:

@@ -146,14 +146,38 @@ def encode_properties(props: Mapping[str, str]) -> bytes:
     return raw
 
 
+def _field_lengths(buf: bytes | memoryview, pos: int, total: int, body_len: int) -> tuple[int, int]:
+    """(topic length, properties length) of the record of ``total`` bytes at ``pos``, each
+    checked to lie inside it before it is read; MessageIllegalError names what does not."""
+    if body_len < 0 or body_len > total - FIXED_SIZE:
+        raise MessageIllegalError(
+            f"record at {pos} has a body of {body_len} bytes in a record of {total}"
+        )
+    p = pos + POS_BODY + body_len
+    topic_len = buf[p]
+    if topic_len > total - FIXED_SIZE - body_len:
+        raise MessageIllegalError(
+            f"record at {pos} has a topic of {topic_len} bytes past its end ({total} bytes)"
+        )
+    props_at = p + 3 + topic_len
+    props_len = (buf[props_at - 2] << 8) | buf[props_at - 1]
+    if FIXED_SIZE + body_len + topic_len + props_len != total:
+        raise MessageIllegalError(f"record at {pos} has inconsistent field lengths")
+    return topic_len, props_len
+
+
 def record_properties(record: bytes | memoryview) -> dict[str, str]:
-    """The properties of one stored record (for filters that read them)."""
-    body_len = int.from_bytes(record[POS_BODY_LENGTH:POS_BODY], "big")
-    p = POS_BODY + body_len
-    topic_len = record[p]
-    p += 1 + topic_len
-    props_len = (record[p] << 8) | record[p + 1]
-    return decode_properties(record[p + 2 : p + 2 + props_len])
+    """The properties of one stored record (for filters that read them); raises
+    MessageIllegalError if the record's lengths do not add up."""
+    if len(record) < FIXED_SIZE:
+        raise MessageIllegalError(f"a record of {len(record)} bytes is truncated")
+    total = int.from_bytes(record[POS_TOTAL_SIZE:POS_MAGIC], "big", signed=True)
+    if total < FIXED_SIZE or total > len(record):
+        raise MessageIllegalError(f"a record of {len(record)} bytes has a bad size {total}")
+    body_len = int.from_bytes(record[POS_BODY_LENGTH:POS_BODY], "big", signed=True)
+    topic_len, props_len = _field_lengths(record, 0, total, body_len)
+    p = POS_BODY + body_len + 3 + topic_len
+    return decode_properties(record[p : p + props_len])
 
 
 def property_value(raw: bytes, name: bytes) -> bytes | None:
@@ -375,14 +399,11 @@ def _decode_at(buf: bytes, pos: int) -> MessageExt:
     ) = HEADER_NO_HOSTS.unpack_from(buf, pos)
     if magic != MESSAGE_MAGIC_CODE:
         raise MessageIllegalError(f"record at {pos} has magic code {magic:#x}, not a message")
-    if total < FIXED_SIZE or pos + total > end or body_len < 0:
+    if total < FIXED_SIZE or total > end - pos:
         raise MessageIllegalError(f"record at {pos} has a bad size {total}")
+    topic_len, props_len = _field_lengths(buf, pos, total, body_len)
     p = pos + POS_BODY + body_len
-    topic_len = buf[p]
     props_at = p + 3 + topic_len
-    props_len = (buf[props_at - 2] << 8) | buf[props_at - 1]
-    if FIXED_SIZE + body_len + topic_len + props_len != total:
-        raise MessageIllegalError(f"record at {pos} has inconsistent field lengths")
     raw_topic = buf[p + 1 : p + 1 + topic_len]
     topic = _topics.get(raw_topic)
     if topic is None:

@@ -10,7 +10,7 @@ accepts both.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from rocketq.cluster.remoting import fastjson
 
@@ -90,14 +90,35 @@ def cluster_info_body(info: ClusterInfo) -> bytes:
     )
 
 
+_INT_MIN: Final = -(1 << 31)
+_INT_MAX: Final = (1 << 31) - 1
+
+
 def _int(doc: dict[str, Any], key: str, default: int = 0) -> int:
+    """A Java int field: a number, or a string of one, inside the int range."""
     value = doc.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise RouteBodyError(f"{key} is {value!r}, not a number")
+        raise RouteBodyError(f"{key} is {_show(value)}, not a number")
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
-        raise RouteBodyError(f"{key} is {value!r}, not a number") from None
+        raise RouteBodyError(f"{key} is {_show(value)}, not a number") from None
+    if not _INT_MIN <= number <= _INT_MAX:
+        raise RouteBodyError(f"{key} is {_show(value)}, outside a Java int's range")
+    return number
+
+
+def _show(value: Any) -> str:
+    """A value for an error message, cut short (a hostile body may be megabytes)."""
+    text = repr(value) if not isinstance(value, int) or value.bit_length() < 256 else "a huge int"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _list(doc: dict[str, Any], key: str) -> list[Any]:
+    value = doc.get(key) or []
+    if not isinstance(value, list):
+        raise RouteBodyError(f"{key} is {_show(value)}, not an array")
+    return value
 
 
 def _broker_data(doc: Any) -> BrokerData:
@@ -109,14 +130,16 @@ def _broker_data(doc: Any) -> BrokerData:
     try:
         parsed = {int(i): str(a) for i, a in addrs.items()}
     except (TypeError, ValueError):
-        raise RouteBodyError(f"brokerAddrs has a key that is not a broker id: {addrs}") from None
+        raise RouteBodyError(
+            f"brokerAddrs has a key that is not a broker id: {_show(addrs)}"
+        ) from None
     return BrokerData(str(doc.get("cluster", "")), str(doc.get("brokerName", "")), parsed)
 
 
 def _load(body: bytes | memoryview, what: str) -> dict[str, Any]:
     try:
         doc = fastjson.loads(bytes(body))
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: arrays nested too deep
         raise RouteBodyError(f"the {what} body is not JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise RouteBodyError(f"the {what} body is not an object")
@@ -126,7 +149,7 @@ def _load(body: bytes | memoryview, what: str) -> dict[str, Any]:
 def parse_route(body: bytes | memoryview) -> TopicRouteData:
     doc = _load(body, "route")
     queues = []
-    for q in doc.get("queueDatas") or []:
+    for q in _list(doc, "queueDatas"):
         if not isinstance(q, dict):
             raise RouteBodyError("a queue data is not an object")
         queues.append(
@@ -138,7 +161,7 @@ def parse_route(body: bytes | memoryview) -> TopicRouteData:
                 _int(q, "topicSysFlag", _int(q, "topicSynFlag")),
             )
         )
-    brokers = [_broker_data(b) for b in doc.get("brokerDatas") or []]
+    brokers = [_broker_data(b) for b in _list(doc, "brokerDatas")]
     return TopicRouteData(queues, brokers, str(doc.get("orderTopicConf") or ""))
 
 
@@ -148,6 +171,9 @@ def parse_cluster_info(body: bytes | memoryview) -> ClusterInfo:
     clusters = doc.get("clusterAddrTable") or {}
     if not isinstance(table, dict) or not isinstance(clusters, dict):
         raise RouteBodyError("brokerAddrTable and clusterAddrTable must be objects")
+    for c, names in clusters.items():
+        if not isinstance(names, list):
+            raise RouteBodyError(f"clusterAddrTable[{c!r}] is {_show(names)}, not an array")
     return ClusterInfo(
         {str(name): _broker_data(b) for name, b in table.items()},
         {str(c): sorted(str(n) for n in names) for c, names in clusters.items()},

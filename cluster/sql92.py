@@ -39,7 +39,11 @@ from typing import Any, Final, TypeAlias
 
 from rocketq.cluster.errors import SubscriptionParseFailedError
 
-__all__ = ["MAX_NESTING", "Sql92Filter", "compile_expression", "validate"]
+__all__ = ["MAX_EXPRESSION_LENGTH", "MAX_NESTING", "Sql92Filter", "compile_expression", "validate"]
+
+MAX_EXPRESSION_LENGTH: Final = 65536
+"""Longest expression compiled, in characters (the broker compiles a subscription on its
+event loop; a longer one would hold it for seconds)."""
 
 MAX_NESTING: Final = 100
 """Deepest allowed nesting of parentheses and NOTs (keeps compile and evaluation off the
@@ -102,8 +106,9 @@ class _Token:
 
 
 def _error(text: str, problem: str, index: int) -> SubscriptionParseFailedError:
+    shown = text if len(text) <= 200 else text[:200] + "..."
     return SubscriptionParseFailedError(
-        f"SQL92 expression '{text}' : {problem} at position {index + 1}"
+        f"SQL92 expression '{shown}' : {problem} at position {index + 1}"
     )
 
 
@@ -360,6 +365,13 @@ class _Parser:
 
     def __init__(self, text: str) -> None:
         self._text = text
+        if len(text) > MAX_EXPRESSION_LENGTH:
+            raise _error(
+                text,
+                f"the expression is {len(text)} characters long; at most "
+                f"{MAX_EXPRESSION_LENGTH} are compiled",
+                MAX_EXPRESSION_LENGTH,
+            )
         self._tokens = _tokenize(text)
         self._index = 0
         self._depth = 0
