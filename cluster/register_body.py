@@ -15,6 +15,18 @@ that a stock broker sends by default. ``bodyCrc32`` is CRC32 with the sign bit c
 (RocketMQ's UtilAll.crc32) of the body as sent.
 
 The data version of rocketq's table is one number: the DataVersion's counter.
+
+Inflating is bounded by what the table announces: the DataVersion may take
+MAX_VERSION_BYTES, and once the topic count is read the whole table may take
+``table_cap(count)``: TABLE_BASE_BYTES (the DataVersion, the filter server list and a
+delta's deleted names) plus MAX_TOPIC_ENTRY_BYTES per topic, at most MAX_TABLE_BYTES. A
+topic line is at most 196 bytes with its length (a 127-character name, 32-bit numbers);
+real ones are 40 to 160 (10,000 topics named ``Many-00000``.. inflate to 410,047 bytes,
+10,000 of 127 characters to 1,580,047), so a table over its cap is a zlib bomb or not
+rocketq's. The stream is inflated INFLATE_STEP bytes at a time
+(``decompressobj().decompress(data, max_length)``), so it never holds more than the cap;
+the nameserver decodes a table whose cap is over INLINE_TABLE_BYTES off its event loop.
+RocketMQ's nameserver inflates the body whole, with no limit.
 """
 
 from __future__ import annotations
@@ -29,14 +41,42 @@ from typing import Any, Final
 from rocketq.cluster.message import TopicConfig
 from rocketq.cluster.remoting import fastjson
 
-# A table larger than this once inflated is refused (a million topics take about 40 MiB).
-MAX_TABLE_BYTES: Final = 256 * 1024 * 1024
+_MIB: Final = 1024 * 1024
+# The most any table inflates to (about 1.5 million topics of typical names, 340,000 of
+# 127 characters), whatever its topic count says.
+MAX_TABLE_BYTES: Final = 64 * _MIB
+# What each announced topic may add to the cap (a line is at most 196 bytes).
+MAX_TOPIC_ENTRY_BYTES: Final = 256
+# The cap before topics: the DataVersion, the filter server list and a delta's deleted
+# topic names (30,000 of 127 characters).
+TABLE_BASE_BYTES: Final = 4 * _MIB
+# The DataVersion JSON ({"counter":..,"timestamp":..} is about 50 bytes).
+MAX_VERSION_BYTES: Final = 4096
+# Bytes of output per inflate step.
+INFLATE_STEP: Final = _MIB
+# Decoded on the event loop: a table whose cap is at most this (16,384 topics; inflating
+# 8 MiB takes milliseconds), a JSON body of at most INLINE_JSON_BYTES; others in a thread.
+INLINE_TABLE_BYTES: Final = 8 * _MIB
+INLINE_JSON_BYTES: Final = _MIB
 _I32: Final = struct.Struct(">i")
 _FILTER_TYPE: Final = "SINGLE_TAG"
 
 
 class RegisterBodyError(ValueError):
     """The body of a registration cannot be read."""
+
+
+class RegisterBodyTooLargeError(RegisterBodyError):
+    """The topic table inflates past what its topic count allows (``cap`` bytes)."""
+
+    def __init__(self, text: str, cap: int) -> None:
+        super().__init__(text)
+        self.cap = cap
+
+
+def table_cap(topic_count: int) -> int:
+    """The most a table announcing ``topic_count`` topics may inflate to."""
+    return min(MAX_TABLE_BYTES, TABLE_BASE_BYTES + topic_count * MAX_TOPIC_ENTRY_BYTES)
 
 
 @dataclass
@@ -112,19 +152,59 @@ def _version(doc: Any) -> int:
     )
 
 
-def decode_compressed(body: bytes | memoryview) -> RegisterBody:
+def _announced(head: bytearray) -> int | None:
+    """The topic count a table's first bytes announce (None: not inflated that far)."""
+    if len(head) < 4:
+        return None
+    (n,) = _I32.unpack_from(head, 0)
+    if n < 0 or n > MAX_VERSION_BYTES:
+        raise RegisterBodyError(
+            f"the DataVersion takes {n} bytes; at most {MAX_VERSION_BYTES} are read"
+        )
+    if len(head) < 8 + n:
+        return None
+    count: int = _I32.unpack_from(head, 4 + n)[0]
+    if count < 0:
+        raise RegisterBodyError(f"a topic count of {count}")
+    return count
+
+
+def inflate_table(body: bytes | memoryview) -> bytearray:
+    """The inflated topic table, never more than its cap (see the module's text)."""
     inflate = zlib.decompressobj()
+    out = bytearray()
+    pending = bytes(body)
+    cap = 8 + MAX_VERSION_BYTES  # until the topic count is read
+    count: int | None = None
     try:
-        raw = inflate.decompress(bytes(body), MAX_TABLE_BYTES)
+        while not inflate.eof:
+            step = min(INFLATE_STEP, cap + 1 - len(out))
+            chunk = inflate.decompress(pending, step)
+            out += chunk
+            pending = inflate.unconsumed_tail
+            if count is None:
+                count = _announced(out)
+                if count is not None:
+                    cap = table_cap(count)
+            if len(out) > cap:
+                raise RegisterBodyTooLargeError(
+                    f"the topic table inflates past {cap} bytes, more than its "
+                    f"{count} topics may take ({len(body)} bytes compressed; "
+                    f"{MAX_TOPIC_ENTRY_BYTES} bytes a topic beside {TABLE_BASE_BYTES}, "
+                    f"at most {MAX_TABLE_BYTES}): refused as a zlib bomb",
+                    cap,
+                )
+            if not pending and len(chunk) < step:
+                break
     except zlib.error as exc:
         raise RegisterBodyError(f"the topic table is not zlib data ({exc})") from None
-    if inflate.unconsumed_tail:
-        raise RegisterBodyError(
-            f"the topic table inflates past {MAX_TABLE_BYTES} bytes; register fewer topics "
-            "per broker"
-        )
     if not inflate.eof:
         raise RegisterBodyError(f"the topic table ends early ({len(body)} bytes compressed)")
+    return out
+
+
+def decode_compressed(body: bytes | memoryview) -> RegisterBody:
+    raw = inflate_table(body)
     view = memoryview(raw)
     pos = 0
 
@@ -201,3 +281,26 @@ def decode_body(body: bytes | memoryview | None, *, compressed: bool, crc: int) 
                 "damaged on the way"
             )
     return decode_compressed(body) if compressed else decode_json(body)
+
+
+def announced_count(body: bytes | memoryview) -> int | None:
+    """The topic count a compressed table announces, inflating no more than its head
+    (None if the head cannot be read)."""
+    inflate = zlib.decompressobj()
+    try:
+        head = bytearray(inflate.decompress(bytes(body[: 64 * 1024]), 8 + MAX_VERSION_BYTES))
+        return _announced(head)
+    except (zlib.error, RegisterBodyError):
+        return None
+
+
+def decodes_inline(body: bytes | memoryview | None, *, compressed: bool) -> bool:
+    """Whether decoding ``body`` is quick enough for an event loop (else use a thread): a
+    table announcing at most INLINE_TABLE_BYTES of cap, or a head that cannot be read (it
+    is refused at once); JSON of at most INLINE_JSON_BYTES."""
+    if not body:
+        return True
+    if not compressed:
+        return len(body) <= INLINE_JSON_BYTES
+    count = announced_count(body)
+    return count is None or table_cap(count) <= INLINE_TABLE_BYTES

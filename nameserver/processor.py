@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections.abc import Awaitable
 from typing import Final
 
 from rocketq.cluster.errors import (
@@ -22,7 +23,12 @@ from rocketq.cluster.errors import (
     RocketqSystemError,
     TopicNotExistError,
 )
-from rocketq.cluster.register_body import RegisterBodyError, decode_body
+from rocketq.cluster.register_body import (
+    RegisterBody,
+    RegisterBodyError,
+    decode_body,
+    decodes_inline,
+)
 from rocketq.cluster.remoting import fastjson
 from rocketq.cluster.remoting.codes import MQVersion, RequestCode, ResponseCode
 from rocketq.cluster.remoting.command import RemotingCommand
@@ -37,10 +43,18 @@ log = logging.getLogger(__name__)
 
 ORDER_TOPIC_CONFIG: Final = "ORDER_TOPIC_CONFIG"
 CHANNEL: Final = "channel"  # Connection.attrs key: the connection's channel number
+# Registration bodies decoded at once off the event loop (each holds up to its table's
+# cap, cluster.register_body.MAX_TABLE_BYTES at most); more wait their turn.
+MAX_CONCURRENT_BODY_DECODES: Final = 2
 
 
 def _flag(cmd: RemotingCommand, name: str) -> bool:
     return (cmd.ext or {}).get(name, "false").lower() == "true"
+
+
+def _kind(cmd: RemotingCommand) -> str:
+    """A registration's kind: FULL, DELTA or HEARTBEAT."""
+    return (cmd.ext or {}).get("registerKind", "FULL").upper()
 
 
 def _int(cmd: RemotingCommand, name: str, default: int | None = None) -> int:
@@ -67,10 +81,11 @@ class NameServerProcessor:
         self.counters = NameServerCounters()
         self._channels = itertools.count(1)
         self._connections: dict[int, Connection] = {}
+        self._decodes: asyncio.Semaphore | None = None
 
     def handlers(self) -> dict[int, Handler]:
         return {
-            RequestCode.REGISTER_BROKER: self.register_broker,
+            RequestCode.REGISTER_BROKER: self.register_broker_request,
             RequestCode.UNREGISTER_BROKER: self.unregister_broker,
             RequestCode.QUERY_DATA_VERSION: self.query_data_version,
             RequestCode.GET_ROUTEINFO_BY_TOPIC: self.route,
@@ -108,11 +123,54 @@ class NameServerProcessor:
 
     # -- brokers -----------------------------------------------------------------------
 
-    def register_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    def register_broker_request(
+        self, conn: Connection, cmd: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand | None]:
+        """REGISTER_BROKER: a small table is decoded here, a large one (or a bomb claiming
+        to be) in a thread, at most MAX_CONCURRENT_BODY_DECODES at once, so that inflating
+        it never holds the loop."""
+        if _kind(cmd) == "HEARTBEAT" or decodes_inline(
+            cmd.body, compressed=_flag(cmd, "compressed")
+        ):
+            return self.register_broker(conn, cmd)
+        return self._register_off_loop(conn, cmd)
+
+    async def _register_off_loop(
+        self, conn: Connection, cmd: RemotingCommand
+    ) -> RemotingCommand | None:
+        self._check_names(cmd)
+        if self._decodes is None:
+            self._decodes = asyncio.Semaphore(MAX_CONCURRENT_BODY_DECODES)
+        async with self._decodes:
+            body = await asyncio.to_thread(self._decode, cmd)
+        if not conn.is_open:
+            return None  # the broker left while its body was decoded: nothing to hold
+        return self.register_broker(conn, cmd, body)
+
+    def _check_names(self, cmd: RemotingCommand) -> tuple[str, str]:
         name, addr = cmd.field("brokerName"), cmd.field("brokerAddr")
         if not name or not addr:
             raise MessageIllegalError("brokerName and brokerAddr are required")
-        kind = (cmd.ext or {}).get("registerKind", "FULL").upper()
+        return name, addr
+
+    def _decode(self, cmd: RemotingCommand) -> RegisterBody:
+        name, addr = cmd.field("brokerName"), cmd.field("brokerAddr")
+        try:
+            return decode_body(
+                cmd.body,
+                compressed=_flag(cmd, "compressed"),
+                crc=_int(cmd, "bodyCrc32", 0),
+            )
+        except RegisterBodyError as exc:
+            log.warning("refused the registration of broker %s at %s: %s", name, addr, exc)
+            raise RocketqSystemError(f"broker {name}: {exc}") from None
+
+    def register_broker(
+        self, conn: Connection, cmd: RemotingCommand, decoded: RegisterBody | None = None
+    ) -> RemotingCommand:
+        """REGISTER_BROKER with its body decoded (``decoded``) or to decode here."""
+        name, addr = self._check_names(cmd)
+        kind = _kind(cmd)
         who = {
             "cluster": cmd.field("clusterName"),
             "broker_addr": addr,
@@ -127,15 +185,7 @@ class NameServerProcessor:
             self.counters.registrations[HEARTBEAT] += 1
             result = self.routes.heartbeat(data_version=_int(cmd, "dataVersion"), **who)  # type: ignore[arg-type]
         else:
-            try:
-                body = decode_body(
-                    cmd.body,
-                    compressed=_flag(cmd, "compressed"),
-                    crc=_int(cmd, "bodyCrc32", 0),
-                )
-            except RegisterBodyError as exc:
-                log.warning("refused the registration of broker %s at %s: %s", name, addr, exc)
-                raise RocketqSystemError(f"broker {name}: {exc}") from None
+            body = decoded if decoded is not None else self._decode(cmd)
             version = _int(cmd, "dataVersion", body.data_version)
             if kind == "DELTA":
                 self.counters.registrations[DELTA] += 1
