@@ -6,7 +6,7 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 DATA_DIR ?= $(CURDIR)/data
 
-.PHONY: run test lint typecheck unit venv clean proto sysdeps tree
+.PHONY: run test lint typecheck unit venv clean proto sysdeps tree fuzz
 
 # pip 25.1 reads PEP 735 dependency groups (--group).
 $(BIN)/python:
@@ -20,7 +20,7 @@ $(STAMP_RUN): pyproject.toml | $(BIN)/python
 
 # `make test`: every extra the tests import and the dev group (lint, test and proto tools).
 $(STAMP_DEV): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[console,spark,bench,chart]" --group dev
+	$(BIN)/python -m pip install --quiet -e ".[console,spark,bench,chart,fuzz]" --group dev
 	touch $@ $(STAMP_RUN)
 
 venv: $(STAMP_DEV)
@@ -70,6 +70,14 @@ unit: $(STAMP_DEV) sysdeps $(ALI_ONS)/node_modules/.package-lock.json
 # The Debian packages first: their versions head the output, a line that no longer
 # resolves stops the run before anything else.
 test: sysdeps lint typecheck unit
+
+# Coverage-guided fuzzing of every decoder of outside bytes (bench/fuzz/, atheris): each
+# harness FUZZ_SECONDS seconds in a process of its own, FUZZ_JOBS at a time; per harness the
+# executions, exec/s, corpus size and findings, each finding's input under fuzz-findings/.
+FUZZ_SECONDS ?= 180
+FUZZ_JOBS ?= 1
+fuzz: $(STAMP_DEV)
+	$(BIN)/rocketq bench fuzz --seconds $(FUZZ_SECONDS) --jobs $(FUZZ_JOBS) --findings fuzz-findings
 
 # Regenerate the protobuf modules from cluster/proto/rocketq/v1/rocketq.proto.
 proto: $(STAMP_DEV)

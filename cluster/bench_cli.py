@@ -669,3 +669,79 @@ def bench_transport(
         )
     if json_out:
         typer.echo(json.dumps(transport_bench.report(results)))
+
+
+# -- fuzzing the decoders (bench/fuzz/) ------------------------------------------------------
+
+
+@bench_app.command("fuzz")
+def bench_fuzz(
+    seconds: Annotated[
+        float, typer.Option("--seconds", "-d", min=1, help="Seconds of fuzzing per harness.")
+    ] = 180.0,
+    harness: Annotated[
+        list[str] | None,
+        typer.Option("--harness", help="A harness to run (repeat for more). Default: all."),
+    ] = None,
+    runs: Annotated[
+        int, typer.Option(min=0, help="Stop a harness after N executions (0: --seconds).")
+    ] = 0,
+    findings: Annotated[
+        Path,
+        typer.Option(
+            "--findings",
+            file_okay=False,
+            help="Where each harness's findings, working corpus and log go.",
+        ),
+    ] = Path("fuzz-findings"),
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Harnesses at once.")] = 1,
+    time_limit: Annotated[
+        float, typer.Option(min=0.01, help="CPU seconds an input may take before it is a hang.")
+    ] = 1.0,
+    memory_mb: Annotated[
+        int, typer.Option(min=64, help="Memory a worker may add to what it uses at start (MB).")
+    ] = 2048,
+    max_len: Annotated[int, typer.Option(min=1, help="Longest input in bytes.")] = 16384,
+    list_only: Annotated[
+        bool, typer.Option("--list", help="Print the harnesses and what each fuzzes, and stop.")
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Coverage-guided fuzzing (atheris) of every decoder of outside bytes, each harness in
+    a process of its own: executions, exec/s, corpus size and findings per harness; each
+    finding's input goes to FINDINGS/<harness>/ with the exception beside it. Exits 1 when
+    anything was found. Needs rocketq[fuzz]."""
+    import importlib.util
+
+    from rocketq.bench.fuzz.runner import HARNESS_NAMES, FuzzOptions, json_report, run_fuzz, summary
+
+    if list_only:
+        from rocketq.bench.fuzz.targets import HARNESSES
+
+        for h in HARNESSES.values():
+            typer.echo(f"{h.name:<20} {h.summary}")
+        return
+    try:
+        options = FuzzOptions(
+            seconds=seconds,
+            harnesses=tuple(harness) if harness else HARNESS_NAMES,
+            runs=runs,
+            findings=findings,
+            jobs=jobs,
+            time_limit=time_limit,
+            memory_mb=memory_mb,
+            max_len=max_len,
+        )
+    except BenchOptionError as exc:
+        raise typer.BadParameter(str(exc), param_hint=f"'{exc.flag}'") from None
+    if importlib.util.find_spec("atheris") is None:
+        raise fail("atheris is not installed: pip install 'rocketq[fuzz]'")
+    try:
+        results = run_fuzz(options, typer.echo)
+    except OSError as exc:
+        raise fail(str(exc)) from None
+    typer.echo(summary(results))
+    if json_out:
+        typer.echo(json_report(results))
+    if not all(r.ok for r in results):
+        raise typer.Exit(1)

@@ -36,6 +36,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "spark": ("rocketq.sdk.spark", "rocketq.bench.spark_bench"),
     "bench": ("rocketq.bench.peers.systems",),
     "chart": ("rocketq.bench.peers.chart", "rocketq.chaos.report"),
+    "fuzz": ("rocketq.bench.fuzz.worker",),
 }
 
 # Dependencies the code reaches through another package, each with the import of ours that

@@ -1,0 +1,372 @@
+"""The fuzz harnesses: one per decoder of outside bytes, each calling its decoder as the
+code that receives those bytes does, and accepting the error that decoder documents.
+
+Where one input has to say two things (which of two decoders, a flag, two files), its
+first byte (or a separator) says it, so that every byte string is a valid input. Inputs
+that carry a checksum have it fixed up first, so the fuzzer gets past it into the
+structure behind it (a second form of the input leaves the checksum as it is).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import zlib
+from pathlib import Path
+from typing import Any, Final
+
+from rocketq.bench.fuzz import broker_target
+from rocketq.bench.fuzz.harness import Harness
+from rocketq.broker.config import load_broker_config
+from rocketq.broker.config_json import group_of, topic_of
+from rocketq.broker.topic_config import TopicConfigManager
+from rocketq.broker.wire.send import batch_records
+from rocketq.cluster.config import load_config
+from rocketq.cluster.errors import (
+    ConfigError,
+    MessageIllegalError,
+    RocketqError,
+    StoreCorruptError,
+    SubscriptionParseFailedError,
+)
+from rocketq.cluster.message import decode_properties
+from rocketq.cluster.record import (
+    decode_record,
+    decode_records,
+    encode_properties,
+    iter_records,
+    property_value,
+    record_properties,
+)
+from rocketq.cluster.register_body import RegisterBodyError, decode_body
+from rocketq.cluster.remoting import fastjson
+from rocketq.cluster.remoting.broker_tables import (
+    parse_all_subscription_group_config,
+    parse_all_topic_config,
+)
+from rocketq.cluster.remoting.codes import ResponseCode
+from rocketq.cluster.remoting.command import RemotingCommand, RemotingError, decode
+from rocketq.cluster.route_data import RouteBodyError, parse_cluster_info, parse_route
+from rocketq.cluster.sql92 import compile_expression
+from rocketq.nameserver.config import NameServerConfig
+from rocketq.replication.ha.wire import (
+    HELLO,
+    TRANSFER,
+    HAProtocolError,
+    decode_hello_head,
+    decode_transfer_head,
+)
+from rocketq.replication.raft import wire as raft_wire
+from rocketq.sdk.push_consumer import finish_messages
+from rocketq.storage.checkpoint import CheckpointFile
+from rocketq.storage.queue_ends import QueueEndsError
+from rocketq.storage.queue_ends import decode as decode_queue_ends
+
+# Separates the two files of a topics input: the snapshot (topics.json), then the log.
+FILE_SEPARATOR: Final = b"\n\x00\x00\n"
+# Message properties the SQL92 harness evaluates each compiled expression against.
+SQL_PROPERTIES: Final[tuple[dict[str, str], ...]] = (
+    {},
+    {"a": "1", "b": "x", "TAGS": "TagA", "c": "true"},
+    {"a": "-3.5", "b": "", "d": "NaN", "e": "1e308"},
+)
+
+
+# -- the remoting protocol -------------------------------------------------------------------
+
+
+def remoting_frame(data: bytes) -> None:
+    """A frame after its length word, as the transport hands it to ``decode``."""
+    cmd = decode(data)
+    repr(cmd)
+    if cmd.ext:
+        for key in cmd.ext:
+            cmd.field(key)
+
+
+def fastjson_body(data: bytes) -> None:
+    """A JSON body as RocketMQ's fastjson writes it (route, heartbeat, admin bodies)."""
+    fastjson.loads(data)
+
+
+# -- bodies of requests and answers ----------------------------------------------------------
+
+
+def send_batch(data: bytes) -> None:
+    """SEND_BATCH_MESSAGE's body (RocketMQ's batch encoding) into CommitLog records; the
+    first byte says whether the header's properties are added to each message."""
+    extra = b"CLUSTER\x01DefaultCluster\x02" if data[:1] == b"\x01" else b""
+    batch_records(
+        data[1:],
+        b"FuzzTopic",
+        queue_id=0,
+        born_timestamp=1_700_000_000_000,
+        born=b"\x7f\x00\x00\x01\x00\x00\x27\x10",
+        sys_flag=0,
+        reconsume_times=0,
+        batch_properties=extra,
+    )
+
+
+def records(data: bytes) -> None:
+    """Stored records as a pull answer brings them: the broker walks records and reads
+    their properties (filters); a transaction check decodes the first; the SDK decodes
+    every record and reads what a consumer reads (finish_messages checks and inflates
+    bodies)."""
+    for pos, size in iter_records(data):
+        record_properties(memoryview(data)[pos : pos + size])
+    decode_record(data)
+    finished: Any = finish_messages(decode_records(data), "FuzzGroup")
+    # -> (good messages, errors of the bad ones); a plain list before bodies were checked.
+    msgs = finished[0] if isinstance(finished, tuple) else finished
+    for m in msgs:
+        m.properties  # noqa: B018 (decoded on first use)
+        m.tags  # noqa: B018
+        m.keys  # noqa: B018
+        m.msg_id  # noqa: B018
+        m.offset_msg_id  # noqa: B018
+        m.born_host  # noqa: B018
+        m.store_host  # noqa: B018
+        m.delay_level  # noqa: B018
+        m.user_properties()
+        repr(m)
+
+
+def message_properties(data: bytes) -> None:
+    """A record's properties (``name\\x01value\\x02``): decoded, one read straight from the
+    bytes, and written back (a name or value the encoder refuses is MessageIllegalError)."""
+    props = decode_properties(data)
+    property_value(data, b"TAGS")
+    property_value(data, b"UNIQ_KEY")
+    encode_properties(props)
+
+
+def register_body(data: bytes) -> None:
+    """REGISTER_BROKER's body; the first byte is the header's ``compressed`` flag."""
+    decode_body(data[1:], compressed=data[:1] == b"\x01", crc=0)
+
+
+def route_body(data: bytes) -> None:
+    """GET_ROUTEINFO_BY_TOPIC's answer, or (first byte 1) GET_BROKER_CLUSTER_INFO's."""
+    if data[:1] == b"\x01":
+        parse_cluster_info(data[1:])
+    else:
+        parse_route(data[1:])
+
+
+def topic_body(data: bytes) -> None:
+    """Topic and group config bodies. First byte 1: GET_ALL_TOPIC_CONFIG's answer, 2:
+    GET_ALL_SUBSCRIPTIONGROUP_CONFIG's (as an admin and a slave read them); otherwise one
+    TopicConfig and SubscriptionGroupConfig object as the broker reads an update's body
+    and a slave its master's tables."""
+    mode, body = data[:1], data[1:]
+    if mode == b"\x01":
+        parse_all_topic_config(RemotingCommand(ResponseCode.SUCCESS, None, body))
+        return
+    if mode == b"\x02":
+        parse_all_subscription_group_config(RemotingCommand(ResponseCode.SUCCESS, None, body))
+        return
+    doc = fastjson.loads(body)
+    if not isinstance(doc, dict):
+        return
+    try:
+        topic_of(doc)
+    finally:
+        group_of(doc)
+
+
+def sql92(data: bytes) -> None:
+    """A SQL92 subscription expression (as a header's text), compiled, then evaluated."""
+    text = data.decode("utf-8", errors="replace")
+    compiled = compile_expression(text)
+    for props in SQL_PROPERTIES:
+        compiled.matches(props)
+
+
+# -- replication -----------------------------------------------------------------------------
+
+
+def ha_frame(data: bytes) -> None:
+    """An HA connection's fixed headers: a slave's hello to the master (first byte 0) or a
+    master's transfer header to the slave (otherwise), read as exactly their size."""
+    if data[:1] == b"\x00":
+        head = data[1 : 1 + HELLO.size].ljust(HELLO.size, b"\0")
+        decode_hello_head(head)
+        data[1 + HELLO.size :].decode(errors="replace")
+    else:
+        decode_transfer_head(data[1 : 1 + TRANSFER.size].ljust(TRANSFER.size, b"\0"))
+
+
+def raft_frame(data: bytes) -> None:
+    """A Raft frame after its length word: the kind byte, then the body."""
+    if not data:
+        return
+    with memoryview(data) as view, view[1:] as body:
+        raft_wire.decode(data[0], body)
+
+
+# -- files read at start ---------------------------------------------------------------------
+
+
+class _Scratch:
+    """One temporary directory per process for the file harnesses (emptied per input)."""
+
+    path: Path | None = None
+
+    @classmethod
+    def fresh(cls) -> Path:
+        if cls.path is None:
+            cls.path = Path(tempfile.mkdtemp(prefix="rocketq-fuzz-"))
+        for child in cls.path.iterdir():
+            if child.is_dir():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+        return cls.path
+
+
+def checkpoint_file(data: bytes) -> None:
+    """The store's checkpoint file as the store reads it at start."""
+    path = _Scratch.fresh() / "checkpoint"
+    path.write_bytes(data)
+    cp = CheckpointFile(path)
+    try:
+        cp.read()
+    finally:
+        cp.close()
+
+
+def queue_ends(data: bytes) -> None:
+    """The queue ends file; first byte 0: the rest as it is, otherwise the rest with a
+    correct checksum after it (so that the structure behind the checksum is fuzzed)."""
+    body = data[1:]
+    if data[:1] != b"\x00":
+        body += zlib.crc32(body).to_bytes(4, "big")
+    decode_queue_ends(body)
+
+
+def topics_files(data: bytes) -> None:
+    """The broker's topic snapshot (topics.json) and its change log (topics.log), split by
+    FILE_SEPARATOR, loaded as a broker loads them at start."""
+    snapshot, _, log = data.partition(FILE_SEPARATOR)
+    where = _Scratch.fresh() / "topics.json"
+    if snapshot:
+        where.write_bytes(snapshot)
+    if log:
+        where.with_suffix(".log").write_bytes(log)
+    TopicConfigManager(where, auto_create=True, default_queue_nums=4).load()
+
+
+def config_toml(data: bytes) -> None:
+    """A broker.toml (broker and store keys) or, first byte 1, a nameserver's TOML."""
+    path = _Scratch.fresh() / "config.toml"
+    path.write_bytes(data[1:])
+    if data[:1] == b"\x01":
+        load_config(NameServerConfig, path, env={})
+    else:
+        load_broker_config(path, env={})
+
+
+HARNESSES: Final = {
+    h.name: h
+    for h in (
+        Harness(
+            "remoting_frame",
+            remoting_frame,
+            (RemotingError,),
+            "cluster/remoting/command.py decode: JSON and ROCKETMQ headers",
+        ),
+        Harness(
+            "fastjson",
+            fastjson_body,
+            (ValueError,),  # FastjsonDecodeError, or bytes that are not UTF-8
+            "cluster/remoting/fastjson.py loads: fastjson's loose JSON",
+        ),
+        broker_target.HARNESS,
+        Harness(
+            "send_batch",
+            send_batch,
+            (MessageIllegalError,),
+            "broker/wire/send.py batch_records: the batch encoding",
+        ),
+        Harness(
+            "records",
+            records,
+            (MessageIllegalError,),
+            "cluster/record.py decoders as the broker and the SDK use them",
+        ),
+        Harness(
+            "message_properties",
+            message_properties,
+            (MessageIllegalError,),
+            "cluster/message.py decode_properties, cluster/record.py property_value",
+        ),
+        Harness(
+            "register_body",
+            register_body,
+            (RegisterBodyError,),
+            "cluster/register_body.py decode_body: compressed and JSON",
+        ),
+        Harness(
+            "route_body",
+            route_body,
+            (RouteBodyError,),
+            "cluster/route_data.py parse_route, parse_cluster_info",
+        ),
+        Harness(
+            "topic_body",
+            topic_body,
+            (RocketqError, ValueError),  # MessageIllegalError, a malformed answer; fastjson
+            "broker/config_json.py topic_of, group_of; broker_tables parse_all_*_config",
+        ),
+        Harness(
+            "sql92",
+            sql92,
+            (SubscriptionParseFailedError,),
+            "cluster/sql92.py compile_expression and matches",
+        ),
+        Harness(
+            "ha_frame",
+            ha_frame,
+            (HAProtocolError,),
+            "replication/ha/wire.py hello and transfer headers",
+        ),
+        Harness(
+            "raft_frame",
+            raft_frame,
+            (raft_wire.FrameError,),
+            "replication/raft/wire.py decode",
+        ),
+        Harness(
+            "checkpoint",
+            checkpoint_file,
+            (StoreCorruptError,),
+            "storage/checkpoint.py CheckpointFile.read",
+        ),
+        Harness(
+            "queue_ends",
+            queue_ends,
+            (QueueEndsError,),
+            "storage/queue_ends.py decode",
+        ),
+        Harness(
+            "topics_files",
+            topics_files,
+            (StoreCorruptError,),
+            "broker/topic_config.py TopicConfigManager.load: topics.json and topics.log",
+        ),
+        Harness(
+            "config_toml",
+            config_toml,
+            (ConfigError,),
+            "cluster/config.py load_configs: broker.toml, the nameserver's TOML",
+        ),
+    )
+}
+
+
+def cleanup() -> None:
+    """Remove the file harnesses' scratch directory."""
+    if _Scratch.path is not None:
+        shutil.rmtree(_Scratch.path, ignore_errors=True)
+        _Scratch.path = None
