@@ -117,6 +117,7 @@ class _Server(WSGIServer):
         self.rejected = {WORKERS_BUSY: 0, TIMEOUT: 0, TOO_LARGE: 0}
         self._count_lock = threading.Lock()
         self._logged: dict[tuple[str, str], float] = {}
+        self.busy = 0  # connections a worker holds or will take next
 
     def start_workers(self) -> None:
         for i in range(self.workers):
@@ -158,6 +159,8 @@ class _Server(WSGIServer):
                 request.send(_BUSY_ANSWER)
             self.shutdown_request(request)
             return
+        with self._count_lock:
+            self.busy += 1
         self._jobs.put((request, client_address))
 
     def _work(self) -> None:
@@ -176,6 +179,8 @@ class _Server(WSGIServer):
                 log.exception("metrics HTTP port: answering %s failed", client_address)
             finally:
                 self.shutdown_request(request)
+                with self._count_lock:
+                    self.busy -= 1
                 self._slots.release()
 
 
@@ -223,6 +228,11 @@ class MetricsServer:
     def rejected(self) -> dict[str, int]:
         """Requests cut off over a bound, by reason (every reason present)."""
         return self._server.rejected
+
+    @property
+    def busy_workers(self) -> int:
+        """Workers answering a connection now (or about to)."""
+        return self._server.busy
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()

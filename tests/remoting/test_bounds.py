@@ -1,0 +1,487 @@
+"""Every bound of a remoting server, crossed against a real server on loopback TCP: the
+offending connection is closed (or its request refused with SYSTEM_BUSY), the server keeps
+answering other clients, the crossing is counted by reason and logged once a minute per
+address. Timeouts are short, set through the bounds' config keys; waits have deadlines."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import struct
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from rocketq.cluster.config import ServerBoundsConfig, load_config
+from rocketq.cluster.errors import ConfigError, TopicNotExistError
+from rocketq.cluster.metrics import Base, bounds_collector
+from rocketq.cluster.metrics_server import MetricsServer
+from rocketq.cluster.remoting import bounds
+from rocketq.cluster.remoting.codes import ResponseCode
+from rocketq.cluster.remoting.command import RemotingCommand, encode
+from rocketq.cluster.remoting.transport import Connection, RemotingServer, connect
+from rocketq.nameserver.config import NameServerConfig
+
+ECHO = 1000
+HOLD = 1001  # answered when the test releases it
+LATER = 1002  # answered later through conn.send (as a send waiting for a slave)
+BIG_LATER = 1003  # a big answer, once released
+BOOM = 1004
+FAIL = 1005
+
+# Short bounds; each test overrides what it crosses.
+FAST = ServerBoundsConfig(
+    server_channel_max_idle_time_seconds=0,
+    server_frame_read_timeout_seconds=0,
+)
+
+
+async def wait_until(cond: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+class Harness:
+    def __init__(self, srv: RemotingServer, release: asyncio.Event) -> None:
+        self.srv = srv
+        self.release = release
+        self.later: list[tuple[Connection, RemotingCommand]] = []
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.srv.port}"
+
+    @property
+    def rejected(self) -> dict[str, int]:
+        return self.srv.guard.rejected
+
+    async def serves(self) -> None:
+        """A new client still gets an answer."""
+        conn = await connect(self.addr, {})
+        try:
+            answer = await conn.invoke(RemotingCommand(ECHO, {"k": "v"}), 3.0)
+            assert answer.code == ResponseCode.SUCCESS and answer.ext == {"k": "v"}
+        finally:
+            conn.close()
+
+    async def raw(self, **sockopts: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        sock = socket.socket()
+        for opt, value in sockopts.items():
+            sock.setsockopt(socket.SOL_SOCKET, getattr(socket, opt), value)
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", self.srv.port))
+        return await asyncio.open_connection(sock=sock)
+
+
+MakeServer = Callable[..., Awaitable[Harness]]
+
+
+@pytest.fixture
+async def make_server() -> AsyncIterator[MakeServer]:
+    started: list[RemotingServer] = []
+
+    async def make(**changes: Any) -> Harness:
+        release = asyncio.Event()
+
+        def echo(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+            return cmd.response(ResponseCode.SUCCESS, cmd.ext, cmd.body)
+
+        async def hold(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+            await release.wait()
+            return cmd.response(ResponseCode.SUCCESS)
+
+        def later(conn: Connection, cmd: RemotingCommand) -> None:
+            harness.later.append((conn, cmd))
+
+        async def big_later(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+            await release.wait()
+            return cmd.response(ResponseCode.SUCCESS, body=b"x" * int(cmd.field("size")))
+
+        async def boom(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+            raise RuntimeError("secret detail: /etc/passwd")
+
+        def fail(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+            raise TopicNotExistError("topic T does not exist; create it")
+
+        srv = RemotingServer(
+            {ECHO: echo, HOLD: hold, LATER: later, BIG_LATER: big_later, BOOM: boom, FAIL: fail},
+            bounds=replace(FAST, **changes),
+        )
+        await srv.start("127.0.0.1", 0)
+        started.append(srv)
+        harness = Harness(srv, release)
+        return harness
+
+    try:
+        yield make
+    finally:
+        for srv in started:
+            await srv.stop()
+
+
+async def closed_by_server(reader: asyncio.StreamReader, timeout: float = 5.0) -> None:
+    """The server closes (or resets) the connection within ``timeout``."""
+    try:
+        async with asyncio.timeout(timeout):
+            while await reader.read(65536):
+                pass
+    except ConnectionError:
+        pass
+
+
+# -- connections ----------------------------------------------------------------------------
+
+
+async def test_connections_over_the_server_cap_are_closed(make_server: MakeServer) -> None:
+    h = await make_server(server_max_connections=3)
+    conns = [await connect(h.addr, {}) for _ in range(3)]
+    for conn in conns:
+        assert (await conn.invoke(RemotingCommand(ECHO), 3.0)).code == ResponseCode.SUCCESS
+    reader, writer = await h.raw()
+    await closed_by_server(reader)
+    assert h.rejected[bounds.MAX_CONNECTIONS] == 1
+    assert len(h.srv.guard.open) == 3
+    conns.pop().close()
+    await wait_until(lambda: len(h.srv.guard.open) == 2, "a connection to close")
+    await h.serves()  # room again
+    for conn in conns:
+        assert (await conn.invoke(RemotingCommand(ECHO), 3.0)).code == ResponseCode.SUCCESS
+        conn.close()
+    writer.close()
+
+
+async def test_connections_over_the_per_address_cap_are_closed_and_logged_once(
+    make_server: MakeServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    h = await make_server(server_max_connections_per_address=2)
+    kept = [await connect(h.addr, {}) for _ in range(2)]
+    for conn in kept:
+        assert (await conn.invoke(RemotingCommand(ECHO), 3.0)).code == ResponseCode.SUCCESS
+    caplog.set_level(logging.WARNING, logger="rocketq.cluster.remoting.bounds")
+    for _ in range(5):
+        reader, writer = await h.raw()
+        await closed_by_server(reader)
+        writer.close()
+    assert h.rejected[bounds.MAX_CONNECTIONS_PER_ADDRESS] == 5
+    lines = [r for r in caplog.records if "max_connections_per_address" in r.getMessage()]
+    assert len(lines) == 1, [r.getMessage() for r in lines]  # once a minute, not per event
+    assert "server_max_connections_per_address 2" in lines[0].getMessage()
+    kept.pop().close()
+    await wait_until(lambda: h.srv.guard.per_address.get("127.0.0.1") == 1, "a slot")
+    await h.serves()
+    kept[0].close()
+
+
+# -- idle channels --------------------------------------------------------------------------
+
+
+async def test_idle_connections_are_closed_but_not_busy_or_waiting_ones(
+    make_server: MakeServer,
+) -> None:
+    h = await make_server(server_channel_max_idle_time_seconds=0.3)
+    started = time.monotonic()
+    idle_reader, idle_writer = await h.raw()
+    # One sends a frame more often than the timeout, one waits on a held request (as a
+    # consumer's suspended pull).
+    busy = await connect(h.addr, {})
+    waiting = await connect(h.addr, {})
+    held = asyncio.ensure_future(waiting.invoke(RemotingCommand(HOLD), 10.0))
+
+    async def ping(until: float) -> None:
+        while time.monotonic() < until:
+            answer = await busy.invoke(RemotingCommand(ECHO), 3.0)
+            assert answer.code == ResponseCode.SUCCESS
+            await asyncio.sleep(0.05)  # the client's pace, not synchronisation
+
+    pinging = asyncio.ensure_future(ping(time.monotonic() + 1.5))  # five idle timeouts
+    await closed_by_server(idle_reader)
+    assert time.monotonic() - started >= 0.3
+    assert h.rejected[bounds.IDLE] == 1
+    await pinging
+    assert waiting.is_open and busy.is_open and not held.done()
+    assert h.rejected[bounds.IDLE] == 1
+    h.release.set()
+    assert (await held).code == ResponseCode.SUCCESS
+    # Answered, it is idle again: closed in turn, as the busy one once it stops.
+    await asyncio.wait_for(asyncio.shield(waiting.closed), 5.0)
+    await asyncio.wait_for(asyncio.shield(busy.closed), 5.0)
+    assert h.rejected[bounds.IDLE] == 3
+    await h.serves()
+    idle_writer.close()
+
+
+# -- partial frames -------------------------------------------------------------------------
+
+
+async def test_a_frame_longer_than_the_limit_closes_at_its_length(
+    make_server: MakeServer,
+) -> None:
+    h = await make_server(server_frame_max_length=4096, server_max_buffered_bytes=8192)
+    reader, writer = await h.raw()
+    writer.write(struct.pack(">I", 4097) + b"\0" * 100)  # a length past the limit
+    await closed_by_server(reader)
+    assert h.rejected[bounds.FRAME_TOO_LARGE] == 1
+    assert h.srv.guard.buffered == 0  # nothing of it was kept
+    await h.serves()
+    # A whole frame up to the limit still passes.
+    conn = await connect(h.addr, {})
+    body = b"b" * 3000
+    assert (await conn.invoke(RemotingCommand(ECHO, body=body), 3.0)).body == body
+    conn.close()
+    writer.close()
+
+
+async def test_a_slow_partial_frame_is_closed_after_the_read_timeout(
+    make_server: MakeServer,
+) -> None:
+    h = await make_server(server_frame_read_timeout_seconds=0.3)
+    reader, writer = await h.raw()
+    frame = encode(RemotingCommand(ECHO, body=b"z" * 1000))
+    started = time.monotonic()
+    writer.write(frame[:500])  # half a frame, and no more
+    await writer.drain()
+    await wait_until(lambda: h.srv.guard.buffered == 500, "the partial frame to arrive")
+    # Meanwhile a client that sends whole frames is served.
+    await h.serves()
+    await closed_by_server(reader)
+    assert time.monotonic() - started >= 0.3
+    assert h.rejected[bounds.FRAME_READ_TIMEOUT] == 1
+    assert h.srv.guard.buffered == 0 and not h.srv.guard.partial
+    await h.serves()
+    writer.close()
+
+
+async def test_frames_arriving_in_pieces_within_the_timeout_are_whole(
+    make_server: MakeServer,
+) -> None:
+    h = await make_server(server_frame_read_timeout_seconds=2.0)
+    reader, writer = await h.raw()
+    frames = b"".join(encode(RemotingCommand(ECHO, {"n": str(i)}, b"p" * 5000)) for i in range(3))
+    for at in range(0, len(frames), 777):  # pieces cutting frames and length prefixes
+        writer.write(frames[at : at + 777])
+        await writer.drain()
+        await asyncio.sleep(0.005)
+    answers = b""
+    async with asyncio.timeout(5):
+        while answers.count(b'"n"') < 3:
+            answers += await reader.read(65536)
+    assert h.srv.guard.buffered == 0 and not h.srv.guard.partial
+    assert sum(h.rejected.values()) == 0
+    writer.close()
+
+
+async def test_partial_frames_over_the_server_budget_close_the_oldest(
+    make_server: MakeServer,
+) -> None:
+    h = await make_server(server_frame_max_length=8192, server_max_buffered_bytes=16384)
+    frame = encode(RemotingCommand(ECHO, body=b"q" * 7000))
+    peers = []
+    for i in range(3):  # 3 x 6000 bytes of partial frames: over 16384 with the third
+        reader, writer = await h.raw()
+        writer.write(frame[:6000])
+        await writer.drain()
+        peers.append((reader, writer))
+        if i < 2:
+            await wait_until(lambda i=i: h.srv.guard.buffered == 6000 * (i + 1), "buffered")
+    await closed_by_server(peers[0][0])  # the oldest frame's connection
+    assert h.rejected[bounds.BUFFERED_BYTES] == 1
+    await wait_until(lambda: h.srv.guard.buffered == 12000, "the budget to hold")
+    # The others finish their frames and get their answers.
+    for reader, writer in peers[1:]:
+        writer.write(frame[6000:])
+        await writer.drain()
+        async with asyncio.timeout(5):
+            assert await reader.read(65536)
+    assert h.srv.guard.buffered == 0
+    await h.serves()
+    for _, writer in peers:
+        writer.close()
+
+
+# -- requests in flight ----------------------------------------------------------------------
+
+
+async def test_requests_over_the_in_flight_bound_are_refused_system_busy(
+    make_server: MakeServer,
+) -> None:
+    h = await make_server(server_max_requests_in_flight_per_connection=4)
+    conn = await connect(h.addr, {})
+    held = [asyncio.ensure_future(conn.invoke(RemotingCommand(HOLD), 10.0)) for _ in range(2)]
+    later = [asyncio.ensure_future(conn.invoke(RemotingCommand(LATER), 10.0)) for _ in range(2)]
+    await wait_until(lambda: len(h.later) == 2, "the deferred requests")
+    refused = await conn.invoke(RemotingCommand(ECHO), 3.0)
+    assert refused.code == ResponseCode.SYSTEM_BUSY
+    assert "[REQUESTS_IN_FLIGHT]" in str(refused.remark)
+    assert "server_max_requests_in_flight_per_connection 4" in str(refused.remark)
+    assert h.rejected[bounds.REQUESTS_IN_FLIGHT] == 1
+    await h.serves()  # another connection is not affected
+    # Answers end their requests' time in flight, whichever way they go out.
+    for c, cmd in h.later:
+        c.send(cmd.response(ResponseCode.SUCCESS))
+    h.release.set()
+    assert all(a.code == ResponseCode.SUCCESS for a in await asyncio.gather(*held, *later))
+    for _ in range(20):  # answered at once: none stays in flight
+        assert (await conn.invoke(RemotingCommand(ECHO), 3.0)).code == ResponseCode.SUCCESS
+    assert [c.in_flight for c in h.srv.guard.open] == [0]
+    conn.close()
+
+
+# -- answers a peer does not read ------------------------------------------------------------
+
+
+async def test_a_peer_not_reading_its_answers_is_paused_then_closed(
+    make_server: MakeServer,
+) -> None:
+    h = await make_server(
+        write_buffer_high_water_mark=64 * 1024,
+        write_buffer_low_water_mark=16 * 1024,
+        server_max_write_buffer_bytes=1024 * 1024,
+    )
+    _reader, writer = await h.raw(SO_RCVBUF=4096)
+    size = 512 * 1024
+    for _ in range(24):  # 12 MiB of answers, more than the kernel's buffers take
+        writer.write(encode(RemotingCommand(BIG_LATER, {"size": str(size)})))
+    await writer.drain()
+    await wait_until(
+        lambda: sum(c.in_flight for c in h.srv.guard.open) == 24, "the requests in flight"
+    )
+    h.release.set()  # the answers come, and the peer reads none of them
+    await wait_until(lambda: h.rejected[bounds.WRITE_BUFFER_FULL] == 1, "the close")
+    assert h.rejected[bounds.WRITE_BUFFER_HIGH] >= 1
+    assert not h.srv.guard.open  # that peer's connection is gone
+    await h.serves()
+    writer.close()
+
+
+# -- error answers --------------------------------------------------------------------------
+
+
+async def test_unexpected_errors_answer_a_reference_not_their_text(
+    make_server: MakeServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    h = await make_server()
+    conn = await connect(h.addr, {})
+    with caplog.at_level(logging.ERROR, logger="rocketq.cluster.remoting.transport"):
+        boom = await conn.invoke(RemotingCommand(BOOM), 3.0)
+    remark = str(boom.remark)
+    assert boom.code == ResponseCode.SYSTEM_ERROR
+    assert "secret" not in remark and "RuntimeError" not in remark
+    ref = remark.rsplit("(ref ", 1)[1].rstrip(")")
+    logged = [r for r in caplog.records if f"(ref {ref})" in r.getMessage()]
+    assert logged and "secret detail" in str(logged[0].exc_info[1])  # type: ignore[index]
+    failed = await conn.invoke(RemotingCommand(FAIL), 3.0)  # a project error keeps its text
+    assert failed.code == ResponseCode.TOPIC_NOT_EXIST
+    assert failed.remark == "topic T does not exist; create it"
+    conn.close()
+
+
+# -- the counters as Prometheus shows them ---------------------------------------------------
+
+
+async def test_the_counters_are_exported_by_reason(make_server: MakeServer) -> None:
+    h = await make_server(server_max_connections=1)
+    kept = await connect(h.addr, {})
+    assert (await kept.invoke(RemotingCommand(ECHO), 3.0)).code == ResponseCode.SUCCESS
+    reader, writer = await h.raw()
+    await closed_by_server(reader)
+    registry = CollectorRegistry(auto_describe=False)
+    base = Base(("node_type", "node_id"), ("test", "t"))
+    registry.register(bounds_collector(lambda: base, lambda: h.srv.guard, dict))
+    labels = {"node_type": "test", "node_id": "t"}
+
+    def sample(name: str, **more: str) -> float | None:
+        return registry.get_sample_value(name, {**labels, **more})
+
+    assert sample("rocketq_remoting_rejected_total", reason="max_connections") == 1
+    assert sample("rocketq_remoting_rejected_total", reason="idle") == 0  # present at 0
+    assert sample("rocketq_remoting_connections") == 1
+    assert sample("rocketq_remoting_buffered_bytes") == 0
+    kept.close()
+    writer.close()
+
+
+# -- the metrics HTTP port -------------------------------------------------------------------
+
+
+async def test_a_slowloris_on_the_metrics_port_holds_a_worker_only_until_the_timeout() -> None:
+    registry = CollectorRegistry(auto_describe=False)
+    server = MetricsServer(
+        "127.0.0.1", 0, registry, lambda: (True, ""), what="test", workers=1, timeout=0.5
+    )
+    await server.start()
+    url = f"http://127.0.0.1:{server.port}/healthz"
+
+    def get() -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as answer:
+                return answer.status, answer.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+        except (ConnectionError, urllib.error.URLError):
+            return 0, b""
+
+    try:
+        assert await asyncio.to_thread(get) == (200, b"ok\n")
+        await wait_until(lambda: server.busy_workers == 0, "the worker to be free")
+        # A slowloris takes the one worker: headers that never end.
+        slow = socket.create_connection(("127.0.0.1", server.port))
+        slow.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        started = time.monotonic()
+        await wait_until(lambda: server.busy_workers == 1, "the slowloris to take it")
+        # Refused at once, not queued behind the slowloris.
+        status, body = await asyncio.to_thread(get)
+        assert (status, body) == (503, b"busy: every worker is answering\n")
+        assert server.rejected["workers_busy"] == 1
+        # Within the timeout it is cut off, and the port answers again.
+        await wait_until(lambda: server.rejected["timeout"] == 1, "the cut-off", 5.0)
+        assert time.monotonic() - started >= 0.4
+        await wait_until(lambda: server.busy_workers == 0, "the worker to be free")
+        assert await asyncio.to_thread(get) == (200, b"ok\n")
+        await wait_until(lambda: server.busy_workers == 0, "the worker to be free")
+        # Headers past the limit are cut off as well.
+        big = socket.create_connection(("127.0.0.1", server.port))
+        big.sendall(b"GET / HTTP/1.1\r\nX: " + b"a" * 20000)
+        await wait_until(lambda: server.rejected["too_large"] == 1, "the too-large cut-off")
+        big.close()
+        slow.close()
+        await wait_until(lambda: server.busy_workers == 0, "the worker to be free")
+        assert await asyncio.to_thread(get) == (200, b"ok\n")
+    finally:
+        await server.stop()
+
+
+# -- config ---------------------------------------------------------------------------------
+
+
+def test_bounds_are_keys_of_both_servers_with_checks_between_them(tmp_path: Any) -> None:
+    path = tmp_path / "ns.toml"
+    path.write_text("server_max_connections = 7\nserver_channel_max_idle_time_seconds = 1\n")
+    cfg = load_config(
+        NameServerConfig,
+        path,
+        env={"ROCKETQ_SERVER_MAX_CONNECTIONS_PER_ADDRESS": "3"},
+    )
+    assert cfg.server_max_connections == 7 and cfg.server_max_connections_per_address == 3
+    assert cfg.server_channel_max_idle_time_seconds == 1.0
+    defaults = ServerBoundsConfig()
+    assert defaults.server_channel_max_idle_time_seconds == 120  # RocketMQ's
+    with pytest.raises(ConfigError, match="write_buffer_low_water_mark"):
+        NameServerConfig(write_buffer_low_water_mark=2, write_buffer_high_water_mark=1)
+    with pytest.raises(ConfigError, match="server_max_buffered_bytes"):
+        NameServerConfig(server_max_buffered_bytes=4096, server_frame_max_length=8192)
+    with pytest.raises(ConfigError, match="server_max_write_buffer_bytes"):
+        ServerBoundsConfig(
+            server_max_write_buffer_bytes=10,
+            write_buffer_high_water_mark=20,
+            write_buffer_low_water_mark=5,
+        )
