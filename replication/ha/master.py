@@ -105,9 +105,14 @@ class SlaveConnection(asyncio.Protocol):
         usable = len(buf) - len(buf) % size
         if usable:
             # Reports that arrived back to back: only the newest end counts.
-            (self.ack,) = REPORT.unpack_from(buf, usable - size)
+            (reported,) = REPORT.unpack_from(buf, usable - size)
             del buf[:usable]
             self.last_report = time.monotonic()
+            if reported > self.next_offset:
+                # Past every byte sent: a slave ahead of this master that has not cut its
+                # CommitLog back yet. Its bytes there are not ours; they acknowledge nothing.
+                return
+            self.ack = reported
             self.master._on_report(self)
 
     # -- transfers -----------------------------------------------------------------------
@@ -268,7 +273,7 @@ class HAMaster:
             )
             assert conn.transport is not None
             conn.transport.write(encode_transfer_head(master_max, master_max, 0, TRUNCATE))
-            start = master_max
+            start = conn.ack = master_max  # what it holds past here is not this master's
         # A new slave (or one behind what is kept) starts at the oldest segment kept.
         conn.next_offset = max(start, commitlog.min_offset)
         if self.on_slave is not None:

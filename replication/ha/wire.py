@@ -53,6 +53,8 @@ def encode_hello(hello: Hello) -> bytes:
 
 def decode_hello_head(head: bytes) -> tuple[int, int, int]:
     """(broker id, CommitLog end, address length) from the fixed part of a hello."""
+    if len(head) != HELLO.size:
+        raise HAProtocolError(f"an HA hello head of {len(head)} bytes (it has {HELLO.size})")
     magic, version, broker_id, max_offset, addr_len = HELLO.unpack(head)
     if magic != HELLO_MAGIC:
         raise HAProtocolError(
@@ -72,6 +74,8 @@ def encode_transfer_head(offset: int, master_max: int, size: int, flags: int = 0
 
 def decode_transfer_head(head: bytes) -> tuple[int, int, int, int]:
     """(offset, master's max offset, size, flags)."""
+    if len(head) != TRANSFER.size:
+        raise HAProtocolError(f"an HA transfer head of {len(head)} bytes (it has {TRANSFER.size})")
     offset, master_max, size, flags = TRANSFER.unpack(head)
     if size < 0 or size > MAX_TRANSFER:
         raise HAProtocolError(f"HA transfer of {size} bytes (max {MAX_TRANSFER})")
