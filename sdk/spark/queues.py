@@ -35,6 +35,7 @@ from rocketq.sdk.client_wire import (
     search_offset_request,
     update_offset_request,
 )
+from rocketq.sdk.message_body import MAX_BODY_INFLATE_RATIO, MAX_MESSAGE_SIZE, check_messages
 from rocketq.sdk.spark.options import Offsets, QueueId, queue_label
 from rocketq.sdk.sync import background_loop, run_blocking
 from rocketq.sdk.wire import PullOutcome, PullReply, pull_request
@@ -68,7 +69,8 @@ ARROW_SCHEMA = pa.schema(
 
 
 class DataLossError(RocketqError):
-    """Offsets the stream must read are gone (retention removed them)."""
+    """Offsets the stream must read are gone (retention removed them), or hold messages
+    that cannot be read (a body failing its CRC, not zlib, or inflating past the cap)."""
 
 
 def _transient(exc: RocketqError) -> bool:
@@ -302,7 +304,7 @@ class RangeReader:
                 status = resp.outcome
                 if status is PullOutcome.FOUND:
                     msgs = [m for m in decode_records(resp.records) if m.queue_offset < self.end]
-                    got.extend(msgs)
+                    got.extend(self._readable(msgs))
                     self.next = max(self.next, min(resp.next_begin_offset, self.end))
                 elif status is PullOutcome.NO_MATCHED_MSG:
                     self.next = max(self.next, min(resp.next_begin_offset, self.end))
@@ -325,6 +327,23 @@ class RangeReader:
             if got:
                 return got
         return []
+
+    def _readable(self, msgs: list[MessageExt]) -> list[MessageExt]:
+        """``msgs`` with compressed bodies inflated, as consumers read them (at most
+        MAX_MESSAGE_SIZE x MAX_BODY_INFLATE_RATIO bytes, sdk.message_body); a bad message
+        raises DataLossError with ``fail_on_data_loss``, else is skipped with a warning."""
+        good, bad = check_messages(
+            msgs, max_body_bytes=MAX_MESSAGE_SIZE * MAX_BODY_INFLATE_RATIO, check_crc=True
+        )
+        for exc in bad:
+            what = f"{queue_label(self.q)}: {exc}"
+            if self.fail_on_data_loss:
+                raise DataLossError(
+                    f"{what}; set failOnDataLoss=false to skip it (it stays in the CommitLog "
+                    "for `rocketq admin` to inspect)"
+                )
+            log.warning("%s; skipped (failOnDataLoss=false)", what)
+        return good
 
     def _lost(self, offset: int, moved_to: int) -> None:
         what = (
