@@ -21,24 +21,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from rocketq.bench.fuzz.broker_target import TOPIC
-from rocketq.bench.fuzz.targets import FILE_SEPARATOR
+from rocketq.bench.fuzz.server_targets import TOPIC
+from rocketq.bench.fuzz.targets import FILE_SEPARATOR, SDK_READERS
 from rocketq.broker.config import BrokerConfig
 from rocketq.broker.config_json import group_doc, topic_doc
+from rocketq.broker.registration import full_body
 from rocketq.broker.subscription_group import SubscriptionGroupConfig as BrokerGroupConfig
 from rocketq.broker.topic_config import config_doc, snapshot_doc
 from rocketq.cluster.config import StoreConfig, dump_toml
 from rocketq.cluster.message import Message as ProducerMessage
 from rocketq.cluster.message import MessageQueue, TopicConfig
 from rocketq.cluster.record import encode_message, encode_properties, encode_record
-from rocketq.cluster.register_body import encode_body
+from rocketq.cluster.register_body import crc32, encode_body
 from rocketq.cluster.remoting import fastjson
 from rocketq.cluster.remoting.broker_tables import (
     SubscriptionGroupConfig,
     TopicConfigData,
     subscription_group_doc,
 )
-from rocketq.cluster.remoting.codes import SerializeType
+from rocketq.cluster.remoting.codes import RequestCode, ResponseCode, SerializeType
 from rocketq.cluster.remoting.command import RemotingCommand, encode
 from rocketq.cluster.route_data import (
     BrokerData,
@@ -186,6 +187,122 @@ def broker_requests() -> dict[str, bytes]:
     for name, cmd in commands.items():
         seeds |= _both(name, cmd)
     return seeds
+
+
+def nameserver_requests() -> dict[str, bytes]:
+    topics = [TopicConfig(TOPIC, 4, 4), TopicConfig("Ordered", 2, 2, 6, 0, True)]
+    body, crc = full_body(topics, 2)
+    identity = {
+        "clusterName": "DefaultCluster",
+        "brokerName": "broker-a",
+        "brokerId": "0",
+        "brokerAddr": "10.0.0.1:10911",
+        "haServerAddr": "10.0.0.1:10912",
+        "maxPhyOffset": "0",
+    }
+    register = {
+        **identity, "dataVersion": "2", "bodyCrc32": str(crc), "compressed": "true",
+        "registerKind": "FULL",
+    }  # fmt: skip
+    delta_body = encode_body([TopicConfig("New", 1, 1)], 3, deleted=["Ordered"])
+    delta = {
+        **register, "dataVersion": "3", "baseVersion": "2", "registerKind": "DELTA",
+        "bodyCrc32": str(crc32(delta_body)),
+    }  # fmt: skip
+    commands = {
+        "register-full": RemotingCommand(RequestCode.REGISTER_BROKER, register, body),
+        "register-delta": RemotingCommand(RequestCode.REGISTER_BROKER, delta, delta_body),
+        "heartbeat": RemotingCommand(
+            RequestCode.REGISTER_BROKER,
+            {**identity, "dataVersion": "3", "registerKind": "HEARTBEAT"},
+        ),
+        "unregister": RemotingCommand(RequestCode.UNREGISTER_BROKER, identity),
+        "route": RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}),
+        "cluster-info": RemotingCommand(RequestCode.GET_BROKER_CLUSTER_INFO),
+        "put-kv": RemotingCommand(
+            RequestCode.PUT_KV_CONFIG,
+            {"namespace": "ORDER_TOPIC_CONFIG", "key": TOPIC, "value": "broker-a:4"},
+        ),
+        "kv-list": RemotingCommand(
+            RequestCode.GET_KVLIST_BY_NAMESPACE, {"namespace": "ORDER_TOPIC_CONFIG"}
+        ),
+        "delete-topic": RemotingCommand(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "Gone"}),
+    }
+    seeds: dict[str, bytes] = {}
+    for name, cmd in commands.items():
+        seeds |= _both(name, cmd)
+    return seeds
+
+
+def sdk_answers() -> dict[str, bytes]:
+    readers = [name for name, _ in SDK_READERS]
+
+    def answer(reader: str, cmd: RemotingCommand) -> tuple[str, bytes]:
+        return reader, bytes((readers.index(reader),)) + _frame(cmd)
+
+    ok = RemotingCommand(ResponseCode.SUCCESS, flag=1)
+    mq = fastjson.ObjectKey.of({"brokerName": "broker-a", "queueId": 0, "topic": TOPIC})
+    cases = [
+        answer(
+            "send",
+            ok.response(
+                ResponseCode.SUCCESS,
+                {"msgId": "0A00000100002A9F0000000000000000", "queueId": "1", "queueOffset": "0"},
+            ),
+        ),
+        answer(
+            "pull",
+            ok.response(
+                ResponseCode.SUCCESS,
+                {
+                    "nextBeginOffset": "1",
+                    "minOffset": "0",
+                    "maxOffset": "1",
+                    "suggestWhichBrokerId": "0",
+                },
+                _record(b"stored", PROPS),
+            ),
+        ),
+        answer("offset", ok.response(ResponseCode.SUCCESS, {"offset": "5"})),
+        answer(
+            "consumer_list",
+            ok.response(ResponseCode.SUCCESS, None, fastjson.dumps({"consumerIdList": ["a@1"]})),
+        ),
+        answer(
+            "lock_batch",
+            ok.response(
+                ResponseCode.SUCCESS, None, fastjson.dumps({"lockOKMQSet": [mq.as_dict()]})
+            ),
+        ),
+        answer(
+            "notice",
+            RemotingCommand(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": "cg"}),
+        ),
+        answer(
+            "consumer_request",
+            RemotingCommand(
+                RequestCode.GET_CONSUMER_RUNNING_INFO,
+                {"consumerGroup": "cg", "clientId": "a@1", "jstackEnable": "false"},
+            ),
+        ),
+        answer(
+            "consumer_offsets",
+            ok.response(
+                ResponseCode.SUCCESS,
+                None,
+                fastjson.dumps({"offsetTable": {f"{TOPIC}@cg": {0: 5, 1: 7}}}),
+            ),
+        ),
+        answer(
+            "trace_events",
+            ok.response(ResponseCode.SUCCESS, None, b'{"type":"Pub","topic":"T"}\n'),
+        ),
+    ]
+    named = dict(cases)
+    for reader in readers:  # an empty object for the rest
+        if reader not in named:
+            named[reader] = answer(reader, ok.response(ResponseCode.SUCCESS, None, b"{}"))[1]
+    return named
 
 
 def send_batch() -> dict[str, bytes]:
@@ -352,6 +469,7 @@ SEEDS: Final[dict[str, Callable[[], dict[str, bytes]]]] = {
     "remoting_frame": remoting_frame,
     "fastjson": fastjson_body,
     "broker_requests": broker_requests,
+    "nameserver_requests": nameserver_requests,
     "send_batch": send_batch,
     "records": records,
     "message_properties": message_properties,
@@ -359,6 +477,7 @@ SEEDS: Final[dict[str, Callable[[], dict[str, bytes]]]] = {
     "route_body": route_body,
     "topic_body": topic_body,
     "sql92": sql92,
+    "sdk_answers": sdk_answers,
     "ha_frame": ha_frame,
     "raft_frame": raft_frame,
     "checkpoint": checkpoint,

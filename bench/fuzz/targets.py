@@ -12,10 +12,11 @@ from __future__ import annotations
 import shutil
 import tempfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from rocketq.bench.fuzz import broker_target
+from rocketq.bench.fuzz import server_targets
 from rocketq.bench.fuzz.harness import Harness
 from rocketq.broker.config import load_broker_config
 from rocketq.broker.config_json import group_of, topic_of
@@ -41,6 +42,8 @@ from rocketq.cluster.record import (
 from rocketq.cluster.register_body import RegisterBodyError, decode_body
 from rocketq.cluster.remoting import fastjson
 from rocketq.cluster.remoting.broker_tables import (
+    parse_all_consumer_offset,
+    parse_all_delay_offset,
     parse_all_subscription_group_config,
     parse_all_topic_config,
 )
@@ -57,7 +60,10 @@ from rocketq.replication.ha.wire import (
     decode_transfer_head,
 )
 from rocketq.replication.raft import wire as raft_wire
+from rocketq.sdk import admin_wire, client_wire
 from rocketq.sdk.push_consumer import finish_messages
+from rocketq.sdk.trace import parse_events
+from rocketq.sdk.wire import parse_pull, parse_send
 from rocketq.storage.checkpoint import CheckpointFile
 from rocketq.storage.queue_ends import QueueEndsError
 from rocketq.storage.queue_ends import decode as decode_queue_ends
@@ -183,6 +189,55 @@ def sql92(data: bytes) -> None:
         compiled.matches(props)
 
 
+# -- answers and requests the SDK reads -----------------------------------------------------
+
+
+def _group_answer(answer: RemotingCommand) -> object:
+    return admin_wire.parse_subscription_group(answer, "cg")
+
+
+def _trace_events(answer: RemotingCommand) -> object:
+    return parse_events(bytes(answer.body or b""))
+
+
+# The SDK's readers of what a broker sends it, by name; the sdk_answers input's first byte
+# picks one (modulo their number).
+SDK_READERS: Final[tuple[tuple[str, Callable[[RemotingCommand], object]], ...]] = (
+    ("send", parse_send),
+    ("pull", parse_pull),
+    ("offset", client_wire.parse_offset),
+    ("consumer_list", client_wire.parse_consumer_list),
+    ("lock_batch", client_wire.parse_lock_batch),
+    ("notice", client_wire.parse_notice),
+    ("consumer_request", client_wire.parse_consumer_request),
+    ("topic_stats", admin_wire.parse_topic_stats),
+    ("subscription_group", _group_answer),
+    ("consume_stats", admin_wire.parse_consume_stats),
+    ("reset_offset", admin_wire.parse_reset_offset_by_time),
+    ("consume_by_who", admin_wire.parse_query_topic_consume_by_who),
+    ("connections", admin_wire.parse_consumer_connection_list),
+    ("running_info", admin_wire.parse_consumer_running_info),
+    ("consume_directly", admin_wire.parse_consume_message_directly),
+    ("query_message", admin_wire.parse_query_message),
+    ("view_message", admin_wire.parse_view_message),
+    ("resend", admin_wire.parse_resend_message),
+    ("runtime_info", admin_wire.parse_broker_runtime_info),
+    ("broker_config", admin_wire.parse_broker_config),
+    ("consumer_offsets", parse_all_consumer_offset),
+    ("delay_offsets", parse_all_delay_offset),
+    ("trace_events", _trace_events),
+)
+
+
+def sdk_answers(data: bytes) -> None:
+    """A frame a broker sends the SDK (an answer, or a request to a consumer): the first
+    byte picks the reader, the rest is the frame after its length word."""
+    if not data:
+        return
+    _, read = SDK_READERS[data[0] % len(SDK_READERS)]
+    read(decode(data[1:]))
+
+
 # -- replication -----------------------------------------------------------------------------
 
 
@@ -282,7 +337,8 @@ HARNESSES: Final = {
             (ValueError,),  # FastjsonDecodeError, or bytes that are not UTF-8
             "cluster/remoting/fastjson.py loads: fastjson's loose JSON",
         ),
-        broker_target.HARNESS,
+        server_targets.BROKER_HARNESS,
+        server_targets.NAMESERVER_HARNESS,
         Harness(
             "send_batch",
             send_batch,
@@ -324,6 +380,12 @@ HARNESSES: Final = {
             sql92,
             (SubscriptionParseFailedError,),
             "cluster/sql92.py compile_expression and matches",
+        ),
+        Harness(
+            "sdk_answers",
+            sdk_answers,
+            (RocketqError, RemotingError),
+            "sdk/wire.py, client_wire.py, admin_wire.py, trace.py: what a broker sends the SDK",
         ),
         Harness(
             "ha_frame",

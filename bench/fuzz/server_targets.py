@@ -1,9 +1,10 @@
-"""The broker's request handlers under fuzzing: SEND, PULL, client and admin requests.
+"""The servers' request handlers under fuzzing: the broker's SEND, PULL, client and admin
+requests, and the nameserver's (REGISTER_BROKER's header and body, routes, KV config).
 
 The input is a remoting frame (after its length word). It is decoded as the transport
 decodes it, then handed to the handler of its request code (a code no handler has is
-taken modulo the handled codes, so every decoded frame reaches one) of a broker running in
-this process on a scratch store, from a connection whose peer answers every request it is
+taken modulo the handled codes, so every decoded frame reaches one) of a server running
+in this process on scratch files, from a connection whose peer answers every request it is
 sent at once (so a handler that calls the client back is not left waiting). A handler may
 answer or raise what the transport turns into an error response (RocketqError,
 RemotingError); anything else is what the transport logs as "unexpected error" and a
@@ -33,6 +34,8 @@ from rocketq.cluster.message import TopicConfig
 from rocketq.cluster.remoting.codes import PullSysFlag, RequestCode, ResponseCode
 from rocketq.cluster.remoting.command import RemotingCommand, RemotingError, decode, encode
 from rocketq.cluster.remoting.transport import Connection, Handler
+from rocketq.nameserver.config import NameServerConfig
+from rocketq.nameserver.server import NameServer
 
 TRANSPORT_LOG: Final = logging.getLogger("rocketq.cluster.remoting.transport")
 WALL_LIMIT: Final = 5.0  # seconds an awaited handler may take before it is a hang
@@ -85,12 +88,13 @@ class _Unexpected(logging.Handler):
             self.caught.append(record.exc_info[1])
 
 
-class BrokerRequests:
-    """The broker, its handlers and the connection, made once per process by ``setup``."""
+class ServerRequests:
+    """A server's handlers and a connection to them, made once per process by ``setup``."""
+
+    what = "server"
 
     def __init__(self) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.broker: Broker | None = None
         self.handlers: dict[int, Handler] = {}
         self.codes: list[int] = []
         self.conn: Connection | None = None
@@ -101,42 +105,22 @@ class BrokerRequests:
     def setup(self) -> None:
         if self.loop is not None:
             return
-        self.directory = Path(tempfile.mkdtemp(prefix="rocketq-fuzz-broker-"))
+        self.directory = Path(tempfile.mkdtemp(prefix=f"rocketq-fuzz-{self.what}-"))
         TRANSPORT_LOG.addHandler(self.unexpected)
         TRANSPORT_LOG.setLevel(logging.ERROR)
         self.loop = asyncio.new_event_loop()
-        self.loop.run_until_complete(self._start(self.directory))
-
-    async def _start(self, directory: Path) -> None:
-        b = Broker(
-            BrokerConfig(
-                listen_port=0,
-                ha_listen_port=0,
-                metrics_port=0,
-                namesrv_addr="",
-                enable_property_filter=True,
-            ),
-            StoreConfig(
-                store_path_root_dir=str(directory / "store"),
-                mapped_file_size_commit_log=4 << 20,
-                mapped_file_size_consume_queue=20 * 1000,
-                max_message_size=256 * 1024,
-            ),
-        )
-        await b.start()
-        clients = ClientRequests(b)
-        self.handlers = {
-            **SendRequests(b).handlers(),
-            **PullRequests(b).handlers(),
-            **clients.handlers(),
-            **AdminRequests(b).handlers(),
-        }
+        self.handlers = self.loop.run_until_complete(self._start(self.directory))
         self.codes = sorted(self.handlers)
-        b.topics.update(TopicConfig(TOPIC, 4, 4))
-        self.broker = b
-        self._connect()
+        self.loop.run_until_complete(self._connect())
 
-    def _connect(self) -> None:
+    async def _start(self, directory: Path) -> dict[int, Handler]:
+        raise NotImplementedError
+
+    async def _stop(self) -> None:
+        pass
+
+    async def _connect(self) -> None:
+        """A connection as the transport makes one (inside the loop)."""
         assert self.loop is not None
         self.conn = Connection(self.handlers)
         self.transport = _AnsweringTransport(self.loop)
@@ -147,15 +131,14 @@ class BrokerRequests:
         if self.loop is None:
             return
         TRANSPORT_LOG.removeHandler(self.unexpected)
-        if self.broker is not None:
-            self.loop.run_until_complete(self.broker.stop())
+        self.loop.run_until_complete(self._stop())
         pending = asyncio.all_tasks(self.loop)
         for task in pending:
             task.cancel()
-        self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        if pending:
+            self.loop.run_until_complete(asyncio.wait(pending))
         self.loop.close()
         self.loop = None
-        self.broker = None
         if self.directory is not None:
             shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -171,7 +154,7 @@ class BrokerRequests:
             if flag.lstrip("-").isdigit():
                 cmd.ext["sysFlag"] = str(int(flag) & ~PullSysFlag.FLAG_SUSPEND)
         if self.transport is None or self.transport.is_closing():
-            self._connect()  # a handler closed the last one
+            self.loop.run_until_complete(self._connect())  # a handler closed the last one
         assert self.conn is not None
         self.unexpected.caught.clear()
         self.loop.run_until_complete(self._handle(self.conn, cmd))
@@ -191,13 +174,80 @@ class BrokerRequests:
         await asyncio.sleep(0)  # what the handler scheduled (callbacks, answers) runs once
 
 
+class BrokerRequests(ServerRequests):
+    """A broker on a scratch store (a topic of 4 queues made), SQL92 filtering on."""
+
+    what = "broker"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.broker: Broker | None = None
+
+    async def _start(self, directory: Path) -> dict[int, Handler]:
+        b = Broker(
+            BrokerConfig(
+                listen_port=0,
+                ha_listen_port=0,
+                metrics_port=0,
+                namesrv_addr="",
+                enable_property_filter=True,
+            ),
+            StoreConfig(
+                store_path_root_dir=str(directory / "store"),
+                mapped_file_size_commit_log=4 << 20,
+                mapped_file_size_consume_queue=20 * 1000,
+                max_message_size=256 * 1024,
+            ),
+        )
+        await b.start()
+        clients = ClientRequests(b)
+        b.topics.update(TopicConfig(TOPIC, 4, 4))
+        self.broker = b
+        return {
+            **SendRequests(b).handlers(),
+            **PullRequests(b).handlers(),
+            **clients.handlers(),
+            **AdminRequests(b).handlers(),
+        }
+
+    async def _stop(self) -> None:
+        if self.broker is not None:
+            await self.broker.stop()
+            self.broker = None
+
+
+class NameServerRequests(ServerRequests):
+    """A nameserver's request handlers, its KV config in a scratch file."""
+
+    what = "nameserver"
+
+    async def _start(self, directory: Path) -> dict[int, Handler]:
+        ns = NameServer(
+            NameServerConfig(
+                listen_port=0, metrics_port=0, kv_config_path=str(directory / "kv.json")
+            )
+        )
+        ns.kv.load()
+        return ns.service.handlers()
+
+
 BROKER_REQUESTS: Final = BrokerRequests()
 
-HARNESS: Final = Harness(
+NAMESERVER_REQUESTS: Final = NameServerRequests()
+
+BROKER_HARNESS: Final = Harness(
     "broker_requests",
     BROKER_REQUESTS,
     (RocketqError, RemotingError),
     "broker/wire send, pull, client and admin handlers: request headers and bodies",
     setup=BROKER_REQUESTS.setup,
     teardown=BROKER_REQUESTS.teardown,
+)
+NAMESERVER_HARNESS: Final = Harness(
+    "nameserver_requests",
+    NAMESERVER_REQUESTS,
+    (RocketqError, RemotingError),
+    "nameserver/processor.py handlers: REGISTER_BROKER header and body, routes, KV config",
+    setup=NAMESERVER_REQUESTS.setup,
+    teardown=NAMESERVER_REQUESTS.teardown,
 )
