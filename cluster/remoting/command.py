@@ -24,6 +24,7 @@ import json
 import struct
 from typing import Final
 
+from rocketq.cluster.remoting import fastjson
 from rocketq.cluster.remoting.codes import (
     ONEWAY_FLAG,
     RESPONSE_FLAG,
@@ -40,6 +41,9 @@ MAX_FRAME: Final = 16 * 1024 * 1024
 # which a RocketMQ server reads as newer than its own: a 4.9 nameserver answers our route
 # requests in standard JSON, as it does for clients at V4_9_4 or later.
 VERSION: Final = RocketqVersion.CURRENT
+
+# JSON headers nested deeper are refused (RocketMQ's header is two levels: extFields).
+MAX_JSON_DEPTH: Final = fastjson.MAX_DEPTH
 
 _PREFIX: Final = struct.Struct(">II")  # length, serialize type | header length
 _FIXED: Final = struct.Struct(">hbhii")  # code, language, version, opaque, flag
@@ -210,60 +214,93 @@ def encode(cmd: RemotingCommand) -> bytes:
 
 def decode_json_header(data: bytes | memoryview) -> RemotingCommand:
     try:
-        header = _LOADS(bytes(data))
-    except (ValueError, UnicodeDecodeError) as exc:
+        text = bytes(data).decode()
+    except UnicodeDecodeError as exc:
+        raise RemotingError(f"the JSON header is not UTF-8: {exc}") from None
+    if fastjson.too_deep(text, MAX_JSON_DEPTH):  # before json recurses into it
+        raise RemotingError(f"the JSON header nests deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        header = _LOADS(text)
+    except (ValueError, RecursionError) as exc:
         raise RemotingError(f"the JSON header does not parse: {exc}") from None
-    if not isinstance(header, dict) or not isinstance(header.get("code"), int):
+    code = header.get("code") if isinstance(header, dict) else None
+    if not isinstance(code, int) or isinstance(code, bool):
         raise RemotingError("the JSON header is not an object with an integer code")
     ext = header.get("extFields")
     if ext is not None:
         if not isinstance(ext, dict):
             raise RemotingError("the JSON header's extFields is not an object")
-        ext = {str(k): v if isinstance(v, str) else _text(v) for k, v in ext.items()}
+        # A null field is an absent one, as a Java header bean reads it.
+        ext = {k: v if isinstance(v, str) else _text(v) for k, v in ext.items() if v is not None}
     language = header.get("language", "JAVA")
     remark = header.get("remark")
     try:
         return RemotingCommand(
-            header["code"],
+            _int32(code, "code"),
             ext,
             None,
-            opaque=int(header.get("opaque", 0)),
-            flag=int(header.get("flag", 0)),
-            remark=None if remark is None else str(remark),
+            opaque=_int32(header.get("opaque", 0), "opaque"),
+            flag=_int32(header.get("flag", 0), "flag"),
+            remark=None if remark is None else _text(remark),
             language=LanguageCode.BY_NAME.get(language, LanguageCode.OTHER)
             if isinstance(language, str)
-            else int(language),
-            version=int(header.get("version", 0)),
+            else _int_in(language, "language", -0x80, 0x7F),
+            version=_int32(header.get("version", 0), "version"),
             serialize_type=SerializeType.JSON,
         )
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise RemotingError(f"the JSON header has a bad field: {exc}") from None
 
 
+def _int32(value: object, name: str) -> int:
+    return _int_in(value, name, -0x80000000, 0x7FFFFFFF)
+
+
+def _int_in(value: object, name: str, lo: int, hi: int) -> int:
+    """A header number as Java reads it into its field: within the field's type."""
+    if not isinstance(value, int | float | str):
+        raise TypeError(f"{name} is {type(value).__name__}, not a number")
+    number = int(value)  # ValueError or OverflowError (NaN, infinity): the caller's
+    if not lo <= number <= hi:
+        raise ValueError(f"{name} {number} is outside {lo}..{hi}")
+    return number
+
+
 def _text(value: object) -> str:
-    """An ext field that a client wrote as a JSON number or boolean, as Java would read it."""
+    """An ext field (or remark) that a client wrote as a JSON number, boolean, object or
+    array, as Java would read it into a String."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict | list):
+        return _DUMPS(value)  # as fastjson's JSONObject.toString() writes it
     return str(value)
 
 
-def _ascii_fields(blob: bytes) -> dict[str, str]:
-    """The ext fields of an all-ASCII blob (byte offsets are character offsets)."""
-    text = blob.decode("ascii")
+def _ext_fields(blob: bytes) -> dict[str, str]:
+    """The binary header's ext fields: for each, an int16 key length, the key, an int32 value
+    length, the value. Each length is checked before it moves the cursor: not negative (as
+    Java reads it) and within the blob."""
+    # The usual case is all ASCII: one decode, byte offsets are character offsets.
+    text = blob.decode("ascii") if blob.isascii() else None
     n = len(blob)
     fields = {}
     p = 0
     while p < n:
-        if p + 2 > n:
-            raise RemotingError("the binary header's ext fields do not add up")
+        if p + 2 > n or blob[p] & 0x80:  # cut short, or a negative short
+            raise RemotingError(f"the binary header's ext field at byte {p} has a bad key length")
         kend = p + 2 + ((blob[p] << 8) | blob[p + 1])
         vstart = kend + 4
         if vstart > n:
-            raise RemotingError("the binary header's ext fields do not add up")
+            raise RemotingError(f"the binary header's ext field at byte {p} runs past its end")
         vend = vstart + int.from_bytes(blob[kend:vstart], "big", signed=True)
         if vend > n or vend < vstart:
-            raise RemotingError("the binary header's ext fields do not add up")
-        fields[text[p + 2 : kend]] = text[vstart:vend]
+            raise RemotingError(f"the binary header's ext field at byte {p} has a bad value length")
+        if text is not None:
+            fields[text[p + 2 : kend]] = text[vstart:vend]
+        else:
+            fields[blob[p + 2 : kend].decode()] = blob[vstart:vend].decode()
         p = vend
     return fields
 
@@ -271,43 +308,33 @@ def _ascii_fields(blob: bytes) -> dict[str, str]:
 def decode_binary_header(data: bytes | memoryview) -> RemotingCommand:
     view = memoryview(data)
     end = len(view)
-    try:
-        code, language, version, opaque, flag = _FIXED.unpack_from(view, 0)
-        pos = _FIXED.size
-        (n,) = _I32.unpack_from(view, pos)
-        pos += 4
-        remark = None
-        if n > 0:
-            if pos + n > end:
-                raise RemotingError("the binary header's remark runs past its end")
+    if end < _FIXED.size + 4:
+        raise RemotingError(f"the binary header is cut short ({end} bytes)")
+    code, language, version, opaque, flag = _FIXED.unpack_from(view, 0)
+    pos = _FIXED.size
+    (n,) = _I32.unpack_from(view, pos)
+    pos += 4
+    remark = None
+    if n:
+        if n < 0 or n > end - pos:
+            raise RemotingError(f"the binary header's remark runs past its end (length {n})")
+        try:
             remark = bytes(view[pos : pos + n]).decode()
-            pos += n
-        (n,) = _I32.unpack_from(view, pos)
-        pos += 4
-        ext = None
-        if n > 0:
-            stop = pos + n
-            if stop > end:
-                raise RemotingError("the binary header's ext fields run past its end")
-            blob = bytes(view[pos:stop])
-            if blob.isascii():  # the usual case: one decode, fields sliced from it
-                ext = _ascii_fields(blob)
-                pos = stop
-            else:
-                ext = {}
-            while pos < stop:
-                (kn,) = _I16.unpack_from(view, pos)
-                key = bytes(view[pos + 2 : pos + 2 + kn]).decode()
-                pos += 2 + kn
-                (vn,) = _I32.unpack_from(view, pos)
-                ext[key] = bytes(view[pos + 4 : pos + 4 + vn]).decode()
-                pos += 4 + vn
-            if pos != stop:
-                raise RemotingError("the binary header's ext fields do not add up")
-    except struct.error:
-        raise RemotingError("the binary header is cut short") from None
-    except UnicodeDecodeError as exc:
-        raise RemotingError(f"the binary header is not UTF-8: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise RemotingError(f"the binary header's remark is not UTF-8: {exc}") from None
+        pos += n
+    if end - pos < 4:
+        raise RemotingError(f"the binary header is cut short ({end} bytes, no ext fields length)")
+    (n,) = _I32.unpack_from(view, pos)
+    pos += 4
+    ext = None
+    if n:
+        if n < 0 or n > end - pos:
+            raise RemotingError(f"the binary header's ext fields run past its end (length {n})")
+        try:
+            ext = _ext_fields(bytes(view[pos : pos + n]))
+        except UnicodeDecodeError as exc:
+            raise RemotingError(f"the binary header's ext fields are not UTF-8: {exc}") from None
     return RemotingCommand(
         code,
         ext,

@@ -7,7 +7,14 @@ import json
 
 import pytest
 
-from rocketq.cluster.remoting.fastjson import FastjsonDecodeError, ObjectKey, dumps, loads
+from rocketq.cluster.remoting.fastjson import (
+    MAX_DEPTH,
+    FastjsonDecodeError,
+    ObjectKey,
+    dumps,
+    loads,
+    too_deep,
+)
 
 MQ_A0 = ObjectKey.of({"brokerName": "a", "queueId": 0, "topic": "T"})
 MQ_A1 = ObjectKey.of({"brokerName": "a", "queueId": 1, "topic": "T"})
@@ -171,3 +178,34 @@ def test_too_deep_nesting_is_an_error_not_a_crash() -> None:
         nested = [nested]
     with pytest.raises(ValueError, match="nesting deeper"):
         dumps(nested)
+
+
+@pytest.mark.parametrize("kind", ["standard", "bare keys"])
+def test_nesting_up_to_the_limit_parses_and_one_more_is_refused(kind: str) -> None:
+    def nested(depth: int) -> str:
+        if kind == "standard":
+            return '{"a":' * (depth - 1) + "[]" + "}" * (depth - 1)
+        return "{1:" * (depth - 1) + "[]" + "}" * (depth - 1)
+
+    value = loads(nested(MAX_DEPTH))
+    for _ in range(MAX_DEPTH - 1):
+        value = value["a" if kind == "standard" else 1]
+    assert value == []
+    for depth in (MAX_DEPTH + 1, 50_000):
+        with pytest.raises(FastjsonDecodeError, match=f"nesting deeper than {MAX_DEPTH}"):
+            loads(nested(depth))
+
+
+def test_brackets_in_strings_do_not_count_as_nesting() -> None:
+    text = '["' + "[{" * 1000 + '", "\\"[", {"k\\\\": "]]]"}, "\\\\"]'
+    assert loads(text) == ["[{" * 1000, '"[', {"k\\": "]]]"}, "\\"]
+    assert not too_deep(text) and not too_deep(text.encode())
+    assert too_deep("[" * 3 + '"x"' + "]" * 3, 2) and not too_deep('[["[["]]', 2)
+
+
+def test_a_number_too_long_for_int_is_an_error_with_its_position() -> None:
+    digits = "9" * 5000
+    for text in (f"[{digits}]", f"{{1:{digits}}}"):
+        with pytest.raises(FastjsonDecodeError, match="a number of 5000 digits") as caught:
+            loads(text)
+        assert caught.value.pos == text.index("9")
