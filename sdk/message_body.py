@@ -22,7 +22,7 @@ from typing import Final
 
 from rocketq.cluster.errors import ConfigError, MessageIllegalError
 from rocketq.cluster.message import MessageExt, SysFlag
-from rocketq.cluster.record import CRC_MASK
+from rocketq.cluster.record import CRC_MASK, decode_record
 
 # RocketMQ's maxMessageSize (the producer's and the broker's): 4 MiB.
 MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024
@@ -35,6 +35,7 @@ INFLATE_STEP: Final = 1024 * 1024
 BODY_CRC: Final = "body_crc"
 NOT_ZLIB: Final = "not_zlib"
 INFLATE_CAP: Final = "inflate_cap"
+BAD_RECORD: Final = "bad_record"  # a pulled record that does not decode at all
 
 _COMPRESSED: Final = int(SysFlag.COMPRESSED)
 
@@ -53,7 +54,13 @@ class BadMessageError(MessageIllegalError):
     inflate, or inflates past the cap. ``message`` is the message as stored (its body the
     raw stored bytes); ``reason`` is BODY_CRC, NOT_ZLIB or INFLATE_CAP; ``topic``,
     ``queue_id``, ``queue_offset`` and ``msg_id`` say which message it is. The consumer
-    has already moved past it."""
+    has already moved past it.
+
+    With ``reason`` BAD_RECORD (:meth:`undecodable`) the record itself did not decode:
+    ``message`` is None, ``msg_id`` is empty and ``queue_offset`` is the offset the
+    consumer skipped (the record is there or after it)."""
+
+    message: MessageExt | None
 
     def __init__(self, message: MessageExt, reason: str, detail: str) -> None:
         self.message = message
@@ -66,6 +73,40 @@ class BadMessageError(MessageIllegalError):
             f"message {self.msg_id} at offset {self.queue_offset} of {self.topic} queue "
             f"{self.queue_id} is bad ({reason}): {detail}"
         )
+
+    @classmethod
+    def undecodable(
+        cls, topic: str, queue_id: int, queue_offset: int, detail: str
+    ) -> BadMessageError:
+        """A pulled record at or after ``queue_offset`` that does not decode."""
+        exc = cls.__new__(cls)
+        exc.message = None
+        exc.reason = BAD_RECORD
+        exc.topic, exc.queue_id, exc.queue_offset, exc.msg_id = topic, queue_id, queue_offset, ""
+        MessageIllegalError.__init__(
+            exc,
+            f"the record at offset {queue_offset} of {topic} queue {queue_id} (or the first "
+            f"after it) does not decode ({BAD_RECORD}): {detail}",
+        )
+        return exc
+
+
+def decode_pulled(
+    records: bytes | memoryview,
+) -> tuple[list[MessageExt], MessageIllegalError | None]:
+    """The records of a pull's answer up to the first that does not decode, and that
+    record's error (None when all decode)."""
+    data = records if isinstance(records, bytes) else bytes(records)
+    out: list[MessageExt] = []
+    pos = 0
+    while pos < len(data):
+        try:
+            msg = decode_record(data, pos)
+        except MessageIllegalError as exc:
+            return out, exc
+        out.append(msg)
+        pos += msg.store_size
+    return out, None
 
 
 def check_limits(max_message_size: object, max_body_inflate_ratio: object) -> None:

@@ -25,7 +25,6 @@ from prometheus_client import CollectorRegistry
 from rocketq.cluster.aio import get_within, wait_event
 from rocketq.cluster.errors import ClientStateError, RocketqError, TopicNotExistError
 from rocketq.cluster.message import MessageExt, MessageQueue
-from rocketq.cluster.record import decode_records
 from rocketq.cluster.remoting.command import RemotingCommand
 from rocketq.cluster.sql92 import validate
 from rocketq.sdk import consumer_diagnostics as diagnostics
@@ -43,10 +42,11 @@ from rocketq.sdk.message_body import (
     MAX_MESSAGE_SIZE,
     BadMessageError,
     check_limits,
+    decode_pulled,
 )
 from rocketq.sdk.metrics import MetricsOption, client_metrics
 from rocketq.sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
-from rocketq.sdk.push_consumer import PULL_DELAY_WHEN_EXCEPTION, finish_pulled
+from rocketq.sdk.push_consumer import PULL_DELAY_WHEN_EXCEPTION, after_broken, finish_pulled
 from rocketq.sdk.rebalance import STRATEGIES
 from rocketq.sdk.running_info import ConsumerRunningInfo, ProcessQueueInfo
 from rocketq.sdk.wire import PullOutcome, pull_request
@@ -363,15 +363,20 @@ class PullConsumer:
                 continue
             if self._generation.get(mq) != generation:
                 return
-            self._next[mq] = resp.next_begin_offset
+            requested, self._next[mq] = self._next[mq], resp.next_begin_offset
             if resp.outcome is PullOutcome.FOUND:
                 cfg = self.config
+                records, broken = decode_pulled(resp.records)
                 msgs, bad = finish_pulled(
-                    decode_records(resp.records),
+                    records,
                     self.group,
                     max_body_bytes=cfg.max_body_bytes,
                     check_crc=cfg.check_crc,
                 )
+                if broken is not None:
+                    self._next[mq], skipped = after_broken(mq, records, requested, broken)
+                    if skipped is not None:
+                        bad.append(skipped)
                 self.stats.pulled(mq, (time.monotonic() - pull_started) * 1000, len(msgs))
                 if self._metrics is not None:
                     self._metrics.observe_delivery(self.group, self.client.client_id, msgs)

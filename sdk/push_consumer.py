@@ -62,6 +62,7 @@ from rocketq.sdk.message_body import (
     BadMessageError,
     check_limits,
     check_messages,
+    decode_pulled,
 )
 from rocketq.sdk.metrics import MetricsOption, client_metrics
 from rocketq.sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
@@ -158,6 +159,17 @@ def finish_pulled(
             if real:
                 msg.topic = real
     return good, bad
+
+
+def after_broken(
+    mq: MessageQueue, records: list[MessageExt], requested: int, broken: Exception
+) -> tuple[int, BadMessageError | None]:
+    """Where to pull next when a pull's answer holds a record that does not decode after
+    ``records``: from that record (it comes first next time), or, when it came first,
+    one past the offset pulled, with the error that reports the skip."""
+    if records:
+        return records[-1].queue_offset + 1, None
+    return requested + 1, BadMessageError.undecodable(mq.topic, mq.queue_id, requested, str(broken))
 
 
 def finish_messages(
@@ -598,20 +610,25 @@ class PushConsumer:
                 return
             status = resp.outcome
             if status is PullOutcome.FOUND:
+                records, broken = decode_pulled(resp.records)
                 msgs, bad = finish_pulled(
-                    decode_records(resp.records),
+                    records,
                     self.group,
                     max_body_bytes=cfg.max_body_bytes,
                     check_crc=cfg.check_crc,
                 )
-                offset = resp.next_begin_offset
+                requested, offset = offset, resp.next_begin_offset
+                if broken is not None:
+                    offset, skipped = after_broken(mq, records, requested, broken)
+                    if skipped is not None:
+                        bad.append(skipped)
                 if (
                     tags is not None
                     and mq.topic in self.subscriptions
                     and not mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
                 ):
                     msgs = [m for m in msgs if m.tags in tags]
-                    bad = [e for e in bad if e.message.tags in tags]
+                    bad = [e for e in bad if e.message is None or e.message.tags in tags]
                 if bad:
                     await self._reject(mq, pq, bad)
                     if pq.dropped:
@@ -645,7 +662,8 @@ class PushConsumer:
 
     async def _reject(self, mq: MessageQueue, pq: ProcessQueue, bad: list[BadMessageError]) -> None:
         """Report bad messages and move each, as stored, to %DLQ%<group> (broadcasting:
-        drop it); the queue's committed offset passes them either way."""
+        drop it; a record that does not decode has nothing to move); the queue's committed
+        offset passes them either way."""
         for exc in bad:
             self.bad_messages[exc.reason] += 1
             if self._metrics is not None:
@@ -653,12 +671,13 @@ class PushConsumer:
                     exc.topic, self.group, self.client.client_id, exc.reason
                 )
             log.error("group %s: %s", self.group, exc)
-            if not self.broadcasting:
-                await self._bad_to_dlq(mq, pq, exc)
+            if exc.message is not None and not self.broadcasting:
+                await self._bad_to_dlq(mq, pq, exc.message, exc)
             pq.pass_over(exc.queue_offset)
 
-    async def _bad_to_dlq(self, mq: MessageQueue, pq: ProcessQueue, exc: BadMessageError) -> None:
-        m = exc.message
+    async def _bad_to_dlq(
+        self, mq: MessageQueue, pq: ProcessQueue, m: MessageExt, exc: BadMessageError
+    ) -> None:
         req = send_back_request(
             self.group,
             m.commit_log_offset,

@@ -142,7 +142,8 @@ async def test_a_pull_consumer_raises_each_bad_message_then_returns_the_rest(
                 errors.append(exc)
         assert [m.body.decode() for m in got] == GOOD
         assert [(e.queue_offset, e.reason) for e in errors] == [(0, NOT_ZLIB), (1, INFLATE_CAP)]
-        assert errors[0].message.body == NOT_ZLIB_BODY and errors[1].topic == TOPIC
+        stored = errors[0].message
+        assert stored is not None and stored.body == NOT_ZLIB_BODY and errors[1].topic == TOPIC
         assert consumer.bad_messages == {NOT_ZLIB: 1, INFLATE_CAP: 1}
         await consumer.commit()
         (mq,) = consumer.assignment()

@@ -8,15 +8,17 @@ import contextlib
 import time
 import tracemalloc
 import zlib
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketq.cluster.errors import ConfigError, MessageIllegalError, RocketqError
-from rocketq.cluster.message import MessageExt, SysFlag
+from rocketq.cluster.message import MessageExt, MessageQueue, SysFlag
 from rocketq.cluster.record import decode_record, encode_record
 from rocketq.sdk.message_body import (
+    BAD_RECORD,
     BODY_CRC,
     INFLATE_CAP,
     MAX_BODY_INFLATE_RATIO,
@@ -25,6 +27,7 @@ from rocketq.sdk.message_body import (
     BadMessageError,
     InflateError,
     check_messages,
+    decode_pulled,
     inflate_body,
 )
 from rocketq.sdk.metrics import ClientMetrics
@@ -32,6 +35,7 @@ from rocketq.sdk.pull_consumer import PullConsumer, PullConsumerConfig, _in_orde
 from rocketq.sdk.push_consumer import (
     ConsumerConfig,
     PushConsumer,
+    after_broken,
     finish_messages,
     finish_pulled,
 )
@@ -134,8 +138,11 @@ def test_good_messages_pass_and_bad_ones_become_errors_with_their_place() -> Non
         assert e.topic == "T" and e.queue_id == 0 and e.msg_id == f"ID{e.queue_offset}"
         assert str(e.queue_offset) in str(e) and e.reason in str(e)
     # The bad messages are left as stored, for the DLQ.
-    assert bad[0].message.body == b"\x00garbage"
-    assert bad[2].message.body == b"flipped"
+    assert [e.message.body for e in bad if e.message is not None] == [
+        b"\x00garbage",
+        bad[1].message.body if bad[1].message else b"",
+        b"flipped",
+    ]
 
 
 def test_crc_checks_can_be_turned_off() -> None:
@@ -163,11 +170,11 @@ def test_finish_messages_raises_the_first_bad_one_and_finish_pulled_splits() -> 
         {"max_message_size": -1},
     ],
 )
-def test_limits_are_checked_at_once(setting: dict[str, object]) -> None:
+def test_limits_are_checked_at_once(setting: dict[str, Any]) -> None:
     with pytest.raises(ConfigError, match=next(iter(setting))):
-        ConsumerConfig(**setting)  # type: ignore[arg-type]
+        ConsumerConfig(**setting)
     with pytest.raises(ConfigError):
-        PullConsumerConfig(**setting)  # type: ignore[arg-type]
+        PullConsumerConfig(**setting)
     with pytest.raises(ConfigError):
         PushConsumer("g", **setting)
     with pytest.raises(ConfigError):
@@ -241,3 +248,35 @@ def test_bad_messages_are_counted_in_the_client_metrics_from_the_first() -> None
     assert metrics.registry.get_sample_value("rocketq_consumer_bad_messages_total", labels) == 2
     # A second client on the same registry shares the counter.
     ClientMetrics(metrics.registry).observe_bad_message("T", "g", "c2", BODY_CRC)
+
+
+def test_a_record_that_does_not_decode_ends_the_pull_and_is_skipped_when_first() -> None:
+    mq = MessageQueue("T", "broker-a", 0)
+    good = [encode(b"one", 5), encode(b"two", 6)]
+    broken = bytearray(encode(b"three", 7))
+    broken[4:8] = b"\0\0\0\0"  # not a message's magic code
+    records, error = decode_pulled(b"".join(good) + bytes(broken) + encode(b"four", 8))
+    assert [m.body for m in records] == [b"one", b"two"]
+    assert isinstance(error, MessageIllegalError)
+    # After good records: pull again from the broken one, nothing skipped yet.
+    assert after_broken(mq, records, 5, error) == (7, None)
+    # First in the answer: skip the offset pulled, and say so.
+    records, error = decode_pulled(bytes(broken))
+    assert records == [] and error is not None
+    offset, skipped = after_broken(mq, records, 7, error)
+    assert offset == 8 and skipped is not None
+    assert (skipped.reason, skipped.queue_offset, skipped.message) == (BAD_RECORD, 7, None)
+    assert "offset 7 of T queue 0" in str(skipped) and isinstance(skipped, MessageIllegalError)
+    records, error = decode_pulled(b"".join(good))
+    assert [m.queue_offset for m in records] == [5, 6] and error is None
+
+
+def encode(body: bytes, offset: int) -> bytes:
+    return encode_record(
+        topic=b"T",
+        body=body,
+        properties=b"",
+        born_timestamp=1,
+        born_host=bytes(8),
+        queue_offset=offset,
+    )
