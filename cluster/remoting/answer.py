@@ -9,7 +9,7 @@ and the field. Pure functions, no I/O.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from rocketq.cluster.errors import RocketqError, for_code
 from rocketq.cluster.remoting import fastjson
@@ -54,19 +54,19 @@ def int_field(doc: Any, key: str, what: str, default: int | None = None) -> int:
     """A whole-number field of an object (or of a MessageQueue key); ``default`` when
     absent, an error when absent without one."""
     if not isinstance(doc, dict | fastjson.ObjectKey):
-        raise malformed(what, f"has {doc!r} where an object belongs")
+        raise malformed(what, f"has {doc!r:.80} where an object belongs")
     value = doc.get(key)
     if value is None and default is not None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
-        raise malformed(what, f"has {key}={value!r}, not a whole number")
+        raise malformed(what, f"has {key}={value!r:.80}, not a whole number")
     return value
 
 
 def bool_field(doc: dict[Any, Any], key: str, what: str, default: bool) -> bool:
     value = doc.get(key, default)
     if not isinstance(value, bool):
-        raise malformed(what, f"has {key}={value!r}, not true or false")
+        raise malformed(what, f"has {key}={value!r:.80}, not true or false")
     return value
 
 
@@ -76,9 +76,17 @@ def text_field(doc: dict[Any, Any], key: str, default: str = "") -> str:
 
 
 def header_int(answer: RemotingCommand, key: str, what: str) -> int:
-    """A number in the answer's header (every header value is a string)."""
+    """A number in the answer's header (every header value is a string), within a Java
+    long as RocketMQ writes it."""
     value = (answer.ext or {}).get(key)
     try:
-        return int(value or "")
-    except ValueError:
-        raise malformed(what, f"header has {key}={value!r}, not a number") from None
+        number = int(value or "")
+    except ValueError:  # not digits, or more digits than int() reads
+        raise malformed(what, f"header has {key}={value!r:.80}, not a number") from None
+    if not _LONG_MIN <= number <= _LONG_MAX:
+        raise malformed(what, f"header has {key}={value!r:.80}, past a Java long")
+    return number
+
+
+_LONG_MIN: Final = -(1 << 63)
+_LONG_MAX: Final = (1 << 63) - 1

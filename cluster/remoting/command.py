@@ -223,6 +223,8 @@ def decode_json_header(data: bytes | memoryview) -> RemotingCommand:
         header = _LOADS(text)
     except (ValueError, RecursionError) as exc:
         raise RemotingError(f"the JSON header does not parse: {exc}") from None
+    if "\\u" in text and not fastjson.encodable(header):
+        raise RemotingError("the JSON header has a \\u escape of a lone surrogate (not UTF-8)")
     code = header.get("code") if isinstance(header, dict) else None
     if not isinstance(code, int) or isinstance(code, bool):
         raise RemotingError("the JSON header is not an object with an integer code")

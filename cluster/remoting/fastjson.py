@@ -35,7 +35,15 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-__all__ = ["MAX_DEPTH", "FastjsonDecodeError", "ObjectKey", "dumps", "loads", "too_deep"]
+__all__ = [
+    "MAX_DEPTH",
+    "FastjsonDecodeError",
+    "ObjectKey",
+    "dumps",
+    "encodable",
+    "loads",
+    "too_deep",
+]
 
 MAX_DEPTH: Final = 200  # deeper nesting is refused (well inside the recursion limit)
 
@@ -101,8 +109,8 @@ def loads(text: str | bytes) -> Any:
     """Parse JSON as fastjson writes it (see the module docstring for what comes back).
 
     Raises :class:`FastjsonDecodeError` (a ``ValueError``) naming the position of the first
-    error (nesting deeper than :data:`MAX_DEPTH` is one), or ``ValueError`` for bytes that
-    are not UTF-8.
+    error (nesting deeper than :data:`MAX_DEPTH` is one, and so is a ``\\u`` escape of a lone
+    surrogate, which no UTF-8 could carry), or ``ValueError`` for bytes that are not UTF-8.
     """
     raw: str | bytes = text
     if isinstance(text, bytes | bytearray | memoryview):
@@ -111,6 +119,16 @@ def loads(text: str | bytes) -> Any:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ValueError(f"JSON body is not UTF-8: bad byte at position {exc.start}") from exc
+    value = _parse(raw, text)
+    surrogate = _SURROGATE_ESCAPE.search(text) if "\\u" in text else None
+    if surrogate is not None and not encodable(value):
+        raise FastjsonDecodeError(
+            "a \\u escape of a lone surrogate (not UTF-8)", text, surrogate.start()
+        )
+    return value
+
+
+def _parse(raw: str | bytes, text: str) -> Any:
     try:
         if not too_deep(raw):
             try:
@@ -121,6 +139,19 @@ def loads(text: str | bytes) -> Any:
         return _Parser(text).parse()
     except RecursionError:  # only when called from an already deep stack
         raise FastjsonDecodeError("nesting too deep for the stack", text, 0) from None
+
+
+# A \u escape of a UTF-16 surrogate: a lone one makes a str that UTF-8 cannot write back.
+_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def encodable(value: Any) -> bool:
+    """Whether every string in a parsed value can be written as UTF-8 (no lone surrogate)."""
+    try:
+        dumps(value)
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 _BRACKETS: Final = bytes.maketrans(b"{}", b"[]")  # one kind: a mismatch fails the parse anyway

@@ -286,6 +286,8 @@ def test_json_header_nesting_is_bounded() -> None:
         (b'{"code":1,"remark":"\xff"}', "not UTF-8"),
         ('{"code":1}'.encode("utf-16"), "not UTF-8"),
         (b"\xef\xbb\xbf{}", "does not parse"),
+        (rb'{"code":1,"extFields":{"topic":"\ud800"}}', "lone surrogate"),
+        (rb'{"code":1,"remark":"\udfff"}', "lone surrogate"),
     ],
 )
 def test_bad_json_header_fields_are_refused(text: bytes, why: str) -> None:

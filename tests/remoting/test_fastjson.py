@@ -80,7 +80,11 @@ def test_strings_with_escapes_and_unicode() -> None:
     escaped = r'{1:"\u00e9\u4e2d\ud83d\ude00\"\\\/\b\f\n\r\t"}'
     assert loads(escaped) == {1: 'é中\U0001f600"\\/\b\f\n\r\t'}
     assert loads(escaped.encode()) == loads(escaped)
-    assert loads(r'{1:"\ud800x"}') == {1: "\ud800x"}  # a lone surrogate stays as json keeps it
+    # A lone surrogate is refused: no UTF-8 could carry it on (in a response, a file...).
+    for lone in (r'{1:"\ud800x"}', r'["\udc00"]', r'{"\uDBFF":1}'):
+        with pytest.raises(FastjsonDecodeError, match="lone surrogate"):
+            loads(lone)
+    assert loads(r'["\\ud800"]') == ["\\ud800"]  # an escaped backslash, then text
 
 
 def test_numbers() -> None:
