@@ -216,7 +216,11 @@ class ServerGuard:
                 if conn.active:
                     conn.active = False
                     conn.idle_since = now
-                elif conn.in_flight <= 0 and now - conn.idle_since >= self.idle_timeout:
+                elif (
+                    conn.in_flight <= 0
+                    and not conn.pending  # nor a request of ours waiting for its answer
+                    and now - conn.idle_since >= self.idle_timeout
+                ):
                     conn.reject(
                         IDLE,
                         f"no frame in or out for {now - conn.idle_since:.0f} s "
