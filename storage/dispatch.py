@@ -22,12 +22,13 @@ from typing import Final
 
 from rocketq.cluster.record import (
     BLANK_MAGIC_CODE,
+    FIXED_SIZE,
     MESSAGE_MAGIC_CODE,
     POS_BODY,
     USHORT,
     tags_hash_code,
 )
-from rocketq.storage.commitlog import CommitLog, QueueKey
+from rocketq.storage.commitlog import TOPIC_BYTES, CommitLog, QueueKey
 from rocketq.storage.consume_queue import ConsumeQueue, CQEntry
 from rocketq.storage.index_file import IndexService
 from rocketq.storage.mapped_file import HAS_SYNCFS, syncfs
@@ -376,8 +377,8 @@ class Dispatcher:
                 mf.buf, base, self.reput_offset - base, limit, done, max_records, cq_entries, keys
             )
             self.reput_offset = mf.end_offset if end_of_file else base + pos
-            if not end_of_file and pos >= limit:
-                break
+            if not end_of_file:
+                break  # the committed bytes end, or a record's rest is still to come
         arrivals: dict[QueueKey, tuple[int, int]] = {}
         for cq, topic, qid, entries in cq_entries:
             if cq.put_many(entries):
@@ -407,7 +408,9 @@ class Dispatcher:
         """-> (records done, position reached, whether the segment's end was reached).
         The ConsumeQueue entries of the records go to ``cq_entries`` (one list per run of
         records of one queue) and their index keys to ``index_keys``; the caller writes
-        them."""
+        them. A record cut by ``limit`` (a replica got part of it) waits there for its
+        rest; one whose lengths or topic are not a record's ends the segment's dispatch,
+        as a missing record does (a segment damaged on disk, or bytes a replica was sent)."""
         unpack = _DISPATCH.unpack_from
         ushort = USHORT.unpack_from
         queues = self.queues.queues
@@ -417,16 +420,24 @@ class Dispatcher:
         new_code = self.tag_codes
         last_ts = self.last_dispatched[1]
         start_pos = pos
+        file_size = len(buf)
+        topic_ok = TOPIC_BYTES.fullmatch
         last_topic, last_qid = b"", -1
+        checked_topic = b""
         entries: list[CQEntry] = []
         while pos < limit and done < max_records:
             if pos + POS_BODY > limit:
-                # Too short for a message: the blank record that ends the segment.
-                magic = BLANK_MAGIC_CODE if pos + 8 <= limit else 0
-                if magic and int.from_bytes(buf[pos + 4 : pos + 8], "big") != magic:
-                    magic = 0
-                if not magic:
-                    log.error("[BUG] dispatch found no record at CommitLog offset %d", base + pos)
+                # Too short for a message: the blank record that ends the segment, or the
+                # start of a record whose rest a replica has not received yet.
+                if pos + 8 <= limit and int.from_bytes(buf[pos + 4 : pos + 8], "big") == (
+                    BLANK_MAGIC_CODE
+                ):
+                    if pos != start_pos:
+                        self.last_dispatched = (base + pos, last_ts)
+                    return done, pos, True
+                if limit < file_size:
+                    break
+                log.error("[BUG] dispatch found no record at CommitLog offset %d", base + pos)
                 if pos != start_pos:
                     self.last_dispatched = (base + pos, last_ts)
                 return done, pos, True
@@ -441,11 +452,24 @@ class Dispatcher:
                 if pos != start_pos:
                     self.last_dispatched = (base + pos, last_ts)
                 return done, pos, True
+            end = pos + size
+            if size < FIXED_SIZE or end > file_size or not 0 <= body_len <= size - FIXED_SIZE:
+                return self._damaged(base, pos, start_pos, last_ts, done, "its lengths")
+            if end > limit:
+                break  # a replica has part of the record: wait for the rest
             tp = pos + POS_BODY + body_len
             tl = buf[tp]
             topic = buf[tp + 1 : tp + 1 + tl]
             pp = tp + 1 + tl
+            if pp + 2 > end:
+                return self._damaged(base, pos, start_pos, last_ts, done, "its lengths")
             (plen,) = ushort(buf, pp)
+            if pp + 2 + plen != end:
+                return self._damaged(base, pos, start_pos, last_ts, done, "its lengths")
+            if topic != checked_topic:
+                if not topic_ok(topic):
+                    return self._damaged(base, pos, start_pos, last_ts, done, "its topic")
+                checked_topic = topic
             props = buf[pp + 2 : pp + 2 + plen]
             tx = sys_flag & 0xC
             if tx == 0 or tx == 0x8:
@@ -488,3 +512,18 @@ class Dispatcher:
         if pos != start_pos:
             self.last_dispatched = (base + pos, last_ts)
         return done, pos, False
+
+    def _damaged(
+        self, base: int, pos: int, start_pos: int, last_ts: int, done: int, what: str
+    ) -> tuple[int, int, bool]:
+        """A record whose ``what`` is not a record's: what follows in its segment is not
+        dispatched (recovery cuts such a tail after a crash)."""
+        log.error(
+            "dispatch found a damaged record at CommitLog offset %d (%s); skipping to the "
+            "next segment",
+            base + pos,
+            what,
+        )
+        if pos != start_pos:
+            self.last_dispatched = (base + pos, last_ts)
+        return done, pos, True

@@ -627,12 +627,18 @@ class MessageStore:
 
 
 def _record_has_key(view: memoryview, topic: bytes, key: bytes) -> bool:
+    """Whether the record has ``key``; False for a record whose lengths do not fit it (a
+    damaged one an index entry still points to)."""
     (body_len,) = INT.unpack_from(view, POS_BODY_LENGTH)
     tp = POS_BODY + body_len
+    if body_len < 0 or tp + 3 > len(view):
+        return False
     tl = view[tp]
     if bytes(view[tp + 1 : tp + 1 + tl]) != topic:
         return False
     pp = tp + 1 + tl
+    if pp + 2 > len(view):
+        return False
     (plen,) = USHORT.unpack_from(view, pp)
     props = bytes(view[pp + 2 : pp + 2 + plen])
     keys = property_value(props, b"KEYS")

@@ -92,6 +92,52 @@ def mutated_text(text: str, *, max_steps: int = 4) -> st.SearchStrategy[str]:
     )
 
 
+# JSON a hostile peer may send in place of any part of a body.
+HOSTILE_JSON_TEXTS: Final = (
+    "null",
+    "true",
+    "1",
+    "-1",
+    "1e999",
+    "-1e999",
+    "NaN",
+    "Infinity",
+    "9" * 5000,
+    '"x"',
+    "[]",
+    "{}",
+    "[1,2]",
+    '{"0":1}',
+    "[" * 5000 + "]" * 5000,
+    '{"a":' * 3000 + "1" + "}" * 3000,
+    '"' + "\\ud800" + '"',
+)
+
+
+@st.composite
+def json_with_a_part_replaced(draw: st.DrawFn, body: bytes) -> bytes:
+    """``body`` with one of its JSON values (at a ':' or '[' or ',') swapped for hostile JSON."""
+    text = body.decode()
+    marks = [i + 1 for i, ch in enumerate(text) if ch in ":[,"]
+    if not marks:
+        return body
+    at = draw(st.sampled_from(marks))
+    end = at
+    depth = 0
+    while end < len(text):  # the end of the value that starts at ``at``
+        ch = text[end]
+        if ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            if depth == 0:
+                break
+            depth -= 1
+        elif ch == "," and depth == 0:
+            break
+        end += 1
+    return (text[:at] + draw(st.sampled_from(HOSTILE_JSON_TEXTS)) + text[end:]).encode()
+
+
 def total(
     call: Callable[[], T],
     errors: type[BaseException] | tuple[type[BaseException], ...],

@@ -48,7 +48,13 @@ from rocketq.cluster.route_data import (
     route_body,
 )
 from rocketq.cluster.sql92 import Sql92Filter, compile_expression
-from tests.fuzz_mutations import mutated, mutated_text, total
+from tests.fuzz_mutations import (
+    HOSTILE_JSON_TEXTS,
+    json_with_a_part_replaced,
+    mutated,
+    mutated_text,
+    total,
+)
 
 FUZZ: Final = settings(max_examples=150, deadline=2000)
 NAMES: Final = st.text(string.ascii_letters + string.digits + "_-%|", min_size=1, max_size=20)
@@ -184,52 +190,7 @@ CLUSTER_INFOS: Final = st.builds(
     st.dictionaries(NAMES, BROKER_DATAS, max_size=3),
     st.dictionaries(NAMES, st.lists(NAMES, max_size=3).map(sorted), max_size=3),
 )
-# JSON a hostile peer may send in place of any part of a body.
-HOSTILE_JSON: Final = st.sampled_from(
-    [
-        "null",
-        "true",
-        "1",
-        "-1",
-        "1e999",
-        "-1e999",
-        "NaN",
-        "Infinity",
-        "9" * 5000,
-        '"x"',
-        "[]",
-        "{}",
-        "[1,2]",
-        '{"0":1}',
-        "[" * 5000 + "]" * 5000,
-        '{"a":' * 3000 + "1" + "}" * 3000,
-        '"' + "\\ud800" + '"',
-    ]
-)
-
-
-@st.composite
-def json_with_a_part_replaced(draw: st.DrawFn, body: bytes) -> bytes:
-    """``body`` with one of its JSON values (at a ':' or '[' or ',') swapped for hostile JSON."""
-    text = body.decode()
-    marks = [i + 1 for i, ch in enumerate(text) if ch in ":[,"]
-    if not marks:
-        return body
-    at = draw(st.sampled_from(marks))
-    end = at
-    depth = 0
-    while end < len(text):  # the end of the value that starts at ``at``
-        ch = text[end]
-        if ch in "[{":
-            depth += 1
-        elif ch in "]}":
-            if depth == 0:
-                break
-            depth -= 1
-        elif ch == "," and depth == 0:
-            break
-        end += 1
-    return (text[:at] + draw(HOSTILE_JSON) + text[end:]).encode()
+HOSTILE_JSON: Final = st.sampled_from(HOSTILE_JSON_TEXTS)
 
 
 @given(ROUTES, st.booleans())
