@@ -4,10 +4,26 @@ offset, persisted in config/consumerOffset.json every few seconds and at shutdow
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Final
 
+from rocketq.cluster.errors import StoreCorruptError
 from rocketq.cluster.json_file import read_json, write_json_atomic
 
 SEPARATOR = "@"
+_LONG_MIN: Final = -(1 << 63)
+_LONG_MAX: Final = (1 << 63) - 1
+
+
+def _queue_id(text: str) -> int:
+    if not (text.isascii() and text.lstrip("-").isdigit() and len(text) <= 11):
+        raise ValueError(f"queue id {text[:20]!r} is not a number")
+    return int(text)
+
+
+def _offset(value: object) -> int:
+    if type(value) is not int or not _LONG_MIN <= value <= _LONG_MAX:
+        raise ValueError(f"offset {str(value)[:20]} is not a whole number")
+    return value
 
 
 class ConsumerOffsetManager:
@@ -17,12 +33,26 @@ class ConsumerOffsetManager:
         self.dirty = False
 
     def load(self) -> None:
+        """Read the file; StoreCorruptError naming it when it is not an offset table."""
         doc = read_json(self.path, "consumer offsets")
-        if doc is not None:
-            self.table = {
-                key: {int(q): int(o) for q, o in queues.items()}
-                for key, queues in doc.get("offsetTable", {}).items()
-            }
+        if doc is None:
+            return
+        table: dict[str, dict[int, int]] = {}
+        try:
+            offsets = doc.get("offsetTable", {}) if isinstance(doc, dict) else None
+            if not isinstance(offsets, dict):
+                raise ValueError("no offsetTable object")
+            for key, queues in offsets.items():
+                if not isinstance(queues, dict):
+                    raise ValueError(f"{key!r} holds no queue -> offset object")
+                table[key] = {_queue_id(q): _offset(o) for q, o in queues.items()}
+        except ValueError as exc:
+            raise StoreCorruptError(
+                f"{self.path}: not a consumer offset table ({exc}); restore it from a backup "
+                "or move it away to start without it (groups then start where their "
+                "consume-from-where setting says)"
+            ) from None
+        self.table = table
 
     def persist(self) -> None:
         write_json_atomic(

@@ -87,10 +87,53 @@ def config_doc(t: TopicConfig) -> dict[str, Any]:
     }
 
 
+# Each integer field's range as a file may hold it (Java ints; a perm is 3 bits).
+_RANGES: Final = {
+    "read_queue_nums": (0, (1 << 31) - 1),
+    "write_queue_nums": (0, (1 << 31) - 1),
+    "perm": (0, 7),
+    "topic_sys_flag": (-(1 << 31), (1 << 31) - 1),
+}
+
+
+def _show(value: Any) -> str:
+    """A value for an error message, cut short (a damaged file may hold megabytes)."""
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # an int of 5000 digits, a list nested too deep
+        text = type(value).__name__
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def config_of(doc: Any) -> TopicConfig:
+    """A topic config from its JSON; ValueError naming the field that is not one."""
     if not isinstance(doc, dict) or set(doc) - set(_FIELDS) or "topic_name" not in doc:
-        raise ValueError(f"not a topic config: {doc!r}")
+        raise ValueError(f"not a topic config: {_show(doc)}")
+    name = doc["topic_name"]
+    if not isinstance(name, str):
+        raise ValueError(f"topic_name {_show(name)} is not a text")
+    try:
+        check_topic(name)
+    except MessageIllegalError as exc:
+        raise ValueError(str(exc)) from None
+    for field, (low, high) in _RANGES.items():
+        if field in doc:
+            value = doc[field]
+            if type(value) is not int or not low <= value <= high:
+                raise ValueError(
+                    f"topic {name}: {field} is {_show(value)}, not an integer {low}-{high}"
+                )
+    if "order" in doc and not isinstance(doc["order"], bool):
+        raise ValueError(f"topic {name}: order is {_show(doc['order'])}, not true or false")
     return TopicConfig(**doc)
+
+
+def _version(doc: dict[str, Any], default: int | None) -> int:
+    """The dataVersion of a snapshot or change: a whole number, as written."""
+    value = doc.get("dataVersion", default) if default is not None else doc["dataVersion"]
+    if type(value) is not int:
+        raise ValueError(f"dataVersion is {_show(value)}, not an integer")
+    return value
 
 
 def snapshot_doc(topics: dict[str, TopicConfig], version: int) -> dict[str, Any]:
@@ -147,11 +190,14 @@ class TopicConfigManager:
         doc = read_json(self.path, "topic configs")
         if doc is not None:
             try:
-                table = {
-                    name: config_of(fields)
-                    for name, fields in doc.get("topicConfigTable", {}).items()
-                }
-                version = int(doc.get("dataVersion", 0))
+                if not isinstance(doc, dict):
+                    raise ValueError("the file holds no JSON object")
+                table = {}
+                for name, fields in doc.get("topicConfigTable", {}).items():
+                    config = table[name] = config_of(fields)
+                    if config.topic_name != name:
+                        raise ValueError(f"{_show(name)} holds the config of {config.topic_name}")
+                version = _version(doc, 0)
             except (AttributeError, TypeError, ValueError) as exc:
                 raise StoreCorruptError(
                     f"{self.path}: not a topic config snapshot ({exc}); restore it from a "
@@ -188,10 +234,20 @@ class TopicConfigManager:
         for number, line in enumerate(lines, 1):
             try:
                 entry = json.loads(line)
-                version = int(entry["dataVersion"])
-                put = [config_of(d) for d in entry.get("put", ())]
-                deleted = [str(n) for n in entry.get("delete", ())]
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                if not isinstance(entry, dict):
+                    raise ValueError("not a JSON object")
+                version = _version(entry, None)
+                puts, deletes = entry.get("put", []), entry.get("delete", [])
+                if not isinstance(puts, list) or not isinstance(deletes, list):
+                    raise ValueError("put and delete must be arrays")
+                put = [config_of(d) for d in puts]
+                deleted = []
+                for name in deletes:
+                    if not isinstance(name, str):
+                        raise ValueError(f"a deleted topic {_show(name)} is not a name")
+                    deleted.append(name)
+            # RecursionError: arrays nested deeper than the JSON parser goes.
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
                 raise StoreCorruptError(
                     f"{self.log_path}: line {number} is not a topic change ({exc}); restore "
                     "the file from a backup, or cut it before that line to keep the changes "

@@ -24,7 +24,7 @@ from rocketq.broker.metrics import CONSUMER_SEND_MSG_BACK, END_TRANSACTION, HEAR
 from rocketq.broker.request_host import RequestHost
 from rocketq.broker.subscription_group import check_group
 from rocketq.broker.transaction import CheckTransaction, Resolution
-from rocketq.broker.wire.pull import header_int
+from rocketq.broker.wire.pull import LONG_MAX, LONG_MIN, header_int
 from rocketq.cluster.errors import (
     MessageIllegalError,
     QueryNotFoundError,
@@ -67,20 +67,49 @@ def json_body(cmd: RemotingCommand, what: str) -> dict[str, Any]:
     """The request's JSON body as an object; MessageIllegalError saying what is wrong."""
     try:
         doc = fastjson.loads(bytes(cmd.body or b""))
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: arrays nested too deep
         raise MessageIllegalError(f"the {what} body is not JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise MessageIllegalError(f"the {what} body is not a JSON object")
     return doc
 
 
+def _array(doc: dict[str, Any], key: str) -> list[Any]:
+    """A heartbeat's list field: absent or null is empty; anything but an array is refused."""
+    value = doc.get(key) or []
+    if not isinstance(value, list):
+        raise MessageIllegalError(f"the heartbeat's {key} is not an array")
+    return value
+
+
+def _sub_version(sub: dict[str, Any]) -> int:
+    """A subscription's subVersion (a Java long, written as a number)."""
+    value = sub.get("subVersion") or 0
+    if isinstance(value, str) and value.lstrip("-").isdigit() and len(value) <= 20:
+        value = int(value)
+    if type(value) is not int or not LONG_MIN <= value <= LONG_MAX:
+        raise MessageIllegalError(
+            f"a subscription's subVersion is {str(value)[:30]!r}, not a number"
+        )
+    return value
+
+
 def queue_keys(doc: dict[str, Any], what: str) -> list[tuple[str, int]]:
     """The (topic, queue id) of each MessageQueue of ``mqSet``."""
     out = []
-    for mq in doc.get("mqSet") or []:
+    queues = doc.get("mqSet") or []
+    if not isinstance(queues, list):
+        raise MessageIllegalError(f"the {what} body's mqSet is not an array")
+    for mq in queues:
         if not isinstance(mq, dict) or "topic" not in mq or "queueId" not in mq:
             raise MessageIllegalError(f"the {what} body has a message queue without topic/queueId")
-        out.append((str(mq["topic"]), int(mq["queueId"])))
+        topic, queue_id = mq["topic"], mq["queueId"]
+        if not isinstance(topic, str) or type(queue_id) is not int or not 0 <= queue_id < 1 << 31:
+            raise MessageIllegalError(
+                f"the {what} body has a message queue with topic {str(topic)[:40]!r} and "
+                f"queueId {str(queue_id)[:20]!r}; expected a name and a queue number"
+            )
+        out.append((topic, queue_id))
     return out
 
 
@@ -132,10 +161,10 @@ class ClientRequests:
         client_channels(self.b.consumers).heartbeat(client_id, conn, cmd)
         self._pump(conn, client_id)
         cm = self.b.consumers
-        for p in doc.get("producerDataSet") or []:
+        for p in _array(doc, "producerDataSet"):
             if isinstance(p, dict) and p.get("groupName"):
                 cm.register_producer(str(p["groupName"]), client_id)
-        for c in doc.get("consumerDataSet") or []:
+        for c in _array(doc, "consumerDataSet"):
             if not isinstance(c, dict) or not c.get("groupName"):
                 raise MessageIllegalError("a consumer of the heartbeat has no groupName")
             group_name = str(c["groupName"])
@@ -148,7 +177,7 @@ class ClientRequests:
                     retry_topic(group_name), group.retry_queue_nums, PERM_READ | PERM_WRITE
                 )
             subs = []
-            for s in c.get("subscriptionDataSet") or []:
+            for s in _array(c, "subscriptionDataSet"):
                 if not isinstance(s, dict) or not s.get("topic"):
                     raise MessageIllegalError(f"a subscription of group {group_name} has no topic")
                 expression = str(s.get("subString") or "*")
@@ -160,11 +189,7 @@ class ClientRequests:
                     codes: frozenset[int] = frozenset()
                 else:
                     codes = parse_tags(expression) or frozenset()
-                subs.append(
-                    Subscription(
-                        str(s["topic"]), expression, kind, codes, int(s.get("subVersion") or 0)
-                    )
-                )
+                subs.append(Subscription(str(s["topic"]), expression, kind, codes, _sub_version(s)))
             cm.register_consumer(
                 group_name,
                 client_id,
@@ -344,13 +369,11 @@ class ClientRequests:
     async def send_back(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         started = time.perf_counter()
         try:
-            ext = cmd.ext or {}
-            max_times = ext.get("maxReconsumeTimes")
             await self.b.send.send_back(
                 cmd.field("group"),
                 header_int(cmd, "offset"),
                 header_int(cmd, "delayLevel", 0),
-                int(max_times) if max_times not in (None, "") else -1,
+                header_int(cmd, "maxReconsumeTimes", -1),
             )
             answer = cmd.response(ResponseCode.SUCCESS)
         except Exception as exc:

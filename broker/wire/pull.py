@@ -22,6 +22,10 @@ from rocketq.cluster.remoting.codes import PullSysFlag, RequestCode, ResponseCod
 from rocketq.cluster.remoting.command import RemotingCommand
 from rocketq.cluster.remoting.transport import Connection, Handler
 
+# What a header's number may hold: a Java long, as RocketMQ parses it.
+LONG_MIN: Final = -(1 << 63)
+LONG_MAX: Final = (1 << 63) - 1
+
 PULL_CODES: Final = {
     PullStatus.FOUND: ResponseCode.SUCCESS,
     PullStatus.NO_NEW_MSG: ResponseCode.PULL_NOT_FOUND,
@@ -38,9 +42,16 @@ def header_int(cmd: RemotingCommand, name: str, default: int | None = None) -> i
             raise MessageIllegalError(f"the request header has no field {name!r}")
         return default
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
-        raise MessageIllegalError(f"the header field {name} is {value!r}, not a number") from None
+        raise MessageIllegalError(
+            f"the header field {name} is {value[:40]!r}, not a number"
+        ) from None
+    if not LONG_MIN <= number <= LONG_MAX:
+        raise MessageIllegalError(
+            f"the header field {name} is {value[:40]!r}, past a Java long's range"
+        )
+    return number
 
 
 class PullRequests:

@@ -22,6 +22,7 @@ from typing import Final
 
 from rocketq.broker.metrics import REMOTING, SEND_BATCH_MESSAGE, SEND_MESSAGE
 from rocketq.broker.request_host import RequestHost
+from rocketq.broker.wire.pull import LONG_MAX, LONG_MIN
 from rocketq.cluster.errors import MessageIllegalError, PropertiesSizeExceededError
 from rocketq.cluster.message import PROPERTY_CLUSTER
 from rocketq.cluster.message_id import encode_offset_msg_id
@@ -94,11 +95,16 @@ class SendHeader:
                 self.text(name)  # raises, naming the field
             return default  # type: ignore[return-value]
         try:
-            return int(value)
+            number = int(value)
         except ValueError:
             raise MessageIllegalError(
-                f"the send request's {name} is {value!r}, not a number"
+                f"the send request's {name} is {value[:40]!r}, not a number"
             ) from None
+        if not LONG_MIN <= number <= LONG_MAX:
+            raise MessageIllegalError(
+                f"the send request's {name} is {value[:40]!r}, past a Java long's range"
+            )
+        return number
 
 
 def java_true(value: str | None) -> bool:
