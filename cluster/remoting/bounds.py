@@ -16,12 +16,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Final
+from typing import Any, Final, Protocol
 
 from rocketq.cluster.config import ServerBoundsConfig
-
-if TYPE_CHECKING:
-    from rocketq.cluster.remoting.transport import Connection
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +48,21 @@ REASONS: Final = (
 
 # A reason is logged at most once per remote address in this many seconds.
 LOG_INTERVAL: Final = 60.0
+
+
+class Connection(Protocol):
+    """What the guard reads and sets of a connection (transport.Connection is one)."""
+
+    address: str  # the peer's IP
+    peer: str  # its IP and port
+    buffered: bytearray  # the partial frame's bytes
+    in_flight: int
+    pending: dict[int, Any]  # requests sent on it that wait for their answers
+    active: bool
+    idle_since: float
+    partial_since: float
+
+    def reject(self, reason: str, why: str) -> None: ...
 
 
 class ServerGuard:
