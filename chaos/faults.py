@@ -10,6 +10,9 @@
 - ``kill-consumer``: SIGKILL a consumer process (its queues move to the others); start it
   again (they come back).
 - ``restart``: SIGTERM the master/leader of a group (a graceful stop); start it again.
+- ``hostile``: a hostile neighbour (:mod:`rocketq.chaos.hostile`) sends every port of every
+  live node mutated frames, bombs, floods and slow connections from threads of the harness;
+  the heal stops it and closes every socket it opened.
 
 Targets are drawn from the run's seeded random generator; the master of a group is the
 broker its nameservers list as broker id 0 (with Raft, the leader that registered).
@@ -21,10 +24,11 @@ import random
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Final, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
 
 from rocketq.chaos.history import ChaosError
+from rocketq.chaos.hostile import Hostile, HostileLimits, NodePorts, targets_of
 from rocketq.chaos.workers import Workers
 from rocketq.cluster.launcher import LocalCluster, Node
 from rocketq.cluster.procs import wait_until
@@ -37,6 +41,7 @@ FAULT_KINDS: Final = (
     "kill-nameserver",
     "kill-consumer",
     "restart",
+    "hostile",
 )
 # Faults that hit the master / leader of a group.
 MASTER_FAULTS: Final = frozenset({"kill-master", "pause", "partition", "restart"})
@@ -55,6 +60,7 @@ class ActiveFault:
     target: str  # a node's or a consumer's name
     group: str | None  # the broker group hit; None for a nameserver or a consumer
     heal: Callable[[], None]
+    detail: dict[str, Any] = field(default_factory=dict)  # what the heal reports
 
 
 def parse_faults(text: str) -> tuple[str, ...]:
@@ -78,12 +84,14 @@ class Faults:
         rng: random.Random,
         *,
         partitioner: Partitioner | None = None,
+        hostile_limits: HostileLimits | None = None,
     ) -> None:
         self.cluster = cluster
         self.workers = workers
         self.consumers = consumers
         self.rng = rng
         self.partitioner = partitioner
+        self.hostile_limits = hostile_limits
         self.groups = sorted({b.broker_name for b in cluster.brokers})
 
     # ---------------------------------------------------------------- targets
@@ -146,4 +154,35 @@ class Faults:
             name = self.rng.choice(self.consumers)
             self.workers.kill(name, signal.SIGKILL)
             return ActiveFault(kind, name, None, lambda: self.workers.start(name))
+        if kind == "hostile":
+            return self._hostile()
         raise ChaosError(f"unknown fault {kind!r}; choose from {', '.join(FAULT_KINDS)}")
+
+    def _hostile(self) -> ActiveFault:
+        c = self.cluster
+        nodes = []
+        for node in c.nodes:
+            if not c.is_alive(node.name):
+                continue
+            known = {node.port: "remoting"}
+            if node.raft_port:
+                known[node.raft_port] = "raft"
+            if node.metrics_port:
+                known[node.metrics_port] = "metrics"
+            nodes.append(NodePorts(node.name, node.role, node.host, node.pid, known))
+        targets = targets_of(nodes)
+        if not targets:
+            raise ChaosError("no live node to send hostile traffic to")
+        neighbour = Hostile(targets, seed=self.rng.randrange(2**31), limits=self.hostile_limits)
+        fault = ActiveFault("hostile", "every-node", None, lambda: None)
+
+        def heal() -> None:
+            fault.detail.update(neighbour.stop())
+            if neighbour.alive() or neighbour.open_sockets():
+                raise ChaosError(
+                    f"the hostile traffic did not stop: {neighbour.open_sockets()} sockets open"
+                )
+
+        fault.heal = heal
+        neighbour.start()
+        return fault

@@ -21,6 +21,11 @@ float) and ``type``; the other fields by type:
 ``fault_start``  ``fault`` (its kind), ``target`` (a node or consumer name), ``group`` (the
                  broker group it hits, null for a nameserver or consumer).
 ``fault_end``    the same three fields: healed.
+``fault_end``    may add ``detail``: what the heal reports (the hostile traffic's counts).
+``server_memory`` ``node``, ``pid``, ``rss_kib`` (largest VmRSS sampled), ``hwm_kib`` (its
+                 VmHWM, the peak resident set), ``samples``: one per server process, at the
+                 end of the run.
+``server_exit``  ``node``, ``pid``, ``returncode``: a server process seen gone.
 ``phase``        ``phase``: ``faults_stopped``, ``recovered``, ``producers_stopped``,
                  ``drained`` or ``done`` - how far the run got; a history without ``done``
                  is partial (the run was cut short).
@@ -50,6 +55,8 @@ RECORD_TYPES: Final = frozenset(
         "fault_start",
         "fault_end",
         "phase",
+        "server_memory",
+        "server_exit",
     }
 )
 PHASES: Final = ("faults_stopped", "recovered", "producers_stopped", "drained", "done")

@@ -1,5 +1,8 @@
 """The outputs of a chaos check: a JSON document, a short Markdown summary and a PNG chart of
-throughput over time with the faults shaded (matplotlib, the ``rocketq[chart]`` extra)."""
+throughput over time with the faults shaded (matplotlib, the ``rocketq[chart]`` extra).
+Runs with the ``hostile`` fault add a section (:func:`hostile_json`,
+:func:`render_hostile`): the legitimate clients' send latency inside and outside the
+hostile windows, the servers' peak memory, server exits and what the neighbour sent."""
 
 from __future__ import annotations
 
@@ -9,9 +12,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from rocketq.chaos.checker import CheckResult, broken_promises
+from rocketq.chaos.checker import CheckResult, broken_promises, nearest_rank
 from rocketq.chaos.history import ChaosError, History
 
+# Faults during which a server exit is expected (the fault stops it).
+STOPPING_FAULTS: Final = frozenset({"kill-master", "kill-random", "kill-nameserver", "restart"})
+MIB_IN_KIB: Final = 1024
 CHART_EXTRA: Final = "pip install 'rocketq[chart]'"
 CHART_SIZE_IN: Final = (11.0, 4.0)
 CHART_DPI: Final = 100
@@ -268,3 +274,176 @@ def write_chart(history: History, result: CheckResult, path: str | os.PathLike[s
         fig.savefig(target, dpi=CHART_DPI, format="png")
     finally:
         plt.close(fig)
+
+
+# ---------------------------------------------------------------- the hostile section
+
+
+def send_latencies(history: History) -> list[tuple[float, float, bool]]:
+    """(invoked at, ms to its answer, SEND_OK or not) of every send that was answered or
+    timed out."""
+    invoked: dict[tuple[str, int], float] = {}
+    out: list[tuple[float, float, bool]] = []
+    for record in history.records:
+        type_ = record["type"]
+        if type_ not in ("send", "send_ok", "send_failed", "send_timeout"):
+            continue
+        key = (str(record.get("process")), int(record.get("op") or 0))
+        t = float(record["t"])
+        if type_ == "send":
+            invoked[key] = t
+        elif key in invoked:
+            begin = invoked.pop(key)
+            out.append((begin, (t - begin) * 1000, type_ == "send_ok"))
+    return out
+
+
+def _latency(values: list[float]) -> dict[str, Any]:
+    ordered = sorted(values)
+    if not ordered:
+        return {"count": 0, "p50": None, "p99": None, "max": None}
+    return {
+        "count": len(ordered),
+        "p50": round(nearest_rank(ordered, 50), 1),
+        "p99": round(nearest_rank(ordered, 99), 1),
+        "max": round(ordered[-1], 1),
+    }
+
+
+def _inside(t: float, spans: list[tuple[str, float, float]]) -> bool:
+    return any(begin <= t <= end for _kind, begin, end in spans)
+
+
+def hostile_json(history: History) -> dict[str, Any] | None:
+    """For a run with the ``hostile`` fault (None otherwise): ``windows`` and
+    ``window_s`` (its count and seconds), ``send_ms`` - p50/p99/max of the legitimate
+    sends answered SEND_OK, invoked ``inside`` a hostile window or ``outside`` every fault
+    window - ``send_failed`` (failed or timed-out sends, inside and outside), the servers'
+    ``peak_rss_mib`` (node -> its largest VmHWM), ``server_exits`` (each with the fault
+    in progress, and ``unexpected_exits``: those outside a fault that stops nodes) and
+    ``traffic`` (what the neighbour sent, summed over its windows)."""
+    records = history.records
+    last_t = float(records[-1]["t"]) if records else 0.0
+    spans = fault_spans(history, last_t)
+    hostile = [s for s in spans if s[0] == "hostile"]
+    if not hostile:
+        return None
+    inside: list[float] = []
+    outside: list[float] = []
+    failed = {"inside": 0, "outside": 0}
+    for begin, ms, ok in send_latencies(history):
+        where = "inside" if _inside(begin, hostile) else None
+        if where is None and not _inside(begin, spans):
+            where = "outside"
+        if where is None:
+            continue
+        if not ok:
+            failed[where] += 1
+        else:
+            (inside if where == "inside" else outside).append(ms)
+    peaks: dict[str, float] = {}
+    for record in history.of_type("server_memory"):
+        node = str(record.get("node"))
+        hwm = float(record.get("hwm_kib") or 0) / MIB_IN_KIB
+        peaks[node] = round(max(peaks.get(node, 0.0), hwm), 1)
+    exits = []
+    for record in history.of_type("server_exit"):
+        t = float(record["t"])
+        during = [kind for kind, begin, end in spans if begin <= t <= end + 1.0]
+        exits.append(
+            {
+                "node": record.get("node"),
+                "pid": record.get("pid"),
+                "returncode": record.get("returncode"),
+                "t": t,
+                "during": during,
+                "expected": any(kind in STOPPING_FAULTS for kind in during),
+            }
+        )
+    traffic: dict[str, dict[str, int]] = {}
+    peak_sockets = 0
+    errors: list[str] = []
+    for record in history.of_type("fault_end"):
+        detail = record.get("detail")
+        if record.get("fault") != "hostile" or not isinstance(detail, dict):
+            continue
+        peak_sockets = max(peak_sockets, int(detail.get("peak_sockets") or 0))
+        errors += [str(e) for e in detail.get("errors") or ()]
+        for kind, counts in (detail.get("traffic") or {}).items():
+            into = traffic.setdefault(kind, {})
+            for name, value in counts.items():
+                into[name] = into.get(name, 0) + int(value)
+    return {
+        "windows": len(hostile),
+        "window_s": round(sum(end - begin for _k, begin, end in hostile), 3),
+        "send_ms": {"inside": _latency(inside), "outside": _latency(outside)},
+        "send_failed": failed,
+        "peak_rss_mib": dict(sorted(peaks.items())),
+        "server_exits": exits,
+        "unexpected_exits": sum(1 for e in exits if not e["expected"]),
+        "traffic": traffic,
+        "peak_sockets": peak_sockets,
+        "errors": errors[:10],
+    }
+
+
+def render_hostile(summary: dict[str, Any]) -> str:
+    """The Markdown section of :func:`hostile_json`'s summary."""
+    ms = summary["send_ms"]
+    failed = summary["send_failed"]
+    lines = [
+        "## Hostile traffic",
+        "",
+        f"{summary['windows']} hostile window(s), {summary['window_s']:.1f} s in all; at most "
+        f"{summary['peak_sockets']} hostile sockets open at once.",
+        "",
+        "| legitimate sends | count | p50 (ms) | p99 (ms) | max (ms) | failed or timed out |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for where, label in (("inside", "inside hostile windows"), ("outside", "outside faults")):
+        s = ms[where]
+        lines.append(
+            f"| {label} | {s['count']} | {_cell(s['p50'])} | {_cell(s['p99'])} | "
+            f"{_cell(s['max'])} | {failed[where]} |"
+        )
+    lines += ["", "| server | peak RSS (VmHWM, MiB) |", "|---|---:|"]
+    lines += [f"| {_cell(node)} | {mib:.1f} |" for node, mib in summary["peak_rss_mib"].items()]
+    if summary["traffic"]:
+        lines += [
+            "",
+            "| hostile traffic | connects | refused | sends | bytes | answers | closed by server |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for kind, c in summary["traffic"].items():
+            lines.append(
+                f"| {kind} | {c.get('connects', 0)} | {c.get('connect_errors', 0)} | "
+                f"{c.get('sends', 0)} | {c.get('bytes_sent', 0)} | {c.get('answers', 0)} | "
+                f"{c.get('closed_by_peer', 0)} |"
+            )
+    lines.append("")
+    unexpected = [e for e in summary["server_exits"] if not e["expected"]]
+    if unexpected:
+        lines.append(
+            "**Servers exited outside a fault that stops them**: "
+            + ", ".join(
+                f"{e['node']} (pid {e['pid']}, exit code {_cell(e['returncode'])}, during "
+                f"{', '.join(e['during']) or 'no fault'})"
+                for e in unexpected
+            )
+            + "."
+        )
+    else:
+        lines.append("No server exited outside a fault that stops it.")
+    return "\n".join(lines) + "\n"
+
+
+def hostile_broken(summary: dict[str, Any] | None) -> list[str]:
+    """The promise a hostile run adds: no server exits unless a fault stops it."""
+    if not summary or not summary["unexpected_exits"]:
+        return []
+    names = sorted({str(e["node"]) for e in summary["server_exits"] if not e["expected"]})
+    n = summary["unexpected_exits"]
+    return [
+        f"{n} server process{'es' if n > 1 else ''} exited with no fault stopping it: "
+        + ", ".join(names)
+    ]

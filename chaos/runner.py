@@ -31,6 +31,8 @@ from rocketq.chaos.faults import MASTER_FAULTS, ActiveFault, Faults, Partitioner
 from rocketq.chaos.history import HISTORY_FILE, ChaosError, HistoryWriter, read_history
 from rocketq.chaos.netns import NetnsCluster, NetnsLab, netns_unavailable_reason
 from rocketq.chaos.proxy import ProxiedCluster, ProxyNet
+from rocketq.chaos.report import hostile_broken, hostile_json
+from rocketq.chaos.server_memory import ServerMemory
 from rocketq.chaos.workers import Workers
 from rocketq.chaos.workload import ORDERLY_TOPIC, TOPIC
 from rocketq.cluster.errors import RocketqError
@@ -200,6 +202,7 @@ class ChaosRun:
         self.active: ActiveFault | None = None
         self.faults_made = 0
         self.errors: list[str] = []
+        self.memory: ServerMemory | None = None
 
     # ---------------------------------------------------------------- helpers
 
@@ -322,8 +325,14 @@ class ChaosRun:
         except (ChaosError, RocketqError, OSError) as exc:
             error = str(exc)[:500]
             self.errors.append(f"{fault.kind} {fault.target}: heal failed: {error}")
+        detail = {"detail": fault.detail} if fault.detail else {}
         self._write(
-            "fault_end", fault=fault.kind, target=fault.target, group=fault.group, error=error
+            "fault_end",
+            fault=fault.kind,
+            target=fault.target,
+            group=fault.group,
+            error=error,
+            **detail,
         )
         self._say(f"healed {fault.kind} {fault.target}" + (f": {error}" if error else ""))
 
@@ -378,6 +387,8 @@ class ChaosRun:
             asyncio.run(self._create_topics(cluster.namesrv_addr))
             self.history = HistoryWriter(self.history_path)
             self._write("run", config=o.to_dict())
+            memory = self.memory = ServerMemory(cluster, self._write)
+            memory.start()
             self._start_workload(cluster.namesrv_addr)
             self._say(f"{o.producers} producer(s), {o.consumers} consumer(s) running")
             load_started = time.monotonic()
@@ -402,12 +413,14 @@ class ChaosRun:
             if self._drain():
                 self._phase("drained")
             self.workers.stop(self.consumers)
+            memory.stop()
             self._phase("done")
         finally:
             self._teardown()
         history = read_history(self.history_path)
         result = check(history, str(self.history_path))
         broken = broken_promises(result, replication=o.replication, role=o.role, orderly=o.orderly)
+        broken += hostile_broken(hostile_json(history))
         if not recovered:
             broken.append(f"the cluster did not recover within {RECOVERY_TIMEOUT_S:g} s")
         return RunOutcome(
@@ -423,8 +436,14 @@ class ChaosRun:
     def _stop_everything(self) -> None:
         problems: list[str] = []
         with contextlib.suppress(Exception):
-            if self.active is not None and self.active.kind in MASTER_FAULTS | {"kill-consumer"}:
+            if self.active is not None and self.active.kind in MASTER_FAULTS | {
+                "kill-consumer",
+                "hostile",
+            }:
                 self._heal_quietly()
+        with contextlib.suppress(Exception):
+            if self.memory is not None and self.history is not None:
+                self.memory.stop()
         try:
             self.workers.stop()
         except Exception as exc:  # keep tearing down
@@ -444,9 +463,10 @@ class ChaosRun:
             raise ChaosError("teardown left work undone: " + "; ".join(problems))
 
     def _heal_quietly(self) -> None:
-        """Undo a pause or a cut before the stop (a restart is not needed to stop)."""
+        """Undo a pause, a cut or hostile traffic before the stop (a restart is not needed to
+        stop)."""
         fault = self.active
-        if fault is None or fault.kind not in ("pause", "partition"):
+        if fault is None or fault.kind not in ("pause", "partition", "hostile"):
             return
         fault.heal()
         self.active = None

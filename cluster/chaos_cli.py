@@ -43,13 +43,23 @@ def _report(
     """Check a history, print the summary (and chart, JSON); -> the exit status."""
     from rocketq.chaos.checker import broken_promises, check
     from rocketq.chaos.history import ChaosError, read_history
-    from rocketq.chaos.report import render_markdown, result_json, write_chart
+    from rocketq.chaos.report import (
+        hostile_broken,
+        hostile_json,
+        render_hostile,
+        render_markdown,
+        result_json,
+        write_chart,
+    )
 
     history = read_history(history_path)
     result = check(history, str(history_path))
+    hostile = hostile_json(history)
     broken = broken_promises(result, replication=replication, role=role, orderly=orderly)
-    broken += extra_broken or []
+    broken += hostile_broken(hostile) + (extra_broken or [])
     typer.echo(render_markdown(result, broken=broken))
+    if hostile is not None:
+        typer.echo(render_hostile(hostile))
     if chart is not None:
         try:
             write_chart(history, result, chart)
@@ -57,7 +67,10 @@ def _report(
         except ChaosError as exc:
             typer.echo(f"no chart: {exc}", err=True)
     if json_out:
-        typer.echo(json.dumps(result_json(result), sort_keys=True))
+        doc = result_json(result)
+        if hostile is not None:
+            doc["hostile"] = hostile
+        typer.echo(json.dumps(doc, sort_keys=True))
     return 1 if broken else 0
 
 
@@ -83,7 +96,9 @@ def chaos_run(
         str,
         typer.Option(
             help="Comma list of kill-master, kill-random, pause, partition, kill-nameserver, "
-            "kill-consumer, restart."
+            "kill-consumer, restart, hostile (a neighbour sending every port of every node "
+            "mutated frames, zlib bombs, slow partial frames, connection floods, garbage and "
+            "slowloris HTTP for the fault's duration)."
         ),
     ] = "kill-master",
     interval: Annotated[float, typer.Option(help="Seconds of calm before each fault.")] = 5.0,
