@@ -39,14 +39,16 @@ class HardStateFile:
         if doc is None:
             return 0, None
         try:
-            term = int(doc["term"])
+            term = doc["term"]
             voted = doc.get("voted_for")
-        except (KeyError, TypeError, ValueError):
+            if type(term) is not int or term < 0 or not isinstance(voted, str | None):
+                raise ValueError(f"term {term!r}, voted_for {voted!r}")
+        except (KeyError, TypeError, ValueError, AttributeError):
             raise StoreCorruptError(
                 f"{self.path}: expected {{'term': N, 'voted_for': id or null}}; restore it "
                 "(moving it away can let this member vote twice in one term)"
             ) from None
-        return term, str(voted) if voted is not None else None
+        return term, voted
 
     def save(self, term: int, voted_for: str | None) -> None:
         write_json_atomic(self.path, {"term": term, "voted_for": voted_for})
@@ -64,11 +66,14 @@ class RaftIndex:
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         data = os.pread(self._fd, os.fstat(self._fd).st_size, 0)
         self.units: list[tuple[int, int, int]] = []
+        last_term, last_end = 0, 0
         for i in range(len(data) // UNIT.size):
             term, pos, size, magic = UNIT.unpack_from(data, i * UNIT.size)
-            if magic != UNIT_MAGIC or size < 0:
+            # A unit follows the one before it: its term no lower, its bytes after its.
+            if magic != UNIT_MAGIC or size < 0 or term < last_term or pos < last_end:
                 break
             self.units.append((term, pos, size))
+            last_term, last_end = term, pos + size
         good = len(self.units) * UNIT.size
         if good != len(data):
             log.warning(

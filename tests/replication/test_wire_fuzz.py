@@ -39,10 +39,11 @@ from rocketq.replication.raft.node import (
     VoteRequest,
     VoteResponse,
 )
+from rocketq.replication.raft.store import UNIT, UNIT_MAGIC, HardStateFile, RaftIndex
 from rocketq.replication.raft.wire import FRAME, MAX_FRAME, FrameError, decode, encode
 from rocketq.storage.message_store import MessageStore
 from rocketq.storage.results import PutStatus
-from tests.fuzz_mutations import mutated, total
+from tests.fuzz_mutations import json_with_a_part_replaced, mutated, total
 from tests.integration.waiting import wait_until
 from tests.storage.conftest import batch
 
@@ -330,3 +331,68 @@ def test_an_append_counting_more_entries_than_its_bytes_is_refused_at_once() -> 
     frame[4 + 1 + 32 : 4 + 1 + 36] = (0xFFFFFFFF).to_bytes(4, "big")  # the entry count
     got = total(lambda: parse_stream(bytes(frame)), FrameError, seconds=0.5)
     assert isinstance(got, FrameError)
+
+
+# -- the Raft files read at start ---------------------------------------------------------
+
+UNITS: Final = st.lists(
+    st.tuples(st.integers(0, 3), st.integers(0, 4096), st.integers(0, 1024)), max_size=8
+)
+
+
+def _index_bytes(steps: list[tuple[int, int, int]]) -> tuple[bytes, list[tuple[int, int, int]]]:
+    """An index file as a log of entries writes it (terms rising, each entry after the
+    last), and its units."""
+    units, term, end = [], 1, 0
+    for term_step, gap, size in steps:
+        term += term_step
+        units.append((term, end + gap, size))
+        end += gap + size
+    return b"".join(UNIT.pack(t, p, s, UNIT_MAGIC) for t, p, s in units), units
+
+
+@given(st.data(), UNITS)
+@FUZZ
+def test_a_damaged_raft_index_keeps_its_whole_units(
+    tmp_path_factory: Any, data: st.DataObject, steps: list[tuple[int, int, int]]
+) -> None:
+    path = tmp_path_factory.mktemp("raft") / "index"
+    valid, units = _index_bytes(steps)
+    path.write_bytes(valid)
+    index = RaftIndex(path)
+    assert index.units == units
+    index.close()
+    path.write_bytes(data.draw(mutated(valid)))
+    index = total(lambda: RaftIndex(path), ())
+    assert isinstance(index, RaftIndex)
+    try:
+        end, term = 0, 0
+        for t, p, s in index.units:  # what is kept still reads as a log
+            assert s >= 0 and p >= end and t >= term
+            end, term = p + s, t
+        assert path.stat().st_size == len(index.units) * UNIT.size
+    finally:
+        index.close()
+
+
+@given(st.data(), st.integers(0, 1 << 62), st.none() | IDS)
+@FUZZ
+def test_a_damaged_raft_hard_state_is_refused(
+    tmp_path_factory: Any, data: st.DataObject, term: int, voted: str | None
+) -> None:
+    path = tmp_path_factory.mktemp("raft") / "hard_state.json"
+    HardStateFile(path).save(term, voted)
+    assert HardStateFile(path).load() == (term, voted)
+    valid = path.read_bytes()
+    path.write_bytes(
+        data.draw(
+            st.one_of(
+                mutated(valid),
+                json_with_a_part_replaced(valid),
+                st.sampled_from([b"[]", b"5", b'{"term": 1e999}', b'{"term": 1.5}', b"null"]),
+            )
+        )
+    )
+    got = total(HardStateFile(path).load, StoreCorruptError)
+    if isinstance(got, tuple):
+        assert type(got[0]) is int and got[0] >= 0 and isinstance(got[1], str | None)
