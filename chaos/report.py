@@ -321,7 +321,8 @@ def hostile_json(history: History) -> dict[str, Any] | None:
     window - ``send_failed`` (failed or timed-out sends, inside and outside), the servers'
     ``peak_rss_mib`` (node -> its largest VmHWM), ``server_exits`` (each with the fault
     in progress, and ``unexpected_exits``: those outside a fault that stops nodes) and
-    ``traffic`` (what the neighbour sent, summed over its windows)."""
+    ``traffic`` (what the neighbour sent, summed over its windows), ``peak_sockets`` and
+    ``ports`` (``node:kind:port`` of each port it sent to)."""
     records = history.records
     last_t = float(records[-1]["t"]) if records else 0.0
     spans = fault_spans(history, last_t)
@@ -361,6 +362,7 @@ def hostile_json(history: History) -> dict[str, Any] | None:
             }
         )
     traffic: dict[str, dict[str, int]] = {}
+    ports: set[str] = set()
     peak_sockets = 0
     errors: list[str] = []
     for record in history.of_type("fault_end"):
@@ -368,6 +370,7 @@ def hostile_json(history: History) -> dict[str, Any] | None:
         if record.get("fault") != "hostile" or not isinstance(detail, dict):
             continue
         peak_sockets = max(peak_sockets, int(detail.get("peak_sockets") or 0))
+        ports.update(str(p) for p in detail.get("ports") or ())
         errors += [str(e) for e in detail.get("errors") or ()]
         for kind, counts in (detail.get("traffic") or {}).items():
             into = traffic.setdefault(kind, {})
@@ -383,6 +386,7 @@ def hostile_json(history: History) -> dict[str, Any] | None:
         "unexpected_exits": sum(1 for e in exits if not e["expected"]),
         "traffic": traffic,
         "peak_sockets": peak_sockets,
+        "ports": sorted(ports),
         "errors": errors[:10],
     }
 

@@ -18,20 +18,22 @@ import pytest
 from rocketq.chaos.faults import FAULT_KINDS, parse_faults
 from rocketq.chaos.history import History
 from rocketq.chaos.hostile import (
+    Hostile,
+    HostileLimits,
+    NodePorts,
+    Target,
+    listening_ports,
+    targets_of,
+)
+from rocketq.chaos.hostile_payloads import (
     HOSTILE_TOPIC,
     HUGE_HEADER,
     KNOWN_BAD_FRAME,
     MIB,
     SLOWLORIS_HEAD,
-    Hostile,
-    HostileLimits,
-    NodePorts,
-    Target,
     base_frames,
     bomb_frames,
-    listening_ports,
     mutate,
-    targets_of,
 )
 from rocketq.chaos.report import hostile_broken, hostile_json, render_hostile
 from rocketq.chaos.server_memory import read_status
