@@ -1,7 +1,8 @@
 """The ``hostile`` fault: a neighbour that sends every port of every node what no client
 should, from a bounded number of threads in the harness process, until it is healed.
 
-One thread a kind of traffic (:data:`TRAFFIC`), each over the targets it fits:
+One thread a kind of traffic (:data:`TRAFFIC`; ``big`` has
+:attr:`HostileLimits.big_connections`), each over the targets it fits:
 
 - ``frames`` (remoting ports): valid RocketMQ frames - SEND_MESSAGE_V2, SEND_MESSAGE,
   PULL_MESSAGE, HEART_BEAT, GET_ROUTEINFO_BY_TOPIC, REGISTER_BROKER, with JSON and binary
@@ -12,6 +13,11 @@ One thread a kind of traffic (:data:`TRAFFIC`), each over the targets it fits:
 - ``bombs`` (remoting ports): a REGISTER_BROKER whose compressed table inflates to
   :attr:`HostileLimits.bomb_inflated` bytes (to nameservers), a SEND_MESSAGE_V2 flagged
   compressed whose body is such a bomb (to brokers).
+- ``big`` (remoting ports): :attr:`HostileLimits.big_in_flight` whole frames just under
+  the 16 MiB frame limit sent back to back on a connection before their answers are
+  read, on :attr:`HostileLimits.big_connections` connections at once - REGISTER_BROKER
+  with an uncompressed body that is not JSON (to nameservers), SEND_MESSAGE_V2 with a
+  body past max_message_size (to brokers).
 - ``slow`` (every port): frames sent a byte at a time, a few bytes a second, on up to
   :attr:`HostileLimits.slow_sockets` connections.
 - ``flood`` (every port): up to :attr:`HostileLimits.flood_sockets` idle connections, held
@@ -48,6 +54,7 @@ from rocketq.chaos.hostile_payloads import (
     SLOWLORIS_HEAD,
     StoppedError,
     base_frames,
+    big_frames,
     bomb_frames,
     garbage,
     harmless,
@@ -56,13 +63,14 @@ from rocketq.chaos.hostile_payloads import (
 )
 from rocketq.cluster.remoting.command import decode
 
-TRAFFIC: Final = ("frames", "lengths", "bombs", "slow", "flood", "garbage", "slowloris")
+TRAFFIC: Final = ("frames", "lengths", "bombs", "big", "slow", "flood", "garbage", "slowloris")
 # Which traffic goes to which kind of port.
 PORT_KINDS: Final = ("remoting", "ha", "raft", "metrics", "console", "other")
 TRAFFIC_PORTS: Final[dict[str, frozenset[str]]] = {
     "frames": frozenset({"remoting"}),
     "lengths": frozenset({"remoting"}),
     "bombs": frozenset({"remoting"}),
+    "big": frozenset({"remoting"}),
     "slow": frozenset({"remoting", "ha", "raft", "other"}),
     "flood": frozenset(PORT_KINDS),
     "garbage": frozenset({"ha", "raft", "other"}),
@@ -96,6 +104,9 @@ class HostileLimits:
     connects_per_s: float = 100.0  # new connections a second, per thread
     bombs_per_s: float = 1.0
     bomb_inflated: int = 256 * MIB
+    big_frame_bytes: int = 16 * MIB - 4096  # a big frame's body
+    big_in_flight: int = 32  # big frames sent on a connection before reading answers
+    big_connections: int = 2  # connections (threads) sending big frames at once
     connect_timeout_s: float = 1.0
     io_timeout_s: float = 1.0
     join_timeout_s: float = 10.0
@@ -222,15 +233,17 @@ class Hostile:
             run: Callable[[list[Target], random.Random, TrafficStats], None] = getattr(
                 self, f"_{kind}"
             )
-            rng = random.Random(self.seed * 100 + n)
-            thread = threading.Thread(
-                target=self._guarded,
-                args=(kind, run, targets, rng),
-                name=f"hostile-{kind}",
-                daemon=True,
-            )
-            self._threads.append(thread)
-            thread.start()
+            copies = self.limits.big_connections if kind == "big" else 1
+            for copy in range(copies):
+                rng = random.Random(self.seed * 100 + n * 10 + copy)
+                thread = threading.Thread(
+                    target=self._guarded,
+                    args=(kind, run, targets, rng),
+                    name=f"hostile-{kind}-{copy}",
+                    daemon=True,
+                )
+                self._threads.append(thread)
+                thread.start()
 
     def _guarded(
         self,
@@ -342,6 +355,23 @@ class Hostile:
                 finally:
                     self._close(sock)
             if not self._pause(1.0 / self.limits.bombs_per_s):
+                return
+
+    def _big(self, targets: list[Target], rng: random.Random, stats: TrafficStats) -> None:
+        register, send = big_frames(self.limits.big_frame_bytes)
+        for target in self._cycle(targets):
+            frame = register if target.role == "nameserver" else send
+            sock = self._connect(target, stats)
+            if sock is not None:
+                try:
+                    sock.settimeout(5.0)
+                    for _ in range(self.limits.big_in_flight):
+                        if self._stop.is_set() or not self._send(sock, frame, stats):
+                            break
+                    self._drain(sock, stats, 1.0)
+                finally:
+                    self._close(sock)
+            if not self._pause(0.5):
                 return
 
     def _held(

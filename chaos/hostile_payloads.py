@@ -218,6 +218,25 @@ def length_frames() -> list[bytes]:
     ]
 
 
+def big_frames(size: int) -> tuple[bytes, bytes]:
+    """(REGISTER_BROKER with an uncompressed body of ``size`` zero bytes - not JSON -,
+    SEND_MESSAGE_V2 with a body of ``size`` bytes, past any broker's max_message_size):
+    whole frames near the frame limit that a server reads before it can refuse them."""
+    register = register_request(bytes(size))
+    assert register.ext is not None
+    register.ext["compressed"] = "false"
+    register.ext.pop("bodyCrc32")
+    send = send_request(
+        bytes(size),
+        "KEYS\x01hostile-big\x02",
+        group=HOSTILE_GROUP,
+        topic=HOSTILE_TOPIC,
+        queue_id=0,
+        born_timestamp=int(time.time() * 1000),
+    )
+    return encode(register), encode(send)
+
+
 def garbage(rng: random.Random) -> bytes:
     """Random bytes, or small frames announcing sizes past any limit (HA, Raft)."""
     choice = rng.randrange(4)

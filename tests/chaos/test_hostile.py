@@ -32,6 +32,7 @@ from rocketq.chaos.hostile_payloads import (
     MIB,
     SLOWLORIS_HEAD,
     base_frames,
+    big_frames,
     bomb_frames,
     mutate,
 )
@@ -47,6 +48,8 @@ SMALL = HostileLimits(
     slowloris_sockets=6,
     slow_bytes_per_s=20,
     bomb_inflated=4 * MIB,
+    big_frame_bytes=64 * 1024,
+    big_in_flight=4,
     join_timeout_s=5,
 )
 
@@ -227,6 +230,30 @@ def test_bombs_go_to_the_right_servers(listener: Listener, role: str, code: int)
     assert frames and {decode(f[4:]).code for f in frames} == {code}
 
 
+@pytest.mark.parametrize(("role", "code"), [("nameserver", 103), ("broker", 310)])
+def test_big_frames_are_whole_frames_near_the_limit_sent_back_to_back(
+    listener: Listener, role: str, code: int
+) -> None:
+    neighbour, summary = run_traffic(listener, "big", ("remoting", "ha"), 1.0, role)
+    assert summary["peak_sockets"] <= SMALL.big_connections
+    per_conn = [frames_in(bytes(c.data)) for c in listener.conns]
+    assert per_conn and all(len(frames) <= SMALL.big_in_flight for frames in per_conn)
+    assert max(len(frames) for frames in per_conn) == SMALL.big_in_flight
+    for frame in (f for frames in per_conn for f in frames):
+        cmd = decode(frame[4:])
+        assert cmd.code == code and cmd.body is not None
+        assert len(cmd.body) == SMALL.big_frame_bytes and not any(cmd.body)
+    assert neighbour.stats["big"].sends == sum(len(f) for f in per_conn)
+
+
+def test_big_frames_default_to_the_frame_limit() -> None:
+    register, send = big_frames(HostileLimits().big_frame_bytes)
+    for frame in (register, send):
+        assert 16 * MIB - 4096 < len(frame) <= 16 * MIB
+    reg = decode(register[4:])
+    assert reg.ext is not None and reg.ext["compressed"] == "false"
+
+
 def test_slow_sends_a_few_bytes_a_second_on_at_most_its_sockets(listener: Listener) -> None:
     _, summary = run_traffic(listener, "slow", ("remoting", "raft"), 2.0, "broker")
     assert summary["peak_sockets"] <= SMALL.slow_sockets
@@ -286,13 +313,16 @@ def test_every_kind_at_once_stops_within_bounds(listener: Listener) -> None:
     summary = neighbour.stop()
     assert time.monotonic() - started < SMALL.join_timeout_s
     assert not neighbour.alive() and neighbour.open_sockets() == 0
-    bound = SMALL.flood_sockets + SMALL.slow_sockets + SMALL.slowloris_sockets + 4
+    # The held connections, and one at a time for frames, lengths, bombs and garbage.
+    held = SMALL.flood_sockets + SMALL.slow_sockets + SMALL.slowloris_sockets
+    bound = held + SMALL.big_connections + 4
     assert summary["peak_sockets"] <= bound
     assert wait_for(lambda: listener.open_count() == 0)
     assert set(summary["traffic"]) == {
         "frames",
         "lengths",
         "bombs",
+        "big",
         "slow",
         "flood",
         "garbage",
