@@ -97,8 +97,8 @@ def chaos_run(
         typer.Option(
             help="Comma list of kill-master, kill-random, pause, partition, kill-nameserver, "
             "kill-consumer, restart, hostile (a neighbour sending every port of every node "
-            "mutated frames, zlib bombs, slow partial frames, connection floods, garbage and "
-            "slowloris HTTP for the fault's duration)."
+            "mutated frames, zlib bombs, frames at the size limit, slow partial frames, connection "
+            "floods, garbage and slowloris HTTP for the fault's duration)."
         ),
     ] = "kill-master",
     interval: Annotated[float, typer.Option(help="Seconds of calm before each fault.")] = 5.0,
