@@ -212,6 +212,8 @@ class Broker:
                 self.store,
                 max_gap=config.ha_max_gap_not_in_sync,
                 on_slave=self._slave_connected,
+                bounds=config,  # the HA port keeps the broker's server bounds too
+                heartbeat_interval=config.ha_send_heartbeat_interval / 1000,
             )
         self.send.ha = self.ha_master if config.broker_role == "SYNC_MASTER" else None
         self.sync = SlaveSynchronizer(self)
@@ -235,6 +237,11 @@ class Broker:
             after_read=self.store.settle,
             bounds=config,
         )
+        # What the HA and Raft ports refuse counts in rocketq_remoting_rejected_total
+        # with the remoting port's, its reasons prefixed ha_ and raft_.
+        for port in (self.ha_master, self.raft.server if self.raft is not None else None):
+            if port is not None:
+                port.guard.count_into(self.remoting.guard.rejected)
         self.boot_time = time.time()
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[None]] = set()

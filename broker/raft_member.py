@@ -115,6 +115,7 @@ class RaftMember:
             config=raft_config(cfg),
             on_commit=self._on_commit,
             on_role=self._on_role,
+            bounds=cfg,  # the Raft port keeps the broker's server bounds too
         )
         self.node = self.server.node
         self.preferred = cfg.dledger_preferred_leader_id

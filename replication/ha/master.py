@@ -24,10 +24,23 @@ import logging
 import socket
 import time
 from collections.abc import Callable
-from typing import cast
+from typing import Final, cast
 
+from rocketq.cluster.config import ServerBoundsConfig
+from rocketq.cluster.remoting.bounds import (
+    BAD_FRAME,
+    BUFFERED_BYTES,
+    FRAME_READ_TIMEOUT,
+    FRAME_TOO_LARGE,
+    IDLE,
+    MAX_CONNECTIONS,
+    MAX_CONNECTIONS_PER_ADDRESS,
+    Connection,
+    ServerGuard,
+)
 from rocketq.replication.ha.wire import (
     HELLO,
+    MAX_ADDR,
     REPORT,
     TRUNCATE,
     HAProtocolError,
@@ -44,14 +57,138 @@ TRANSFER_BATCH = 4 * 1024 * 1024
 WINDOW = 32 * 1024 * 1024
 HEARTBEAT_INTERVAL = 1.0  # s: an idle connection sends an empty transfer this often
 HELLO_TIMEOUT = 10.0  # s a new connection has to say who it is
+# The bounds a replication port keeps (a PortGuard's reasons, with the port's prefix).
+PORT_REASONS: Final = (
+    MAX_CONNECTIONS,
+    MAX_CONNECTIONS_PER_ADDRESS,
+    IDLE,
+    FRAME_TOO_LARGE,
+    BAD_FRAME,
+    FRAME_READ_TIMEOUT,
+    BUFFERED_BYTES,
+)
+
+
+# -- the port's bounds ---------------------------------------------------------------------
+
+# Connections the HA port holds at once, and from one remote address: a master has one or
+# two slaves; the rest is room for reconnects (server_max_connections and
+# server_max_connections_per_address lower them further, never raise them).
+HA_MAX_CONNECTIONS: Final = 64
+HA_MAX_CONNECTIONS_PER_ADDRESS: Final = 16
+# A slave reports every ha_send_heartbeat_interval; one silent for this many of them (and
+# at least IDLE_FLOOR seconds) is gone.
+IDLE_HEARTBEATS: Final = 12
+IDLE_FLOOR: Final = 60.0
+
+
+class PortGuard(ServerGuard):
+    """A :class:`~cluster.remoting.bounds.ServerGuard` for a replication port (HA, Raft).
+
+    Its reasons carry the port's prefix (``ha_idle``, ``raft_bad_frame``...), so that
+    they can be counted in the remoting family (:meth:`count_into`). A connection that has
+    not yet said who it is (the HA hello, a first Raft frame) is *fresh*: it is closed after
+    ``hello_timeout``, and when a cap is reached the oldest fresh connection (from the
+    same address, for the per-address cap) gives way to the new one, so a flood of silent
+    connections cannot keep a real slave or member from connecting again; partial frames
+    of fresh connections are evicted first when over the buffered-bytes budget."""
+
+    def __init__(
+        self,
+        bounds: ServerBoundsConfig,
+        prefix: str,
+        *,
+        max_connections: int,
+        max_per_address: int,
+        idle_timeout: float,
+        max_frame: int,
+        hello_timeout: float,
+    ) -> None:
+        super().__init__(bounds)
+        self.prefix = prefix
+        self.max_connections = min(bounds.server_max_connections, max_connections)
+        self.max_per_address = min(bounds.server_max_connections_per_address, max_per_address)
+        # The key's 0 (never) holds here too.
+        self.idle_timeout = idle_timeout if bounds.server_channel_max_idle_time_seconds else 0.0
+        self.max_frame = max_frame
+        self.max_buffered = max(bounds.server_max_buffered_bytes, max_frame)
+        self.hello_timeout = hello_timeout
+        self.rejected = {prefix + r: 0 for r in PORT_REASONS}
+        self.fresh: dict[Connection, float] = {}  # not yet said who it is -> when opened
+
+    def count_into(self, counts: dict[str, int]) -> None:
+        """Count refusals in ``counts`` from now on (a remoting guard's, whose reasons these
+        prefixed ones join in rocketq_remoting_rejected_total)."""
+        for reason, n in self.rejected.items():
+            counts[reason] = counts.get(reason, 0) + n
+        self.rejected = counts
+
+    def reject(self, conn: Connection, reason: str, detail: str) -> None:
+        super().reject(conn, self.prefix + reason, detail)
+
+    def admit(self, conn: Connection) -> bool:
+        address = conn.address
+        if len(self.open) >= self.max_connections:
+            self._give_way(None, f"server_max_connections {self.max_connections}")
+        elif self.per_address.get(address, 0) >= self.max_per_address:
+            self._give_way(address, f"server_max_connections_per_address {self.max_per_address}")
+        if not super().admit(conn):
+            return False
+        self.fresh[conn] = asyncio.get_running_loop().time()
+        return True
+
+    def _give_way(self, address: str | None, bound: str) -> None:
+        """Close the oldest fresh connection (from ``address`` if given) for a new one."""
+        for old in self.fresh:
+            if address is None or old.address == address:
+                old.reject(
+                    MAX_CONNECTIONS if address is None else MAX_CONNECTIONS_PER_ADDRESS,
+                    f"at {bound}, it has not said who it is and gives way to a new connection",
+                )
+                self.closed(old)
+                return
+
+    def identified(self, conn: Connection) -> None:
+        """The connection said who it is (its hello, its first frame)."""
+        self.fresh.pop(conn, None)
+
+    def closed(self, conn: Connection) -> None:
+        self.fresh.pop(conn, None)
+        super().closed(conn)
+
+    def _evict(self) -> None:
+        for conn in [c for c in self.partial if c in self.fresh]:
+            if self.buffered <= self.max_buffered:
+                return
+            conn.reject(
+                BUFFERED_BYTES,
+                f"partial frames hold {self.buffered} bytes (server_max_buffered_bytes "
+                f"{self.max_buffered}) and this connection has not said who it is",
+            )
+        super()._evict()
+
+    def start(self) -> None:
+        periods = [t for t in (self.idle_timeout, self.frame_timeout, self.hello_timeout) if t]
+        if periods and self._timer is None:
+            tick = min(1.0, max(0.02, min(periods) / 8))
+            self._timer = asyncio.get_running_loop().create_task(self._run(tick))
+
+    def sweep(self, now: float) -> None:
+        for conn, since in list(self.fresh.items()):  # the oldest first
+            if now - since < self.hello_timeout:
+                break
+            conn.reject(IDLE, f"it did not say who it is in {self.hello_timeout:g} s")
+            self.closed(conn)
+        super().sweep(now)
 
 
 class SlaveConnection(asyncio.Protocol):
     """One slave's connection: its hello, then its reports; transfers go out from
     :meth:`pump`."""
 
-    def __init__(self, master: HAMaster, conn_id: int) -> None:
+    def __init__(self, master: HAMaster, conn_id: int, guard: PortGuard | None = None) -> None:
         self.master = master
+        self.guard = guard  # the port's bounds (None: none, as for a parser under test)
         self.conn_id = conn_id
         self.ack = -1  # the slave's CommitLog end, as last reported
         self.broker_addr = ""
@@ -61,19 +198,50 @@ class SlaveConnection(asyncio.Protocol):
         self.next_offset = -1  # where the next transfer starts; -1 before the hello
         self.transport: asyncio.WriteTransport | None = None
         self.paused = False  # the socket's buffer is full: wait for resume_writing
-        self.buf = bytearray()
+        # What the port's guard reads (cluster.remoting.bounds.Connection): the peer, the
+        # bytes of a partial hello or report, a frame since its last look, and when.
+        self.address = ""
+        self.peer = ""
+        self.buffered = bytearray()
+        self.in_flight = 0
+        self.pending: dict[int, object] = {}
+        self.active = False
+        self.idle_since = 0.0
+        self.partial_since = 0.0
 
     # -- asyncio.Protocol --------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.WriteTransport, transport)
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple):
+            self.address, self.peer = str(peer[0]), f"{peer[0]}:{peer[1]}"
+        if self.guard is not None and not self.guard.admit(self):
+            self.transport.abort()
+            return
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.master._pending[self.conn_id] = self
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.guard is not None:
+            self.guard.closed(self)
         self.master._forget(self)
+
+    def reject(self, reason: str, why: str) -> None:
+        """Close the connection at once over a bound of the port (counted, logged)."""
+        if self.transport is None or self.transport.is_closing():
+            return  # closed already (and counted once)
+        if self.guard is not None:
+            self.guard.reject(self, reason, why)
+            self.guard.release(self)
+            if self.transport is not None:
+                self.transport.abort()
+        else:
+            log.warning("HA connection dropped: %s [%s]", why, reason)
+            self.buffered.clear()
+            self.close()
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -83,23 +251,19 @@ class SlaveConnection(asyncio.Protocol):
         self.pump()
 
     def data_received(self, data: bytes) -> None:
-        buf = self.buf
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        buf = self.buffered
+        before = len(buf)
         buf += data
         try:
-            if self.next_offset < 0:
-                if len(buf) < HELLO.size:
-                    return
-                self.broker_id, self.ack, addr_len = decode_hello_head(bytes(buf[: HELLO.size]))
-                if len(buf) < HELLO.size + addr_len:
-                    return
-                self.broker_addr = bytes(buf[HELLO.size : HELLO.size + addr_len]).decode(
-                    errors="replace"
-                )
-                del buf[: HELLO.size + addr_len]
-                self.master._hello(self)
+            if self.next_offset < 0 and not self._hello(buf):
+                self._settled(before)
+                return
         except HAProtocolError as exc:
-            log.warning("HA connection dropped before its hello: %s", exc)
-            self.close()
+            del buf[before:]  # (the guard counts what earlier reads left, no more)
+            self.reject(BAD_FRAME, f"{exc} (before its hello)")
             return
         size = REPORT.size
         usable = len(buf) - len(buf) % size
@@ -108,12 +272,39 @@ class SlaveConnection(asyncio.Protocol):
             (reported,) = REPORT.unpack_from(buf, usable - size)
             del buf[:usable]
             self.last_report = time.monotonic()
-            if reported > self.next_offset:
-                # Past every byte sent: a slave ahead of this master that has not cut its
-                # CommitLog back yet. Its bytes there are not ours; they acknowledge nothing.
-                return
-            self.ack = reported
-            self.master._on_report(self)
+            self.active = True
+            if reported <= self.next_offset:
+                # (Past every byte sent: a slave ahead of this master that has not cut its
+                # CommitLog back yet. Its bytes there are not ours; they acknowledge nothing.)
+                self.ack = reported
+                self.master._on_report(self)
+        self._settled(before)
+
+    def _hello(self, buf: bytearray) -> bool:
+        """Take the hello off ``buf`` once it is whole (False until then)."""
+        if len(buf) < HELLO.size:
+            return False
+        self.broker_id, self.ack, addr_len = decode_hello_head(bytes(buf[: HELLO.size]))
+        if len(buf) < HELLO.size + addr_len:
+            return False
+        self.broker_addr = bytes(buf[HELLO.size : HELLO.size + addr_len]).decode(errors="replace")
+        del buf[: HELLO.size + addr_len]
+        self.active = True
+        if self.guard is not None:
+            self.guard.identified(self)
+        self.master._hello(self)
+        return True
+
+    def _settled(self, before: int) -> None:
+        """The guard counts what is left of a frame (a hello, a report) after this read."""
+        after = len(self.buffered)
+        guard, transport = self.guard, self.transport
+        if not (before or after) or guard is None or transport is None or transport.is_closing():
+            return
+        if before and self.next_offset < 0:  # more of the same hello
+            guard.grew(self, after - before)
+        else:
+            guard.settled(self, before, after)
 
     # -- transfers -----------------------------------------------------------------------
 
@@ -145,8 +336,8 @@ class SlaveConnection(asyncio.Protocol):
 
     def heartbeat(self) -> None:
         transport = self.transport
-        if self.next_offset < 0 or transport is None or transport.is_closing():
-            return
+        if self.next_offset < 0 or self.paused or transport is None or transport.is_closing():
+            return  # (paused: what waits to be written says the master is alive)
         master_max = self.master.store.commitlog.max_offset
         transport.write(encode_transfer_head(self.next_offset, master_max, 0))
         self.last_sent = time.monotonic()
@@ -183,8 +374,24 @@ class HAMaster:
         transfer_batch: int = TRANSFER_BATCH,
         window: int = WINDOW,
         on_slave: Callable[[SlaveConnection], None] | None = None,
+        bounds: ServerBoundsConfig | None = None,
+        heartbeat_interval: float = 5.0,
+        hello_timeout: float = HELLO_TIMEOUT,
     ) -> None:
+        """``bounds``: the broker's server bounds, which the HA port keeps too (its caps
+        at most HA_MAX_CONNECTIONS and HA_MAX_CONNECTIONS_PER_ADDRESS); a slave silent for
+        IDLE_HEARTBEATS of its ``heartbeat_interval`` (s, ha_send_heartbeat_interval), and
+        at least IDLE_FLOOR seconds, is dropped."""
         self.store = store
+        self.guard = PortGuard(
+            bounds or ServerBoundsConfig(),
+            "ha_",
+            max_connections=HA_MAX_CONNECTIONS,
+            max_per_address=HA_MAX_CONNECTIONS_PER_ADDRESS,
+            idle_timeout=max(IDLE_FLOOR, IDLE_HEARTBEATS * heartbeat_interval),
+            max_frame=HELLO.size + MAX_ADDR,
+            hello_timeout=hello_timeout,
+        )
         self.max_gap = max_gap
         self.transfer_batch = transfer_batch
         self.window = window
@@ -203,12 +410,14 @@ class HAMaster:
         """Serve slaves on a listening socket (see :func:`listen_socket`)."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: SlaveConnection(self, next(self._ids)), sock=sock
+            lambda: SlaveConnection(self, next(self._ids), self.guard), sock=sock
         )
         self._beat = loop.create_task(self._heartbeats())
+        self.guard.start()
 
     async def stop(self) -> None:
         await self._waiting.close()
+        await self.guard.stop()
         if self._beat is not None:
             self._beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -224,17 +433,13 @@ class HAMaster:
 
     async def _heartbeats(self) -> None:
         """An idle connection gets an empty transfer every second (the slave's sign of
-        life); a connection silent past its hello timeout is dropped."""
+        life). (The port's guard drops a connection silent past its hello timeout.)"""
         while True:
             await asyncio.sleep(HEARTBEAT_INTERVAL / 2)
             now = time.monotonic()
             for conn in list(self.slaves.values()):
                 if now - conn.last_sent >= HEARTBEAT_INTERVAL:
                     conn.heartbeat()
-            for conn in list(self._pending.values()):
-                if now - conn.last_report >= HELLO_TIMEOUT:
-                    log.warning("HA connection dropped: no hello in %.0f s", HELLO_TIMEOUT)
-                    conn.close()
 
     # -- state -------------------------------------------------------------------------
 

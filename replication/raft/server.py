@@ -21,6 +21,10 @@ from collections.abc import Callable
 from typing import cast
 
 from rocketq.cluster.aio import cancel_all
+from rocketq.cluster.config import ServerBoundsConfig
+from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.cluster.remoting.bounds import BAD_FRAME, FRAME_TOO_LARGE
+from rocketq.replication.ha.master import HELLO_TIMEOUT, PortGuard
 from rocketq.replication.raft.node import (
     HardStateStore,
     Message,
@@ -29,7 +33,7 @@ from rocketq.replication.raft.node import (
     RaftNode,
     Role,
 )
-from rocketq.replication.raft.wire import FRAME, MAX_FRAME, Encoder, decode
+from rocketq.replication.raft.wire import FRAME, MAX_FRAME, PB, Encoder, decode
 
 log = logging.getLogger(__name__)
 
@@ -43,55 +47,120 @@ CONNECT_TIMEOUT = 2.0  # s
 # a healed member may be unheard for 10-20 s; with it the link breaks and is made again.
 TCP_USER_TIMEOUT = getattr(socket, "TCP_USER_TIMEOUT", 18)
 MIN_USER_TIMEOUT = 1.0  # s
+# Connections the Raft port holds at once, and from one remote address: one per other
+# member, the rest room for reconnects (server_max_connections and
+# server_max_connections_per_address lower them further, never raise them).
+RAFT_MAX_CONNECTIONS = 64
+RAFT_MAX_CONNECTIONS_PER_ADDRESS = 16
+# Each link carries a frame at least every heartbeat interval (a keepalive where Raft has
+# nothing to say, as between two followers); one silent for this many intervals, and at
+# least IDLE_FLOOR seconds, is gone.
+IDLE_HEARTBEATS = 15
+IDLE_FLOOR = 30.0
 
 
 class _Inbound(asyncio.Protocol):
-    """Frames from one peer, each handed to the node as it is complete."""
+    """Frames from one peer, each handed to the node as it is complete. The port's guard
+    (:class:`~replication.ha.master.PortGuard`) admits it, counts the bytes of its partial
+    frame and closes it over a bound; its attributes are what the guard reads."""
 
     def __init__(self, server: RaftServer) -> None:
         self.server = server
-        self.buf = bytearray()
+        self.guard = server.guard
         self.sender = ""
-        self.transport: asyncio.BaseTransport | None = None
+        self.transport: asyncio.Transport | None = None
+        self.address = ""
+        self.peer = ""
+        self.buffered = bytearray()  # a frame that spans reads
+        self._need = 0  # the bytes it needs in all (0 until its length is in)
+        self.in_flight = 0
+        self.pending: dict[int, object] = {}
+        self.active = False
+        self.idle_since = 0.0
+        self.partial_since = 0.0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple):
+            self.address, self.peer = str(peer[0]), f"{peer[0]}:{peer[1]}"
+        if not self.guard.admit(self):
+            self.transport.abort()
+            self.transport = None
+            return
         self.server._inbound.add(self)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
+    def reject(self, reason: str, why: str) -> None:
+        """Close the connection at once over a bound of the port (counted, logged)."""
+        if self.transport is None:
+            return  # closed already (and counted once)
+        self.guard.reject(self, reason, why)
+        self.guard.release(self)
+        self._need = 0
+        transport, self.transport = self.transport, None
+        if transport is not None:
+            transport.abort()
+
+    def _refuse(self, before: int, reason: str, why: str) -> None:
+        """:meth:`reject` from a read: the guard counts only what earlier reads left."""
+        if self.transport is not None:
+            del self.buffered[before:]
+        self.reject(reason, why)
+
     def data_received(self, data: bytes) -> None:
-        buf = self.buf
+        if self.transport is None:
+            return  # refused or rejected: what was in flight is dropped
+        buf = self.buffered
+        before = len(buf)
         buf += data
+        if before and len(buf) < self._need:  # the frame is still partial
+            self.guard.grew(self, len(data))
+            return
         pos = 0
         node = self.server.node
+        members = self.server.peers
         try:
             while len(buf) - pos >= FRAME.size:
                 size, kind = FRAME.unpack_from(buf, pos)
                 if not 1 <= size <= MAX_FRAME:
-                    raise ValueError(f"a raft frame of {size} bytes (1 to {MAX_FRAME})")
+                    reason = FRAME_TOO_LARGE if size > MAX_FRAME else BAD_FRAME
+                    self._refuse(before, reason, f"a raft frame of {size} bytes (1 to {MAX_FRAME})")
+                    return
                 end = pos + 4 + size
                 if len(buf) < end:
+                    self._need = end - pos
                     break
                 with memoryview(buf) as view, view[pos + FRAME.size : end] as body:
-                    self.sender, msg = decode(kind, body)
+                    sender, msg = decode(kind, body)
                 pos = end
+                if sender not in members:
+                    self._refuse(before, BAD_FRAME, f"a raft frame from {sender!r}, not a member")
+                    return
+                if not self.sender:
+                    self.guard.identified(self)
+                self.sender = sender
+                self.active = True
                 if msg is not None:
                     node.receive(msg)
         except Exception as exc:  # not our protocol: drop the connection, keep serving
-            log.warning("raft connection from %s dropped: %s", self.sender or "a peer", exc)
-            assert self.transport is not None
-            self.transport.close()
+            self._refuse(before, BAD_FRAME, f"{exc} (from {self.sender or 'a peer'})")
             return
         finally:
-            if pos:
+            if pos and self.transport is not None:
                 del buf[:pos]
+        if len(buf) < FRAME.size:
+            self._need = FRAME.size
+        if before or buf:
+            self.guard.settled(self, before, len(buf))
         # Answers (and the appends they free) leave now, ahead of whatever this input
         # woke (a follower's dispatch step must not delay its acknowledgement).
         self.server.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.guard.closed(self)
         self.server._inbound.discard(self)
         if self.sender:
             self.server.node.peer_lost(self.sender)  # a leader whose link breaks is likely gone
@@ -109,7 +178,14 @@ class RaftServer:
         config: RaftConfig | None = None,
         on_commit: Callable[[int], None] | None = None,
         on_role: Callable[[Role, int, str | None], None] | None = None,
+        bounds: ServerBoundsConfig | None = None,
+        hello_timeout: float = HELLO_TIMEOUT,
     ) -> None:
+        """``bounds``: the broker's server bounds, which the Raft port keeps too (its caps
+        at most RAFT_MAX_CONNECTIONS and RAFT_MAX_CONNECTIONS_PER_ADDRESS, a frame up to
+        the wire's MAX_FRAME); a connection with no frame for IDLE_HEARTBEATS heartbeat
+        intervals (at least IDLE_FLOOR s), or none at all in ``hello_timeout`` s, is
+        dropped."""
         self.node_id = node_id
         self.bind = bind
         self.peers = dict(peers)
@@ -129,6 +205,22 @@ class RaftServer:
         # even for a paused process, so only a lost network trips it).
         beat = (config or RaftConfig()).heartbeat_interval
         self._user_timeout_ms = int(max(MIN_USER_TIMEOUT, 1.5 * beat) * 1000)
+        self.guard = PortGuard(
+            bounds or ServerBoundsConfig(),
+            "raft_",
+            max_connections=RAFT_MAX_CONNECTIONS,
+            max_per_address=RAFT_MAX_CONNECTIONS_PER_ADDRESS,
+            idle_timeout=max(IDLE_FLOOR, IDLE_HEARTBEATS * beat),
+            max_frame=MAX_FRAME + 4,
+            hello_timeout=hello_timeout,
+        )
+        # A frame that says only who sends it (a RaftMessage of no kind, which members
+        # ignore): on every new link at once, and every heartbeat interval on a link that
+        # carried nothing else, so that the other side's idle bound spares a healthy link.
+        body = pb.RaftMessage(sender=node_id).SerializeToString()
+        self._keepalive = FRAME.pack(1 + len(body), PB) + body
+        self._beat = beat
+        self._written: set[str] = set()  # peers written to since the last keepalive round
         self._encoder = Encoder(node_id)
         self._queues: dict[str, collections.deque[bytes]] = {p: collections.deque() for p in peers}
         self._links: dict[str, asyncio.WriteTransport] = {}  # connected peers
@@ -169,6 +261,7 @@ class RaftServer:
                 continue
             frames = b"".join(queue)
             queue.clear()
+            self._written.add(peer)
             try:
                 link.write(frames)
             except (OSError, RuntimeError):  # uvloop: RuntimeError on a closed handle
@@ -189,12 +282,14 @@ class RaftServer:
                 "set the member's port in dledger_peers"
             ) from None
         self.port = self.server.sockets[0].getsockname()[1]
-        self._tasks = [loop.create_task(self._ticker())]
+        self.guard.start()
+        self._tasks = [loop.create_task(self._ticker()), loop.create_task(self._keepalives())]
         self._tasks += [loop.create_task(self._sender(p)) for p in self.peers]
 
     async def stop(self) -> None:
         await cancel_all(self._tasks)
         self._tasks = []
+        await self.guard.stop()
         if self.server is not None:
             self.server.close()
             for inbound in list(self._inbound):
@@ -208,6 +303,15 @@ class RaftServer:
         while True:
             self.node.tick()
             await asyncio.sleep(TICK)
+
+    async def _keepalives(self) -> None:
+        while True:
+            await asyncio.sleep(self._beat)
+            for peer, link in list(self._links.items()):
+                if peer not in self._written and not link.is_closing():
+                    with contextlib.suppress(OSError, RuntimeError):
+                        link.write(self._keepalive)
+            self._written.clear()
 
     async def _sender(self, peer: str) -> None:
         """Keep a connection to ``peer`` open; writes go through it from :meth:`_flush`."""
@@ -227,6 +331,7 @@ class RaftServer:
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                     sock.setsockopt(socket.IPPROTO_TCP, TCP_USER_TIMEOUT, self._user_timeout_ms)
                 self._links[peer] = cast(asyncio.WriteTransport, t)
+                self._links[peer].write(self._keepalive)  # says who is connecting
                 await link.closed  # set at once if the peer hung up already
             except asyncio.CancelledError:
                 raise
