@@ -13,6 +13,13 @@ master (the master lost an unflushed tail) is told to cut its log back first.
 For SYNC_MASTER, :meth:`HAMaster.wait_slave` holds a send until some slave acknowledged
 past the send's end (:class:`~replication.waiters.OffsetWaiters`: one report completes
 every send it covers).
+
+The port keeps the broker's server bounds (:class:`PortGuard`, reasons prefixed ``ha_``):
+at most HA_MAX_CONNECTIONS connections, HA_MAX_CONNECTIONS_PER_ADDRESS from one address
+(silent ones give way to new ones there), a hello within HELLO_TIMEOUT, a partial hello
+within server_frame_read_timeout_seconds, and a slave silent for IDLE_HEARTBEATS of its
+report interval (at least IDLE_FLOOR s) is dropped; what is not a hello closes only that
+connection.
 """
 
 from __future__ import annotations

@@ -6,6 +6,15 @@ are sent again on the next heartbeat or retry); a leader whose connection to us 
 reported to the node (it is likely gone, so an election need not wait for missed
 heartbeats). A gRPC stream per peer cost the leader a quarter and each follower a third of
 its CPU in stream writes, hence plain TCP, as for classic HA.
+
+The port keeps the broker's server bounds (:class:`~replication.ha.master.PortGuard`,
+reasons prefixed ``raft_``): RAFT_MAX_CONNECTIONS connections, RAFT_MAX_CONNECTIONS_PER_ADDRESS
+from one address, partial frames up to MAX_FRAME each and server_max_buffered_bytes (at
+least one frame) in all, server_frame_read_timeout_seconds per frame, and a link with no
+frame for IDLE_HEARTBEATS heartbeat intervals (at least IDLE_FLOOR s) is dropped; every
+link carries a keepalive when it has nothing else to carry, so none that is healthy goes
+quiet. A frame that does not decode, or names a sender that is not a member, closes that
+connection only.
 """
 
 from __future__ import annotations
