@@ -106,7 +106,7 @@ class HostileLimits:
     bomb_inflated: int = 256 * MIB
     big_frame_bytes: int = 16 * MIB - 4096  # a big frame's body
     big_in_flight: int = 32  # big frames sent on a connection before reading answers
-    big_connections: int = 2  # connections (threads) sending big frames at once
+    big_connections: int = 4  # connections (threads) sending big frames at once
     connect_timeout_s: float = 1.0
     io_timeout_s: float = 1.0
     join_timeout_s: float = 10.0

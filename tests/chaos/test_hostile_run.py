@@ -10,9 +10,10 @@ leaves no process behind.
 Measured on a 2-core machine: without hostile traffic the servers peak at about 43 MiB
 (nameserver) and 64 MiB (each broker); with every kind but ``big`` the nameserver at about
 111 MiB (it holds up to its 64 MiB registration cap while refusing a bomb) and the
-brokers at about 64 MiB. With ``big`` the master or leader reaches 125-141 MiB and the
-nameserver 217-495 MiB: it holds every whole REGISTER_BROKER frame that waits for one of
-its two body decoders, so the bound of 256 MiB fails until that queue is bounded in bytes.
+brokers at about 64 MiB. With ``big`` (four connections) the master or leader reaches
+64-141 MiB and the nameserver about 1.5 GiB: it holds every whole REGISTER_BROKER frame
+that waits for one of its two body decoders, so the bound of 256 MiB fails until that
+queue is bounded in bytes.
 """
 
 from __future__ import annotations
