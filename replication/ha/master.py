@@ -239,7 +239,9 @@ class SlaveConnection(asyncio.Protocol):
     def reject(self, reason: str, why: str) -> None:
         """Close the connection at once over a bound of the port (counted, logged)."""
         if self.transport is None or self.transport.is_closing():
-            return  # closed already (and counted once)
+            if self.guard is not None:
+                self.guard.release(self)  # closed already (and counted once)
+            return
         if self.guard is not None:
             self.guard.reject(self, reason, why)
             self.guard.release(self)

@@ -104,8 +104,9 @@ class _Inbound(asyncio.Protocol):
 
     def reject(self, reason: str, why: str) -> None:
         """Close the connection at once over a bound of the port (counted, logged)."""
-        if self.transport is None:
-            return  # closed already (and counted once)
+        if self.transport is None or self.transport.is_closing():
+            self.guard.release(self)  # closed already (and counted once)
+            return
         self.guard.reject(self, reason, why)
         self.guard.release(self)
         self._need = 0
