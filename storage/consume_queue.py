@@ -305,6 +305,21 @@ class ConsumeQueue:
         if offset + size <= self.max_physic_offset:
             return False
         expect = cq_offset * CQ_UNIT_SIZE
+        if cq_offset < 0 or (
+            self.files.last is not None and expect - self.files.max_offset > self.file_size
+        ):
+            # A queue offset no writer gave (a damaged record, or bytes a replica was sent):
+            # filling the gap up to it would write blank files without end.
+            log.error(
+                "consume queue %s-%d: the record at CommitLog offset %d has queue offset %d, "
+                "past the queue's end %d by more than a file; not dispatched",
+                self.topic,
+                self.queue_id,
+                offset,
+                cq_offset,
+                self.files.max_offset // CQ_UNIT_SIZE,
+            )
+            return False
         mf = self.files.last
         if mf is None:
             with self._create_lock:  # prepare() may be creating it right now
