@@ -69,6 +69,12 @@ _BATCH_ENTRY_MIN: Final = _BATCH_HEAD.size + 2  # an empty body and no propertie
 _U16: Final = struct.Struct(">H")
 
 
+# The header's numbers are Java ints (the record's 4-byte fields) but for these longs.
+_LONG_FIELDS: Final = frozenset({"bornTimestamp"})
+INT_MIN: Final = -(1 << 31)
+INT_MAX: Final = (1 << 31) - 1
+
+
 class SendHeader:
     """A send request's header fields, from either name set."""
 
@@ -92,17 +98,24 @@ class SendHeader:
         value = self.get(name)
         if value is None or value == "":
             if default is None:
-                self.text(name)  # raises, naming the field
-            return default  # type: ignore[return-value]
+                key = V2_NAMES[name] if self.v2 else name
+                raise MessageIllegalError(
+                    f"the send request has no {name} (header field {key!r} is "
+                    f"{'empty' if value == '' else 'missing'})"
+                )
+            return default
         try:
             number = int(value)
         except ValueError:
             raise MessageIllegalError(
                 f"the send request's {name} is {value[:40]!r}, not a number"
             ) from None
-        if not LONG_MIN <= number <= LONG_MAX:
+        low, high, kind = (
+            (LONG_MIN, LONG_MAX, "long") if name in _LONG_FIELDS else (INT_MIN, INT_MAX, "int")
+        )
+        if not low <= number <= high:
             raise MessageIllegalError(
-                f"the send request's {name} is {value[:40]!r}, past a Java long's range"
+                f"the send request's {name} is {value[:40]!r}, past a Java {kind}'s range"
             )
         return number
 
