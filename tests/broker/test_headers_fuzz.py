@@ -60,10 +60,9 @@ INT_TEXT: Final = st.one_of(
 )
 HOSTILE_TEXT: Final = st.one_of(
     INT_TEXT,
-    st.text(max_size=20),
-    st.sampled_from(
-        ["true", "TRUE", "\x00", "\ud800", "T" * 300, "%RETRY%g", "../x", "a/b", "*", "a||b"]
-    ),
+    # No lone surrogates: the remoting decoders refuse them, so no header holds one.
+    st.text(st.characters(blacklist_categories=["Cs"]), max_size=20),
+    st.sampled_from(["true", "TRUE", "\x00", "T" * 300, "%RETRY%g", "../x", "a/b", "*", "a||b"]),
 )
 
 
