@@ -151,8 +151,30 @@ def _fast_path(commitlog: CommitLog, cp: Checkpoint) -> RecoveryResult | None:
     pos = end - last.file_from_offset
     if pos < last.file_size and any(last.buf[pos : pos + 8]):
         return None  # bytes past the recorded end: the checkpoint is stale
+    # The checkpoint has no checksum: its two offsets must agree with each other and with
+    # the log (dispatch stops at the end, and where it stopped a record begins), or one of
+    # them is damaged and the last segments are checked instead of trusting a cut mid-record.
+    dispatched = cp.clean_dispatched_offset
+    if dispatched > end or (dispatched < end and not _record_at(commitlog, dispatched)):
+        log.warning(
+            "the checkpoint's clean-stop offsets (end %d, dispatched %d) do not fit the "
+            "CommitLog: checking its last segments",
+            end,
+            dispatched,
+        )
+        return None
     last.wrote_position = last.flushed_position = pos
     return RecoveryResult(end, min(cp.clean_dispatched_offset, end), fast=True)
+
+
+def _record_at(commitlog: CommitLog, offset: int) -> bool:
+    """Whether a whole record (or a segment's closing blank) begins at ``offset``."""
+    mf = commitlog.files.find(offset)
+    if mf is None:
+        return False
+    pos = offset - mf.file_from_offset
+    info = check_record(mf.buf, pos, mf.file_size, mf.file_from_offset, check_crc=False)
+    return isinstance(info, RecordInfo) or (info == 0 and pos > 0)
 
 
 def _checkpoint_start(commitlog: CommitLog, cp: Checkpoint) -> tuple[int, bool] | None:

@@ -345,3 +345,36 @@ async def test_replicated_garbage_is_dispatched_without_harm(tmp_path: Path) -> 
         asyncio.run(run())
 
     await asyncio.to_thread(check)
+
+
+async def test_a_checkpoint_end_inside_a_record_is_not_trusted(tmp_path: Path) -> None:
+    """A clean stop's end offset damaged to a place inside the last record where zeros
+    follow (its queue offset field): the start checks the last segments instead of cutting
+    the log there, so the next append does not overwrite the record."""
+    store = MessageStore(small_config(tmp_path))
+    await store.start()
+    store.append(batch("T", [b"hello"]), "T", 0)
+    store.settle()
+    while store.dispatcher.run(1 << 20):
+        pass
+    end = store.max_phy_offset
+    await store.shutdown()
+    raw = bytearray((tmp_path / "checkpoint").read_bytes())
+    assert struct.unpack_from(">qq", raw, 32) == (end, end)  # clean end and dispatched
+    struct.pack_into(">q", raw, 32, 20)  # the end: inside record 0, at its queue offset
+    (tmp_path / "checkpoint").write_bytes(raw)
+    store = MessageStore(small_config(tmp_path))
+    await store.start()
+    try:
+        assert store.max_phy_offset == end
+        store.append(batch("T", [b"world"]), "T", 0)
+        store.settle()
+        while store.dispatcher.run(1 << 20):
+            pass
+        got = store.get_messages("T", 0, 0)
+        bodies = [m.body for view in got.buffers for m in decode_records(bytes(view))]
+        for view in got.buffers:
+            view.release()
+        assert bodies == [b"hello", b"world"]
+    finally:
+        await store.shutdown()
