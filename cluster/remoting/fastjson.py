@@ -164,7 +164,7 @@ def too_deep(text: str | bytes, limit: int = MAX_DEPTH) -> bool:
     first error (brackets inside strings do not count), so that a parser refuses it before
     recursing. Text with at most ``limit`` opening brackets is answered by counting them;
     other text costs a few linear passes in C and a sum over its brackets (a quarter of
-    what :func:`json.loads` takes for a 500 KB body of a few levels)."""
+    what :func:`json.loads` takes for a 500 KB body of a few levels). ``limit`` >= 0."""
     raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
     if raw.count(b"{") + raw.count(b"[") <= limit:
         return False
@@ -174,10 +174,14 @@ def too_deep(text: str | bytes, limit: int = MAX_DEPTH) -> bool:
     marks = raw.translate(_BRACKETS, _NOT_MARKS).replace(b'""', b"")
     if b'"' in marks:  # strings holding brackets (or one never closed): drop what they hold
         marks = b"".join(marks.split(b'"')[::2])
-    # Innermost pairs out, twice: each pass takes at most one level off the depth, and a
-    # body of many small objects and arrays then has few brackets left to sum.
-    marks = marks.replace(b"[]", b"").replace(b"[]", b"")
-    limit -= 2
+    # Innermost pairs out, twice: a pass takes one level off the depth (at most one, if the
+    # brackets do not match), and a body of many small objects and arrays then has few
+    # brackets left to sum.
+    for _ in range(2):
+        if limit < 1 or not marks:
+            break
+        marks = marks.replace(b"[]", b"")
+        limit -= 1
     if marks.count(b"[") <= limit:
         return False
     depths = itertools.accumulate(memoryview(marks.translate(_STEPS)).cast("b"))
