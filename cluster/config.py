@@ -382,6 +382,17 @@ class ServerBoundsConfig:
     # Requests one connection may have in flight (received, not yet answered: held pulls,
     # sends waiting for a slave); more are answered SYSTEM_BUSY (rocketq's key).
     server_max_requests_in_flight_per_connection: int = field(default=4096, metadata={"min": 1})
+    # Bytes of request frames one connection has handed to handlers that have not answered
+    # yet (a register body waiting for its decode, a send waiting for a slave); past it
+    # the server stops reading that connection until they fall below half (rocketq's key;
+    # at least server_frame_max_length).
+    server_max_in_flight_bytes_per_connection: int = field(
+        default=64 * _MIB, metadata={"min": 4096}
+    )
+    # The same across all connections; past it, a connection that hands a handler a frame
+    # over 64 KiB, or whose handler holds a request, is paused until the total falls below
+    # half (rocketq's key; at least server_max_in_flight_bytes_per_connection).
+    server_max_in_flight_bytes: int = field(default=256 * _MIB, metadata={"min": 4096})
     # Bytes of answers queued for a peer past which the server stops reading that peer's
     # requests until they drain below write_buffer_low_water_mark (RocketMQ's
     # writeBufferHighWaterMark and writeBufferLowWaterMark).
@@ -421,6 +432,18 @@ def check_server_bounds(cfg: ServerBoundsConfig) -> None:
         raise ConfigError(
             f"{name}: server_max_buffered_bytes = {cfg.server_max_buffered_bytes} is below "
             f"server_frame_max_length = {cfg.server_frame_max_length}; one frame must fit"
+        )
+    per_connection = cfg.server_max_in_flight_bytes_per_connection
+    if per_connection < cfg.server_frame_max_length:
+        raise ConfigError(
+            f"{name}: server_max_in_flight_bytes_per_connection = {per_connection} is below "
+            f"server_frame_max_length = {cfg.server_frame_max_length}; one frame must fit"
+        )
+    if cfg.server_max_in_flight_bytes < per_connection:
+        raise ConfigError(
+            f"{name}: server_max_in_flight_bytes = {cfg.server_max_in_flight_bytes} is below "
+            f"server_max_in_flight_bytes_per_connection = {per_connection}; set it at least "
+            "as high"
         )
 
 

@@ -2,9 +2,11 @@
 
 One :class:`ServerGuard` per :class:`~cluster.remoting.transport.RemotingServer`: it admits
 connections (a cap per server and per remote address), keeps the server-wide count of
-bytes buffered in partial frames, closes connections idle for too long or whose frame is
-too slow to arrive (one timer for the server, not one per connection or frame), counts
-what it refused by reason and logs each reason at most once a minute per remote address.
+bytes buffered in partial frames and of bytes of requests handed to handlers that have not
+answered yet (in flight), resumes the connections paused over the in-flight budget once the
+total falls back, closes connections idle for too long or whose frame is too slow to
+arrive (one timer for the server, not one per connection or frame), counts what it refused
+by reason and logs each reason at most once a minute per remote address.
 
 The connections do the per-frame part themselves with integer comparisons and flags
 (:class:`~cluster.remoting.transport.Connection`); the guard is called only when a
@@ -31,6 +33,7 @@ BAD_FRAME: Final = "bad_frame"
 FRAME_READ_TIMEOUT: Final = "frame_read_timeout"
 BUFFERED_BYTES: Final = "buffered_bytes"
 REQUESTS_IN_FLIGHT: Final = "requests_in_flight"
+IN_FLIGHT_BYTES: Final = "in_flight_bytes"
 WRITE_BUFFER_HIGH: Final = "write_buffer_high"
 WRITE_BUFFER_FULL: Final = "write_buffer_full"
 REASONS: Final = (
@@ -42,6 +45,7 @@ REASONS: Final = (
     FRAME_READ_TIMEOUT,
     BUFFERED_BYTES,
     REQUESTS_IN_FLIGHT,
+    IN_FLIGHT_BYTES,
     WRITE_BUFFER_HIGH,
     WRITE_BUFFER_FULL,
 )
@@ -65,6 +69,15 @@ class Connection(Protocol):
     def reject(self, reason: str, why: str) -> None: ...
 
 
+class Holder(Connection, Protocol):
+    """A connection whose requests' bytes in flight the guard bounds (transport.Connection
+    is one; the HA and Raft ports' connections are not)."""
+
+    in_flight_bytes: int
+
+    def unhold(self) -> None: ...
+
+
 class ServerGuard:
     """A server's bounds and what it holds against them (touched on the event loop only)."""
 
@@ -76,6 +89,11 @@ class ServerGuard:
         self.frame_timeout = bounds.server_frame_read_timeout_seconds
         self.max_buffered = bounds.server_max_buffered_bytes
         self.max_in_flight = bounds.server_max_requests_in_flight_per_connection
+        self.max_in_flight_bytes_per_connection = bounds.server_max_in_flight_bytes_per_connection
+        self.max_in_flight_bytes = bounds.server_max_in_flight_bytes
+        # Paused connections read again once below these (half of each budget).
+        self.resume_in_flight_bytes_per_connection = self.max_in_flight_bytes_per_connection // 2
+        self.resume_in_flight_bytes = self.max_in_flight_bytes // 2
         self.high_water = bounds.write_buffer_high_water_mark
         self.low_water = bounds.write_buffer_low_water_mark
         self.max_write_buffer = bounds.server_max_write_buffer_bytes
@@ -86,6 +104,15 @@ class ServerGuard:
         # that began first first (a dict keeps insertion order).
         self.buffered = 0
         self.partial: dict[Connection, None] = {}
+        # Bytes of requests in flight on all connections, and the connections paused over
+        # the budgets whose own bytes are low again: they wait for the total, first paused
+        # first resumed.
+        self.in_flight_bytes = 0
+        self.waiting: dict[Holder, None] = {}
+        # Connections not read: paused over the in-flight budgets (holding), or for that
+        # or because their answers are not read (unread). Their frames are not timed.
+        self.holding: set[Connection] = set()
+        self.unread: set[Connection] = set()
         # Reason -> times a bound was crossed (every reason present, 0 until it happens).
         self.rejected: dict[str, int] = dict.fromkeys(REASONS, 0)
         # (address, reason) -> [loop time of the last log line, crossings since]
@@ -121,6 +148,8 @@ class ServerGuard:
 
     def closed(self, conn: Connection) -> None:
         self.release(conn)
+        self.holding.discard(conn)
+        self.unread.discard(conn)
         if conn in self.open:
             self.open.discard(conn)
             left = self.per_address.get(conn.address, 1) - 1
@@ -167,6 +196,32 @@ class ServerGuard:
                 f"{self.max_buffered}) and this connection's began longest ago",
             )
 
+    # -- requests in flight -----------------------------------------------------------
+
+    def let_go(self, conn: Holder) -> None:
+        """A connection closed: its requests' bytes leave the total (its handlers are
+        cancelled; an answer given later is not counted again)."""
+        self.in_flight_bytes -= conn.in_flight_bytes
+        conn.in_flight_bytes = 0
+        self.waiting.pop(conn, None)
+        if self.waiting and self.in_flight_bytes < self.resume_in_flight_bytes:
+            self.resume_waiting()
+
+    def resume_waiting(self) -> None:
+        """The total in-flight bytes fell below the resume mark: the connections that
+        waited only for it read again (they unhold themselves off ``waiting``)."""
+        for conn in list(self.waiting):
+            conn.unhold()
+
+    def read_again(self, conn: Connection) -> None:
+        """A paused connection is read again: a partial frame it holds gets the whole read
+        timeout from now (the time it was not read was not the peer's doing)."""
+        self.unread.discard(conn)
+        if conn in self.partial:
+            del self.partial[conn]
+            self.partial[conn] = None
+            conn.partial_since = asyncio.get_running_loop().time()
+
     # -- counting and logging -----------------------------------------------------------
 
     def reject(self, conn: Connection, reason: str, detail: str) -> None:
@@ -182,7 +237,7 @@ class ServerGuard:
         self._logged[key] = [now, 0]
         if reason == REQUESTS_IN_FLIGHT:
             what = "refused a request from"
-        elif reason == WRITE_BUFFER_HIGH:
+        elif reason in (WRITE_BUFFER_HIGH, IN_FLIGHT_BYTES):
             what = "stopped reading from"
         else:
             what = "closing the connection with"
@@ -215,6 +270,8 @@ class ServerGuard:
         """Close the connections past the idle timeout or the frame read timeout."""
         if self.frame_timeout > 0:
             for conn in list(self.partial):  # oldest frame first
+                if conn in self.unread:
+                    continue  # not read, by the server's choice: its frame cannot arrive
                 if now - conn.partial_since < self.frame_timeout:
                     break
                 conn.reject(
@@ -231,6 +288,7 @@ class ServerGuard:
                 elif (
                     conn.in_flight <= 0
                     and not conn.pending  # nor a request of ours waiting for its answer
+                    and conn not in self.holding  # nor paused until requests are answered
                     and now - conn.idle_since >= self.idle_timeout
                 ):
                     conn.reject(

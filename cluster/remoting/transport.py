@@ -17,6 +17,17 @@ handler that answers at once costs no task either.
 A server's connections keep its bounds (``cluster/remoting/bounds.py``): per frame that
 costs a flag, a counter of requests in flight and integer comparisons; bytes are buffered
 only for a frame that spans reads, appended without copying until it is whole.
+
+The bytes of the requests a handler holds (an awaitable still running, or no answer yet:
+it answers later through :meth:`Connection.send`) count as in flight, per connection and
+for the server; a request answered at once costs nothing. Over
+server_max_in_flight_bytes_per_connection, or server_max_in_flight_bytes for the server,
+the connection is not read (``pause_reading``; the frames of the read past that point wait
+in its buffer) until its own bytes and the total fall below half of each budget: a
+connection holds at most its budget and one frame, the server its budget, one frame and
+64 KiB per connection (a small request is read even over the total budget, so a client
+asking for a route is still answered). The time a paused connection is not read counts
+neither towards its idle time nor its frame's read timeout.
 """
 
 from __future__ import annotations
@@ -61,6 +72,9 @@ _MASK: Final = 0x7FFFFFFF
 _error_refs = itertools.count(1)
 # No bound on a connection that is not a server's.
 _UNBOUNDED: Final = 1 << 62
+# A request frame up to this size is read even while the server's in-flight bytes are
+# over their budget (its connection is paused after it if its handler holds it).
+SMALL_FRAME: Final = 64 * 1024
 
 
 def next_opaque() -> int:
@@ -109,6 +123,9 @@ class Connection(asyncio.Protocol):
         self.guard = guard
         self.max_frame = guard.max_frame if guard is not None else max_frame
         self.max_in_flight = guard.max_in_flight if guard is not None else _UNBOUNDED
+        self.max_in_flight_bytes = (
+            guard.max_in_flight_bytes_per_connection if guard is not None else _UNBOUNDED
+        )
         # Called once the frames of one read are handled (a broker sends what the sends of
         # that read appended to its slave or followers once, not once per send).
         self.after_read = after_read
@@ -121,8 +138,14 @@ class Connection(asyncio.Protocol):
         # its length prefix is in).
         self.buffered = bytearray()
         self._need = 0
-        # Requests received and not yet answered (oneway ones until their handler ends).
+        # Requests received and not yet answered (oneway ones until their handler ends),
+        # and the bytes of the frames of those a handler holds: an awaitable's until it is
+        # done, and those answered later through send() (by opaque -> their sizes).
         self.in_flight = 0
+        self.in_flight_bytes = 0
+        self._deferred: dict[int, list[int]] = {}
+        # Not read over the in-flight bytes budget (until the guard or an answer unholds).
+        self.holding = False
         # A whole frame went in or out since the guard last looked (its idle check), when
         # it last saw none, and when the buffered frame began.
         self.active = False
@@ -186,6 +209,7 @@ class Connection(asyncio.Protocol):
             self.after_read()
 
     def _frames(self, view: memoryview, pos: int, end: int) -> None:
+        guard = self.guard
         while end - pos >= 4:
             size = int.from_bytes(view[pos : pos + 4], "big")
             if size > self.max_frame or size < 4:
@@ -197,6 +221,17 @@ class Connection(asyncio.Protocol):
             if end - pos - 4 < size:
                 self._need = 4 + size
                 break
+            if self.holding or (
+                size > SMALL_FRAME
+                and guard is not None
+                and guard.in_flight_bytes > guard.max_in_flight_bytes
+            ):
+                # Over the in-flight bytes budget: this frame and the rest of the read
+                # wait in the buffer until the connection is read again.
+                if not self.holding:
+                    self._hold()
+                self._need = 4 + size
+                break
             frame = view[pos + 4 : pos + 4 + size]
             pos += 4 + size
             try:
@@ -204,7 +239,7 @@ class Connection(asyncio.Protocol):
             except RemotingError as exc:
                 self.reject(bounds.BAD_FRAME, str(exc))
                 return
-            self._received(cmd)
+            self._received(cmd, 4 + size)
             if self.transport is None:  # a handler closed the connection
                 return
         if pos < end:
@@ -214,8 +249,10 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
+        self._deferred.clear()
         if self.guard is not None:
             self.guard.closed(self)
+            self.guard.let_go(self)  # the bytes of its requests in flight
         pending, self.pending = self.pending, {}
         why = f"connection to {self.peer or 'peer'} closed"
         for fut in pending.values():
@@ -242,7 +279,9 @@ class Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
-    def _received(self, cmd: RemotingCommand) -> None:
+    def _received(self, cmd: RemotingCommand, size: int) -> None:
+        """Hand a frame of ``size`` bytes to its handler (or to the request waiting for
+        this response)."""
         self.active = True
         if cmd.is_response:
             fut = self.pending.pop(cmd.opaque, None)
@@ -266,30 +305,136 @@ class Connection(asyncio.Protocol):
         # In flight until its answer goes out through send() (at once, from the task or
         # later from the handler's own callback), or, if oneway, its handler is done.
         self.in_flight += 1
+        waiting = self.in_flight
         try:
             result = handler(self, cmd)
         except Exception as exc:
             result = error_response(cmd, exc)
         if inspect.isawaitable(result):
-            task = asyncio.ensure_future(self._finish(cmd, result))
+            task = asyncio.ensure_future(self._finish(cmd, result, size))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+            self._take(size)
         elif cmd.is_oneway:
             self.in_flight -= 1
         elif result is not None:
-            self.send(result)
+            self._answer(result)
+        elif self.guard is not None and self.in_flight >= waiting:
+            # To be answered later through send() (not already from within the handler).
+            sizes = self._deferred.get(cmd.opaque)
+            if sizes is None:
+                self._deferred[cmd.opaque] = [size]
+            else:  # the peer reuses an opaque: each answer ends one of them
+                sizes.append(size)
+            self._take(size)
 
-    async def _finish(self, cmd: RemotingCommand, pending: Awaitable[Result]) -> None:
+    async def _finish(self, cmd: RemotingCommand, pending: Awaitable[Result], size: int) -> None:
         try:
             result = await pending
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             result = error_response(cmd, exc)
+        finally:
+            self._release(size)
         if cmd.is_oneway:
             self.in_flight -= 1
         elif result is not None and self.is_open:
-            self.send(result)
+            self._answer(result)
+
+    # -- bytes in flight ----------------------------------------------------------------
+
+    def _take(self, size: int) -> None:
+        """A handler holds a request of ``size`` bytes: count them, and stop reading the
+        connection past its budget or the server's."""
+        self.in_flight_bytes += size
+        guard = self.guard
+        if guard is None:
+            return
+        guard.in_flight_bytes += size
+        if not self.holding and (
+            self.in_flight_bytes > self.max_in_flight_bytes
+            or guard.in_flight_bytes > guard.max_in_flight_bytes
+        ):
+            self._hold()
+
+    def _release(self, size: int) -> None:
+        """A held request of ``size`` bytes is answered (or its handler done): read the
+        connections paused over the budgets again once below half of each."""
+        if self.transport is None:
+            return  # closed: the guard let go of all its bytes
+        self.in_flight_bytes -= size
+        guard = self.guard
+        if guard is None:
+            return
+        guard.in_flight_bytes -= size
+        if (
+            self.holding
+            and self.in_flight_bytes < guard.resume_in_flight_bytes_per_connection
+            and self not in guard.waiting
+        ):
+            guard.waiting[self] = None  # its own are low: it waits for the total only
+        if guard.waiting and guard.in_flight_bytes < guard.resume_in_flight_bytes:
+            guard.resume_waiting()
+
+    def _hold(self) -> None:
+        """Stop reading over the in-flight bytes budget (counted once per pause)."""
+        guard, transport = self.guard, self.transport
+        if guard is None:
+            return
+        self.holding = True
+        own = self.in_flight_bytes
+        if own > self.max_in_flight_bytes:
+            why = (
+                f"requests in flight on this connection hold {own} bytes "
+                f"(server_max_in_flight_bytes_per_connection {self.max_in_flight_bytes})"
+            )
+        else:
+            why = (
+                f"requests in flight on all connections hold {guard.in_flight_bytes} bytes "
+                f"(server_max_in_flight_bytes {guard.max_in_flight_bytes})"
+            )
+        guard.reject(self, bounds.IN_FLIGHT_BYTES, f"{why}; reading resumes as they are answered")
+        guard.holding.add(self)
+        guard.unread.add(self)
+        if own < guard.resume_in_flight_bytes_per_connection:
+            guard.waiting[self] = None
+        if not self._reading_paused and transport is not None and not transport.is_closing():
+            transport.pause_reading()
+
+    def unhold(self) -> None:
+        """Read again after a pause over the in-flight bytes budget."""
+        self.holding = False
+        if self.guard is not None:
+            self.guard.waiting.pop(self, None)
+            self.guard.holding.discard(self)
+        if not self._reading_paused:
+            self._read_again()
+
+    @property
+    def paused(self) -> bool:
+        """Not read: over the in-flight bytes budget, or its answers are not read."""
+        return self.holding or self._reading_paused
+
+    def _read_again(self) -> None:
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        transport.resume_reading()
+        if self.guard is not None:
+            self.guard.read_again(self)
+        if self.buffered and len(self.buffered) >= self._need:
+            # Frames left in the buffer by the pause: handled next, before newer bytes.
+            asyncio.get_running_loop().call_soon(self._read_buffered)
+
+    def _read_buffered(self) -> None:
+        if (
+            self.transport is not None
+            and not self.paused
+            and self.buffered
+            and len(self.buffered) >= self._need
+        ):
+            self.data_received(b"")
 
     def _busy(self, cmd: RemotingCommand) -> None:
         """Refuse a request over the connection's bound of requests in flight, as a
@@ -318,7 +463,9 @@ class Connection(asyncio.Protocol):
         if self.guard is None or transport is None or transport.is_closing():
             return
         self._reading_paused = True
-        transport.pause_reading()
+        self.guard.unread.add(self)
+        if not self.holding:
+            transport.pause_reading()
         self.guard.reject(
             self,
             bounds.WRITE_BUFFER_HIGH,
@@ -331,8 +478,8 @@ class Connection(asyncio.Protocol):
         if not self._reading_paused:
             return
         self._reading_paused = False
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.resume_reading()
+        if not self.holding:
+            self._read_again()
 
     def _check_write_buffer(self) -> None:
         """While reading is paused, answers still in flight may queue more: close the
@@ -357,7 +504,21 @@ class Connection(asyncio.Protocol):
     def send(self, cmd: RemotingCommand) -> None:
         """Write a frame (a response, or a request whose answer is not awaited); a
         response ends its request's time in flight."""
-        if cmd.is_response and self.in_flight > 0:
+        if cmd.is_response:
+            if self.in_flight > 0:
+                self.in_flight -= 1
+            if self._deferred:
+                sizes = self._deferred.get(cmd.opaque)
+                if sizes is not None:
+                    size = sizes.pop()
+                    if not sizes:
+                        del self._deferred[cmd.opaque]
+                    self._release(size)
+        self._write(cmd)
+
+    def _answer(self, cmd: RemotingCommand) -> None:
+        """Write the answer a handler returned (its request's bytes are not held)."""
+        if self.in_flight > 0:
             self.in_flight -= 1
         self._write(cmd)
 

@@ -25,8 +25,8 @@ from rocketq.cluster.metrics import Base, bounds_collector
 from rocketq.cluster.metrics_server import MetricsServer
 from rocketq.cluster.remoting import bounds
 from rocketq.cluster.remoting.codes import ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand, encode
-from rocketq.cluster.remoting.transport import Connection, RemotingServer, connect
+from rocketq.cluster.remoting.command import RemotingCommand, decode, encode
+from rocketq.cluster.remoting.transport import SMALL_FRAME, Connection, RemotingServer, connect
 from rocketq.nameserver.config import NameServerConfig
 
 ECHO = 1000
@@ -56,6 +56,9 @@ class Harness:
         self.srv = srv
         self.release = release
         self.later: list[tuple[Connection, RemotingCommand]] = []
+        # What the server's connection and the server held in flight (bytes) as each held
+        # request's handler began.
+        self.seen: list[tuple[int, int]] = []
 
     @property
     def addr(self) -> str:
@@ -97,6 +100,7 @@ async def make_server() -> AsyncIterator[MakeServer]:
             return cmd.response(ResponseCode.SUCCESS, cmd.ext, cmd.body)
 
         async def hold(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+            harness.seen.append((conn.in_flight_bytes, srv.guard.in_flight_bytes))
             await release.wait()
             return cmd.response(ResponseCode.SUCCESS)
 
@@ -336,6 +340,208 @@ async def test_requests_over_the_in_flight_bound_are_refused_system_busy(
     conn.close()
 
 
+# -- bytes of requests in flight -------------------------------------------------------------
+
+# Frames of held requests past SMALL_FRAME, and budgets of a few of them.
+HELD_BODY = 200_000
+IN_FLIGHT = {
+    "server_frame_max_length": 256 * 1024,
+    "server_max_buffered_bytes": 1024 * 1024,
+    "server_max_in_flight_bytes_per_connection": 1024 * 1024,
+    "server_max_in_flight_bytes": 2 * 1024 * 1024,
+}
+
+
+def held_frames(n: int, first: int = 1) -> bytes:
+    """``n`` HOLD requests with bodies of HELD_BODY bytes, opaques from ``first``."""
+    return b"".join(
+        encode(RemotingCommand(HOLD, body=b"h" * HELD_BODY, opaque=first + i)) for i in range(n)
+    )
+
+
+async def read_answers(reader: asyncio.StreamReader, n: int) -> list[RemotingCommand]:
+    """The next ``n`` frames the server sends."""
+    answers: list[RemotingCommand] = []
+    async with asyncio.timeout(10):
+        while len(answers) < n:
+            size = int.from_bytes(await reader.readexactly(4), "big")
+            answers.append(decode(await reader.readexactly(size)))
+    return answers
+
+
+async def test_a_connection_over_its_in_flight_bytes_is_paused_until_they_are_answered(
+    make_server: MakeServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    h = await make_server(**IN_FLIGHT)
+    guard = h.srv.guard
+    frame = len(held_frames(1))
+    budget = IN_FLIGHT["server_max_in_flight_bytes_per_connection"]
+    caplog.set_level(logging.WARNING, logger="rocketq.cluster.remoting.bounds")
+    reader, writer = await h.raw()
+    writer.write(held_frames(40))  # 8 MB of held requests, no answer read
+    sending = asyncio.ensure_future(writer.drain())
+    await wait_until(lambda: h.rejected[bounds.IN_FLIGHT_BYTES] == 1, "the pause")
+    (conn,) = guard.open
+    handed = conn.in_flight
+    assert conn.holding and handed < 40
+    # Paused after the frame that crossed the budget: at most the budget and that frame.
+    assert budget < conn.in_flight_bytes <= budget + frame
+    assert max(own for own, _ in h.seen) <= budget + frame
+    assert guard.in_flight_bytes == conn.in_flight_bytes
+    # Meanwhile another client is served, held requests of its own too.
+    await h.serves()
+    other = await connect(h.addr, {})
+    other_held = asyncio.ensure_future(
+        other.invoke(RemotingCommand(HOLD, body=b"o" * HELD_BODY), 10.0)
+    )
+    await wait_until(lambda: guard.in_flight_bytes > conn.in_flight_bytes, "the other's")
+    assert conn.holding and conn.in_flight == handed  # nothing more read from it
+    assert h.rejected[bounds.IN_FLIGHT_BYTES] == 1  # one pause, counted once
+    assert guard.in_flight_bytes <= budget + 2 * frame
+    # Released, everything is answered; the paused peer was read again.
+    h.release.set()
+    answers = await read_answers(reader, 40)
+    assert [a.opaque for a in answers] == list(range(1, 41))
+    assert all(a.code == ResponseCode.SUCCESS for a in answers)
+    assert (await other_held).code == ResponseCode.SUCCESS
+    await sending
+    assert guard.in_flight_bytes == 0 and not guard.waiting
+    assert not conn.holding and conn.in_flight_bytes == 0 and conn.in_flight == 0
+    lines = [r for r in caplog.records if "in_flight_bytes" in r.getMessage()]
+    assert len(lines) == 1 and "stopped reading from" in lines[0].getMessage()
+    assert "server_max_in_flight_bytes_per_connection 1048576" in lines[0].getMessage()
+    assert sum(h.rejected.values()) == h.rejected[bounds.IN_FLIGHT_BYTES]
+    other.close()
+    writer.close()
+
+
+async def test_connections_over_the_server_in_flight_bytes_are_paused_small_requests_served(
+    make_server: MakeServer,
+) -> None:
+    h = await make_server(**IN_FLIGHT)
+    guard = h.srv.guard
+    frame = len(held_frames(1))
+    total = IN_FLIGHT["server_max_in_flight_bytes"]
+    peers = []
+    for i in range(4):  # 4 x 4 MB of held requests: over 2 MiB in all, 1 MiB each
+        reader, writer = await h.raw()
+        writer.write(held_frames(20, first=100 * i))
+        peers.append((reader, writer, asyncio.ensure_future(writer.drain())))
+    await wait_until(
+        lambda: len(guard.open) == 4 and all(c.holding for c in guard.open), "all paused"
+    )
+    # A frame is handed to a handler only while the total is within the budget.
+    assert max(server for _, server in h.seen) <= total + frame
+    assert total < guard.in_flight_bytes <= total + frame
+    # A client with small requests is still answered, held ones too (then it pauses).
+    await h.serves()
+    small = await connect(h.addr, {})
+    small_held = asyncio.ensure_future(small.invoke(RemotingCommand(HOLD, body=b"s" * 100), 10))
+    await wait_until(lambda: len(guard.open) == 5 and len(h.seen) > 0, "the small request")
+    await wait_until(lambda: h.rejected[bounds.IN_FLIGHT_BYTES] >= 5, "its pause")
+    assert guard.in_flight_bytes <= total + frame + SMALL_FRAME
+    h.release.set()
+    for i, (reader, writer, sending) in enumerate(peers):
+        answers = await read_answers(reader, 20)
+        assert sorted(a.opaque for a in answers) == [100 * i + k for k in range(20)]
+        await sending
+        writer.close()
+    assert (await small_held).code == ResponseCode.SUCCESS
+    await h.serves()
+    assert guard.in_flight_bytes == 0 and not guard.waiting
+    assert not any(c.holding for c in guard.open)
+    small.close()
+
+
+async def test_a_paused_connection_is_not_cut_off_for_the_frame_it_is_not_read(
+    make_server: MakeServer,
+) -> None:
+    h = await make_server(
+        **IN_FLIGHT,
+        server_frame_read_timeout_seconds=0.2,
+        server_channel_max_idle_time_seconds=0.3,
+    )
+    reader, writer = await h.raw()
+    started = time.monotonic()
+    rest = held_frames(1, first=7)
+    writer.write(held_frames(6) + rest[: len(rest) // 2])  # paused after 6, half a 7th
+    await writer.drain()
+    await wait_until(lambda: h.rejected[bounds.IN_FLIGHT_BYTES] == 1, "the pause")
+    # Many read timeouts and idle timeouts pass while the server does not read it.
+    while time.monotonic() - started < 1.5:
+        await h.serves()  # the client's pace, not synchronisation
+        await asyncio.sleep(0.1)
+    assert h.rejected[bounds.FRAME_READ_TIMEOUT] == 0 and h.rejected[bounds.IDLE] == 0
+    h.release.set()
+    assert len(await read_answers(reader, 6)) == 6
+    writer.write(rest[len(rest) // 2 :])  # read again, the frame is completed in time
+    assert [a.opaque for a in await read_answers(reader, 1)] == [7]
+    assert h.rejected[bounds.FRAME_READ_TIMEOUT] == 0
+    # Half a frame now, read: cut off after the read timeout as usual.
+    writer.write(rest[:100])
+    await closed_by_server(reader)
+    assert h.rejected[bounds.FRAME_READ_TIMEOUT] == 1
+    writer.close()
+
+
+async def test_requests_answered_later_count_until_their_answer_goes_out(
+    make_server: MakeServer,
+) -> None:
+    h = await make_server(**IN_FLIGHT)
+    guard = h.srv.guard
+    conn = await connect(h.addr, {})
+    body = b"l" * HELD_BODY
+    later = [
+        asyncio.ensure_future(conn.invoke(RemotingCommand(LATER, body=body), 10.0))
+        for _ in range(3)
+    ]
+    await wait_until(lambda: len(h.later) == 3, "the deferred requests")
+    frame = guard.in_flight_bytes // 3
+    assert frame > HELD_BODY and guard.in_flight_bytes == 3 * frame
+    (server_conn,) = guard.open
+    # An answer for no held request (a reused or unknown opaque) ends none of them.
+    c, cmd = h.later[0]
+    stray = cmd.response(ResponseCode.SUCCESS)
+    stray.opaque = 0x7FFFFFF0
+    c.send(stray)
+    assert guard.in_flight_bytes == 3 * frame
+    for i, (c, cmd) in enumerate(h.later):
+        c.send(cmd.response(ResponseCode.SUCCESS))
+        assert guard.in_flight_bytes == (2 - i) * frame == server_conn.in_flight_bytes
+    assert all(a.code == ResponseCode.SUCCESS for a in await asyncio.gather(*later))
+    conn.close()
+
+
+async def test_the_bytes_of_a_closed_connection_leave_the_server_total_once(
+    make_server: MakeServer,
+) -> None:
+    h = await make_server(**IN_FLIGHT)
+    guard = h.srv.guard
+    # A peer that leaves with requests held, under the budget: noticed at once, its
+    # handlers cancelled, its bytes gone from the total.
+    _reader, writer = await h.raw()
+    writer.write(held_frames(2))
+    await wait_until(lambda: len(h.seen) == 2, "the held requests")
+    assert guard.in_flight_bytes > 2 * HELD_BODY
+    writer.transport.abort()
+    await wait_until(lambda: not guard.open, "the close")
+    assert guard.in_flight_bytes == 0
+    # A peer that leaves while paused: a connection not read does not see the close, its
+    # handlers still hold its requests, and their bytes count until they are answered.
+    _reader, writer = await h.raw()
+    writer.write(held_frames(40))
+    await wait_until(lambda: h.rejected[bounds.IN_FLIGHT_BYTES] == 1, "the pause")
+    held = guard.in_flight_bytes
+    writer.transport.abort()
+    await h.serves()
+    assert guard.in_flight_bytes == held
+    h.release.set()  # the answers go out, the close is seen: nothing counted twice
+    await wait_until(lambda: not guard.open, "the close")
+    assert guard.in_flight_bytes == 0 and not guard.waiting
+    await h.serves()
+    assert guard.in_flight_bytes == 0
+
+
 # -- answers a peer does not read ------------------------------------------------------------
 
 
@@ -479,6 +685,19 @@ def test_bounds_are_keys_of_both_servers_with_checks_between_them(tmp_path: Any)
         NameServerConfig(write_buffer_low_water_mark=2, write_buffer_high_water_mark=1)
     with pytest.raises(ConfigError, match="server_max_buffered_bytes"):
         NameServerConfig(server_max_buffered_bytes=4096, server_frame_max_length=8192)
+    with pytest.raises(ConfigError, match="server_max_in_flight_bytes_per_connection"):
+        NameServerConfig(
+            server_max_in_flight_bytes_per_connection=4096, server_frame_max_length=8192
+        )
+    with pytest.raises(ConfigError, match="server_max_in_flight_bytes = 4096"):
+        ServerBoundsConfig(
+            server_max_in_flight_bytes=4096,
+            server_max_in_flight_bytes_per_connection=8192,
+            server_frame_max_length=4096,
+            server_max_buffered_bytes=4096,
+        )
+    assert defaults.server_max_in_flight_bytes_per_connection == 64 * 1024 * 1024
+    assert defaults.server_max_in_flight_bytes == 256 * 1024 * 1024
     with pytest.raises(ConfigError, match="server_max_write_buffer_bytes"):
         ServerBoundsConfig(
             server_max_write_buffer_bytes=10,
