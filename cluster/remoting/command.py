@@ -21,6 +21,7 @@ Encoding and decoding are pure functions over bytes: no I/O here.
 from __future__ import annotations
 
 import json
+import re
 import struct
 from typing import Final
 
@@ -49,6 +50,9 @@ _PREFIX: Final = struct.Struct(">II")  # length, serialize type | header length
 _FIXED: Final = struct.Struct(">hbhii")  # code, language, version, opaque, flag
 _I32: Final = struct.Struct(">i")
 _I16: Final = struct.Struct(">h")
+
+# A \u escape of a UTF-16 surrogate: a lone one makes a str no UTF-8 can carry.
+_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
 
 _DUMPS = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _LOADS = json.loads
@@ -217,14 +221,22 @@ def decode_json_header(data: bytes | memoryview) -> RemotingCommand:
         text = bytes(data).decode()
     except UnicodeDecodeError as exc:
         raise RemotingError(f"the JSON header is not UTF-8: {exc}") from None
-    if fastjson.too_deep(text, MAX_JSON_DEPTH):  # before json recurses into it
+    # Before json recurses into it; a header with few brackets (all of them) costs two counts.
+    deep = text.count("{") + text.count("[") > MAX_JSON_DEPTH
+    if deep and fastjson.too_deep(text, MAX_JSON_DEPTH):
         raise RemotingError(f"the JSON header nests deeper than {MAX_JSON_DEPTH} levels")
     try:
         header = _LOADS(text)
     except (ValueError, RecursionError) as exc:
         raise RemotingError(f"the JSON header does not parse: {exc}") from None
-    if "\\u" in text and not fastjson.encodable(header):
-        raise RemotingError("the JSON header has a \\u escape of a lone surrogate (not UTF-8)")
+    # One memchr for a backslash (headers without escapes skip the search).
+    if "\\" in text and _SURROGATE_ESCAPE.search(text) is not None:
+        try:
+            _DUMPS(header).encode()
+        except UnicodeEncodeError:
+            raise RemotingError(
+                "the JSON header has a \\u escape of a lone surrogate (not UTF-8)"
+            ) from None
     code = header.get("code") if isinstance(header, dict) else None
     if not isinstance(code, int) or isinstance(code, bool):
         raise RemotingError("the JSON header is not an object with an integer code")
@@ -255,6 +267,8 @@ def decode_json_header(data: bytes | memoryview) -> RemotingCommand:
 
 
 def _int32(value: object, name: str) -> int:
+    if type(value) is int and -0x80000000 <= value <= 0x7FFFFFFF:  # the usual case
+        return value
     return _int_in(value, name, -0x80000000, 0x7FFFFFFF)
 
 
@@ -284,8 +298,9 @@ def _ext_fields(blob: bytes) -> dict[str, str]:
     """The binary header's ext fields: for each, an int16 key length, the key, an int32 value
     length, the value. Each length is checked before it moves the cursor: not negative (as
     Java reads it) and within the blob."""
-    # The usual case is all ASCII: one decode, byte offsets are character offsets.
-    text = blob.decode("ascii") if blob.isascii() else None
+    # One decode, one character per byte, so byte offsets are character offsets; fields
+    # that are not all ASCII are decoded as UTF-8 at the end.
+    text = blob.decode("latin-1")
     n = len(blob)
     fields = {}
     p = 0
@@ -299,12 +314,15 @@ def _ext_fields(blob: bytes) -> dict[str, str]:
         vend = vstart + int.from_bytes(blob[kend:vstart], "big", signed=True)
         if vend > n or vend < vstart:
             raise RemotingError(f"the binary header's ext field at byte {p} has a bad value length")
-        if text is not None:
-            fields[text[p + 2 : kend]] = text[vstart:vend]
-        else:
-            fields[blob[p + 2 : kend].decode()] = blob[vstart:vend].decode()
+        fields[text[p + 2 : kend]] = text[vstart:vend]
         p = vend
-    return fields
+    if blob.isascii():  # the usual case
+        return fields
+    return {_utf8(key): _utf8(value) for key, value in fields.items()}
+
+
+def _utf8(latin1: str) -> str:
+    return latin1.encode("latin-1").decode()
 
 
 def decode_binary_header(data: bytes | memoryview) -> RemotingCommand:

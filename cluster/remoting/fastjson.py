@@ -120,7 +120,8 @@ def loads(text: str | bytes) -> Any:
         except UnicodeDecodeError as exc:
             raise ValueError(f"JSON body is not UTF-8: bad byte at position {exc.start}") from exc
     value = _parse(raw, text)
-    surrogate = _SURROGATE_ESCAPE.search(text) if "\\u" in text else None
+    # One memchr for a backslash first: most bodies have none, and skip the search.
+    surrogate = _SURROGATE_ESCAPE.search(text) if "\\" in text else None
     if surrogate is not None and not encodable(value):
         raise FastjsonDecodeError(
             "a \\u escape of a lone surrogate (not UTF-8)", text, surrogate.start()
