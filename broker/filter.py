@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from rocketq.cluster.errors import SubscriptionParseFailedError
+from rocketq.cluster.errors import MessageIllegalError, SubscriptionParseFailedError
 from rocketq.cluster.record import record_properties, tags_hash_code
 from rocketq.cluster.sql92 import compile_expression
 
@@ -58,4 +58,11 @@ def sql_filter(
             "config, or subscribe by tags"
         )
     matches = compile_expression(expression).matches
-    return lambda record: matches(record_properties(record))
+
+    def check(record: memoryview) -> bool:
+        try:
+            return matches(record_properties(record))
+        except MessageIllegalError:  # a damaged record matches nothing; the pull goes on
+            return False
+
+    return check

@@ -211,6 +211,10 @@ def _read_file(path: str | os.PathLike[str], section: str | None) -> tuple[str, 
         ) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{name}: invalid TOML: {exc}; fix the syntax there") from None
+    except RecursionError:
+        raise ConfigError(f"{name}: invalid TOML: values nested too deep") from None
+    except ValueError as exc:  # tomllib's limit on an integer's digits
+        raise ConfigError(f"{name}: invalid TOML: {exc}") from None
     if section is None:
         return name, doc
     table = doc.get(section, {})
