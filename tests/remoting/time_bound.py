@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -40,12 +41,19 @@ def time_bound(seconds: float = HANG_LIMIT) -> Iterator[None]:
         raise HangError(f"still running after {seconds:.1f} s")
 
     previous = signal.signal(signal.SIGALRM, ring)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    # pytest-timeout's own alarm (its signal method) is put back, less the time spent here.
+    outer, outer_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    if outer and outer < seconds:
+        signal.setitimer(signal.ITIMER_REAL, outer)
+    started = time.monotonic()
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if outer:
+            left = max(outer - (time.monotonic() - started), 0.001)
+            signal.setitimer(signal.ITIMER_REAL, left, outer_interval)
 
 
 def bounded(
