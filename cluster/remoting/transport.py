@@ -138,6 +138,9 @@ class Connection(asyncio.Protocol):
         # its length prefix is in).
         self.buffered = bytearray()
         self._need = 0
+        # The buffered frame's start was let through the in-flight budgets: once whole it
+        # is handed on without asking again.
+        self._admitted = False
         # Requests received and not yet answered (oneway ones until their handler ends),
         # and the bytes of the frames of those a handler holds: an awaitable's until it is
         # done, and those answered later through send() (by opaque -> their sizes).
@@ -190,13 +193,15 @@ class Connection(asyncio.Protocol):
             buf += data
             whole = bytes(buf)  # one copy once the frame is whole; frames are views of it
             buf.clear()
+            admitted, self._admitted = self._admitted, False
         else:
             whole = data  # the usual case: frames are views of what the socket gave
+            admitted = False
         view = memoryview(whole)
         pos, end = 0, len(whole)
         self._held = []
         try:
-            self._frames(view, pos, end)
+            self._frames(view, pos, end, admitted)
         finally:
             held, self._held = self._held, None
             if held and self.transport is not None and not self.transport.is_closing():
@@ -208,7 +213,9 @@ class Connection(asyncio.Protocol):
         if self.after_read is not None:
             self.after_read()
 
-    def _frames(self, view: memoryview, pos: int, end: int) -> None:
+    def _frames(self, view: memoryview, pos: int, end: int, admitted: bool = False) -> None:
+        """Hand on the frames in ``view[pos:end]`` and buffer what is left; ``admitted``:
+        the first one's start was let through the in-flight budgets already."""
         guard = self.guard
         while end - pos >= 4:
             size = int.from_bytes(view[pos : pos + 4], "big")
@@ -218,19 +225,23 @@ class Connection(asyncio.Protocol):
                     f"a frame of {size} bytes (limit {self.max_frame})",
                 )
                 return
-            if end - pos - 4 < size:
-                self._need = 4 + size
-                break
-            if self.holding or (
+            if admitted:
+                admitted = False
+            elif self.holding or (
                 size > SMALL_FRAME
                 and guard is not None
                 and guard.in_flight_bytes > guard.max_in_flight_bytes
             ):
-                # Over the in-flight bytes budget: this frame and the rest of the read
-                # wait in the buffer until the connection is read again.
+                # Over the in-flight bytes budget, known at the frame's start: the frame
+                # and the rest of the read wait in the buffer, and the connection is not
+                # read, until it is read again.
                 if not self.holding:
                     self._hold()
                 self._need = 4 + size
+                break
+            if end - pos - 4 < size:
+                self._need = 4 + size
+                self._admitted = True
                 break
             frame = view[pos + 4 : pos + 4 + size]
             pos += 4 + size
