@@ -44,8 +44,10 @@ from rocketq.cluster.errors import (
     VersionNotSupportedError,
     for_code,
 )
+from rocketq.sdk.message_body import BadMessageError
 
 __all__ = [
+    "BadMessageError",
     "ClientStateError",
     "ConfigError",
     "ConnectBrokerError",
