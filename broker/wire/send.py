@@ -248,6 +248,8 @@ class SendRequests:
         h = SendHeader(cmd)
         batch = cmd.code == RequestCode.SEND_BATCH_MESSAGE or java_true(h.get("batch"))
         try:
+            body = cmd.body if cmd.body is not None else b""
+            self._check_body_size(len(body), batch=batch)  # before anything copies it
             topic = h.text("topic")
             topic_bytes = check_topic(topic)
             queue_id = h.int("queueId")
@@ -258,9 +260,7 @@ class SendRequests:
             sys_flag = h.int("sysFlag", 0)
             born_ts = h.int("bornTimestamp", 0)
             reconsume = h.int("reconsumeTimes", 0)
-            body = cmd.body if cmd.body is not None else b""
             if batch:
-                self._check_batch_size(len(body))
                 try:
                     records, sizes = batch_records(
                         body,
@@ -345,15 +345,24 @@ class SendRequests:
             },
         )
 
-    def _check_batch_size(self, size: int) -> None:
-        """A batch body over max_message_size is refused before it is decoded (RocketMQ's
-        DefaultMessageStore.checkMessages: MESSAGE_ILLEGAL)."""
+    def _check_body_size(self, size: int, *, batch: bool) -> None:
+        """A body over max_message_size is refused as soon as the request is read, before
+        a record is made of it or it meets the send queue's checks: MESSAGE_ILLEGAL, as
+        RocketMQ's broker answers a message its store finds too large (and its client's
+        Validators say it, in these words, before sending). A batch's whole body counts
+        (DefaultMessageStore.checkMessages)."""
         limit = self.b.store.config.max_message_size
-        if size > limit:
+        if size <= limit:
+            return
+        if batch:
             raise MessageIllegalError(
                 f"the batch is {size} bytes; a batch may hold at most {limit} "
                 "(max_message_size): split it"
             )
+        raise MessageIllegalError(
+            f"the message body size over max value, MAX: {limit} (the body is {size} bytes; "
+            "max_message_size)"
+        )
 
     def _count(self, *, batch: bool, code: int, started: float) -> None:
         metrics = self.b.metrics
