@@ -7,6 +7,8 @@ on sending and looking up routes, and each crossing shows in the process's
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
 import struct
 import time
 import urllib.request
@@ -15,7 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rocketq import Message, Producer, SendStatus
 from rocketq.cluster.launcher import Node
+from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
 from rocketq.cluster.remoting.command import RemotingCommand, encode
+from rocketq.cluster.remoting.transport import request_once
 from tests.integration.conftest import MakeCluster
 from tests.integration.waiting import wait_until
 
@@ -101,3 +105,88 @@ async def test_real_servers_cut_off_slow_idle_and_oversized_peers(
         lambda: f"the nameserver's counter to move: {rejected(namesrv)}",
     )
     await send_one(cluster.namesrv_addr, "BoundsTopic")  # and still served after
+
+
+# -- requests held in flight ----------------------------------------------------------------
+
+MIB = 1024 * 1024
+
+
+def hostile_register_frame() -> bytes:
+    """REGISTER_BROKER with a JSON header and an uncompressed body of 16,773,120 zero bytes
+    (not JSON: decoded in a thread, refused), just under the 16 MiB frame limit."""
+    fields = {
+        "brokerName": "hostile-broker", "brokerAddr": "127.0.0.1:1",
+        "clusterName": "HostileCluster", "haServerAddr": "", "brokerId": "0",
+        "compressed": "false",
+    }  # fmt: skip
+    head = {"code": RequestCode.REGISTER_BROKER, "language": "PYTHON", "version": 0}
+    header = json.dumps({**head, "opaque": 1, "flag": 0, "extFields": fields}).encode()
+    body = bytes(16 * MIB - 4096)
+    return struct.pack(">II", 4 + len(header) + len(body), len(header)) + header + body
+
+
+def flood(host: str, port: int, frame: bytes, frames: int) -> None:
+    """Send ``frames`` frames back to back without reading an answer, then read until the
+    server closes or goes quiet."""
+    with socket.create_connection((host, port), timeout=60) as sock:
+        try:
+            for _ in range(frames):
+                sock.sendall(frame)
+            sock.settimeout(5)
+            while sock.recv(1 << 20):
+                pass
+        except OSError:
+            pass  # cut off or reset: the server may close a peer over its bounds
+
+
+def vm_hwm_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no VmHWM for process {pid}")
+
+
+async def test_a_nameserver_holds_queued_register_frames_within_its_in_flight_budget(
+    make_cluster: MakeCluster,
+) -> None:
+    # Budgets below the defaults (64 MiB a connection, 256 MiB in all) keep the test's
+    # peak low on a small machine; the bound checked is theirs plus what a nameserver
+    # holds besides (partial frames up to server_max_buffered_bytes, decodes, the heap).
+    cluster = make_cluster(
+        nameserver_settings={
+            "server_max_in_flight_bytes_per_connection": str(32 * MIB),
+            "server_max_in_flight_bytes": str(64 * MIB),
+        }
+    )
+    namesrv = cluster.nameservers[0]
+    started_hwm = vm_hwm_kib(namesrv.pid)
+    frame = hostile_register_frame()
+    floods = [
+        asyncio.ensure_future(asyncio.to_thread(flood, namesrv.host, namesrv.port, frame, 16))
+        for _ in range(4)
+    ]
+    slowest = 0.0
+    routes = 0
+    while not all(f.done() for f in floods):
+        asked = time.monotonic()
+        answer = await request_once(
+            namesrv.addr,
+            RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"}),
+            timeout=1.0,  # RequestTimeoutError past a second
+        )
+        slowest = max(slowest, time.monotonic() - asked)
+        assert answer.code in (ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST)
+        routes += 1
+        await asyncio.wait(floods, timeout=0.2)  # the client's pace
+    for f in floods:
+        await f
+    peak = vm_hwm_kib(namesrv.pid) // 1024
+    assert routes >= 3 and slowest < 1.0
+    assert peak < 400, f"the nameserver peaked at {peak} MiB (from {started_hwm // 1024})"
+    await wait_until(
+        lambda: rejected(namesrv)["in_flight_bytes"] >= 1,
+        lambda: f"the nameserver's counter to move: {rejected(namesrv)}",
+    )
+    assert cluster.is_alive(namesrv.name)
