@@ -377,6 +377,13 @@ class ServerBoundsConfig:
     server_frame_max_length: int = field(
         default=16 * _MIB, metadata={"min": 4096, "max": 2**31 - 1}
     )
+    # Largest header in a frame, in bytes: a longer one closes the connection before it is
+    # decoded (rocketq's key). RocketMQ's headers are a few KiB (message properties are at
+    # most 32 KiB, up to six times that as JSON escapes); a header costs decoding time on
+    # the event loop in proportion to its length.
+    server_header_max_length: int = field(
+        default=256 * 1024, metadata={"min": 1024, "max": 2**24 - 1}
+    )
     # Seconds a frame may take to arrive once its first bytes have; a slower one closes
     # the connection (rocketq's key; 0: no limit).
     server_frame_read_timeout_seconds: float = field(default=60.0, metadata={"min": 0})

@@ -28,6 +28,13 @@ class NameServerConfig(ServerBoundsConfig):
     metrics_port: int = field(default=9877, metadata={"min": 0, "max": 65535})
     # Address the metrics server binds ("": bind_address).
     metrics_bind_address: str = ""
+    # A nameserver's requests are small but for registrations (a 10,000-topic table is
+    # 0.4-1.6 MiB): lower budgets of request bytes its handlers may hold than a broker's,
+    # which bound its memory under a flood of frames at the size limit.
+    server_max_in_flight_bytes_per_connection: int = field(
+        default=32 * 1024 * 1024, metadata={"min": 4096}
+    )
+    server_max_in_flight_bytes: int = field(default=64 * 1024 * 1024, metadata={"min": 4096})
 
     def __post_init__(self) -> None:
         validate_config(self)

@@ -29,6 +29,7 @@ MAX_CONNECTIONS: Final = "max_connections"
 MAX_CONNECTIONS_PER_ADDRESS: Final = "max_connections_per_address"
 IDLE: Final = "idle"
 FRAME_TOO_LARGE: Final = "frame_too_large"
+HEADER_TOO_LARGE: Final = "header_too_large"
 BAD_FRAME: Final = "bad_frame"
 FRAME_READ_TIMEOUT: Final = "frame_read_timeout"
 BUFFERED_BYTES: Final = "buffered_bytes"
@@ -41,6 +42,7 @@ REASONS: Final = (
     MAX_CONNECTIONS_PER_ADDRESS,
     IDLE,
     FRAME_TOO_LARGE,
+    HEADER_TOO_LARGE,
     BAD_FRAME,
     FRAME_READ_TIMEOUT,
     BUFFERED_BYTES,
@@ -86,6 +88,7 @@ class ServerGuard:
         self.max_per_address = bounds.server_max_connections_per_address
         self.idle_timeout = bounds.server_channel_max_idle_time_seconds
         self.max_frame = bounds.server_frame_max_length
+        self.max_header = bounds.server_header_max_length
         self.frame_timeout = bounds.server_frame_read_timeout_seconds
         self.max_buffered = bounds.server_max_buffered_bytes
         self.max_in_flight = bounds.server_max_requests_in_flight_per_connection

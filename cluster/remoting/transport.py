@@ -65,6 +65,10 @@ log = logging.getLogger(__name__)
 Result: TypeAlias = RemotingCommand | None
 Handler: TypeAlias = Callable[["Connection", RemotingCommand], Result | Awaitable[Result]]
 
+# The largest frame header a connection without a server's bounds (a client's) decodes:
+# server_header_max_length's default.
+MAX_HEADER: Final = 256 * 1024
+
 # Opaques are unique per process, as RocketMQ's requestId counter.
 _opaques = itertools.count(1)
 _MASK: Final = 0x7FFFFFFF
@@ -122,6 +126,7 @@ class Connection(asyncio.Protocol):
         self.on_close = on_close
         self.guard = guard
         self.max_frame = guard.max_frame if guard is not None else max_frame
+        self.max_header = guard.max_header if guard is not None else MAX_HEADER
         self.max_in_flight = guard.max_in_flight if guard is not None else _UNBOUNDED
         self.max_in_flight_bytes = (
             guard.max_in_flight_bytes_per_connection if guard is not None else _UNBOUNDED
@@ -243,12 +248,27 @@ class Connection(asyncio.Protocol):
                 self._need = 4 + size
                 self._admitted = True
                 break
+            # The header length (the low 24 bits after the serialize type), before the
+            # header costs any decoding.
+            header = int.from_bytes(view[pos + 5 : pos + 8], "big") if size >= 4 else 0
+            if header > self.max_header:
+                self.reject(
+                    bounds.HEADER_TOO_LARGE,
+                    f"a header of {header} bytes (limit {self.max_header})",
+                )
+                return
             frame = view[pos + 4 : pos + 4 + size]
             pos += 4 + size
             try:
                 cmd = decode(frame)
             except RemotingError as exc:
                 self.reject(bounds.BAD_FRAME, str(exc))
+                return
+            except Exception as exc:  # a decoder bug: that peer alone is cut off
+                log.error("frame from %s does not decode", self.peer or "a peer", exc_info=exc)
+                self.reject(
+                    bounds.BAD_FRAME, f"a frame that does not decode ({type(exc).__name__})"
+                )
                 return
             self._received(cmd, 4 + size)
             if self.transport is None:  # a handler closed the connection
@@ -528,10 +548,16 @@ class Connection(asyncio.Protocol):
         self._write(cmd)
 
     def _answer(self, cmd: RemotingCommand) -> None:
-        """Write the answer a handler returned (its request's bytes are not held)."""
+        """Write the answer a handler returned (its request's bytes are not held). An
+        answer that does not encode (a bug) goes out as SYSTEM_ERROR with a log ref."""
         if self.in_flight > 0:
             self.in_flight -= 1
-        self._write(cmd)
+        try:
+            self._write(cmd)
+        except ConnectBrokerError:
+            pass  # the peer is gone: nobody to answer
+        except Exception as exc:
+            self._write(error_response(cmd, exc))
 
     def _write(self, cmd: RemotingCommand) -> None:
         transport = self.transport

@@ -23,7 +23,7 @@ from rocketq.cluster.config import ServerBoundsConfig, load_config
 from rocketq.cluster.errors import ConfigError, TopicNotExistError
 from rocketq.cluster.metrics import Base, bounds_collector
 from rocketq.cluster.metrics_server import MetricsServer
-from rocketq.cluster.remoting import bounds
+from rocketq.cluster.remoting import bounds, transport
 from rocketq.cluster.remoting.codes import ResponseCode
 from rocketq.cluster.remoting.command import RemotingCommand, decode, encode
 from rocketq.cluster.remoting.transport import SMALL_FRAME, Connection, RemotingServer, connect
@@ -35,6 +35,7 @@ LATER = 1002  # answered later through conn.send (as a send waiting for a slave)
 BIG_LATER = 1003  # a big answer, once released
 BOOM = 1004
 FAIL = 1005
+BAD_ANSWER = 1006  # an answer that cannot be encoded (a handler's bug)
 
 # Short bounds; each test overrides what it crosses.
 FAST = ServerBoundsConfig(
@@ -117,8 +118,19 @@ async def make_server() -> AsyncIterator[MakeServer]:
         def fail(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
             raise TopicNotExistError("topic T does not exist; create it")
 
+        def bad_answer(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+            return cmd.response(ResponseCode.SUCCESS, {"k": "\ud800"})  # a lone surrogate
+
         srv = RemotingServer(
-            {ECHO: echo, HOLD: hold, LATER: later, BIG_LATER: big_later, BOOM: boom, FAIL: fail},
+            {
+                ECHO: echo,
+                HOLD: hold,
+                LATER: later,
+                BIG_LATER: big_later,
+                BOOM: boom,
+                FAIL: fail,
+                BAD_ANSWER: bad_answer,
+            },
             bounds=replace(FAST, **changes),
         )
         await srv.start("127.0.0.1", 0)
@@ -243,6 +255,67 @@ async def test_a_frame_longer_than_the_limit_closes_at_its_length(
     assert (await conn.invoke(RemotingCommand(ECHO, body=body), 3.0)).body == body
     conn.close()
     writer.close()
+
+
+async def test_a_header_longer_than_the_limit_closes_before_it_is_decoded(
+    make_server: MakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = await make_server(server_header_max_length=1024)
+    decoded: list[int] = []
+    real_decode = transport.decode
+
+    def counting_decode(frame: Any) -> RemotingCommand:
+        decoded.append(len(frame))
+        return real_decode(frame)
+
+    monkeypatch.setattr(transport, "decode", counting_decode)
+    reader, writer = await h.raw()
+    frame = encode(RemotingCommand(ECHO, {"k": "v" * 2000}))
+    writer.write(frame)
+    await closed_by_server(reader)
+    assert h.rejected[bounds.HEADER_TOO_LARGE] == 1
+    assert all(n < 2000 for n in decoded)  # the long header was never decoded
+    await h.serves()
+    conn = await connect(h.addr, {})  # a header within the limit passes
+    answer = await conn.invoke(RemotingCommand(ECHO, {"k": "v" * 500}), 3.0)
+    assert answer.ext == {"k": "v" * 500}
+    conn.close()
+    writer.close()
+
+
+async def test_a_frame_a_decoder_bug_fails_on_closes_that_connection_alone(
+    make_server: MakeServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    h = await make_server()
+    real_decode = transport.decode
+
+    def buggy_decode(frame: Any) -> RemotingCommand:
+        if b"KABOOM" in bytes(frame):
+            raise IndexError("a decoder bug")
+        return real_decode(frame)
+
+    monkeypatch.setattr(transport, "decode", buggy_decode)
+    reader, writer = await h.raw()
+    with caplog.at_level(logging.ERROR, logger="rocketq.cluster.remoting.transport"):
+        writer.write(encode(RemotingCommand(ECHO, {"k": "KABOOM"})))
+        await closed_by_server(reader)
+    assert h.rejected[bounds.BAD_FRAME] == 1
+    assert any("does not decode" in r.getMessage() for r in caplog.records)
+    await h.serves()
+    writer.close()
+
+
+async def test_an_answer_that_does_not_encode_goes_out_as_a_system_error(
+    make_server: MakeServer,
+) -> None:
+    h = await make_server()
+    conn = await connect(h.addr, {})
+    answer = await conn.invoke(RemotingCommand(BAD_ANSWER), 3.0)
+    assert answer.code == ResponseCode.SYSTEM_ERROR
+    assert "see the server's log" in str(answer.remark)
+    echo = await conn.invoke(RemotingCommand(ECHO), 3.0)  # the connection still serves
+    assert echo.code == ResponseCode.SUCCESS
+    conn.close()
 
 
 async def test_a_slow_partial_frame_is_closed_after_the_read_timeout(
@@ -496,18 +569,21 @@ async def test_requests_answered_later_count_until_their_answer_goes_out(
         for _ in range(3)
     ]
     await wait_until(lambda: len(h.later) == 3, "the deferred requests")
-    frame = guard.in_flight_bytes // 3
-    assert frame > HELD_BODY and guard.in_flight_bytes == 3 * frame
     (server_conn,) = guard.open
+    # Each request's frame (its header's opaque may have more digits than another's).
+    sizes = {cmd.opaque: server_conn._deferred[cmd.opaque][0] for _, cmd in h.later}
+    total = guard.in_flight_bytes
+    assert all(size > HELD_BODY for size in sizes.values()) and total == sum(sizes.values())
     # An answer for no held request (a reused or unknown opaque) ends none of them.
     c, cmd = h.later[0]
     stray = cmd.response(ResponseCode.SUCCESS)
     stray.opaque = 0x7FFFFFF0
     c.send(stray)
-    assert guard.in_flight_bytes == 3 * frame
-    for i, (c, cmd) in enumerate(h.later):
+    assert guard.in_flight_bytes == total
+    for c, cmd in h.later:
         c.send(cmd.response(ResponseCode.SUCCESS))
-        assert guard.in_flight_bytes == (2 - i) * frame == server_conn.in_flight_bytes
+        total -= sizes[cmd.opaque]
+        assert guard.in_flight_bytes == total == server_conn.in_flight_bytes
     assert all(a.code == ResponseCode.SUCCESS for a in await asyncio.gather(*later))
     conn.close()
 
