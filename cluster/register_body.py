@@ -239,6 +239,9 @@ def decode_compressed(body: bytes | memoryview) -> RegisterBody:
 
 def decode_json(body: bytes | memoryview) -> RegisterBody:
     """The uncompressed JSON form a stock broker sends."""
+    head = bytes(body[:64]).lstrip()
+    if not head.startswith(b"{"):  # refused before the body is copied and decoded
+        raise RegisterBodyError("the registration body is not JSON: it is not an object")
     try:
         doc = fastjson.loads(bytes(body))
     except ValueError as exc:

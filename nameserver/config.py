@@ -35,6 +35,8 @@ class NameServerConfig(ServerBoundsConfig):
         default=32 * 1024 * 1024, metadata={"min": 4096}
     )
     server_max_in_flight_bytes: int = field(default=64 * 1024 * 1024, metadata={"min": 4096})
+    # and of partial frames (a broker's is 64 MiB).
+    server_max_buffered_bytes: int = field(default=32 * 1024 * 1024, metadata={"min": 4096})
 
     def __post_init__(self) -> None:
         validate_config(self)
