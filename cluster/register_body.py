@@ -74,9 +74,10 @@ class RegisterBodyTooLargeError(RegisterBodyError):
         self.cap = cap
 
 
-def table_cap(topic_count: int) -> int:
-    """The most a table announcing ``topic_count`` topics may inflate to."""
-    return min(MAX_TABLE_BYTES, TABLE_BASE_BYTES + topic_count * MAX_TOPIC_ENTRY_BYTES)
+def table_cap(topic_count: int, ceiling: int = MAX_TABLE_BYTES) -> int:
+    """The most a table announcing ``topic_count`` topics may inflate to (never past
+    ``ceiling``, the nameserver's register_body_max_inflated_bytes)."""
+    return min(ceiling, TABLE_BASE_BYTES + topic_count * MAX_TOPIC_ENTRY_BYTES)
 
 
 @dataclass
@@ -169,7 +170,7 @@ def _announced(head: bytearray) -> int | None:
     return count
 
 
-def inflate_table(body: bytes | memoryview) -> bytearray:
+def inflate_table(body: bytes | memoryview, ceiling: int = MAX_TABLE_BYTES) -> bytearray:
     """The inflated topic table, never more than its cap (see the module's text)."""
     inflate = zlib.decompressobj()
     out = bytearray()
@@ -185,13 +186,13 @@ def inflate_table(body: bytes | memoryview) -> bytearray:
             if count is None:
                 count = _announced(out)
                 if count is not None:
-                    cap = table_cap(count)
+                    cap = table_cap(count, ceiling)
             if len(out) > cap:
                 raise RegisterBodyTooLargeError(
                     f"the topic table inflates past {cap} bytes, more than its "
                     f"{count} topics may take ({len(body)} bytes compressed; "
                     f"{MAX_TOPIC_ENTRY_BYTES} bytes a topic beside {TABLE_BASE_BYTES}, "
-                    f"at most {MAX_TABLE_BYTES}): refused as a zlib bomb",
+                    f"at most {ceiling}): refused as a zlib bomb",
                     cap,
                 )
             if not pending and len(chunk) < step:
@@ -203,8 +204,8 @@ def inflate_table(body: bytes | memoryview) -> bytearray:
     return out
 
 
-def decode_compressed(body: bytes | memoryview) -> RegisterBody:
-    raw = inflate_table(body)
+def decode_compressed(body: bytes | memoryview, ceiling: int = MAX_TABLE_BYTES) -> RegisterBody:
+    raw = inflate_table(body, ceiling)
     view = memoryview(raw)
     pos = 0
 
@@ -272,8 +273,15 @@ def decode_json(body: bytes | memoryview) -> RegisterBody:
     return RegisterBody(topics, _version(wrapper.get("dataVersion")))
 
 
-def decode_body(body: bytes | memoryview | None, *, compressed: bool, crc: int) -> RegisterBody:
-    """A REGISTER_BROKER body, checked against its CRC (0: not checked, as RocketMQ)."""
+def decode_body(
+    body: bytes | memoryview | None,
+    *,
+    compressed: bool,
+    crc: int,
+    ceiling: int = MAX_TABLE_BYTES,
+) -> RegisterBody:
+    """A REGISTER_BROKER body, checked against its CRC (0: not checked, as RocketMQ); a
+    compressed table inflates to at most ``ceiling`` bytes however many topics it announces."""
     if not body:
         return RegisterBody()
     if crc:
@@ -283,7 +291,7 @@ def decode_body(body: bytes | memoryview | None, *, compressed: bool, crc: int) 
                 f"the body's CRC32 is {got}, the request says {crc} ({len(body)} bytes): "
                 "damaged on the way"
             )
-    return decode_compressed(body) if compressed else decode_json(body)
+    return decode_compressed(body, ceiling) if compressed else decode_json(body)
 
 
 def announced_count(body: bytes | memoryview) -> int | None:
@@ -297,7 +305,9 @@ def announced_count(body: bytes | memoryview) -> int | None:
         return None
 
 
-def decodes_inline(body: bytes | memoryview | None, *, compressed: bool) -> bool:
+def decodes_inline(
+    body: bytes | memoryview | None, *, compressed: bool, ceiling: int = MAX_TABLE_BYTES
+) -> bool:
     """Whether decoding ``body`` is quick enough for an event loop (else use a thread): a
     table announcing at most INLINE_TABLE_BYTES of cap, or a head that cannot be read (it
     is refused at once); JSON of at most INLINE_JSON_BYTES."""
@@ -306,4 +316,4 @@ def decodes_inline(body: bytes | memoryview | None, *, compressed: bool) -> bool
     if not compressed:
         return len(body) <= INLINE_JSON_BYTES
     count = announced_count(body)
-    return count is None or table_cap(count) <= INLINE_TABLE_BYTES
+    return count is None or table_cap(count, ceiling) <= INLINE_TABLE_BYTES

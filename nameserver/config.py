@@ -37,6 +37,12 @@ class NameServerConfig(ServerBoundsConfig):
     server_max_in_flight_bytes: int = field(default=64 * 1024 * 1024, metadata={"min": 4096})
     # and of partial frames (a broker's is 64 MiB).
     server_max_buffered_bytes: int = field(default=32 * 1024 * 1024, metadata={"min": 4096})
+    # The most a broker's compressed topic table may inflate to, whatever topic count it
+    # announces (below it the cap is 4 MiB + 256 bytes a topic; rocketq's key): a table past
+    # it is refused as a zlib bomb. A 10,000-topic table inflates to 0.4-1.6 MiB.
+    register_body_max_inflated_bytes: int = field(
+        default=64 * 1024 * 1024, metadata={"min": 4 * 1024 * 1024}
+    )
 
     def __post_init__(self) -> None:
         validate_config(self)

@@ -130,7 +130,9 @@ class NameServerProcessor:
         to be) in a thread, at most MAX_CONCURRENT_BODY_DECODES at once, so that inflating
         it never holds the loop."""
         if _kind(cmd) == "HEARTBEAT" or decodes_inline(
-            cmd.body, compressed=_flag(cmd, "compressed")
+            cmd.body,
+            compressed=_flag(cmd, "compressed"),
+            ceiling=self.config.register_body_max_inflated_bytes,
         ):
             return self.register_broker(conn, cmd)
         return self._register_off_loop(conn, cmd)
@@ -160,6 +162,7 @@ class NameServerProcessor:
                 cmd.body,
                 compressed=_flag(cmd, "compressed"),
                 crc=_int(cmd, "bodyCrc32", 0),
+                ceiling=self.config.register_body_max_inflated_bytes,
             )
         except RegisterBodyError as exc:
             log.warning("refused the registration of broker %s at %s: %s", name, addr, exc)

@@ -65,7 +65,10 @@ class ObjectKey(tuple[tuple[str, Any], ...]):
     @classmethod
     def of(cls, fields: Mapping[str, Any]) -> ObjectKey:
         """The frozen key for an object given as a mapping (nested dicts and lists too)."""
-        return cls(sorted((str(name), _freeze(value)) for name, value in fields.items()))
+        # By name alone (values of different types do not compare); names equal as text
+        # (0 and "0") are one field, the later one's value, as a dict keeps it.
+        named = {str(name): value for name, value in fields.items()}
+        return cls(sorted(((name, _freeze(v)) for name, v in named.items()), key=_name))
 
     def as_dict(self) -> dict[str, Any]:
         """The object as a dict; nested ObjectKeys become dicts and tuples lists."""
@@ -80,6 +83,10 @@ class ObjectKey(tuple[tuple[str, Any], ...]):
 
     def __repr__(self) -> str:
         return f"ObjectKey({self.as_dict()!r})"
+
+
+def _name(field: tuple[str, Any]) -> str:
+    return field[0]
 
 
 def _freeze(value: Any) -> Any:

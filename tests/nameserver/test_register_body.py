@@ -277,3 +277,19 @@ def test_small_tables_and_unreadable_heads_are_decoded_inline() -> None:
     assert decodes_inline(b"not zlib", compressed=True)  # refused at once
     assert not decodes_inline(encode_body(many(20_000), 1), compressed=True)
     assert not decodes_inline(b" " * (2 * MiB), compressed=False)
+
+
+def test_the_ceiling_is_the_nameservers_key() -> None:
+    """register_body_max_inflated_bytes caps a table however many topics it announces."""
+    from rocketq.cluster.register_body import decode_body, table_cap
+    from rocketq.nameserver.config import NameServerConfig
+
+    assert NameServerConfig().register_body_max_inflated_bytes == 64 * 1024 * 1024
+    assert table_cap(10**9, 5 * 1024 * 1024) == 5 * 1024 * 1024
+    assert table_cap(10, 5 * 1024 * 1024) == 4 * 1024 * 1024 + 10 * 256
+    # A table announcing 2**31 topics whose bytes run on: refused at the ceiling given.
+    head = struct.pack(">i", 2) + b"{}" + struct.pack(">i", 2**31 - 1)
+    bomb = zlib.compress(head + b"\0" * (6 * 1024 * 1024), 9)
+    with pytest.raises(RegisterBodyTooLargeError) as err:
+        decode_body(bomb, compressed=True, crc=0, ceiling=5 * 1024 * 1024)
+    assert err.value.cap == 5 * 1024 * 1024

@@ -213,3 +213,12 @@ def test_a_number_too_long_for_int_is_an_error_with_its_position() -> None:
         with pytest.raises(FastjsonDecodeError, match="a number of 5000 digits") as caught:
             loads(text)
         assert caught.value.pos == text.index("9")
+
+
+def test_an_object_key_with_names_equal_as_text_keeps_the_later_field() -> None:
+    """{0: ..., "0": ...} as a key: one field "0" (the later value), never a comparison of
+    values of different types (once a TypeError, found by the route_body fuzz harness)."""
+    doc = loads('[{{"0":{0:"10"},0:"10ui"}:1}]')
+    ((key, value),) = doc[0].items()
+    assert key == ObjectKey.of({"0": "10ui"}) and value == 1
+    assert ObjectKey.of({"b": 1, "a": {"x": 1}}).as_dict() == {"a": {"x": 1}, "b": 1}
