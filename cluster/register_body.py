@@ -63,11 +63,22 @@ _FILTER_TYPE: Final = "SINGLE_TAG"
 
 
 class RegisterBodyError(ValueError):
-    """The body of a registration cannot be read."""
+    """The body of a registration cannot be read; ``reason`` names why for the counter of
+    refused registrations."""
+
+    reason = "bad_body"
+
+
+class RegisterBodyCrcError(RegisterBodyError):
+    """The body does not match the CRC32 its request names."""
+
+    reason = "crc"
 
 
 class RegisterBodyTooLargeError(RegisterBodyError):
     """The topic table inflates past what its topic count allows (``cap`` bytes)."""
+
+    reason = "inflate_cap"
 
     def __init__(self, text: str, cap: int) -> None:
         super().__init__(text)
@@ -287,7 +298,7 @@ def decode_body(
     if crc:
         got = crc32(body)
         if got != crc:
-            raise RegisterBodyError(
+            raise RegisterBodyCrcError(
                 f"the body's CRC32 is {got}, the request says {crc} ({len(body)} bytes): "
                 "damaged on the way"
             )

@@ -19,6 +19,8 @@ class NameServerCounters:
     def __init__(self) -> None:
         self.registrations = {FULL: 0, DELTA: 0, HEARTBEAT: 0}
         self.expiries = 0
+        # Registrations refused for their body, by RegisterBodyError.reason.
+        self.registrations_refused = {"bad_body": 0, "crc": 0, "inflate_cap": 0}
 
 
 def registry_for(
@@ -64,7 +66,15 @@ def registry_for(
             (),
         )
         base.add(expiries, (), counters.expiries)
-        yield from (up, brokers, topics, regs, expiries)
+        refused = base.counter(
+            "rocketq_nameserver_broker_registrations_refused",
+            "Registrations refused for their body: not readable (bad_body), damaged (crc), "
+            "inflating past the cap of its topic count (inflate_cap).",
+            ("reason",),
+        )
+        for reason, n in list(counters.registrations_refused.items()):
+            base.add(refused, (reason,), n)
+        yield from (up, brokers, topics, regs, expiries, refused)
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Collector(families))

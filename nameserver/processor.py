@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from collections.abc import Awaitable
 from typing import Final
 
@@ -40,6 +41,11 @@ from rocketq.nameserver.metrics import DELTA, FULL, HEARTBEAT, NameServerCounter
 from rocketq.nameserver.route_info import RegisterResult, RouteInfoManager
 
 log = logging.getLogger(__name__)
+
+# A refused registration is logged at most once in this many seconds per peer and reason
+# (the peers remembered for it at most MAX_REFUSAL_PEERS, then forgotten at once).
+REFUSAL_LOG_INTERVAL: Final = 60.0
+MAX_REFUSAL_PEERS: Final = 1024
 
 ORDER_TOPIC_CONFIG: Final = "ORDER_TOPIC_CONFIG"
 CHANNEL: Final = "channel"  # Connection.attrs key: the connection's channel number
@@ -79,6 +85,7 @@ class NameServerProcessor:
         self.routes = routes
         self.kv = kv
         self.counters = NameServerCounters()
+        self._refusals_logged: dict[tuple[str, str], float] = {}
         self._channels = itertools.count(1)
         self._connections: dict[int, Connection] = {}
         self._decodes: asyncio.Semaphore | None = None
@@ -144,7 +151,10 @@ class NameServerProcessor:
         if self._decodes is None:
             self._decodes = asyncio.Semaphore(MAX_CONCURRENT_BODY_DECODES)
         async with self._decodes:
-            body = await asyncio.to_thread(self._decode, cmd)
+            try:
+                body = await asyncio.to_thread(self._decode, cmd)
+            except RegisterBodyError as exc:
+                raise self._refused(conn, cmd, exc) from None
         if not conn.is_open:
             return None  # the broker left while its body was decoded: nothing to hold
         return self.register_broker(conn, cmd, body)
@@ -156,17 +166,37 @@ class NameServerProcessor:
         return name, addr
 
     def _decode(self, cmd: RemotingCommand) -> RegisterBody:
+        return decode_body(
+            cmd.body,
+            compressed=_flag(cmd, "compressed"),
+            crc=_int(cmd, "bodyCrc32", 0),
+            ceiling=self.config.register_body_max_inflated_bytes,
+        )
+
+    def _refused(
+        self, conn: Connection, cmd: RemotingCommand, exc: RegisterBodyError
+    ) -> RocketqSystemError:
+        """Count a registration refused for its body and log it at most once a minute per
+        peer and reason; the error its broker is answered with."""
         name, addr = cmd.field("brokerName"), cmd.field("brokerAddr")
-        try:
-            return decode_body(
-                cmd.body,
-                compressed=_flag(cmd, "compressed"),
-                crc=_int(cmd, "bodyCrc32", 0),
-                ceiling=self.config.register_body_max_inflated_bytes,
+        refused = self.counters.registrations_refused
+        refused[exc.reason] = refused.get(exc.reason, 0) + 1
+        now = time.monotonic()
+        key = (conn.address or conn.peer, exc.reason)
+        if now - self._refusals_logged.get(key, -REFUSAL_LOG_INTERVAL) >= REFUSAL_LOG_INTERVAL:
+            if len(self._refusals_logged) >= MAX_REFUSAL_PEERS:
+                self._refusals_logged.clear()
+            self._refusals_logged[key] = now
+            log.warning(
+                "refused the registration of broker %s at %s from %s [%s]: %s "
+                "(once a minute per peer and reason)",
+                name,
+                addr,
+                conn.peer or "a peer",
+                exc.reason,
+                exc,
             )
-        except RegisterBodyError as exc:
-            log.warning("refused the registration of broker %s at %s: %s", name, addr, exc)
-            raise RocketqSystemError(f"broker {name}: {exc}") from None
+        return RocketqSystemError(f"broker {name}: {exc}")
 
     def register_broker(
         self, conn: Connection, cmd: RemotingCommand, decoded: RegisterBody | None = None
@@ -188,7 +218,13 @@ class NameServerProcessor:
             self.counters.registrations[HEARTBEAT] += 1
             result = self.routes.heartbeat(data_version=_int(cmd, "dataVersion"), **who)  # type: ignore[arg-type]
         else:
-            body = decoded if decoded is not None else self._decode(cmd)
+            if decoded is not None:
+                body = decoded
+            else:
+                try:
+                    body = self._decode(cmd)
+                except RegisterBodyError as exc:
+                    raise self._refused(conn, cmd, exc) from None
             version = _int(cmd, "dataVersion", body.data_version)
             if kind == "DELTA":
                 self.counters.registrations[DELTA] += 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import struct
 import time
 import tracemalloc
@@ -252,6 +253,7 @@ async def test_a_nameserver_refuses_a_bomb_with_its_cap_and_keeps_answering(
     remark = answer.remark or ""
     assert "broker-a" in remark and f"past {MAX_TABLE_BYTES} bytes" in remark, remark
     assert "zlib bomb" in remark
+    assert ns.service.counters.registrations_refused["inflate_cap"] == 1
     # Nothing was registered; a good registration on the same connection then is.
     assert await client.route_code("T") == ResponseCode.TOPIC_NOT_EXIST
     good = register_request(topics=("T",))
@@ -293,3 +295,30 @@ def test_the_ceiling_is_the_nameservers_key() -> None:
     with pytest.raises(RegisterBodyTooLargeError) as err:
         decode_body(bomb, compressed=True, crc=0, ceiling=5 * 1024 * 1024)
     assert err.value.cap == 5 * 1024 * 1024
+
+
+async def test_refused_registrations_are_counted_by_reason_and_logged_once_a_minute(
+    servers: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    ns = await servers.start()
+    broker = await servers.broker(ns)
+    good = register_request(topics=("T",))
+    assert good.ext is not None
+    caplog.set_level(logging.WARNING, logger="rocketq.nameserver.processor")
+    for _ in range(3):  # damaged on the way: the CRC does not match
+        damaged = RemotingCommand(
+            RequestCode.REGISTER_BROKER, {**good.ext, "bodyCrc32": "12345"}, good.body
+        )
+        assert (await broker.register(damaged)).code == ResponseCode.SYSTEM_ERROR
+    not_zlib = RemotingCommand(
+        RequestCode.REGISTER_BROKER, {**good.ext, "bodyCrc32": "0"}, b"not a zlib table"
+    )
+    assert (await broker.register(not_zlib)).code == ResponseCode.SYSTEM_ERROR
+    assert ns.service.counters.registrations_refused == {
+        "bad_body": 1,
+        "crc": 3,
+        "inflate_cap": 0,
+    }
+    lines = [r.getMessage() for r in caplog.records if "refused the registration" in r.getMessage()]
+    assert len(lines) == 2, lines  # one per reason, not one per refusal
+    assert any("[crc]" in line for line in lines) and any("[bad_body]" in line for line in lines)
