@@ -709,7 +709,7 @@ def bench_fuzz(
 ) -> None:
     """Coverage-guided fuzzing (atheris) of every decoder of outside bytes, each harness in
     a process of its own: executions, exec/s, corpus size and findings per harness; each
-    finding's input goes to FINDINGS/<harness>/ with the exception beside it. Exits 1 when
+    finding's input goes to FINDINGS/HARNESS/ with the exception beside it. Exits 1 when
     anything was found. Needs rocketq[fuzz]."""
     import importlib.util
 
