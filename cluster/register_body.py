@@ -252,8 +252,8 @@ def decode_compressed(body: bytes | memoryview, ceiling: int = MAX_TABLE_BYTES) 
 def decode_json(body: bytes | memoryview) -> RegisterBody:
     """The uncompressed JSON form a stock broker sends."""
     head = bytes(body[:64]).lstrip()
-    if not head.startswith(b"{"):  # refused before the body is copied and decoded
-        raise RegisterBodyError("the registration body is not JSON: it is not an object")
+    if head[:1] not in (b"{", b"["):  # refused before the body is copied and decoded
+        raise RegisterBodyError("the registration body is not JSON: it starts with neither { nor [")
     try:
         doc = fastjson.loads(bytes(body))
     except ValueError as exc:
