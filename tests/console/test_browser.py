@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import uvicorn
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -184,6 +184,11 @@ def is_stale(element: WebElement) -> bool:
         element.tag_name  # noqa: B018 - any access of a gone element raises
     except StaleElementReferenceException:
         return True
+    except WebDriverException as exc:
+        # Chromium may instead name the node's document gone while the next page loads.
+        if "does not belong to the document" in str(exc.msg):
+            return True
+        raise
     return False
 
 
