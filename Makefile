@@ -51,6 +51,8 @@ typecheck: tree
 # apt-get line; then, on every machine, `apt-get install --simulate` of the whole line as a
 # bare machine would run it proves it still resolves (package lists refreshed when a day
 # old), naming the package that does not, and the versions in use are printed.
+# The line (`python3 tools/sysdeps.py line`): iproute2 nftables prometheus chromium
+# chromium-driver redis-server nats-server nodejs npm.
 sysdeps:
 	@$(PYTHON) tools/sysdeps.py install
 	@$(PYTHON) tools/sysdeps.py check

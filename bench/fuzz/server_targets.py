@@ -13,6 +13,7 @@ finding. PULL's suspend flag is cleared so that no request is held by long polli
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import inspect
 import logging
@@ -88,7 +89,7 @@ class _Unexpected(logging.Handler):
             self.caught.append(record.exc_info[1])
 
 
-class ServerRequests:
+class ServerRequests(abc.ABC):
     """A server's handlers and a connection to them, made once per process by ``setup``."""
 
     what = "server"
@@ -113,10 +114,11 @@ class ServerRequests:
         self.codes = sorted(self.handlers)
         self.loop.run_until_complete(self._connect())
 
+    @abc.abstractmethod
     async def _start(self, directory: Path) -> dict[int, Handler]:
-        raise NotImplementedError
+        """Start the server in the loop; its request handlers by code."""
 
-    async def _stop(self) -> None:
+    async def _stop(self) -> None:  # noqa: B027 - a hook: nothing to stop by default
         pass
 
     async def _connect(self) -> None:
