@@ -33,7 +33,13 @@ def test_stopped_on_a_normal_exit(tmp_path: Path) -> None:
         proc = procs.spawn("sleeper", SLEEP, log=tmp_path / "sleeper.log")
         assert start_time(proc.pid) is not None
         assert procs.alive("sleeper")
-        assert process_environ(proc.pid)[MARKER_ENV] == procs.marker
+        # The kernel fills /proc/<pid>/environ a moment after exec is under way (after
+        # Popen returns), so the marker is waited for rather than read once.
+        wait_until(
+            lambda: process_environ(proc.pid).get(MARKER_ENV) == procs.marker,
+            10,
+            "the run's marker in the sleeper's environment",
+        )
     assert _gone(proc.pid)
     assert procs.tracked == []
 
