@@ -81,7 +81,7 @@ FUZZ_JOBS ?= 1
 fuzz: $(STAMP_DEV)
 	$(BIN)/rocketq bench fuzz --seconds $(FUZZ_SECONDS) --jobs $(FUZZ_JOBS) --findings fuzz-findings
 
-# Regenerate the protobuf modules from cluster/proto/rocketq/v1/rocketq.proto.
+# Regenerate the protobuf modules from common/proto/rocketq/v1/rocketq.proto.
 proto: $(STAMP_DEV)
 	$(BIN)/python tools/gen_proto.py
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocketq.bench.report import MB, json_line, rate, summarize_ns, tps_line
-from rocketq.cluster.message import Message
+from rocketq.common.message import Message
 
 EMBEDDED_SETTINGS = {"mapped_file_size_commit_log": str(1 << 30)}
 

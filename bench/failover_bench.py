@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from rocketq.bench.client_bench import EMBEDDED_SETTINGS
-from rocketq.cluster.message import Message
-from rocketq.cluster.message_id import decode_offset_msg_id
+from rocketq.common.message import Message
+from rocketq.common.message_id import decode_offset_msg_id
 
 TOPIC = "FailoverBench"
 SETTLE_S = 2.0  # steady sending between a restart and the next kill

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from rocketq.bench.client_bench import consume, ensure_topic, produce, run
 from rocketq.bench.report import MB, rate
-from rocketq.cluster.errors import RocketqError
+from rocketq.common.exceptions import RocketqError
 
 SDK_BATCH: Final = 32  # messages per send, as `rocketq bench produce -b 32` and the writer
 SDK_IN_FLIGHT: Final = 8  # the SDK's sends in flight: the writer's maxInFlight per task

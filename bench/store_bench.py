@@ -49,11 +49,11 @@ from rocketq.bench.report import (
     summarize_ns,
     tps_line,
 )
-from rocketq.cluster.config import StoreConfig
-from rocketq.cluster.errors import RocketqSystemError
-from rocketq.cluster.message import DEFAULT_TOPIC_QUEUE_NUMS, Message
-from rocketq.cluster.message_id import UniqIdGenerator
-from rocketq.cluster.record import END_FILE_MIN_BLANK_LENGTH, encode_host, encode_message
+from rocketq.common.config import StoreConfig
+from rocketq.common.exceptions import RocketqSystemError
+from rocketq.common.message import DEFAULT_TOPIC_QUEUE_NUMS, Message
+from rocketq.common.message_id import UniqIdGenerator
+from rocketq.common.record import END_FILE_MIN_BLANK_LENGTH, encode_host, encode_message
 from rocketq.storage.dispatch import Dispatcher
 from rocketq.storage.message_store import MessageStore
 from rocketq.storage.results import PutStatus

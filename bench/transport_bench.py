@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from rocketq.bench.report import LatencySummary, rate, summarize_ns
-from rocketq.cluster.remoting.codes import RequestCode, ResponseCode, SerializeType
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.remoting.transport import Connection, RemotingClient, RemotingServer
+from rocketq.remoting.codes import RequestCode, ResponseCode, SerializeType
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.transport import Connection, RemotingClient, RemotingServer
 from rocketq.sdk.wire import send_request
 
 # What the echo answers: a send's answer header, as a broker writes it.

@@ -33,13 +33,13 @@ from rocketq.broker.wire.admin import AdminRequests
 from rocketq.broker.wire.client import ClientRequests
 from rocketq.broker.wire.pull import PullRequests
 from rocketq.broker.wire.send import SendRequests
-from rocketq.cluster.aio import cancel_all
-from rocketq.cluster.config import StoreConfig
-from rocketq.cluster.message import SCHEDULE_TOPIC, TIMER_TOPIC, TopicConfig
-from rocketq.cluster.metrics import Base, bounds_collector
-from rocketq.cluster.metrics_server import MetricsServer
-from rocketq.cluster.remoting.transport import RemotingServer
-from rocketq.cluster.remoting.transport import listen_socket as remoting_listen_socket
+from rocketq.common.aio import cancel_all
+from rocketq.common.config import StoreConfig
+from rocketq.common.message import SCHEDULE_TOPIC, TIMER_TOPIC, TopicConfig
+from rocketq.common.metrics import Base, bounds_collector
+from rocketq.common.metrics_server import MetricsServer
+from rocketq.remoting.transport import RemotingServer
+from rocketq.remoting.transport import listen_socket as remoting_listen_socket
 from rocketq.replication.ha.master import HAMaster, SlaveConnection, listen_socket
 from rocketq.replication.ha.slave import HASlave
 from rocketq.storage.message_store import MessageStore

@@ -16,16 +16,16 @@ from dataclasses import dataclass
 from typing import Final
 
 from rocketq.broker.consumer_manager import ConsumerManager
-from rocketq.cluster.errors import (
+from rocketq.common.exceptions import (
     ConsumeMsgTimeoutError,
     ConsumerNotOnlineError,
     RequestTimeoutError,
     RocketqError,
     RocketqSystemError,
 )
-from rocketq.cluster.remoting.codes import LanguageCode, MQVersion, RequestCode, RocketqVersion
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.remoting.transport import Connection
+from rocketq.remoting.codes import LanguageCode, MQVersion, RequestCode, RocketqVersion
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.transport import Connection
 
 # How long a broker waits for a client's answer (Broker2Client.callClient: 10 s).
 CALL_CLIENT_TIMEOUT: Final = 10.0

@@ -1,6 +1,6 @@
 """The broker's config: RocketMQ's broker.conf names in snake_case with its defaults.
 
-A broker.toml holds these keys and the store's (``rocketq.cluster.config.StoreConfig``) side by
+A broker.toml holds these keys and the store's (``rocketq.common.config.StoreConfig``) side by
 side; :func:`load_broker_config` reads both from one file, the environment and flags.
 
 The broker's other ports follow its listen port unless set, as RocketMQ's HA port does
@@ -17,14 +17,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Final, Literal
 
-from rocketq.cluster.config import (
+from rocketq.common.config import (
     ServerBoundsConfig,
     StoreConfig,
     check_server_bounds,
     load_configs,
     validate_config,
 )
-from rocketq.cluster.errors import ConfigError
+from rocketq.common.exceptions import ConfigError
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}

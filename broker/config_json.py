@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 from rocketq.broker.subscription_group import SubscriptionGroupConfig
-from rocketq.cluster.errors import MessageIllegalError
-from rocketq.cluster.message import TopicConfig
+from rocketq.common.exceptions import MessageIllegalError
+from rocketq.common.message import TopicConfig
 
 # SubscriptionGroupConfig's JSON names -> rocketq's fields (bools, then ints).
 GROUP_BOOLS: Final = {

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-from rocketq.cluster.errors import StoreCorruptError
-from rocketq.cluster.json_file import read_json, write_json_atomic
+from rocketq.common.exceptions import StoreCorruptError
+from rocketq.common.json_file import read_json, write_json_atomic
 
 SEPARATOR = "@"
 _LONG_MIN: Final = -(1 << 63)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from rocketq.cluster.errors import MessageIllegalError, SubscriptionParseFailedError
-from rocketq.cluster.record import record_properties, tags_hash_code
-from rocketq.cluster.sql92 import compile_expression
+from rocketq.common.exceptions import MessageIllegalError, SubscriptionParseFailedError
+from rocketq.common.record import record_properties, tags_hash_code
+from rocketq.common.sql92 import compile_expression
 
 SUB_ALL = "*"
 TAG = "TAG"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from rocketq.cluster.errors import SystemBusyError
+from rocketq.common.exceptions import SystemBusyError
 
 PROBE_INTERVAL = 0.01
 

@@ -20,7 +20,7 @@ from rocketq.broker.schedule import ScheduleMessageService
 from rocketq.broker.subscription_group import SubscriptionGroupManager
 from rocketq.broker.timer import TimerMessageStore
 from rocketq.broker.topic_config import TopicConfigManager
-from rocketq.cluster.config import StoreConfig
+from rocketq.common.config import StoreConfig
 from rocketq.storage.message_store import MessageStore
 
 

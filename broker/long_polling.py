@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from rocketq.cluster.aio import wait_done
+from rocketq.common.aio import wait_done
 
 
 class PullRequestHoldService:

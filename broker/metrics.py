@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Final
 
-from rocketq.cluster.metrics import (
+from rocketq.common.metrics import (
     MESSAGE_SIZE_BUCKETS,
     RPC_LATENCY_BUCKETS_MS,
     SYNC_WAIT_BUCKETS_S,

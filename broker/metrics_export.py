@@ -20,14 +20,14 @@ from prometheus_client.core import Metric
 
 from rocketq.broker.host import BrokerHost
 from rocketq.broker.metrics import REMOTING, BrokerCounters
-from rocketq.cluster.message import (
+from rocketq.common.message import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
     TIMER_TOPIC,
     is_system_topic,
 )
-from rocketq.cluster.metrics import MESSAGE_SIZE_BUCKETS, Base, Collector, flag
+from rocketq.common.metrics import MESSAGE_SIZE_BUCKETS, Base, Collector, flag
 
 if TYPE_CHECKING:
     from rocketq.broker.flow_control import FlowControl

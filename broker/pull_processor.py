@@ -16,12 +16,12 @@ from rocketq.broker.metrics import BrokerCounters
 from rocketq.broker.stats import BrokerStats
 from rocketq.broker.subscription_group import SubscriptionGroupManager
 from rocketq.broker.topic_config import TopicConfigManager
-from rocketq.cluster.errors import (
+from rocketq.common.exceptions import (
     NoPermissionError,
     RocketqSystemError,
     TopicNotExistError,
 )
-from rocketq.cluster.message import MASTER_ID, PERM_READ
+from rocketq.common.message import MASTER_ID, PERM_READ
 from rocketq.storage.message_store import MessageStore
 from rocketq.storage.results import GetStatus
 

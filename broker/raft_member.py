@@ -43,13 +43,13 @@ from typing import TYPE_CHECKING, Protocol
 
 from rocketq.broker.host import BrokerHost
 from rocketq.broker.slave_sync import SlaveSynchronizer
-from rocketq.cluster.aio import cancel_all
-from rocketq.cluster.errors import NotLeaderError, RocketqError, RocketqSystemError
-from rocketq.cluster.message import MASTER_ID
-from rocketq.cluster.remoting.codes import RequestCode
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.remoting.transport import request_once
-from rocketq.cluster.route_data import RouteBodyError, parse_cluster_info
+from rocketq.common.aio import cancel_all
+from rocketq.common.exceptions import NotLeaderError, RocketqError, RocketqSystemError
+from rocketq.common.message import MASTER_ID
+from rocketq.remoting.codes import RequestCode
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.route_data import RouteBodyError, parse_cluster_info
+from rocketq.remoting.transport import request_once
 from rocketq.replication.raft.node import NotLeaderError as RaftNotLeaderError
 from rocketq.replication.raft.node import RaftConfig, Role
 from rocketq.replication.raft.server import RaftServer

@@ -16,7 +16,7 @@ What goes on a channel depends on what that nameserver holds of the topic table:
 
 The kind goes in the header field ``registerKind`` (rocketq's; a stock nameserver reads
 every request as a full one), the table in RocketMQ's compressed body
-(``cluster/register_body.py``). One request is in flight per nameserver. A closed connection
+(``remoting/register_body.py``). One request is in flight per nameserver. A closed connection
 is opened again after a second, and starts with the full table.
 """
 
@@ -30,13 +30,13 @@ from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 from rocketq.broker.topic_config import TopicDelta
-from rocketq.cluster.aio import wait_event
-from rocketq.cluster.errors import ConnectBrokerError, RequestTimeoutError
-from rocketq.cluster.message import TopicConfig
-from rocketq.cluster.register_body import crc32, encode_body
-from rocketq.cluster.remoting.codes import RequestCode, ResponseCode, SerializeType
-from rocketq.cluster.remoting.command import RemotingCommand, encode
-from rocketq.cluster.remoting.transport import Connection, connect
+from rocketq.common.aio import wait_event
+from rocketq.common.exceptions import ConnectBrokerError, RequestTimeoutError
+from rocketq.common.message import TopicConfig
+from rocketq.remoting.codes import RequestCode, ResponseCode, SerializeType
+from rocketq.remoting.command import RemotingCommand, encode
+from rocketq.remoting.register_body import crc32, encode_body
+from rocketq.remoting.transport import Connection, connect
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ import logging
 import time
 from pathlib import Path
 
-from rocketq.cluster.aio import cancel_all, wait_event
-from rocketq.cluster.errors import MessageIllegalError, StoreCorruptError
-from rocketq.cluster.json_file import read_json, write_json_atomic
-from rocketq.cluster.message import (
+from rocketq.common.aio import cancel_all, wait_event
+from rocketq.common.exceptions import MessageIllegalError, StoreCorruptError
+from rocketq.common.json_file import read_json, write_json_atomic
+from rocketq.common.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -29,7 +29,7 @@ from rocketq.cluster.message import (
     MessageExt,
     transaction_type,
 )
-from rocketq.cluster.record import (
+from rocketq.common.record import (
     decode_record,
     iter_records,
     property_value,

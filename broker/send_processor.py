@@ -20,7 +20,7 @@ from rocketq.broker.subscription_group import SubscriptionGroupManager
 from rocketq.broker.timer import TimerMessageStore
 from rocketq.broker.topic_config import TopicConfigManager
 from rocketq.broker.transaction import TransactionalMessageService, is_prepared
-from rocketq.cluster.errors import (
+from rocketq.common.exceptions import (
     FlushDiskTimeoutError,
     FlushSlaveTimeoutError,
     MessageIllegalError,
@@ -30,7 +30,7 @@ from rocketq.cluster.errors import (
     RocketqSystemError,
     ServiceNotAvailableError,
 )
-from rocketq.cluster.message import (
+from rocketq.common.message import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     PERM_READ,
     PERM_WRITE,
@@ -44,7 +44,7 @@ from rocketq.cluster.message import (
     send_forbidden_reason,
     transaction_type,
 )
-from rocketq.cluster.record import (
+from rocketq.common.record import (
     POS_SYS_FLAG,
     UINT,
     decode_record,

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from rocketq.broker.config_json import group_of, topic_of
-from rocketq.cluster.errors import RocketqError, for_code
-from rocketq.cluster.remoting import fastjson
-from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.remoting.transport import connect
+from rocketq.common.exceptions import RocketqError, for_code
+from rocketq.remoting import fastjson
+from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.transport import connect
 
 if TYPE_CHECKING:
     from rocketq.broker.host import BrokerHost

@@ -8,8 +8,8 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from rocketq.cluster.errors import SubscriptionGroupNotExistError
-from rocketq.cluster.json_file import read_json, write_json_atomic
+from rocketq.common.exceptions import SubscriptionGroupNotExistError
+from rocketq.common.json_file import read_json, write_json_atomic
 
 log = logging.getLogger(__name__)
 

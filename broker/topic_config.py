@@ -41,9 +41,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from rocketq.cluster.errors import MessageIllegalError, StoreCorruptError, TopicNotExistError
-from rocketq.cluster.json_file import read_json, write_json_atomic
-from rocketq.cluster.message import (
+from rocketq.common.exceptions import MessageIllegalError, StoreCorruptError, TopicNotExistError
+from rocketq.common.json_file import read_json, write_json_atomic
+from rocketq.common.message import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     PERM_INHERIT,
     PERM_READ,
@@ -53,7 +53,7 @@ from rocketq.cluster.message import (
     TRANS_OP_HALF_TOPIC,
     TopicConfig,
 )
-from rocketq.cluster.record import check_topic
+from rocketq.common.record import check_topic
 
 log = logging.getLogger(__name__)
 

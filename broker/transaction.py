@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from rocketq.broker.metrics import BrokerCounters
-from rocketq.cluster.errors import MessageIllegalError, NoPermissionError, RocketqSystemError
-from rocketq.cluster.message import (
+from rocketq.common.exceptions import MessageIllegalError, NoPermissionError, RocketqSystemError
+from rocketq.common.message import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_REAL_QUEUE_ID,
@@ -39,7 +39,7 @@ from rocketq.cluster.message import (
     MessageExt,
     transaction_type,
 )
-from rocketq.cluster.record import (
+from rocketq.common.record import (
     POS_SYS_FLAG,
     decode_record,
     encode_host,

@@ -31,7 +31,7 @@ from rocketq.chaos.history import ChaosError
 from rocketq.chaos.hostile import Hostile, HostileLimits, NodePorts, targets_of
 from rocketq.chaos.workers import Workers
 from rocketq.cluster.launcher import LocalCluster, Node
-from rocketq.cluster.procs import wait_until
+from rocketq.cluster.pids import wait_until
 
 FAULT_KINDS: Final = (
     "kill-master",

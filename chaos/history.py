@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from rocketq.cluster.errors import RocketqError
+from rocketq.common.exceptions import RocketqError
 
 HISTORY_FILE: Final = "history.jsonl"
 RECORD_TYPES: Final = frozenset(

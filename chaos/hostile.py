@@ -61,7 +61,7 @@ from rocketq.chaos.hostile_payloads import (
     length_frames,
     mutate,
 )
-from rocketq.cluster.remoting.command import decode
+from rocketq.remoting.command import decode
 
 TRAFFIC: Final = ("frames", "lengths", "bombs", "big", "slow", "flood", "garbage", "slowloris")
 # Which traffic goes to which kind of port.

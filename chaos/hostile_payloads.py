@@ -14,9 +14,9 @@ import zlib
 from collections.abc import Callable
 from typing import Final
 
-from rocketq.cluster.register_body import crc32, encode_body
-from rocketq.cluster.remoting.codes import RequestCode, SerializeType
-from rocketq.cluster.remoting.command import RemotingCommand, RemotingError, decode, encode
+from rocketq.remoting.codes import RequestCode, SerializeType
+from rocketq.remoting.command import RemotingCommand, RemotingError, decode, encode
+from rocketq.remoting.register_body import crc32, encode_body
 from rocketq.sdk.wire import send_request
 
 # A 37-byte frame with a binary header whose one ext field announces a value of 65,530

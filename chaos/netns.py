@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Final
 
-from rocketq.cluster.errors import RocketqError
 from rocketq.cluster.launcher import ClusterSpec, LocalCluster, Node
+from rocketq.common.exceptions import RocketqError
 
 TABLE: Final = "rocketq_partition"
 

@@ -35,9 +35,9 @@ from rocketq.chaos.report import hostile_broken, hostile_json
 from rocketq.chaos.server_memory import ServerMemory
 from rocketq.chaos.workers import Workers
 from rocketq.chaos.workload import ORDERLY_TOPIC, TOPIC
-from rocketq.cluster.errors import RocketqError
 from rocketq.cluster.launcher import ClusterSpec, LocalCluster
-from rocketq.cluster.procs import wait_until
+from rocketq.cluster.pids import wait_until
+from rocketq.common.exceptions import RocketqError
 from rocketq.sdk.admin import Admin
 
 QUEUES_PER_GROUP: Final = 4

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from rocketq.cluster.launcher import LocalCluster
-from rocketq.cluster.procs import proc_stat
+from rocketq.cluster.pids import proc_stat
 
 SAMPLE_PERIOD_S: Final = 0.5
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Final
 
 from rocketq.chaos.history import ChaosError
-from rocketq.cluster.procs import tail, wait_until
+from rocketq.cluster.pids import tail, wait_until
 
 STOP_TIMEOUT_S: Final = 30.0
 READY_TIMEOUT_S: Final = 60.0

@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Final
 
 from rocketq.chaos.history import HistoryWriter
-from rocketq.cluster.errors import RocketqError
 from rocketq.cluster.launcher import LauncherError, LocalCluster
-from rocketq.cluster.message import Message, MessageExt, MessageQueue
+from rocketq.common.exceptions import RocketqError
+from rocketq.common.message import Message, MessageExt, MessageQueue
 from rocketq.sdk.admin import Admin
 from rocketq.sdk.consumer_types import ConsumeFrom, ConsumeResult
 from rocketq.sdk.producer import Producer

@@ -1,7 +1,6 @@
-"""What every rocketq process shares.
+"""Operating a local cluster: the launcher of ``rocketq cluster up``, processes tracked by
+pid, the sidecars (Prometheus, the console) and the main loop of a server process.
 
-Owns the data model (``Message``, ``MessageExt``, ``MessageQueue``, topic configs and the
-system constants), the CommitLog record codec and message ids, config loading, the error
-classes, and the ``rocketq`` CLI. May import nothing else of rocketq: every other package
-imports ``cluster``, so the CLI imports server packages lazily inside its commands.
+Sits above the servers and the SDK and below the benchmarks, the chaos harness and the
+``rocketq`` CLI (``rocketq.cli``), which start clusters through it.
 """

@@ -25,7 +25,7 @@ _CONSOLE_MODULES: Final = (
     "multipart",
     "pygal",
 )
-_MARKER: Final = b"rocketq.cluster.cli"
+_MARKER: Final = b"rocketq.cli.main"
 
 Console = Sidecar
 
@@ -44,7 +44,7 @@ def console_missing() -> str | None:
 def start_console(cluster: LocalCluster, *, ready_timeout: float = 30.0) -> Console:
     """Start ``rocketq console`` for ``cluster`` on a free port and wait until it answers."""
     port = free_ports(1)[0]
-    argv = [sys.executable, "-m", "rocketq.cluster.cli", "console"]
+    argv = [sys.executable, "-m", "rocketq.cli.main", "console"]
     argv += ["--namesrv", cluster.namesrv_addr, "--bind", HOST, "--port", str(port)]
     return start_sidecar(
         NAME, _home(cluster.data_dir), argv, port=port, ready_path="/api/session",

@@ -1,7 +1,7 @@
 """The local multi-process launcher: one nameserver and broker processes on this machine.
 
 ``rocketq cluster up``, the integration tests and the chaos harness all start clusters
-through :class:`LocalCluster`. Every node is ``python -m rocketq.cluster.cli nameserver|broker`` in
+through :class:`LocalCluster`. Every node is ``python -m rocketq.cli.main nameserver|broker`` in
 its own session, on a free port (the first nameserver on ``ClusterSpec.namesrv_port`` when
 that port is free: ``rocketq cluster up`` asks for RocketMQ's 9876), with stdout (the one
 ``{"ready": ...}`` line) in ``<data_dir>/logs/<name>.out`` and its log in
@@ -9,7 +9,7 @@ that port is free: ``rocketq cluster up`` asks for RocketMQ's 9876), with stdout
 ``<data_dir>/cluster.json``, from which :meth:`LocalCluster.load` rebuilds a handle in
 another process (``rocketq cluster down|status``).
 
-A pid is signalled only while ``/proc/<pid>`` shows a ``rocketq.cluster.cli`` process started at the
+A pid is signalled only while ``/proc/<pid>`` shows a ``rocketq.cli.main`` process started at the
 recorded time, so a pid the kernel has handed to another process is never signalled.
 """
 
@@ -30,9 +30,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal, get_args
 
-from rocketq.cluster.errors import ConfigError, RocketqError
-from rocketq.cluster.json_file import read_json, write_json_atomic
-from rocketq.cluster.procs import POLL_INTERVAL, is_ours, proc_stat, tail, wait_until
+from rocketq.cluster.pids import POLL_INTERVAL, is_ours, proc_stat, tail, wait_until
+from rocketq.common.exceptions import ConfigError, RocketqError
+from rocketq.common.json_file import read_json, write_json_atomic
 
 Replication = Literal["none", "ha", "raft"]
 Role = Literal["nameserver", "broker"]
@@ -206,10 +206,10 @@ class ClusterStatus:
 
 
 def _fetch_cluster_info(addr: str, timeout: float = 2.0) -> dict[str, dict[int, str]]:
-    from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
-    from rocketq.cluster.remoting.command import RemotingCommand
-    from rocketq.cluster.remoting.transport import request_blocking
-    from rocketq.cluster.route_data import parse_cluster_info
+    from rocketq.remoting.codes import RequestCode, ResponseCode
+    from rocketq.remoting.command import RemotingCommand
+    from rocketq.remoting.route_data import parse_cluster_info
+    from rocketq.remoting.transport import request_blocking
 
     answer = request_blocking(addr, RemotingCommand(RequestCode.GET_BROKER_CLUSTER_INFO), timeout)
     if answer.code != ResponseCode.SUCCESS:
@@ -393,7 +393,7 @@ class LocalCluster:
             )
 
     def _command(self, node: Node) -> list[str]:
-        cmd = [sys.executable, "-m", "rocketq.cluster.cli", node.role]
+        cmd = [sys.executable, "-m", "rocketq.cli.main", node.role]
         if node.role == "nameserver":
             cmd += ["--port", str(node.port), "--bind", node.host]
             cmd += ["--kv-config-path", str(node.home / "kvConfig.json")]

@@ -14,9 +14,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocketq.cluster.json_file import read_json, write_json_atomic
 from rocketq.cluster.launcher import HOST, LauncherError
-from rocketq.cluster.procs import POLL_INTERVAL, is_ours, proc_stat, tail
+from rocketq.cluster.pids import POLL_INTERVAL, is_ours, proc_stat, tail
+from rocketq.common.json_file import read_json, write_json_atomic
 
 
 @dataclass

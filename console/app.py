@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from rocketq.cluster.errors import RocketqError, TopicNotExistError
+from rocketq.common.exceptions import RocketqError, TopicNotExistError
 from rocketq.console import (
     cluster_view,
     dashboard_view,

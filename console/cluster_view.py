@@ -13,7 +13,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from rocketq.cluster.errors import RocketqError
+from rocketq.common.exceptions import RocketqError
 from rocketq.console.pages import admin_of, error_response, render
 from rocketq.sdk.admin import Admin, BrokerInfo
 

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from rocketq.cluster.errors import RocketqError
+from rocketq.common.exceptions import RocketqError
 from rocketq.console.messages_view import parse_time
 from rocketq.console.pages import admin_of, error_response, is_api, refuse_change, render
 from rocketq.console.security import audit

@@ -16,9 +16,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from rocketq.cluster.errors import QueryNotFoundError, RocketqError, TopicNotExistError
-from rocketq.cluster.message import MessageExt, message_doc
-from rocketq.cluster.message_id import decode_offset_msg_id
+from rocketq.common.exceptions import QueryNotFoundError, RocketqError, TopicNotExistError
+from rocketq.common.message import MessageExt, message_doc
+from rocketq.common.message_id import decode_offset_msg_id
 from rocketq.console.pages import admin_of, error_response, is_api, refuse_change, render
 from rocketq.console.security import audit
 from rocketq.console.topics_view import BadInputError, fields_of

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
-from rocketq.cluster.errors import RocketqError
+from rocketq.common.exceptions import RocketqError
 from rocketq.sdk.admin import Admin
 
 log = logging.getLogger("rocketq.console")

@@ -16,8 +16,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from rocketq.cluster.errors import MessageIllegalError, RocketqError
-from rocketq.cluster.message import (
+from rocketq.common.exceptions import MessageIllegalError, RocketqError
+from rocketq.common.message import (
     DLQ_GROUP_TOPIC_PREFIX,
     PERM_READ,
     PERM_WRITE,
@@ -26,7 +26,7 @@ from rocketq.cluster.message import (
     Message,
     is_system_topic,
 )
-from rocketq.cluster.record import check_topic
+from rocketq.common.record import check_topic
 from rocketq.console.pages import admin_of, error_response, is_api, refuse_change, render
 from rocketq.console.security import audit
 from rocketq.sdk.admin import Admin

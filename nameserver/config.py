@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocketq.cluster.config import ServerBoundsConfig, check_server_bounds, validate_config
+from rocketq.common.config import ServerBoundsConfig, check_server_bounds, validate_config
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ import os
 import threading
 from pathlib import Path
 
-from rocketq.cluster.errors import ConfigError
+from rocketq.common.exceptions import ConfigError
 
 log = logging.getLogger(__name__)
 

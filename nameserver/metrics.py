@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterator, Mapping
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import Metric
 
-from rocketq.cluster.metrics import Base, Collector, bounds_collector
-from rocketq.cluster.remoting.bounds import ServerGuard
+from rocketq.common.metrics import Base, Collector, bounds_collector
 from rocketq.nameserver.route_info import RouteInfoManager
+from rocketq.remoting.bounds import ServerGuard
 
 FULL, DELTA, HEARTBEAT = "full", "delta", "heartbeat"
 

@@ -18,27 +18,27 @@ import time
 from collections.abc import Awaitable
 from typing import Final
 
-from rocketq.cluster.errors import (
+from rocketq.common.exceptions import (
     MessageIllegalError,
     QueryNotFoundError,
     RocketqSystemError,
     TopicNotExistError,
 )
-from rocketq.cluster.register_body import (
+from rocketq.nameserver.config import NameServerConfig
+from rocketq.nameserver.kv_config import KVConfigManager
+from rocketq.nameserver.metrics import DELTA, FULL, HEARTBEAT, NameServerCounters
+from rocketq.nameserver.route_info import RegisterResult, RouteInfoManager
+from rocketq.remoting import fastjson
+from rocketq.remoting.codes import MQVersion, RequestCode, ResponseCode
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.register_body import (
     RegisterBody,
     RegisterBodyError,
     decode_body,
     decodes_inline,
 )
-from rocketq.cluster.remoting import fastjson
-from rocketq.cluster.remoting.codes import MQVersion, RequestCode, ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.remoting.transport import Connection, Handler
-from rocketq.cluster.route_data import ClusterInfo, cluster_info_body, route_body
-from rocketq.nameserver.config import NameServerConfig
-from rocketq.nameserver.kv_config import KVConfigManager
-from rocketq.nameserver.metrics import DELTA, FULL, HEARTBEAT, NameServerCounters
-from rocketq.nameserver.route_info import RegisterResult, RouteInfoManager
+from rocketq.remoting.route_data import ClusterInfo, cluster_info_body, route_body
+from rocketq.remoting.transport import Connection, Handler
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rocketq.cluster.message import MASTER_ID, TopicConfig
-from rocketq.cluster.route_data import BrokerData, QueueData, TopicRouteData
+from rocketq.common.message import MASTER_ID, TopicConfig
+from rocketq.remoting.route_data import BrokerData, QueueData, TopicRouteData
 
 log = logging.getLogger(__name__)
 

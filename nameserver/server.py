@@ -7,13 +7,13 @@ import contextlib
 import logging
 from pathlib import Path
 
-from rocketq.cluster.metrics_server import MetricsServer
-from rocketq.cluster.remoting.transport import RemotingServer
+from rocketq.common.metrics_server import MetricsServer
 from rocketq.nameserver.config import NameServerConfig
 from rocketq.nameserver.kv_config import KVConfigManager
 from rocketq.nameserver.metrics import registry_for
 from rocketq.nameserver.processor import ORDER_TOPIC_CONFIG, NameServerProcessor
 from rocketq.nameserver.route_info import RouteInfoManager
+from rocketq.remoting.transport import RemotingServer
 
 __all__ = ["ORDER_TOPIC_CONFIG", "NameServer"]
 

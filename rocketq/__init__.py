@@ -9,7 +9,7 @@ The SDK's public names, asyncio first::
 
 ``rocketq.sync`` has blocking twins with the same names and methods, ``rocketq.errors``
 every error class. The servers, the store and the CLI live in the subpackages
-(``rocketq.broker``, ``rocketq.storage``, ``rocketq.cluster.cli`` ...); ``python -m rocketq``
+(``rocketq.broker``, ``rocketq.storage``, ``rocketq.cli.main`` ...); ``python -m rocketq``
 runs the CLI.
 """
 
@@ -20,7 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rocketq.cluster.message import Message, MessageExt, MessageQueue
+    from rocketq.common.message import Message, MessageExt, MessageQueue
     from rocketq.sdk.admin import Admin
     from rocketq.sdk.consumer_types import (
         ConsumeFrom,
@@ -53,9 +53,9 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
 # Where each public name lives. They are imported on first use, so the servers and the CLI,
 # which import rocketq.<subpackage> (and so this package first), do not load the SDK.
 _HOMES = {
-    "Message": "rocketq.cluster.message",
-    "MessageExt": "rocketq.cluster.message",
-    "MessageQueue": "rocketq.cluster.message",
+    "Message": "rocketq.common.message",
+    "MessageExt": "rocketq.common.message",
+    "MessageQueue": "rocketq.common.message",
     "Admin": "rocketq.sdk.admin",
     "ConsumeFrom": "rocketq.sdk.consumer_types",
     "ConsumeResult": "rocketq.sdk.consumer_types",

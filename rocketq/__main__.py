@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rocketq.cluster.cli import app
+from rocketq.cli.main import app
 
 if __name__ == "__main__":
     app(prog_name="rocketq")

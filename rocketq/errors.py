@@ -7,7 +7,7 @@ class for a code received from a broker or a nameserver.
 
 from __future__ import annotations
 
-from rocketq.cluster.errors import (
+from rocketq.common.exceptions import (
     ClientStateError,
     ConfigError,
     ConnectBrokerError,

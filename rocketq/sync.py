@@ -14,7 +14,7 @@ the asynchronous method there and waits for its result. The data types (``Messag
 
 from __future__ import annotations
 
-from rocketq.cluster.message import Message, MessageExt, MessageQueue
+from rocketq.common.message import Message, MessageExt, MessageQueue
 from rocketq.sdk.consumer_types import ConsumeFrom, ConsumeResult, MessageModel, MessageSelector
 from rocketq.sdk.producer import SendResult, SendStatus, split_batches
 from rocketq.sdk.sync import Admin, Producer, PullConsumer, PushConsumer, TransactionProducer

@@ -8,7 +8,7 @@ import contextlib
 import time
 from dataclasses import dataclass
 
-from rocketq.cluster.errors import (
+from rocketq.common.exceptions import (
     ConnectBrokerError,
     ConsumerNotOnlineError,
     MessageIllegalError,
@@ -17,7 +17,7 @@ from rocketq.cluster.errors import (
     SubscriptionGroupNotExistError,
     TopicNotExistError,
 )
-from rocketq.cluster.message import (
+from rocketq.common.message import (
     MASTER_ID,
     PERM_READ,
     PERM_WRITE,
@@ -25,10 +25,10 @@ from rocketq.cluster.message import (
     MessageExt,
     dlq_topic,
 )
-from rocketq.cluster.message_id import decode_offset_msg_id, encode_offset_msg_id
-from rocketq.cluster.record import decode_records
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.route_data import TopicRouteData
+from rocketq.common.message_id import decode_offset_msg_id, encode_offset_msg_id
+from rocketq.common.record import decode_records
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.route_data import TopicRouteData
 from rocketq.sdk import admin_wire as aw
 from rocketq.sdk.client import ClientInstance
 from rocketq.sdk.client_wire import search_offset_request

@@ -7,9 +7,9 @@ No I/O here.
 
 Bodies are JSON as fastjson writes it: a map keyed by a MessageQueue has the queue as a
 bare object key, queue ids and delay levels as map keys are bare numbers
-(:mod:`rocketq.cluster.remoting.fastjson` reads both). A non-SUCCESS answer raises the
+(:mod:`rocketq.remoting.fastjson` reads both). A non-SUCCESS answer raises the
 error class of its code with the broker's remark; a SUCCESS answer whose body is not the
-shape RocketMQ gives raises :class:`~rocketq.cluster.errors.RocketqSystemError` naming it.
+shape RocketMQ gives raises :class:`~rocketq.common.exceptions.RocketqSystemError` naming it.
 
 Two requests go on to one consumer client (the broker forwards them over the client's
 connection): GET_CONSUMER_RUNNING_INFO and CONSUME_MESSAGE_DIRECTLY; their answers are the
@@ -19,7 +19,7 @@ Two reads have no RocketMQ request of their own: one group's config is
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG with the group picked out (:func:`parse_subscription_group`),
 and a broker's tables are four requests (GET_ALL_TOPIC_CONFIG, GET_ALL_CONSUMER_OFFSET,
 GET_ALL_DELAY_OFFSET, GET_ALL_SUBSCRIPTIONGROUP_CONFIG), as RocketMQ's SlaveSynchronize
-makes them. Those four live in the shared model (``rocketq.cluster.remoting.broker_tables``),
+makes them. Those four live in the shared model (``rocketq.remoting.broker_tables``),
 where the broker's slave sync can use them too (the broker may not import the SDK); they are
 re-exported here.
 """
@@ -29,9 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from rocketq.cluster.errors import QueryNotFoundError
-from rocketq.cluster.remoting import fastjson
-from rocketq.cluster.remoting.answer import (
+from rocketq.common.exceptions import QueryNotFoundError
+from rocketq.remoting import fastjson
+from rocketq.remoting.answer import (
     body_doc,
     check,
     header_int,
@@ -40,7 +40,7 @@ from rocketq.cluster.remoting.answer import (
     object_field,
     text_field,
 )
-from rocketq.cluster.remoting.broker_tables import (
+from rocketq.remoting.broker_tables import (
     ConsumerOffsetTable,
     DataVersion,
     DelayOffsetTable,
@@ -59,8 +59,8 @@ from rocketq.cluster.remoting.broker_tables import (
     parse_all_topic_config,
     subscription_group_doc,
 )
-from rocketq.cluster.remoting.codes import RequestCode, RocketqRequestCode
-from rocketq.cluster.remoting.command import RemotingCommand
+from rocketq.remoting.codes import RequestCode, RocketqRequestCode
+from rocketq.remoting.command import RemotingCommand
 from rocketq.sdk.running_info import (
     ConsumeMessageDirectlyResult,
     ConsumerRunningInfo,
@@ -168,7 +168,7 @@ class ConsumerConnectionList:
 
 @dataclass(frozen=True, slots=True)
 class QueryMessageResult:
-    records: bytes  # the stored records, one after another (rocketq.cluster.record)
+    records: bytes  # the stored records, one after another (rocketq.common.record)
     index_last_update_timestamp: int
     index_last_update_phyoffset: int
 

@@ -19,11 +19,11 @@ import socket
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Final
 
-from rocketq.cluster.errors import RocketqError, TopicNotExistError
-from rocketq.cluster.message import MASTER_ID, PERM_READ, PERM_WRITE, MessageQueue
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.remoting.transport import Connection, Handler
-from rocketq.cluster.route_data import TopicRouteData
+from rocketq.common.exceptions import RocketqError, TopicNotExistError
+from rocketq.common.message import MASTER_ID, PERM_READ, PERM_WRITE, MessageQueue
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.route_data import TopicRouteData
+from rocketq.remoting.transport import Connection, Handler
 from rocketq.sdk.client_wire import (
     CONSUMER_REQUEST_CODES,
     NOTICE_CODES,

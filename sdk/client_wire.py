@@ -14,12 +14,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from rocketq.cluster.message import MessageQueue
-from rocketq.cluster.record import record_properties
-from rocketq.cluster.remoting import fastjson
-from rocketq.cluster.remoting.answer import body_doc, check, header_int, int_field, malformed
-from rocketq.cluster.remoting.codes import MessageSysFlag, RequestCode, ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand
+from rocketq.common.message import MessageQueue
+from rocketq.common.record import record_properties
+from rocketq.remoting import fastjson
+from rocketq.remoting.answer import body_doc, check, header_int, int_field, malformed
+from rocketq.remoting.codes import MessageSysFlag, RequestCode, ResponseCode
+from rocketq.remoting.command import RemotingCommand
 from rocketq.sdk.running_info import (
     ConsumeMessageDirectlyResult,
     ConsumerRunningInfo,

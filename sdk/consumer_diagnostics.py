@@ -20,10 +20,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Final
 
-from rocketq.cluster.errors import RequestCodeNotSupportedError
-from rocketq.cluster.message import MessageExt, MessageQueue
-from rocketq.cluster.remoting.codes import LanguageCode, RocketqVersion
-from rocketq.cluster.remoting.command import RemotingCommand
+from rocketq.common.exceptions import RequestCodeNotSupportedError
+from rocketq.common.message import MessageExt, MessageQueue
+from rocketq.remoting.codes import LanguageCode, RocketqVersion
+from rocketq.remoting.command import RemotingCommand
 from rocketq.sdk.client_wire import (
     DirectConsumeRequest,
     RunningInfoRequest,

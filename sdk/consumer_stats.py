@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from rocketq.cluster.message import MessageQueue
+from rocketq.common.message import MessageQueue
 from rocketq.sdk.running_info import ConsumeStatus
 
 MINUTE: Final = 60

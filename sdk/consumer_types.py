@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from rocketq.cluster.sql92 import validate
+from rocketq.common.sql92 import validate
 
 
 class MessageModel(enum.Enum):

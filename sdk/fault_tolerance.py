@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from rocketq.cluster.message import MessageQueue
+from rocketq.common.message import MessageQueue
 
 LATENCY_MAX: Final = (50, 100, 550, 1000, 2000, 3000, 15000)
 NOT_AVAILABLE_DURATION: Final = (0, 0, 30000, 60000, 120000, 180000, 600000)

@@ -20,9 +20,9 @@ from __future__ import annotations
 import zlib
 from typing import Final
 
-from rocketq.cluster.errors import ConfigError, MessageIllegalError
-from rocketq.cluster.message import MessageExt, SysFlag
-from rocketq.cluster.record import CRC_MASK, decode_record
+from rocketq.common.exceptions import ConfigError, MessageIllegalError
+from rocketq.common.message import MessageExt, SysFlag
+from rocketq.common.record import CRC_MASK, decode_record
 
 # RocketMQ's maxMessageSize (the producer's and the broker's): 4 MiB.
 MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024

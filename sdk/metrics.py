@@ -45,8 +45,8 @@ from typing import Final, TypeAlias
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from rocketq.cluster.errors import ClientStateError
-from rocketq.cluster.message import MessageExt
+from rocketq.common.exceptions import ClientStateError
+from rocketq.common.message import MessageExt
 
 SEND_COST_TIME: Final = "rocketmq_send_cost_time"
 DELIVERY_LATENCY: Final = "rocketmq_delivery_latency"

@@ -9,8 +9,8 @@ import logging
 import os
 from pathlib import Path
 
-from rocketq.cluster.errors import QueryNotFoundError, RocketqError
-from rocketq.cluster.message import MessageQueue
+from rocketq.common.exceptions import QueryNotFoundError, RocketqError
+from rocketq.common.message import MessageQueue
 from rocketq.sdk.client import ClientInstance
 from rocketq.sdk.client_wire import query_offset_request, update_offset_request
 

@@ -11,8 +11,8 @@ import contextlib
 import logging
 import time
 
-from rocketq.cluster.errors import RocketqError
-from rocketq.cluster.message import MessageExt, MessageQueue
+from rocketq.common.exceptions import RocketqError
+from rocketq.common.message import MessageExt, MessageQueue
 from rocketq.sdk.client import ClientInstance
 from rocketq.sdk.client_wire import (
     lock_batch_request,

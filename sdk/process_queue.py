@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import bisect
 
-from rocketq.cluster.message import MessageExt
+from rocketq.common.message import MessageExt
 
 
 class ProcessQueue:

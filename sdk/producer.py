@@ -19,7 +19,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from rocketq.cluster.errors import (
+from rocketq.common.exceptions import (
     ClientStateError,
     MessageIllegalError,
     NoPermissionError,
@@ -27,7 +27,7 @@ from rocketq.cluster.errors import (
     RocketqSystemError,
     TopicNotExistError,
 )
-from rocketq.cluster.message import (
+from rocketq.common.message import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     TRACE_PRODUCER_GROUP,
     Message,
@@ -35,15 +35,15 @@ from rocketq.cluster.message import (
     SysFlag,
     send_forbidden_reason,
 )
-from rocketq.cluster.message_id import UniqIdGenerator
-from rocketq.cluster.record import (
+from rocketq.common.message_id import UniqIdGenerator
+from rocketq.common.record import (
     FIXED_SIZE,
     check_topic,
     encode_properties,
     message_properties,
 )
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.route_data import TopicRouteData
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.route_data import TopicRouteData
 from rocketq.sdk.client import ClientInstance, local_ip, producer_heartbeat, publish_queues
 from rocketq.sdk.fault_tolerance import MQFaultStrategy, TopicPublishInfo
 from rocketq.sdk.metrics import MetricsOption, client_metrics

@@ -22,11 +22,11 @@ from typing import Any, TypeAlias
 
 from prometheus_client import CollectorRegistry
 
-from rocketq.cluster.aio import get_within, wait_event
-from rocketq.cluster.errors import ClientStateError, RocketqError, TopicNotExistError
-from rocketq.cluster.message import MessageExt, MessageQueue
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.sql92 import validate
+from rocketq.common.aio import get_within, wait_event
+from rocketq.common.exceptions import ClientStateError, RocketqError, TopicNotExistError
+from rocketq.common.message import MessageExt, MessageQueue
+from rocketq.common.sql92 import validate
+from rocketq.remoting.command import RemotingCommand
 from rocketq.sdk import consumer_diagnostics as diagnostics
 from rocketq.sdk.client import ClientInstance, consumer_heartbeat, subscribe_queues
 from rocketq.sdk.client_wire import (

@@ -27,9 +27,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from rocketq.cluster.aio import wait_event
-from rocketq.cluster.errors import ClientStateError, RocketqError, TopicNotExistError
-from rocketq.cluster.message import (
+from rocketq.common.aio import wait_event
+from rocketq.common.exceptions import ClientStateError, RocketqError, TopicNotExistError
+from rocketq.common.message import (
     MASTER_ID,
     PROPERTY_RETRY_TOPIC,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -39,9 +39,9 @@ from rocketq.cluster.message import (
     dlq_topic,
     retry_topic,
 )
-from rocketq.cluster.record import decode_records
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.sql92 import validate
+from rocketq.common.record import decode_records
+from rocketq.common.sql92 import validate
+from rocketq.remoting.command import RemotingCommand
 from rocketq.sdk import consumer_diagnostics as diagnostics
 from rocketq.sdk.client import ClientInstance, consumer_heartbeat, subscribe_queues
 from rocketq.sdk.client_wire import (

@@ -19,7 +19,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Final, Protocol
 
-from rocketq.cluster.message import MessageQueue
+from rocketq.common.message import MessageQueue
 
 DEFAULT_VIRTUAL_NODES: Final = 10
 

@@ -2,7 +2,7 @@
 across addresses, and one connection per broker that carries every request to it, many in
 flight (sends, long-polled pulls, heartbeats, offsets, admin requests) and the notices the
 broker sends back over it. A non-SUCCESS answer becomes the error class of its code
-(``rocketq.cluster.errors``); a broken connection is ``ConnectBrokerError`` and a missed
+(``rocketq.common.exceptions``); a broken connection is ``ConnectBrokerError`` and a missed
 deadline ``RequestTimeoutError``, both retriable.
 """
 
@@ -12,22 +12,22 @@ import contextlib
 import logging
 import random
 
-from rocketq.cluster.errors import (
+from rocketq.common.exceptions import (
     ConnectBrokerError,
     NoNameServerError,
     RequestTimeoutError,
 )
-from rocketq.cluster.remoting import fastjson
-from rocketq.cluster.remoting.answer import check as check_answer
-from rocketq.cluster.remoting.codes import RequestCode, SerializeType
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.remoting.transport import Handler, RemotingClient
-from rocketq.cluster.route_data import (
+from rocketq.remoting import fastjson
+from rocketq.remoting.answer import check as check_answer
+from rocketq.remoting.codes import RequestCode, SerializeType
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.route_data import (
     ClusterInfo,
     TopicRouteData,
     parse_cluster_info,
     parse_route,
 )
+from rocketq.remoting.transport import Handler, RemotingClient
 from rocketq.sdk.client_wire import parse_offset
 from rocketq.sdk.wire import PullReply, SendReply, parse_pull, parse_send
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from rocketq.cluster.message import MessageQueue
-from rocketq.cluster.remoting import fastjson
-from rocketq.cluster.remoting.answer import bool_field, int_field, malformed, text_field
+from rocketq.common.message import MessageQueue
+from rocketq.remoting import fastjson
+from rocketq.remoting.answer import bool_field, int_field, malformed, text_field
 from rocketq.sdk.wire import SubscriptionData, _subscription_doc
 
 # ConsumerRunningInfo's property names (besides the consumer's settings by their names).

@@ -18,9 +18,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
-from rocketq.cluster.aio import wait_event
-from rocketq.cluster.errors import RocketqError
-from rocketq.cluster.message import TRACE_TOPIC, Message, MessageExt
+from rocketq.common.aio import wait_event
+from rocketq.common.exceptions import RocketqError
+from rocketq.common.message import TRACE_TOPIC, Message, MessageExt
 
 log = logging.getLogger(__name__)
 

@@ -18,15 +18,15 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rocketq.cluster.errors import ClientStateError, MessageIllegalError, RocketqError
-from rocketq.cluster.message import (
+from rocketq.common.exceptions import ClientStateError, MessageIllegalError, RocketqError
+from rocketq.common.message import (
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_TRANSACTION_PREPARED,
     Message,
     MessageExt,
 )
-from rocketq.cluster.message_id import decode_offset_msg_id
-from rocketq.cluster.record import decode_record
+from rocketq.common.message_id import decode_offset_msg_id
+from rocketq.common.record import decode_record
 from rocketq.sdk.client_wire import (
     TRANSACTION_COMMIT,
     TRANSACTION_ROLLBACK,

@@ -5,7 +5,7 @@ heartbeat (HeartbeatData), and the replies read back. No I/O here.
 A send carries the message body as the request body and its properties in the header
 (``i``); a batch carries, per message, total size, magic 0, body CRC 0, flag, body length,
 body, properties length and properties, as RocketMQ 4.9's client writes it. A pull answer's
-body is the stored records, decoded by ``rocketq.cluster.record``.
+body is the stored records, decoded by ``rocketq.common.record``.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from rocketq.cluster.errors import for_code
-from rocketq.cluster.record import tags_hash_code
-from rocketq.cluster.remoting import fastjson
-from rocketq.cluster.remoting.answer import check
-from rocketq.cluster.remoting.codes import PullSysFlag, RequestCode, ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand
+from rocketq.common.exceptions import for_code
+from rocketq.common.record import tags_hash_code
+from rocketq.remoting import fastjson
+from rocketq.remoting.answer import check
+from rocketq.remoting.codes import PullSysFlag, RequestCode, ResponseCode
+from rocketq.remoting.command import RemotingCommand
 
 _BATCH_HEAD: Final = struct.Struct(">iiiii")
 _U16: Final = struct.Struct(">H")

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from rocketq.cluster.errors import (
+from rocketq.common.exceptions import (
     MessageIllegalError,
     PropertiesSizeExceededError,
     StoreCorruptError,
 )
-from rocketq.cluster.record import (
+from rocketq.common.record import (
     BLANK,
     BLANK_MAGIC_CODE,
     CRC_MASK,

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
 
-from rocketq.cluster.record import (
+from rocketq.common.record import (
     BLANK_MAGIC_CODE,
     FIXED_SIZE,
     MESSAGE_MAGIC_CODE,

@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 
-from rocketq.cluster.config import StoreConfig
+from rocketq.common.config import StoreConfig
 from rocketq.storage.checkpoint import Checkpoint, CheckpointFile
 from rocketq.storage.commitlog import CommitLog
 from rocketq.storage.dispatch import ConsumeQueueTable, Dispatcher

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final
 
-from rocketq.cluster.errors import StoreCorruptError
+from rocketq.common.exceptions import StoreCorruptError
 
 HEADER_SIZE: Final = 40
 SLOT_SIZE: Final = 4

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Final
 
-from rocketq.cluster.errors import StoreCorruptError
+from rocketq.common.exceptions import StoreCorruptError
 
 log = logging.getLogger(__name__)
 

@@ -20,11 +20,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rocketq.cluster.aio import cancel_all, wait_done
-from rocketq.cluster.config import StoreConfig
-from rocketq.cluster.errors import ServiceNotAvailableError
-from rocketq.cluster.message_id import decode_offset_msg_id
-from rocketq.cluster.record import INT, POS_BODY, POS_BODY_LENGTH, USHORT, check_topic, encode_host
+from rocketq.common.aio import cancel_all, wait_done
+from rocketq.common.config import StoreConfig
+from rocketq.common.exceptions import ServiceNotAvailableError
+from rocketq.common.message_id import decode_offset_msg_id
+from rocketq.common.record import INT, POS_BODY, POS_BODY_LENGTH, USHORT, check_topic, encode_host
 from rocketq.storage.checkpoint import CheckpointFile, fsync_dir
 from rocketq.storage.commitlog import AppendResult, CommitLog
 from rocketq.storage.consume_queue import CQ_UNIT_SIZE, ENTRY

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, NamedTuple
 
-from rocketq.cluster.config import StoreConfig
+from rocketq.common.config import StoreConfig
 from rocketq.storage.checkpoint import Checkpoint, fsync_dir
 from rocketq.storage.commitlog import CommitLog, QueueKey
 

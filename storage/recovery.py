@@ -29,7 +29,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Final
 
-from rocketq.cluster.record import (
+from rocketq.common.record import (
     BLANK_MAGIC_CODE,
     CRC_MASK,
     FIXED_SIZE,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from rocketq.cluster.config import StoreConfig
+from rocketq.common.config import StoreConfig
 from rocketq.storage.commitlog import CommitLog
 from rocketq.storage.dispatch import ConsumeQueueTable
 from rocketq.storage.index_file import IndexService

@@ -1,9 +1,9 @@
-"""Generate the protobuf modules of ``cluster/proto/rocketq/v1/rocketq.proto``.
+"""Generate the protobuf modules of ``common/proto/rocketq/v1/rocketq.proto``.
 
 protoc names a generated module's imports after the proto file's path below its include
 root, so the proto is compiled from where it lies in the installed namespace
 (``rocketq/cluster/proto/...``) and the generated modules import
-``rocketq.cluster.proto.rocketq.v1``, as the package installs them.
+``rocketq.common.proto.rocketq.v1``, as the package installs them.
 
     python tools/gen_proto.py            # what `make proto` runs
 """

@@ -42,7 +42,7 @@ class Finding:
 
     kind: str
     exception: str  # "ValueError: invalid literal..."
-    where: str  # the innermost frame: "cluster/message.py:336 in delay_level"
+    where: str  # the innermost frame: "common/message.py:336 in delay_level"
     trace: str
 
     @property

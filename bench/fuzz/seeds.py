@@ -28,28 +28,28 @@ from rocketq.broker.config_json import group_doc, topic_doc
 from rocketq.broker.registration import full_body
 from rocketq.broker.subscription_group import SubscriptionGroupConfig as BrokerGroupConfig
 from rocketq.broker.topic_config import config_doc, snapshot_doc
-from rocketq.cluster.config import StoreConfig, dump_toml
-from rocketq.cluster.message import Message as ProducerMessage
-from rocketq.cluster.message import MessageQueue, TopicConfig
-from rocketq.cluster.record import encode_message, encode_properties, encode_record
-from rocketq.cluster.register_body import crc32, encode_body
-from rocketq.cluster.remoting import fastjson
-from rocketq.cluster.remoting.broker_tables import (
+from rocketq.common.config import StoreConfig, dump_toml
+from rocketq.common.message import Message as ProducerMessage
+from rocketq.common.message import MessageQueue, TopicConfig
+from rocketq.common.record import encode_message, encode_properties, encode_record
+from rocketq.nameserver.config import NameServerConfig
+from rocketq.remoting import fastjson
+from rocketq.remoting.broker_tables import (
     SubscriptionGroupConfig,
     TopicConfigData,
     subscription_group_doc,
 )
-from rocketq.cluster.remoting.codes import RequestCode, ResponseCode, SerializeType
-from rocketq.cluster.remoting.command import RemotingCommand, encode
-from rocketq.cluster.route_data import (
+from rocketq.remoting.codes import RequestCode, ResponseCode, SerializeType
+from rocketq.remoting.command import RemotingCommand, encode
+from rocketq.remoting.register_body import crc32, encode_body
+from rocketq.remoting.route_data import (
     BrokerData,
     ClusterInfo,
     QueueData,
     TopicRouteData,
     cluster_info_body,
 )
-from rocketq.cluster.route_data import route_body as encode_route
-from rocketq.nameserver.config import NameServerConfig
+from rocketq.remoting.route_data import route_body as encode_route
 from rocketq.replication.ha.wire import Hello, encode_hello, encode_transfer_head
 from rocketq.replication.raft import wire as raft_wire
 from rocketq.replication.raft.node import (

@@ -29,16 +29,16 @@ from rocketq.broker.wire.admin import AdminRequests
 from rocketq.broker.wire.client import ClientRequests
 from rocketq.broker.wire.pull import PullRequests
 from rocketq.broker.wire.send import SendRequests
-from rocketq.cluster.config import StoreConfig
-from rocketq.cluster.errors import RocketqError
-from rocketq.cluster.message import TopicConfig
-from rocketq.cluster.remoting.codes import PullSysFlag, RequestCode, ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand, RemotingError, decode, encode
-from rocketq.cluster.remoting.transport import Connection, Handler
+from rocketq.common.config import StoreConfig
+from rocketq.common.exceptions import RocketqError
+from rocketq.common.message import TopicConfig
 from rocketq.nameserver.config import NameServerConfig
 from rocketq.nameserver.server import NameServer
+from rocketq.remoting.codes import PullSysFlag, RequestCode, ResponseCode
+from rocketq.remoting.command import RemotingCommand, RemotingError, decode, encode
+from rocketq.remoting.transport import Connection, Handler
 
-TRANSPORT_LOG: Final = logging.getLogger("rocketq.cluster.remoting.transport")
+TRANSPORT_LOG: Final = logging.getLogger("rocketq.remoting.transport")
 WALL_LIMIT: Final = 5.0  # seconds an awaited handler may take before it is a hang
 TOPIC: Final = "FuzzTopic"  # made with 4 queues at start; the seeds use it
 

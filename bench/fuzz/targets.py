@@ -22,16 +22,16 @@ from rocketq.broker.config import load_broker_config
 from rocketq.broker.config_json import group_of, topic_of
 from rocketq.broker.topic_config import TopicConfigManager
 from rocketq.broker.wire.send import batch_records
-from rocketq.cluster.config import load_config
-from rocketq.cluster.errors import (
+from rocketq.common.config import load_config
+from rocketq.common.exceptions import (
     ConfigError,
     MessageIllegalError,
     RocketqError,
     StoreCorruptError,
     SubscriptionParseFailedError,
 )
-from rocketq.cluster.message import decode_properties
-from rocketq.cluster.record import (
+from rocketq.common.message import decode_properties
+from rocketq.common.record import (
     decode_record,
     decode_records,
     encode_properties,
@@ -39,19 +39,19 @@ from rocketq.cluster.record import (
     property_value,
     record_properties,
 )
-from rocketq.cluster.register_body import RegisterBodyError, decode_body
-from rocketq.cluster.remoting import fastjson
-from rocketq.cluster.remoting.broker_tables import (
+from rocketq.common.sql92 import compile_expression
+from rocketq.nameserver.config import NameServerConfig
+from rocketq.remoting import fastjson
+from rocketq.remoting.broker_tables import (
     parse_all_consumer_offset,
     parse_all_delay_offset,
     parse_all_subscription_group_config,
     parse_all_topic_config,
 )
-from rocketq.cluster.remoting.codes import ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand, RemotingError, decode
-from rocketq.cluster.route_data import RouteBodyError, parse_cluster_info, parse_route
-from rocketq.cluster.sql92 import compile_expression
-from rocketq.nameserver.config import NameServerConfig
+from rocketq.remoting.codes import ResponseCode
+from rocketq.remoting.command import RemotingCommand, RemotingError, decode
+from rocketq.remoting.register_body import RegisterBodyError, decode_body
+from rocketq.remoting.route_data import RouteBodyError, parse_cluster_info, parse_route
 from rocketq.replication.ha.wire import (
     HELLO,
     TRANSFER,
@@ -329,13 +329,13 @@ HARNESSES: Final = {
             "remoting_frame",
             remoting_frame,
             (RemotingError,),
-            "cluster/remoting/command.py decode: JSON and ROCKETMQ headers",
+            "remoting/command.py decode: JSON and ROCKETMQ headers",
         ),
         Harness(
             "fastjson",
             fastjson_body,
             (ValueError,),  # FastjsonDecodeError, or bytes that are not UTF-8
-            "cluster/remoting/fastjson.py loads: fastjson's loose JSON",
+            "remoting/fastjson.py loads: fastjson's loose JSON",
         ),
         server_targets.BROKER_HARNESS,
         server_targets.NAMESERVER_HARNESS,
@@ -349,25 +349,25 @@ HARNESSES: Final = {
             "records",
             records,
             (MessageIllegalError,),
-            "cluster/record.py decoders as the broker and the SDK use them",
+            "common/record.py decoders as the broker and the SDK use them",
         ),
         Harness(
             "message_properties",
             message_properties,
             (MessageIllegalError,),
-            "cluster/message.py decode_properties, cluster/record.py property_value",
+            "common/message.py decode_properties, common/record.py property_value",
         ),
         Harness(
             "register_body",
             register_body,
             (RegisterBodyError,),
-            "cluster/register_body.py decode_body: compressed and JSON",
+            "remoting/register_body.py decode_body: compressed and JSON",
         ),
         Harness(
             "route_body",
             route_body,
             (RouteBodyError,),
-            "cluster/route_data.py parse_route, parse_cluster_info",
+            "remoting/route_data.py parse_route, parse_cluster_info",
         ),
         Harness(
             "topic_body",
@@ -379,7 +379,7 @@ HARNESSES: Final = {
             "sql92",
             sql92,
             (SubscriptionParseFailedError,),
-            "cluster/sql92.py compile_expression and matches",
+            "common/sql92.py compile_expression and matches",
         ),
         Harness(
             "sdk_answers",
@@ -421,7 +421,7 @@ HARNESSES: Final = {
             "config_toml",
             config_toml,
             (ConfigError,),
-            "cluster/config.py load_configs: broker.toml, the nameserver's TOML",
+            "common/config.py load_configs: broker.toml, the nameserver's TOML",
         ),
     )
 }

@@ -31,7 +31,7 @@ from rocketq.broker.runtime_info import config_table, runtime_table
 from rocketq.broker.subscription_group import check_group
 from rocketq.broker.wire.client import json_body
 from rocketq.broker.wire.pull import header_int
-from rocketq.cluster.errors import (
+from rocketq.common.exceptions import (
     ConsumerNotOnlineError,
     MessageIllegalError,
     QueryNotFoundError,
@@ -39,12 +39,12 @@ from rocketq.cluster.errors import (
     SubscriptionGroupNotExistError,
     TopicNotExistError,
 )
-from rocketq.cluster.message import TopicConfig
-from rocketq.cluster.message_id import decode_offset_msg_id, encode_offset_msg_id
-from rocketq.cluster.remoting import fastjson
-from rocketq.cluster.remoting.codes import RequestCode, ResponseCode, RocketqRequestCode
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.remoting.transport import Connection, Handler
+from rocketq.common.message import TopicConfig
+from rocketq.common.message_id import decode_offset_msg_id, encode_offset_msg_id
+from rocketq.remoting import fastjson
+from rocketq.remoting.codes import RequestCode, ResponseCode, RocketqRequestCode
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.transport import Connection, Handler
 
 FILTER_TYPES: Final = ("SINGLE_TAG", "MULTI_TAG")
 UNIQUE_KEY_QUERY: Final = "_UNIQUE_KEY_QUERY"  # MixAll.UNIQUE_MSG_QUERY_FLAG

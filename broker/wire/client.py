@@ -25,18 +25,18 @@ from rocketq.broker.request_host import RequestHost
 from rocketq.broker.subscription_group import check_group
 from rocketq.broker.transaction import CheckTransaction, Resolution
 from rocketq.broker.wire.pull import LONG_MAX, LONG_MIN, header_int
-from rocketq.cluster.errors import (
+from rocketq.common.exceptions import (
     MessageIllegalError,
     QueryNotFoundError,
     RocketqSystemError,
     ServiceNotAvailableError,
 )
-from rocketq.cluster.message import PERM_READ, PERM_WRITE, retry_topic
-from rocketq.cluster.metrics import response_code_name
-from rocketq.cluster.remoting import fastjson
-from rocketq.cluster.remoting.codes import MessageSysFlag, RequestCode, ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.remoting.transport import Connection, Handler, error_response
+from rocketq.common.message import PERM_READ, PERM_WRITE, retry_topic
+from rocketq.common.metrics import response_code_name
+from rocketq.remoting import fastjson
+from rocketq.remoting.codes import MessageSysFlag, RequestCode, ResponseCode
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.transport import Connection, Handler, error_response
 
 log = logging.getLogger(__name__)
 

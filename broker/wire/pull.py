@@ -16,11 +16,11 @@ from typing import Final
 from rocketq.broker.metrics import PULL_MESSAGE, REMOTING
 from rocketq.broker.pull_processor import PullStatus
 from rocketq.broker.request_host import RequestHost
-from rocketq.cluster.errors import MessageIllegalError
-from rocketq.cluster.metrics import response_code_name
-from rocketq.cluster.remoting.codes import PullSysFlag, RequestCode, ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.remoting.transport import Connection, Handler
+from rocketq.common.exceptions import MessageIllegalError
+from rocketq.common.metrics import response_code_name
+from rocketq.remoting.codes import PullSysFlag, RequestCode, ResponseCode
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.transport import Connection, Handler
 
 # What a header's number may hold: a Java long, as RocketMQ parses it.
 LONG_MIN: Final = -(1 << 63)

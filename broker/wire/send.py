@@ -23,19 +23,19 @@ from typing import Final
 from rocketq.broker.metrics import REMOTING, SEND_BATCH_MESSAGE, SEND_MESSAGE
 from rocketq.broker.request_host import RequestHost
 from rocketq.broker.wire.pull import LONG_MAX, LONG_MIN
-from rocketq.cluster.errors import MessageIllegalError, PropertiesSizeExceededError
-from rocketq.cluster.message import PROPERTY_CLUSTER
-from rocketq.cluster.message_id import encode_offset_msg_id
-from rocketq.cluster.metrics import response_code_name
-from rocketq.cluster.record import (
+from rocketq.common.exceptions import MessageIllegalError, PropertiesSizeExceededError
+from rocketq.common.message import PROPERTY_CLUSTER
+from rocketq.common.message_id import encode_offset_msg_id
+from rocketq.common.metrics import response_code_name
+from rocketq.common.record import (
     MAX_PROPERTIES_LENGTH,
     check_topic,
     encode_host,
     encode_record,
 )
-from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.remoting.transport import Connection, Handler, error_response
+from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.transport import Connection, Handler, error_response
 from rocketq.storage.commitlog import AppendResult
 from rocketq.storage.results import PutStatus
 

@@ -33,8 +33,8 @@ import time
 from collections.abc import Callable
 from typing import Final, cast
 
-from rocketq.cluster.config import ServerBoundsConfig
-from rocketq.cluster.remoting.bounds import (
+from rocketq.common.config import ServerBoundsConfig
+from rocketq.remoting.bounds import (
     BAD_FRAME,
     BUFFERED_BYTES,
     FRAME_READ_TIMEOUT,

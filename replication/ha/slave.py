@@ -18,7 +18,7 @@ import socket
 from collections.abc import Callable
 from typing import cast
 
-from rocketq.cluster.errors import RocketqError
+from rocketq.common.exceptions import RocketqError
 from rocketq.replication.ha.wire import (
     REPORT,
     TRANSFER,

@@ -20,7 +20,7 @@ import struct
 from dataclasses import dataclass
 from typing import Final
 
-from rocketq.cluster.errors import RocketqError
+from rocketq.common.exceptions import RocketqError
 
 HELLO_MAGIC: Final = 0x52514841  # "RQHA"
 VERSION: Final = 1

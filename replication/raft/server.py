@@ -29,10 +29,10 @@ import time
 from collections.abc import Callable
 from typing import cast
 
-from rocketq.cluster.aio import cancel_all
-from rocketq.cluster.config import ServerBoundsConfig
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
-from rocketq.cluster.remoting.bounds import BAD_FRAME, FRAME_TOO_LARGE
+from rocketq.common.aio import cancel_all
+from rocketq.common.config import ServerBoundsConfig
+from rocketq.common.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.remoting.bounds import BAD_FRAME, FRAME_TOO_LARGE
 from rocketq.replication.ha.master import HELLO_TIMEOUT, PortGuard
 from rocketq.replication.raft.node import (
     HardStateStore,

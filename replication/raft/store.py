@@ -18,8 +18,8 @@ import struct
 from pathlib import Path
 from typing import Final
 
-from rocketq.cluster.errors import StoreCorruptError
-from rocketq.cluster.json_file import read_json, write_json_atomic
+from rocketq.common.exceptions import StoreCorruptError
+from rocketq.common.json_file import read_json, write_json_atomic
 from rocketq.replication.raft.node import Entry
 from rocketq.storage.message_store import MessageStore
 

@@ -20,7 +20,7 @@ from typing import Final
 
 from google.protobuf.message import DecodeError
 
-from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.common.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.replication.raft.node import (
     AppendRequest,
     AppendResponse,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from rocketq.cluster.errors import RocketqError
+from rocketq.common.exceptions import RocketqError
 
 EARLIEST: Final = -2
 LATEST: Final = -1
@@ -173,7 +173,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
     if tags is not None and sql is not None:
         raise SparkOptionError("give filter.tags or filter.sql, not both")
     if sql is not None:
-        from rocketq.cluster.sql92 import validate
+        from rocketq.common.sql92 import validate
 
         try:
             validate(str(sql))

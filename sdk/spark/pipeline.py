@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from rocketq.cluster.errors import RocketqError
+from rocketq.common.exceptions import RocketqError
 
 log = logging.getLogger(__name__)
 

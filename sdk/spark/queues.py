@@ -19,15 +19,15 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from rocketq.cluster.errors import (
+from rocketq.common.exceptions import (
     ConnectBrokerError,
     RequestTimeoutError,
     RocketqError,
     TopicNotExistError,
 )
-from rocketq.cluster.message import MessageExt
-from rocketq.cluster.record import decode_records
-from rocketq.cluster.remoting.command import RemotingCommand
+from rocketq.common.message import MessageExt
+from rocketq.common.record import decode_records
+from rocketq.remoting.command import RemotingCommand
 from rocketq.sdk.client import ClientInstance
 from rocketq.sdk.client_wire import (
     max_offset_request,

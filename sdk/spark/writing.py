@@ -21,8 +21,8 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from rocketq.cluster.errors import RocketqError
-from rocketq.cluster.message import SYSTEM_PROPERTY_NAMES, Message
+from rocketq.common.exceptions import RocketqError
+from rocketq.common.message import SYSTEM_PROPERTY_NAMES, Message
 from rocketq.sdk.producer import Producer
 from rocketq.sdk.spark.options import WriteOptions
 from rocketq.sdk.sync import run_blocking

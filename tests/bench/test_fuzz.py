@@ -20,7 +20,7 @@ from rocketq.bench.fuzz.harness import Harness, judge
 from rocketq.bench.fuzz.runner import CORPUS, HARNESS_NAMES, REGRESSIONS, FuzzOptions
 from rocketq.bench.fuzz.targets import HARNESSES, cleanup
 from rocketq.bench.report import BenchOptionError
-from rocketq.cluster.cli import app
+from rocketq.cli.main import app
 from tests.system_deps import unavailable
 
 # CPU seconds per input here: the worker's 1 s, with room for a busy machine under pytest.

@@ -273,7 +273,7 @@ def test_cli_prints_the_table_and_one_json_line_last(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     import rocketq.bench.peers.systems as systems
-    from rocketq.cluster.cli import app
+    from rocketq.cli.main import app
 
     monkeypatch.setattr(
         systems, "make_systems", lambda names: [FakeSystem("rocketq"), FakeSystem("peer")]
@@ -292,7 +292,7 @@ def test_cli_prints_the_table_and_one_json_line_last(
 
 
 def test_cli_refuses_an_unknown_system() -> None:
-    from rocketq.cluster.cli import app
+    from rocketq.cli.main import app
 
     result = CliRunner().invoke(app, ["bench", "peers", "--systems", "kafka"])
     assert result.exit_code == 2

@@ -28,7 +28,7 @@ from rocketq.bench.restart_bench import (
     read_start_log,
     table,
 )
-from rocketq.cluster.cli import app
+from rocketq.cli.main import app
 
 
 def test_sizes_are_two_ascending_and_checked() -> None:

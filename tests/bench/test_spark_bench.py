@@ -21,7 +21,7 @@ def test_a_tiny_run_reports_both_ratios(tmp_path: Path) -> None:
     cmd = [
         sys.executable,
         "-m",
-        "rocketq.cluster.cli",
+        "rocketq.cli.main",
         "bench",
         "spark",
         "--embedded",

@@ -16,7 +16,7 @@ from rocketq.bench.store_bench import (
     record_size,
     run_store_bench_async,
 )
-from rocketq.cluster.record import decode_records
+from rocketq.common.record import decode_records
 from rocketq.storage.message_store import MessageStore
 from rocketq.storage.results import GetStatus
 

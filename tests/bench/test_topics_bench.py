@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from rocketq.bench.report import BenchOptionError
 from rocketq.bench.topics_bench import parse_counts, run_topics_bench
-from rocketq.cluster.cli import app
+from rocketq.cli.main import app
 
 
 def test_counts_are_parsed_sorted_and_checked() -> None:

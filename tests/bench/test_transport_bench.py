@@ -10,7 +10,7 @@ import os
 from typer.testing import CliRunner
 
 from rocketq.bench import transport_bench
-from rocketq.cluster.cli import app
+from rocketq.cli.main import app
 
 
 def test_a_short_run_measures_every_case() -> None:

@@ -14,11 +14,11 @@ from rocketq.broker.wire.admin import AdminRequests
 from rocketq.broker.wire.client import ClientRequests
 from rocketq.broker.wire.pull import PullRequests
 from rocketq.broker.wire.send import SendRequests
-from rocketq.cluster.config import StoreConfig
-from rocketq.cluster.message import TopicConfig
-from rocketq.cluster.remoting.transport import Connection, RemotingServer, connect
+from rocketq.common.config import StoreConfig
+from rocketq.common.message import TopicConfig
 from rocketq.nameserver.config import NameServerConfig
 from rocketq.nameserver.server import NameServer
+from rocketq.remoting.transport import Connection, RemotingServer, connect
 from tests.integration.waiting import wait_until
 
 WIRE_TOPIC = "WireTopic"  # made with 2 queues by the fixture

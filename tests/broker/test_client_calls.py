@@ -14,19 +14,19 @@ import pytest
 
 from rocketq.broker.broker import Broker
 from rocketq.broker.client_channels import client_channels
-from rocketq.cluster.errors import ConsumeMsgTimeoutError
-from rocketq.cluster.message_id import decode_offset_msg_id, encode_offset_msg_id
-from rocketq.cluster.record import decode_records
-from rocketq.cluster.remoting import fastjson
-from rocketq.cluster.remoting.codes import (
+from rocketq.common.exceptions import ConsumeMsgTimeoutError
+from rocketq.common.message_id import decode_offset_msg_id, encode_offset_msg_id
+from rocketq.common.record import decode_records
+from rocketq.remoting import fastjson
+from rocketq.remoting.codes import (
     LanguageCode,
     MQVersion,
     RequestCode,
     ResponseCode,
     SerializeType,
 )
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.remoting.transport import Connection, Handler, connect
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.transport import Connection, Handler, connect
 from rocketq.sdk.client import ClientInstance, consumer_heartbeat
 from tests.broker.test_wire import TOPIC, heartbeat, v2
 from tests.integration.waiting import wait_until

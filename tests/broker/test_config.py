@@ -19,12 +19,12 @@ import pytest
 from rocketq.broker.broker import Broker
 from rocketq.broker.config import BrokerConfig, load_broker_config
 from rocketq.broker.runtime_info import config_table
-from rocketq.cluster.config import StoreConfig, dump_toml
-from rocketq.cluster.errors import ConfigError
 from rocketq.cluster.launcher import port_free
-from rocketq.cluster.remoting.transport import request_once
+from rocketq.common.config import StoreConfig, dump_toml
+from rocketq.common.exceptions import ConfigError
 from rocketq.nameserver.config import NameServerConfig
 from rocketq.nameserver.server import NameServer
+from rocketq.remoting.transport import request_once
 from rocketq.sdk import admin_wire as aw
 
 HOST = "127.0.0.1"
@@ -258,7 +258,7 @@ def test_the_cli_says_which_key_to_set_when_the_derived_ha_port_is_taken(
     """What an operator sees: a second broker configured as RocketMQ's docs say, whose
     listen_port + 1 another process holds."""
     with taken_port_after(1) as port:
-        cmd = [sys.executable, "-m", "rocketq.cluster.cli", "broker"]
+        cmd = [sys.executable, "-m", "rocketq.cli.main", "broker"]
         cmd += ["--listen-port", str(port), "--store-path-root-dir", str(tmp_path / "store")]
         cmd += ["-n", f"{HOST}:9", "--broker-name", "broker-b", "--set", "metrics_port=0"]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=tmp_path)

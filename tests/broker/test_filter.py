@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from rocketq.broker.filter import sql_filter
-from rocketq.cluster.errors import SubscriptionParseFailedError
-from rocketq.cluster.record import encode_properties, encode_record
+from rocketq.common.exceptions import SubscriptionParseFailedError
+from rocketq.common.record import encode_properties, encode_record
 
 
 def record(properties: dict[str, str]) -> bytes:

@@ -17,7 +17,7 @@ import pytest
 from rocketq import Message, Producer, SendStatus
 from rocketq.broker.broker import Broker
 from rocketq.broker.config import BrokerConfig
-from rocketq.cluster.config import StoreConfig
+from rocketq.common.config import StoreConfig
 from rocketq.nameserver.config import NameServerConfig
 from rocketq.nameserver.server import NameServer
 from rocketq.sdk.admin import Admin

@@ -26,12 +26,12 @@ from rocketq.broker.wire.admin import AdminRequests, header_bool, header_text
 from rocketq.broker.wire.client import ClientRequests
 from rocketq.broker.wire.pull import PullRequests, header_int
 from rocketq.broker.wire.send import SendHeader, SendRequests, java_true
-from rocketq.cluster.errors import MessageIllegalError, RocketqError, StoreCorruptError
-from rocketq.cluster.message import Message, TopicConfig
-from rocketq.cluster.record import decode_records, encode_host, encode_message
-from rocketq.cluster.remoting.codes import PullSysFlag, RequestCode, ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand, RemotingError
-from rocketq.cluster.remoting.transport import Connection
+from rocketq.common.exceptions import MessageIllegalError, RocketqError, StoreCorruptError
+from rocketq.common.message import Message, TopicConfig
+from rocketq.common.record import decode_records, encode_host, encode_message
+from rocketq.remoting.codes import PullSysFlag, RequestCode, ResponseCode
+from rocketq.remoting.command import RemotingCommand, RemotingError
+from rocketq.remoting.transport import Connection
 from tests.broker.conftest import WIRE_TOPIC
 from tests.fuzz_mutations import HOSTILE_JSON_TEXTS, json_with_a_part_replaced, mutated, total
 

@@ -14,7 +14,7 @@ from rocketq.broker.flow_control import FlowControl
 from rocketq.broker.long_polling import PullRequestHoldService
 from rocketq.broker.subscription_group import SubscriptionGroupManager
 from rocketq.broker.topic_config import TopicConfigManager
-from rocketq.cluster.errors import (
+from rocketq.common.exceptions import (
     MessageIllegalError,
     StoreCorruptError,
     SubscriptionGroupNotExistError,
@@ -22,8 +22,8 @@ from rocketq.cluster.errors import (
     SystemBusyError,
     TopicNotExistError,
 )
-from rocketq.cluster.message import PERM_INHERIT, TopicConfig
-from rocketq.cluster.record import tags_hash_code
+from rocketq.common.message import PERM_INHERIT, TopicConfig
+from rocketq.common.record import tags_hash_code
 
 
 def test_topics_auto_create_from_tbw102_and_persist(tmp_path: Path) -> None:

@@ -19,12 +19,12 @@ from prometheus_client import CollectorRegistry
 from rocketq import Message, Producer
 from rocketq.broker.broker import Broker
 from rocketq.broker.config import BrokerConfig
-from rocketq.cluster.config import StoreConfig
 from rocketq.cluster.launcher import free_ports
-from rocketq.cluster.remoting.codes import ResponseCode
-from rocketq.cluster.remoting.transport import request_once
+from rocketq.common.config import StoreConfig
 from rocketq.nameserver.config import NameServerConfig
 from rocketq.nameserver.server import NameServer
+from rocketq.remoting.codes import ResponseCode
+from rocketq.remoting.transport import request_once
 from rocketq.sdk.admin import Admin
 from rocketq.sdk.client_wire import parse_ok, send_back_request, update_offset_request
 from rocketq.sdk.transaction import TransactionProducer, TransactionState
@@ -74,7 +74,7 @@ DOCUMENTED: dict[str, tuple[str, tuple[str, ...]]] = {
     "rocketq_ha_sync_wait_seconds": ("histogram", ()),
     "rocketq_delay_backlog_messages": ("gauge", ("delay_level",)),
     "rocketq_timer_backlog_messages": ("gauge", ()),
-    # The bounds of the remoting and metrics ports (cluster/remoting/bounds.py).
+    # The bounds of the remoting and metrics ports (remoting/bounds.py).
     "rocketq_remoting_rejected": ("counter", ("reason",)),
     "rocketq_remoting_connections": ("gauge", ()),
     "rocketq_remoting_buffered_bytes": ("gauge", ()),

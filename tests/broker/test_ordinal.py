@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rocketq.broker.config import BrokerConfig, ordinal_of, ordinal_settings
-from rocketq.cluster.cli import app
+from rocketq.cli.main import app
 
 runner = CliRunner()
 

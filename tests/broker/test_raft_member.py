@@ -16,9 +16,9 @@ import pytest
 from rocketq import Message, Producer, SendStatus
 from rocketq.broker.broker import Broker
 from rocketq.broker.config import BrokerConfig, parse_dledger_peers
-from rocketq.cluster.config import StoreConfig
-from rocketq.cluster.errors import ConfigError, NotLeaderError
-from rocketq.cluster.record import encode_host, encode_record
+from rocketq.common.config import StoreConfig
+from rocketq.common.exceptions import ConfigError, NotLeaderError
+from rocketq.common.record import encode_host, encode_record
 from rocketq.nameserver.config import NameServerConfig
 from rocketq.nameserver.server import NameServer
 from rocketq.replication.raft.node import Role

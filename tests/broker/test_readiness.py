@@ -14,9 +14,9 @@ import pytest
 
 from rocketq.broker.broker import Broker
 from rocketq.broker.config import BrokerConfig
-from rocketq.cluster import metrics_server
-from rocketq.cluster.config import StoreConfig
 from rocketq.cluster.launcher import free_ports
+from rocketq.common import metrics_server
+from rocketq.common.config import StoreConfig
 from rocketq.nameserver.config import NameServerConfig
 from rocketq.nameserver.server import NameServer
 from rocketq.storage.message_store import MessageStore

@@ -1,6 +1,6 @@
 """Registration with the nameservers.
 
-The REGISTER_BROKER body (``cluster/register_body.py``): golden bytes of the inflated
+The REGISTER_BROKER body (``remoting/register_body.py``): golden bytes of the inflated
 table, written out by hand from the layout documented there; RocketMQ's own five-field
 topic lines and compact DataVersion read back; the CRC; damaged, cut and junk bodies refused
 with messages that say so. Then over real TCP against an in-process nameserver (port 0):
@@ -24,19 +24,19 @@ import pytest
 from rocketq.broker import registration
 from rocketq.broker.registration import NameServerRegistration, full_body
 from rocketq.broker.topic_config import TopicConfigManager
-from rocketq.cluster.message import TopicConfig
-from rocketq.cluster.register_body import (
+from rocketq.common.message import TopicConfig
+from rocketq.nameserver.config import NameServerConfig
+from rocketq.nameserver.server import NameServer
+from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.register_body import (
     RegisterBody,
     RegisterBodyError,
     crc32,
     decode_body,
     encode_body,
 )
-from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.remoting.transport import request_once
-from rocketq.nameserver.config import NameServerConfig
-from rocketq.nameserver.server import NameServer
+from rocketq.remoting.transport import request_once
 
 BROKER_ADDR: Final = "127.0.0.1:10911"
 TOPIC_A: Final = TopicConfig("A", 4, 4, 6)

@@ -8,8 +8,8 @@ import pytest
 
 from rocketq.broker.config import DEFAULT_DELAY_LEVELS, load_broker_config, parse_delay_levels
 from rocketq.broker.schedule import ScheduleMessageService
-from rocketq.cluster.config import StoreConfig
-from rocketq.cluster.errors import ConfigError, StoreCorruptError
+from rocketq.common.config import StoreConfig
+from rocketq.common.exceptions import ConfigError, StoreCorruptError
 from rocketq.storage.message_store import MessageStore
 
 

@@ -13,8 +13,8 @@ import pytest
 
 from rocketq.broker import topic_config
 from rocketq.broker.topic_config import TopicConfigManager, TopicDelta
-from rocketq.cluster.errors import StoreCorruptError
-from rocketq.cluster.message import TopicConfig
+from rocketq.common.exceptions import StoreCorruptError
+from rocketq.common.message import TopicConfig
 
 
 def manager(tmp_path: Path, *, auto_create: bool = True) -> TopicConfigManager:

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from rocketq.broker.broker import Broker
-from rocketq.cluster.message_id import decode_offset_msg_id
-from rocketq.cluster.record import decode_records
-from rocketq.cluster.remoting import fastjson
-from rocketq.cluster.remoting.codes import MessageSysFlag, PullSysFlag, RequestCode, ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.remoting.transport import Connection, connect
+from rocketq.common.message_id import decode_offset_msg_id
+from rocketq.common.record import decode_records
+from rocketq.remoting import fastjson
+from rocketq.remoting.codes import MessageSysFlag, PullSysFlag, RequestCode, ResponseCode
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.transport import Connection, connect
 from tests.broker.conftest import WIRE_TOPIC
 from tests.integration.waiting import wait_until
 

@@ -12,19 +12,19 @@ from rocketq.broker.wire.admin import AdminRequests
 from rocketq.broker.wire.client import ClientRequests
 from rocketq.broker.wire.pull import PullRequests
 from rocketq.broker.wire.send import SendRequests
-from rocketq.cluster.errors import RocketqSystemError
-from rocketq.cluster.message import TopicConfig
-from rocketq.cluster.message_id import decode_offset_msg_id
-from rocketq.cluster.record import decode_records
-from rocketq.cluster.remoting import fastjson
-from rocketq.cluster.remoting.codes import (
+from rocketq.common.exceptions import RocketqSystemError
+from rocketq.common.message import TopicConfig
+from rocketq.common.message_id import decode_offset_msg_id
+from rocketq.common.record import decode_records
+from rocketq.remoting import fastjson
+from rocketq.remoting.codes import (
     RequestCode,
     ResponseCode,
     RocketqRequestCode,
     RocketqVersion,
 )
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.remoting.transport import Connection
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.transport import Connection
 from tests.broker.test_wire import TOPIC, heartbeat, v2
 from tests.integration.waiting import wait_until
 

@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 
 from rocketq.broker.broker import Broker
 from rocketq.broker.wire.send import SendHeader, batch_records, java_true
-from rocketq.cluster.errors import MessageIllegalError, PropertiesSizeExceededError
-from rocketq.cluster.message import MessageExt
-from rocketq.cluster.record import decode_records, encode_properties, iter_records
-from rocketq.cluster.remoting.codes import RequestCode, ResponseCode, SerializeType
-from rocketq.cluster.remoting.command import RemotingCommand, decode
-from rocketq.cluster.remoting.transport import Connection
+from rocketq.common.exceptions import MessageIllegalError, PropertiesSizeExceededError
+from rocketq.common.message import MessageExt
+from rocketq.common.record import decode_records, encode_properties, iter_records
+from rocketq.remoting.codes import RequestCode, ResponseCode, SerializeType
+from rocketq.remoting.command import RemotingCommand, decode
+from rocketq.remoting.transport import Connection
 from tests.broker.conftest import WIRE_TOPIC
 from tests.integration.waiting import wait_until
 

@@ -10,10 +10,10 @@ from typing import Any, Final
 import pytest
 
 from rocketq.broker.broker import Broker
-from rocketq.cluster.errors import SystemBusyError
-from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.remoting.transport import Connection
+from rocketq.common.exceptions import SystemBusyError
+from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.transport import Connection
 from tests.broker.conftest import WIRE_TOPIC
 
 MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024  # the wire fixture's store: the default

@@ -38,8 +38,8 @@ from rocketq.chaos.hostile_payloads import (
 )
 from rocketq.chaos.report import hostile_broken, hostile_json, render_hostile
 from rocketq.chaos.server_memory import read_status
-from rocketq.cluster.remoting.codes import RequestCode, SerializeType
-from rocketq.cluster.remoting.command import RemotingError, decode
+from rocketq.remoting.codes import RequestCode, SerializeType
+from rocketq.remoting.command import RemotingError, decode
 from tests.chaos.test_checker import T0, Run
 
 SMALL = HostileLimits(

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from rocketq.chaos.faults import FAULT_KINDS, parse_faults
 from rocketq.chaos.history import ChaosError
 from rocketq.chaos.runner import ChaosOptions, ChaosRun
-from rocketq.cluster.cli import app
+from rocketq.cli.main import app
 
 
 def test_fault_lists_parse_in_order_without_repeats() -> None:

@@ -18,7 +18,7 @@ import pytest
 
 from rocketq.chaos.netns import TABLE, existing, netns_unavailable_reason
 from rocketq.chaos.runner import ChaosOptions, ChaosRun
-from rocketq.cluster.procs import proc_stat
+from rocketq.cluster.pids import proc_stat
 
 # Fast Raft timers, as the Raft tests use: a paused or cut-off leader is replaced in about
 # a second instead of six.

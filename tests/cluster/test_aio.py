@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from rocketq.cluster.aio import get_within, wait_done, wait_event
+from rocketq.common.aio import get_within, wait_done, wait_event
 
 
 async def test_wait_event_times_out_and_sees_the_event() -> None:

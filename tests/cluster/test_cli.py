@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from rocketq.cluster.cli import app
+from rocketq.cli.main import app
 
 runner = CliRunner()
 

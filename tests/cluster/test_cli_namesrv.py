@@ -15,10 +15,10 @@ import pytest
 from typer.testing import CliRunner
 
 import rocketq
-import rocketq.cluster.admin_cli as admin_cli
+import rocketq.cli.admin_cli as admin_cli
 import rocketq.cluster.launcher as launcher
-from rocketq.cluster.cli import app
-from rocketq.cluster.cli_options import DEFAULT_NAMESRV, DEFAULT_NAMESRV_PORT
+from rocketq.cli.main import app
+from rocketq.cli.options import DEFAULT_NAMESRV, DEFAULT_NAMESRV_PORT
 from rocketq.cluster.launcher import ClusterSpec
 
 runner = CliRunner()

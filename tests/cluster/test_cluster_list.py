@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocketq.cluster.cluster_list import HEADER, NO_SLAVE, raft_state, replication_lag, rows
+from rocketq.cli.cluster_list import HEADER, NO_SLAVE, raft_state, replication_lag, rows
 from rocketq.sdk.admin import BrokerInfo
 
 LONE_MASTER = {

@@ -7,14 +7,14 @@ from typing import Literal
 
 import pytest
 
-from rocketq.cluster.config import (
+from rocketq.common.config import (
     StoreConfig,
     config_to_dict,
     dump_toml,
     load_config,
     validate_config,
 )
-from rocketq.cluster.errors import ConfigError
+from rocketq.common.exceptions import ConfigError
 
 
 def write(tmp_path: Path, text: str, name: str = "broker.toml") -> Path:

@@ -18,16 +18,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketq.cluster.config import StoreConfig, load_config
-from rocketq.cluster.errors import (
+from rocketq.common.config import StoreConfig, load_config
+from rocketq.common.exceptions import (
     ConfigError,
     MessageIllegalError,
     StoreCorruptError,
     SubscriptionParseFailedError,
 )
-from rocketq.cluster.json_file import read_json
-from rocketq.cluster.message import MessageExt, decode_properties, message_doc
-from rocketq.cluster.record import (
+from rocketq.common.json_file import read_json
+from rocketq.common.message import MessageExt, decode_properties, message_doc
+from rocketq.common.record import (
     decode_record,
     decode_records,
     encode_properties,
@@ -36,7 +36,8 @@ from rocketq.cluster.record import (
     property_value,
     record_properties,
 )
-from rocketq.cluster.route_data import (
+from rocketq.common.sql92 import Sql92Filter, compile_expression
+from rocketq.remoting.route_data import (
     BrokerData,
     ClusterInfo,
     QueueData,
@@ -47,7 +48,6 @@ from rocketq.cluster.route_data import (
     parse_route,
     route_body,
 )
-from rocketq.cluster.sql92 import Sql92Filter, compile_expression
 from tests.fuzz_mutations import (
     HOSTILE_JSON_TEXTS,
     json_with_a_part_replaced,
@@ -353,7 +353,7 @@ HOSTILE_TOML: Final = st.sampled_from(
         "[store]\nx = 1",
     ]
 )
-# Nested deeper than tomllib's recursion: cluster/config.py's loader lets the
+# Nested deeper than tomllib's recursion: common/config.py's loader lets the
 # RecursionError out (it catches TOMLDecodeError and UnicodeDecodeError only).
 # An integer of more digits than int() reads (4300) gets ValueError out of it as well.
 DEEP_OR_HUGE_TOML: Final = (

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 import rocketq.cluster.launcher as launcher
-from rocketq.cluster.errors import ConfigError
 from rocketq.cluster.launcher import (
     ClusterSpec,
     LauncherError,
@@ -24,10 +23,11 @@ from rocketq.cluster.launcher import (
     broker_group_name,
     free_ports,
 )
-from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.remoting.transport import request_blocking
-from rocketq.cluster.route_data import parse_cluster_info
+from rocketq.common.exceptions import ConfigError
+from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.route_data import parse_cluster_info
+from rocketq.remoting.transport import request_blocking
 
 SMALL_STORE = {"mapped_file_size_commit_log": "67108864"}
 
@@ -59,7 +59,7 @@ def registered(namesrv: str) -> dict[str, dict[int, str]]:
 
 def rocketq(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
-        [sys.executable, "-m", "rocketq.cluster.cli", *args],
+        [sys.executable, "-m", "rocketq.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -352,7 +352,7 @@ def test_cli_errors_are_clear(tmp_path: Path, args: list[str], message: str) -> 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_cli_up_foreground_stops_on_signal(tmp_path: Path, sig: signal.Signals) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rocketq.cluster.cli", "cluster", "up", "--data-dir", str(tmp_path),
+        [sys.executable, "-m", "rocketq.cli.main", "cluster", "up", "--data-dir", str(tmp_path),
          "--foreground", "--set", "mapped_file_size_commit_log=67108864"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

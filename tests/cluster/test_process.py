@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 
-from rocketq.cluster.process import freeze_long_lived, keep_collections_short
+from rocketq.cluster.server_main import freeze_long_lived, keep_collections_short
 
 
 class Node:

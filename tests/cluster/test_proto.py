@@ -16,14 +16,14 @@ def test_generated_modules_match_the_proto(tmp_path: Path) -> None:
 
 
 def test_generated_modules_import_the_installed_names() -> None:
-    from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2
+    from rocketq.common.proto.rocketq.v1 import rocketq_pb2
 
     assert rocketq_pb2.DESCRIPTOR.name == "rocketq/cluster/proto/rocketq/v1/rocketq.proto"
-    assert rocketq_pb2.RaftMessage.__module__ == "rocketq.cluster.proto.rocketq.v1.rocketq_pb2"
+    assert rocketq_pb2.RaftMessage.__module__ == "rocketq.common.proto.rocketq.v1.rocketq_pb2"
 
 
 def test_no_grpc_service_is_generated() -> None:
-    from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2
+    from rocketq.common.proto.rocketq.v1 import rocketq_pb2
 
     assert not rocketq_pb2.DESCRIPTOR.services_by_name
     assert not (SOURCE_DIR / "rocketq_pb2_grpc.py").exists()

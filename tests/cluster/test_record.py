@@ -5,10 +5,10 @@ import zlib
 
 import pytest
 
-from rocketq.cluster.errors import MessageIllegalError, PropertiesSizeExceededError
-from rocketq.cluster.message import Message, decode_properties
-from rocketq.cluster.message_id import UniqIdGenerator, decode_offset_msg_id, encode_offset_msg_id
-from rocketq.cluster.record import (
+from rocketq.common.exceptions import MessageIllegalError, PropertiesSizeExceededError
+from rocketq.common.message import Message, decode_properties
+from rocketq.common.message_id import UniqIdGenerator, decode_offset_msg_id, encode_offset_msg_id
+from rocketq.common.record import (
     FIXED_SIZE,
     MESSAGE_MAGIC_CODE,
     check_topic,

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketq.cluster.errors import SubscriptionParseFailedError
-from rocketq.cluster.sql92 import MAX_NESTING, Sql92Filter, compile_expression, validate
+from rocketq.common.exceptions import SubscriptionParseFailedError
+from rocketq.common.sql92 import MAX_NESTING, Sql92Filter, compile_expression, validate
 
 
 def matches(expression: str, **props: str) -> bool:

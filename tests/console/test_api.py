@@ -12,7 +12,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from rocketq.cluster.launcher import ClusterSpec, LocalCluster
-from rocketq.cluster.procs import wait_until
+from rocketq.cluster.pids import wait_until
 from rocketq.console.app import create_app
 from rocketq.console.security import CSRF_HEADER, Users, hash_password, verify_password
 from tests.integration.conftest import SMALL_STORE

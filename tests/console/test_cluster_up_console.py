@@ -14,7 +14,7 @@ from rocketq.cluster.console_launch import load_console
 
 def rocketq(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "rocketq.cluster.cli", *args],
+        [sys.executable, "-m", "rocketq.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=120,

@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 
 from rocketq import ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
 from rocketq.cluster.launcher import ClusterSpec, LocalCluster
-from rocketq.cluster.procs import wait_until
+from rocketq.cluster.pids import wait_until
 from rocketq.console.app import create_app
 from rocketq.console.sampler import Sample, point_between, points_of, top_topics
 from rocketq.sdk.admin import Admin

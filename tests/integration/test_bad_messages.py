@@ -14,9 +14,9 @@ import pytest
 
 from rocketq import ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
 from rocketq.cluster.launcher import LocalCluster
-from rocketq.cluster.message import SysFlag
-from rocketq.cluster.remoting.codes import ResponseCode
-from rocketq.cluster.remoting.transport import connect
+from rocketq.common.message import SysFlag
+from rocketq.remoting.codes import ResponseCode
+from rocketq.remoting.transport import connect
 from rocketq.sdk.admin import Admin
 from rocketq.sdk.message_body import INFLATE_CAP, NOT_ZLIB, BadMessageError
 from rocketq.sdk.pull_consumer import PullConsumer

@@ -19,9 +19,9 @@ from rocketq import (
     PushConsumer,
     split_batches,
 )
-from rocketq.cluster.errors import MessageIllegalError, NoPermissionError
 from rocketq.cluster.launcher import LocalCluster
-from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
+from rocketq.common.exceptions import MessageIllegalError, NoPermissionError
+from rocketq.remoting.codes import RequestCode, ResponseCode
 from rocketq.sdk.admin import Admin
 from tests.broker.test_wire_batch import (
     BATCH_PROPS,

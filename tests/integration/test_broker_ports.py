@@ -67,7 +67,7 @@ class OneHostCluster(LocalCluster):
             return super()._command(node)
         path = node.home / "broker.toml"
         path.write_text(self.broker_toml(node))
-        return [sys.executable, "-m", "rocketq.cluster.cli", "broker", "--config", str(path)]
+        return [sys.executable, "-m", "rocketq.cli.main", "broker", "--config", str(path)]
 
 
 @pytest.fixture

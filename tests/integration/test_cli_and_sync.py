@@ -10,7 +10,7 @@ import time
 
 from typer.testing import CliRunner
 
-from rocketq.cluster.cli import app
+from rocketq.cli.main import app
 from rocketq.cluster.launcher import LocalCluster
 from rocketq.sdk.admin import Admin
 

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from typer.testing import CliRunner
 
 from rocketq import ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
-from rocketq.cluster.cli import app
-from rocketq.cluster.errors import RequestCodeNotSupportedError
+from rocketq.cli.main import app
 from rocketq.cluster.launcher import LocalCluster
-from rocketq.cluster.remoting.codes import RocketqVersion
+from rocketq.common.exceptions import RequestCodeNotSupportedError
+from rocketq.remoting.codes import RocketqVersion
 from rocketq.sdk.admin import Admin
 from rocketq.sdk.pull_consumer import PullConsumer
 from tests.integration.waiting import wait_until

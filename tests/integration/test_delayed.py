@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from rocketq import ConsumeFrom, ConsumeResult, Producer, PushConsumer
-from rocketq.cluster.errors import MessageIllegalError
 from rocketq.cluster.launcher import LocalCluster
-from rocketq.cluster.message import SCHEDULE_TOPIC, Message, MessageExt
-from rocketq.cluster.record import encode_properties, message_properties
-from rocketq.cluster.remoting.codes import ResponseCode
-from rocketq.cluster.remoting.transport import request_once
+from rocketq.common.exceptions import MessageIllegalError
+from rocketq.common.message import SCHEDULE_TOPIC, Message, MessageExt
+from rocketq.common.record import encode_properties, message_properties
+from rocketq.remoting.codes import ResponseCode
+from rocketq.remoting.transport import request_once
 from rocketq.sdk.admin import Admin
 from rocketq.sdk.wire import batch_body, send_request
 from tests.integration.waiting import wait_until

@@ -23,10 +23,10 @@ from rocketq import (
     PushConsumer,
     SendStatus,
 )
-from rocketq.cluster.cli import app
+from rocketq.cli.main import app
 from rocketq.cluster.launcher import LocalCluster
-from rocketq.cluster.remoting.codes import ResponseCode
-from rocketq.cluster.remoting.transport import request_once
+from rocketq.remoting.codes import ResponseCode
+from rocketq.remoting.transport import request_once
 from rocketq.sdk.admin import Admin
 from rocketq.sdk.wire import send_request
 from tests.integration.conftest import MakeCluster

@@ -19,9 +19,9 @@ from typing import Final
 import pytest
 
 from rocketq.cluster.launcher import ClusterSpec, LocalCluster, Node
-from rocketq.cluster.remoting.codes import RequestCode, ResponseCode, SerializeType
-from rocketq.cluster.remoting.command import RemotingCommand, encode
-from rocketq.cluster.remoting.transport import request_blocking
+from rocketq.remoting.codes import RequestCode, ResponseCode, SerializeType
+from rocketq.remoting.command import RemotingCommand, encode
+from rocketq.remoting.transport import request_blocking
 from tests.integration.conftest import SMALL_STORE
 
 HANG_37: Final = bytes.fromhex(

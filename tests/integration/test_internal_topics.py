@@ -9,7 +9,7 @@ import pytest
 
 from rocketq import Message, Producer
 from rocketq.cluster.launcher import LocalCluster
-from rocketq.cluster.message import (
+from rocketq.common.message import (
     SCHEDULE_TOPIC,
     TIMER_TOPIC,
     TRACE_PRODUCER_GROUP,
@@ -21,9 +21,9 @@ from rocketq.cluster.message import (
     retry_topic,
     send_forbidden_reason,
 )
-from rocketq.cluster.remoting.codes import ResponseCode
-from rocketq.cluster.remoting.transport import request_once
 from rocketq.errors import NoPermissionError, TopicNotExistError
+from rocketq.remoting.codes import ResponseCode
+from rocketq.remoting.transport import request_once
 from rocketq.sdk.admin import Admin
 from rocketq.sdk.wire import send_request
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from rocketq import Message, MessageQueue, Producer, SendResult
 from rocketq.cluster.launcher import LocalCluster
-from rocketq.cluster.record import decode_record, decode_records, iter_records, tags_hash_code
-from rocketq.cluster.remoting.transport import connect
+from rocketq.common.record import decode_record, decode_records, iter_records, tags_hash_code
+from rocketq.remoting.transport import connect
 from rocketq.sdk.admin import Admin
 from rocketq.sdk.wire import PullOutcome, parse_pull, pull_request
 from rocketq.storage.consume_queue import ConsumeQueue

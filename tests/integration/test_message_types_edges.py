@@ -16,10 +16,10 @@ from rocketq import (
     TransactionProducer,
     TransactionState,
 )
-from rocketq.cluster.errors import ClientStateError, MessageIllegalError, NoPermissionError
 from rocketq.cluster.launcher import LocalCluster
-from rocketq.cluster.remoting.codes import ResponseCode
-from rocketq.cluster.remoting.transport import request_once
+from rocketq.common.exceptions import ClientStateError, MessageIllegalError, NoPermissionError
+from rocketq.remoting.codes import ResponseCode
+from rocketq.remoting.transport import request_once
 from rocketq.sdk.admin import Admin
 from rocketq.sdk.client_wire import TRANSACTION_COMMIT, end_transaction_request
 from tests.integration.conftest import MakeCluster

@@ -26,8 +26,8 @@ from rocketq import (
     Producer,
     PushConsumer,
 )
-from rocketq.cluster.errors import ClientStateError
 from rocketq.cluster.launcher import LocalCluster
+from rocketq.common.exceptions import ClientStateError
 from rocketq.sdk.admin import Admin
 from tests.integration.conftest import MakeCluster
 from tests.integration.waiting import wait_until

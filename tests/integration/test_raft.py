@@ -24,7 +24,7 @@ from rocketq import (
     PushConsumer,
     SendStatus,
 )
-from rocketq.cluster.cli import app
+from rocketq.cli.main import app
 from rocketq.cluster.launcher import LocalCluster, Node
 from rocketq.sdk.admin import Admin
 from tests.integration.conftest import MakeCluster

@@ -22,8 +22,8 @@ from rocketq import Message, Producer, SendStatus
 from rocketq.chaos.netns import NetnsCluster, NetnsLab, netns_unavailable_reason
 from rocketq.chaos.proxy import ProxiedCluster, ProxyNet
 from rocketq.cluster.launcher import ClusterSpec, LocalCluster, Node
-from rocketq.cluster.remoting.codes import ResponseCode
-from rocketq.cluster.remoting.transport import connect
+from rocketq.remoting.codes import ResponseCode
+from rocketq.remoting.transport import connect
 from rocketq.sdk.wire import send_request
 from tests.integration.conftest import SMALL_STORE
 from tests.integration.test_raft import (

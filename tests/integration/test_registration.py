@@ -15,11 +15,11 @@ import pytest
 
 from rocketq import Message, Producer
 from rocketq.cluster.launcher import ClusterSpec, LocalCluster
-from rocketq.cluster.remoting.broker_tables import (
+from rocketq.remoting.broker_tables import (
     all_topic_config_request,
     parse_all_topic_config,
 )
-from rocketq.cluster.remoting.transport import request_once
+from rocketq.remoting.transport import request_once
 from rocketq.sdk.admin import Admin
 from tests.integration.conftest import SMALL_STORE
 from tests.integration.waiting import wait_until

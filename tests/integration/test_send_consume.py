@@ -20,12 +20,12 @@ from rocketq import (
     PushConsumer,
     SendStatus,
 )
-from rocketq.cluster.errors import MessageIllegalError, TopicNotExistError
 from rocketq.cluster.launcher import LocalCluster
-from rocketq.cluster.record import decode_records
-from rocketq.cluster.remoting.codes import ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.remoting.transport import connect, request_once
+from rocketq.common.exceptions import MessageIllegalError, TopicNotExistError
+from rocketq.common.record import decode_records
+from rocketq.remoting.codes import ResponseCode
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.transport import connect, request_once
 from rocketq.sdk.admin import Admin
 from rocketq.sdk.pull_consumer import PullConsumer
 from rocketq.sdk.wire import PullOutcome, batch_body, parse_pull, pull_request, send_request

@@ -17,9 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rocketq import Message, Producer, SendStatus
 from rocketq.cluster.launcher import Node
-from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand, encode
-from rocketq.cluster.remoting.transport import request_once
+from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.remoting.command import RemotingCommand, encode
+from rocketq.remoting.transport import request_once
 from tests.integration.conftest import MakeCluster
 from tests.integration.waiting import wait_until
 

@@ -15,8 +15,8 @@ from rocketq import (
     Producer,
     PushConsumer,
 )
-from rocketq.cluster.errors import SubscriptionParseFailedError
 from rocketq.cluster.launcher import LocalCluster
+from rocketq.common.exceptions import SubscriptionParseFailedError
 from rocketq.sdk.admin import Admin
 from rocketq.sdk.pull_consumer import PullConsumer
 from tests.integration.conftest import MakeCluster

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from rocketq import ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
-from rocketq.cluster.errors import MessageIllegalError
 from rocketq.cluster.launcher import LocalCluster
+from rocketq.common.exceptions import MessageIllegalError
 from rocketq.sdk.admin import Admin
 from tests.integration.waiting import wait_until
 

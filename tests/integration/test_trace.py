@@ -9,7 +9,7 @@ import json
 from typer.testing import CliRunner
 
 from rocketq import ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
-from rocketq.cluster.cli import app
+from rocketq.cli.main import app
 from rocketq.cluster.launcher import LocalCluster
 from rocketq.sdk.admin import Admin
 from rocketq.sdk.trace import TraceEvent

@@ -8,7 +8,7 @@ puts in place of ``/etc/hosts``).
 Paths the container would see (``/etc/rocketq/broker.toml``, ``/home/rocketq/store``)
 are the mount's directory under the root: the args and the ConfigMap files are rewritten
 to say so. The image's entrypoint ``rocketq`` is this interpreter's
-``-m rocketq.cluster.cli``.
+``-m rocketq.cli.main``.
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ class Kubelet:
         return [
             sys.executable,
             "-m",
-            "rocketq.cluster.cli",
+            "rocketq.cli.main",
             *(self._rewrite(a, mounts) for a in args),
         ]
 

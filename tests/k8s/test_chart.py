@@ -22,8 +22,8 @@ import yaml
 from typer.testing import CliRunner
 
 from rocketq.broker.config import load_broker_config, ordinal_settings
-from rocketq.cluster.cli import app
-from rocketq.cluster.config import load_config
+from rocketq.cli.main import app
+from rocketq.common.config import load_config
 from rocketq.nameserver.config import NameServerConfig
 from tools.gen_manifests import (
     CHART_DIR,

@@ -16,7 +16,7 @@ from tests.monitoring.conftest import need_prometheus, wait_for_series
 
 def rocketq(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "rocketq.cluster.cli", *args],
+        [sys.executable, "-m", "rocketq.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=120,

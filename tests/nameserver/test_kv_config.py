@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rocketq.cluster.errors import ConfigError
+from rocketq.common.exceptions import ConfigError
 from rocketq.nameserver.kv_config import KVConfigManager
 
 

@@ -21,8 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketq.cluster.message import TopicConfig
-from rocketq.cluster.register_body import (
+from rocketq.common.message import TopicConfig
+from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.register_body import (
     INLINE_TABLE_BYTES,
     MAX_TABLE_BYTES,
     MAX_TOPIC_ENTRY_BYTES,
@@ -39,8 +41,6 @@ from rocketq.cluster.register_body import (
     table_cap,
     topic_line,
 )
-from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand
 from tests.nameserver.test_server import Harness, register_request
 
 MiB = 1024 * 1024
@@ -283,8 +283,8 @@ def test_small_tables_and_unreadable_heads_are_decoded_inline() -> None:
 
 def test_the_ceiling_is_the_nameservers_key() -> None:
     """register_body_max_inflated_bytes caps a table however many topics it announces."""
-    from rocketq.cluster.register_body import decode_body, table_cap
     from rocketq.nameserver.config import NameServerConfig
+    from rocketq.remoting.register_body import decode_body, table_cap
 
     assert NameServerConfig().register_body_max_inflated_bytes == 64 * 1024 * 1024
     assert table_cap(10**9, 5 * 1024 * 1024) == 5 * 1024 * 1024

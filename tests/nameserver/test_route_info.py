@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocketq.cluster.message import PERM_READ, PERM_WRITE, TopicConfig
+from rocketq.common.message import PERM_READ, PERM_WRITE, TopicConfig
 from rocketq.nameserver.route_info import BrokerData, QueueData, RegisterResult, RouteInfoManager
 
 EXPIRY_MS = 120_000

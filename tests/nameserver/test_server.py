@@ -24,20 +24,21 @@ from typing import Any, Final
 
 import pytest
 
-from rocketq.cluster.errors import ConfigError
-from rocketq.cluster.message import PERM_READ, PERM_WRITE, TopicConfig
-from rocketq.cluster.register_body import crc32, encode_body
-from rocketq.cluster.remoting import fastjson
-from rocketq.cluster.remoting.codes import (
+from rocketq.common.exceptions import ConfigError
+from rocketq.common.message import PERM_READ, PERM_WRITE, TopicConfig
+from rocketq.nameserver.config import NameServerConfig
+from rocketq.nameserver.server import ORDER_TOPIC_CONFIG, NameServer
+from rocketq.remoting import fastjson
+from rocketq.remoting.codes import (
     LanguageCode,
     MQVersion,
     RequestCode,
     ResponseCode,
     SerializeType,
 )
-from rocketq.cluster.remoting.command import VERSION, RemotingCommand
-from rocketq.cluster.remoting.transport import Connection, connect, request_once
-from rocketq.cluster.route_data import (
+from rocketq.remoting.command import VERSION, RemotingCommand
+from rocketq.remoting.register_body import crc32, encode_body
+from rocketq.remoting.route_data import (
     BrokerData,
     ClusterInfo,
     QueueData,
@@ -45,8 +46,7 @@ from rocketq.cluster.route_data import (
     parse_cluster_info,
     parse_route,
 )
-from rocketq.nameserver.config import NameServerConfig
-from rocketq.nameserver.server import ORDER_TOPIC_CONFIG, NameServer
+from rocketq.remoting.transport import Connection, connect, request_once
 
 RW: Final = PERM_READ | PERM_WRITE
 SUCCESS: Final = ResponseCode.SUCCESS
@@ -806,11 +806,11 @@ CHILD_BROKER: Final = textwrap.dedent(
     """
     import asyncio, sys
 
-    from rocketq.cluster.message import TopicConfig
-    from rocketq.cluster.register_body import crc32, encode_body
-    from rocketq.cluster.remoting.codes import RequestCode
-    from rocketq.cluster.remoting.command import RemotingCommand
-    from rocketq.cluster.remoting.transport import connect
+    from rocketq.common.message import TopicConfig
+    from rocketq.remoting.register_body import crc32, encode_body
+    from rocketq.remoting.codes import RequestCode
+    from rocketq.remoting.command import RemotingCommand
+    from rocketq.remoting.transport import connect
 
 
     async def main(port: int) -> None:

@@ -32,7 +32,7 @@ EXTRAS = {
 
 # The modules that make up an extra: what they import may come from that extra.
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
-    "console": ("rocketq.console", "rocketq.cluster.console_cli"),
+    "console": ("rocketq.console", "rocketq.cli.console_cli"),
     "spark": ("rocketq.sdk.spark", "rocketq.bench.spark_bench"),
     "bench": ("rocketq.bench.peers.systems",),
     "chart": ("rocketq.bench.peers.chart", "rocketq.chaos.report"),

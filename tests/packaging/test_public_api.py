@@ -10,7 +10,7 @@ import sys
 import rocketq
 import rocketq.errors
 import rocketq.sync
-from rocketq.cluster import errors as error_module
+from rocketq.common import exceptions as error_module
 from rocketq.sdk import admin, producer, pull_consumer, push_consumer, transaction
 
 CLIENTS = {

@@ -104,7 +104,7 @@ def test_python_m_rocketq_runs_the_cli(installed: Installed, tmp_path: Path) -> 
     assert "Usage: rocketq" in done.stdout
     script = installed.python.parent / "rocketq"
     assert script.exists()
-    assert "rocketq.cluster.cli" in script.read_text()
+    assert "rocketq.cli.main" in script.read_text()
 
 
 def test_the_installed_wheel_runs_a_local_cluster(installed: Installed, tmp_path: Path) -> None:
@@ -120,7 +120,7 @@ def test_the_installed_wheel_runs_a_local_cluster(installed: Installed, tmp_path
         for pid in pids:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             assert cmdline[0].decode() == str(installed.python), cmdline
-            assert b"rocketq.cluster.cli" in cmdline
+            assert b"rocketq.cli.main" in cmdline
             env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
             assert not any(e.startswith(b"PYTHONPATH=") for e in env), env
         status = installed.run(

@@ -19,15 +19,15 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from rocketq.cluster.config import ServerBoundsConfig, load_config
-from rocketq.cluster.errors import ConfigError, TopicNotExistError
-from rocketq.cluster.metrics import Base, bounds_collector
-from rocketq.cluster.metrics_server import MetricsServer
-from rocketq.cluster.remoting import bounds, transport
-from rocketq.cluster.remoting.codes import ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand, decode, encode
-from rocketq.cluster.remoting.transport import SMALL_FRAME, Connection, RemotingServer, connect
+from rocketq.common.config import ServerBoundsConfig, load_config
+from rocketq.common.exceptions import ConfigError, TopicNotExistError
+from rocketq.common.metrics import Base, bounds_collector
+from rocketq.common.metrics_server import MetricsServer
 from rocketq.nameserver.config import NameServerConfig
+from rocketq.remoting import bounds, transport
+from rocketq.remoting.codes import ResponseCode
+from rocketq.remoting.command import RemotingCommand, decode, encode
+from rocketq.remoting.transport import SMALL_FRAME, Connection, RemotingServer, connect
 
 ECHO = 1000
 HOLD = 1001  # answered when the test releases it
@@ -183,7 +183,7 @@ async def test_connections_over_the_per_address_cap_are_closed_and_logged_once(
     kept = [await connect(h.addr, {}) for _ in range(2)]
     for conn in kept:
         assert (await conn.invoke(RemotingCommand(ECHO), 3.0)).code == ResponseCode.SUCCESS
-    caplog.set_level(logging.WARNING, logger="rocketq.cluster.remoting.bounds")
+    caplog.set_level(logging.WARNING, logger="rocketq.remoting.bounds")
     for _ in range(5):
         reader, writer = await h.raw()
         await closed_by_server(reader)
@@ -296,7 +296,7 @@ async def test_a_frame_a_decoder_bug_fails_on_closes_that_connection_alone(
 
     monkeypatch.setattr(transport, "decode", buggy_decode)
     reader, writer = await h.raw()
-    with caplog.at_level(logging.ERROR, logger="rocketq.cluster.remoting.transport"):
+    with caplog.at_level(logging.ERROR, logger="rocketq.remoting.transport"):
         writer.write(encode(RemotingCommand(ECHO, {"k": "KABOOM"})))
         await closed_by_server(reader)
     assert h.rejected[bounds.BAD_FRAME] == 1
@@ -449,7 +449,7 @@ async def test_a_connection_over_its_in_flight_bytes_is_paused_until_they_are_an
     guard = h.srv.guard
     frame = len(held_frames(1))
     budget = IN_FLIGHT["server_max_in_flight_bytes_per_connection"]
-    caplog.set_level(logging.WARNING, logger="rocketq.cluster.remoting.bounds")
+    caplog.set_level(logging.WARNING, logger="rocketq.remoting.bounds")
     reader, writer = await h.raw()
     writer.write(held_frames(40))  # 8 MB of held requests, no answer read
     sending = asyncio.ensure_future(writer.drain())
@@ -653,7 +653,7 @@ async def test_unexpected_errors_answer_a_reference_not_their_text(
 ) -> None:
     h = await make_server()
     conn = await connect(h.addr, {})
-    with caplog.at_level(logging.ERROR, logger="rocketq.cluster.remoting.transport"):
+    with caplog.at_level(logging.ERROR, logger="rocketq.remoting.transport"):
         boom = await conn.invoke(RemotingCommand(BOOM), 3.0)
     remark = str(boom.remark)
     assert boom.code == ResponseCode.SYSTEM_ERROR

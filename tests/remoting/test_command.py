@@ -8,8 +8,8 @@ import struct
 
 import pytest
 
-from rocketq.cluster.remoting.codes import LanguageCode, RequestCode, SerializeType
-from rocketq.cluster.remoting.command import (
+from rocketq.remoting.codes import LanguageCode, RequestCode, SerializeType
+from rocketq.remoting.command import (
     MAX_JSON_DEPTH,
     ONEWAY_FLAG,
     RESPONSE_FLAG,

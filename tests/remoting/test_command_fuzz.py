@@ -17,8 +17,8 @@ from typing import Final
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from rocketq.cluster.remoting.codes import LanguageCode, SerializeType
-from rocketq.cluster.remoting.command import (
+from rocketq.remoting.codes import LanguageCode, SerializeType
+from rocketq.remoting.command import (
     MAX_JSON_DEPTH,
     RemotingCommand,
     RemotingError,

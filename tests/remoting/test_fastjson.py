@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from rocketq.cluster.remoting.fastjson import (
+from rocketq.remoting.fastjson import (
     MAX_DEPTH,
     FastjsonDecodeError,
     ObjectKey,

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from rocketq.cluster.errors import RocketqError
-from rocketq.cluster.remoting import answer, fastjson
-from rocketq.cluster.remoting.codes import ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.remoting.fastjson import MAX_DEPTH, ObjectKey, dumps, loads, too_deep
+from rocketq.common.exceptions import RocketqError
+from rocketq.remoting import answer, fastjson
+from rocketq.remoting.codes import ResponseCode
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.fastjson import MAX_DEPTH, ObjectKey, dumps, loads, too_deep
 from tests.fuzz_mutations import mutated, mutated_text
 from tests.remoting.time_bound import bounded
 

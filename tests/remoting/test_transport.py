@@ -9,14 +9,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from rocketq.cluster.errors import (
+from rocketq.common.exceptions import (
     ConnectBrokerError,
     RequestTimeoutError,
     TopicNotExistError,
 )
-from rocketq.cluster.remoting.codes import RequestCode, ResponseCode, SerializeType
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.remoting.transport import (
+from rocketq.remoting.codes import RequestCode, ResponseCode, SerializeType
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.transport import (
     Connection,
     RemotingClient,
     RemotingServer,
@@ -181,7 +181,7 @@ async def test_a_bad_frame_closes_the_connection(server: RemotingServer) -> None
 
 
 async def test_frames_split_anywhere_are_put_back_together(server: RemotingServer) -> None:
-    from rocketq.cluster.remoting.command import decode, encode
+    from rocketq.remoting.command import decode, encode
 
     frames = b"".join(
         encode(RemotingCommand(ECHO, {"i": str(i)}, b"x" * i, opaque=i + 1)) for i in range(20)

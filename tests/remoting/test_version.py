@@ -1,4 +1,4 @@
-"""rocketq's ``version`` numbers (cluster/remoting/codes.py's RocketqVersion): what every
+"""rocketq's ``version`` numbers (remoting/codes.py's RocketqVersion): what every
 command rocketq writes carries, and how a connection list names any client's version."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from importlib.metadata import version
 
 import pytest
 
-from rocketq.cluster.remoting.codes import MQVersion, RocketqVersion
-from rocketq.cluster.remoting.command import VERSION, RemotingCommand, decode, encode
+from rocketq.remoting.codes import MQVersion, RocketqVersion
+from rocketq.remoting.command import VERSION, RemotingCommand, decode, encode
 
 
 def test_rocketqs_release_is_its_version() -> None:

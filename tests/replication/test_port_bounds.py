@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rocketq.cluster.config import ServerBoundsConfig
+from rocketq.common.config import ServerBoundsConfig
 from rocketq.replication.ha.master import HAMaster, listen_socket
 from rocketq.replication.ha.slave import HASlave
 from rocketq.replication.ha.wire import Hello, encode_hello
@@ -210,7 +210,7 @@ async def commits(servers: list[RaftServer], n: int = 10) -> None:
 
 def frame_of(sender: str) -> bytes:
     """A Raft frame of no kind from ``sender`` (what a keepalive is)."""
-    from rocketq.cluster.proto.rocketq.v1 import rocketq_pb2 as pb
+    from rocketq.common.proto.rocketq.v1 import rocketq_pb2 as pb
 
     body = pb.RaftMessage(sender=sender).SerializeToString()
     return FRAME.pack(1 + len(body), PB) + body

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from rocketq.cluster.errors import StoreCorruptError
+from rocketq.common.exceptions import StoreCorruptError
 from rocketq.replication.raft.node import Entry
 from rocketq.replication.raft.store import UNIT, CommitLogRaftLog, HardStateFile, RaftIndex
 from rocketq.storage.message_store import MessageStore

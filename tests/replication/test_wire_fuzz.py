@@ -15,7 +15,7 @@ from typing import Any, Final
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketq.cluster.errors import StoreCorruptError
+from rocketq.common.exceptions import StoreCorruptError
 from rocketq.replication.ha.master import HAMaster, SlaveConnection, listen_socket
 from rocketq.replication.ha.slave import _Receiver
 from rocketq.replication.ha.wire import (

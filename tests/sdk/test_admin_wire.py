@@ -1,5 +1,5 @@
 """The SDK's admin requests and their answers (sdk/admin_wire.py, with the four tables of
-cluster/remoting/broker_tables.py): each request's code and exact header fields, each
+remoting/broker_tables.py): each request's code and exact header fields, each
 answer parsed from a body as RocketMQ's broker writes it, and round trips through the
 broker's own remoting handlers running in this process, checked against the broker's own
 state (the attributes sdk/admin.py's callers read keep their names and values)."""
@@ -13,7 +13,7 @@ import pytest
 
 from rocketq.broker.broker import Broker
 from rocketq.broker.runtime_info import config_table, runtime_table
-from rocketq.cluster.errors import (
+from rocketq.common.exceptions import (
     ConsumerNotOnlineError,
     MessageIllegalError,
     QueryNotFoundError,
@@ -23,12 +23,12 @@ from rocketq.cluster.errors import (
     SubscriptionGroupNotExistError,
     TopicNotExistError,
 )
-from rocketq.cluster.message import TopicConfig
-from rocketq.cluster.message_id import decode_offset_msg_id, encode_offset_msg_id
-from rocketq.cluster.record import decode_records
-from rocketq.cluster.remoting.codes import RequestCode, ResponseCode, RocketqRequestCode
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.remoting.transport import Connection
+from rocketq.common.message import TopicConfig
+from rocketq.common.message_id import decode_offset_msg_id, encode_offset_msg_id
+from rocketq.common.record import decode_records
+from rocketq.remoting.codes import RequestCode, ResponseCode, RocketqRequestCode
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.transport import Connection
 from rocketq.sdk import admin_wire as aw
 from rocketq.sdk.wire import ConsumerData, SubscriptionData, heartbeat_request, parse_send
 from rocketq.sdk.wire import send_request as wire_send

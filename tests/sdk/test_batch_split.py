@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from rocketq import split_batches
-from rocketq.cluster.errors import MessageIllegalError
-from rocketq.cluster.message import Message
+from rocketq.common.exceptions import MessageIllegalError
+from rocketq.common.message import Message
 from rocketq.sdk.producer import estimated_size
 
 

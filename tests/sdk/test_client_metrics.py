@@ -22,8 +22,8 @@ from rocketq import (
     PullConsumer,
     PushConsumer,
 )
-from rocketq.cluster.errors import ClientStateError, MessageIllegalError
 from rocketq.cluster.launcher import ClusterSpec, LocalCluster
+from rocketq.common.exceptions import ClientStateError, MessageIllegalError
 from rocketq.sdk.admin import Admin
 from tests.integration.conftest import SMALL_STORE
 from tests.integration.waiting import wait_until

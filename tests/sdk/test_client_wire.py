@@ -11,14 +11,14 @@ import time
 import pytest
 
 from rocketq.broker.broker import Broker
-from rocketq.cluster.errors import QueryNotFoundError, RocketqSystemError
-from rocketq.cluster.message import MessageQueue
-from rocketq.cluster.record import encode_properties, encode_record
-from rocketq.cluster.remoting import fastjson
-from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.remoting.transport import Connection
-from rocketq.cluster.route_data import BrokerData, QueueData, TopicRouteData
+from rocketq.common.exceptions import QueryNotFoundError, RocketqSystemError
+from rocketq.common.message import MessageQueue
+from rocketq.common.record import encode_properties, encode_record
+from rocketq.remoting import fastjson
+from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.route_data import BrokerData, QueueData, TopicRouteData
+from rocketq.remoting.transport import Connection
 from rocketq.sdk.client import ClientInstance, consumer_heartbeat
 from rocketq.sdk.client_wire import (
     TRANSACTION_COMMIT,

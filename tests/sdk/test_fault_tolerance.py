@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketq.cluster.message import MessageQueue
+from rocketq.common.message import MessageQueue
 from rocketq.sdk.fault_tolerance import (
     ISOLATION_LATENCY,
     LATENCY_MAX,

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketq.cluster.errors import ConfigError, MessageIllegalError, RocketqError
-from rocketq.cluster.message import MessageExt, MessageQueue, SysFlag
-from rocketq.cluster.record import decode_record, encode_record
+from rocketq.common.exceptions import ConfigError, MessageIllegalError, RocketqError
+from rocketq.common.message import MessageExt, MessageQueue, SysFlag
+from rocketq.common.record import decode_record, encode_record
 from rocketq.sdk.message_body import (
     BAD_RECORD,
     BODY_CRC,

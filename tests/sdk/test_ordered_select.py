@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rocketq.cluster.message import Message, MessageQueue
+from rocketq.common.message import Message, MessageQueue
 from rocketq.sdk.producer import java_string_hash, select_by_hash
 
 

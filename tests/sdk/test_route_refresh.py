@@ -8,9 +8,9 @@ import asyncio
 
 import pytest
 
-from rocketq.cluster.errors import NoNameServerError, TopicNotExistError
-from rocketq.cluster.message import MessageQueue
-from rocketq.cluster.route_data import BrokerData, QueueData, TopicRouteData
+from rocketq.common.exceptions import NoNameServerError, TopicNotExistError
+from rocketq.common.message import MessageQueue
+from rocketq.remoting.route_data import BrokerData, QueueData, TopicRouteData
 from rocketq.sdk.client import ROUTE_REFRESH_IN_FLIGHT
 from rocketq.sdk.fault_tolerance import TopicPublishInfo
 from rocketq.sdk.producer import Producer

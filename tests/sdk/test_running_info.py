@@ -12,15 +12,15 @@ import threading
 
 import pytest
 
-from rocketq.cluster.errors import (
+from rocketq.common.exceptions import (
     ConsumerNotOnlineError,
     RequestCodeNotSupportedError,
     RocketqSystemError,
 )
-from rocketq.cluster.message import MessageExt, MessageQueue
-from rocketq.cluster.record import decode_records, encode_record
-from rocketq.cluster.remoting.codes import RequestCode, ResponseCode, RocketqVersion
-from rocketq.cluster.remoting.command import RemotingCommand
+from rocketq.common.message import MessageExt, MessageQueue
+from rocketq.common.record import decode_records, encode_record
+from rocketq.remoting.codes import RequestCode, ResponseCode, RocketqVersion
+from rocketq.remoting.command import RemotingCommand
 from rocketq.sdk import admin_wire as aw
 from rocketq.sdk import consumer_diagnostics as diagnostics
 from rocketq.sdk.client_wire import (

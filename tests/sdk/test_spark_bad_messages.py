@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from rocketq.cluster.message import MessageExt
+from rocketq.common.message import MessageExt
 from rocketq.sdk.spark.queues import DataLossError, QueueClient, RangeReader
 from tests.sdk.test_message_body import bomb, message
 

@@ -9,12 +9,12 @@ import struct
 import pytest
 
 from rocketq.broker.broker import Broker
-from rocketq.cluster.errors import RocketqSystemError, TopicNotExistError
-from rocketq.cluster.record import decode_records, tags_hash_code
-from rocketq.cluster.remoting import fastjson
-from rocketq.cluster.remoting.codes import PullSysFlag, RequestCode, ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand
-from rocketq.cluster.remoting.transport import Connection
+from rocketq.common.exceptions import RocketqSystemError, TopicNotExistError
+from rocketq.common.record import decode_records, tags_hash_code
+from rocketq.remoting import fastjson
+from rocketq.remoting.codes import PullSysFlag, RequestCode, ResponseCode
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.transport import Connection
 from rocketq.sdk.wire import (
     ConsumerData,
     PullOutcome,

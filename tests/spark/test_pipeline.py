@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
 from rocketq import Message, Producer
-from rocketq.cluster.cli import app
+from rocketq.cli.main import app
 from rocketq.cluster.launcher import LocalCluster
 from rocketq.sdk.admin import Admin
 from rocketq.sdk.spark.pipeline import archived, replay, start_archive
@@ -102,7 +102,7 @@ def test_the_commands_archive_until_ctrl_c_and_replay(
     ns = two_groups.namesrv_addr
     asyncio.run(_fill(ns, "ArchiveCli", 120))
     to = tmp_path / "archive-json"
-    rocketq = [sys.executable, "-m", "rocketq.cluster.cli", "pipeline"]
+    rocketq = [sys.executable, "-m", "rocketq.cli.main", "pipeline"]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     proc = subprocess.Popen(
         [

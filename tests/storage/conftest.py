@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from rocketq.cluster.config import StoreConfig
-from rocketq.cluster.message import Message
-from rocketq.cluster.record import encode_host, encode_message
+from rocketq.common.config import StoreConfig
+from rocketq.common.message import Message
+from rocketq.common.record import encode_host, encode_message
 from rocketq.storage.message_store import MessageStore
 
 BORN_HOST = encode_host("127.0.0.1:40000")

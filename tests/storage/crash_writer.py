@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
-from rocketq.cluster.config import StoreConfig
-from rocketq.cluster.message import Message
-from rocketq.cluster.record import encode_host, encode_message
+from rocketq.common.config import StoreConfig
+from rocketq.common.message import Message
+from rocketq.common.record import encode_host, encode_message
 from rocketq.storage.message_store import MessageStore
 from rocketq.storage.results import PutStatus
 

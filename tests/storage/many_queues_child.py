@@ -17,9 +17,9 @@ import resource
 import sys
 from pathlib import Path
 
-from rocketq.cluster.config import StoreConfig
-from rocketq.cluster.message import Message
-from rocketq.cluster.record import encode_host, encode_message
+from rocketq.common.config import StoreConfig
+from rocketq.common.message import Message
+from rocketq.common.record import encode_host, encode_message
 from rocketq.storage.message_store import MessageStore
 
 QUEUES_PER_TOPIC = 4

@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from rocketq.cluster.errors import (
+from rocketq.common.exceptions import (
     MessageIllegalError,
     PropertiesSizeExceededError,
     ServiceNotAvailableError,
 )
-from rocketq.cluster.message import Message
-from rocketq.cluster.message_id import decode_offset_msg_id
-from rocketq.cluster.record import (
+from rocketq.common.message import Message
+from rocketq.common.message_id import decode_offset_msg_id
+from rocketq.common.record import (
     BLANK_MAGIC_CODE,
     FIXED_SIZE,
     HEADER,
@@ -214,7 +214,7 @@ async def test_writes_refused_when_not_writable(store_factory: Any) -> None:
 
 
 def test_wrong_segment_size_is_a_clear_error(tmp_path: Path) -> None:
-    from rocketq.cluster.errors import StoreCorruptError
+    from rocketq.common.exceptions import StoreCorruptError
     from tests.storage.conftest import small_config
 
     d = tmp_path / "store" / "commitlog"

@@ -31,8 +31,8 @@ from typing import Final
 
 import pytest
 
-from rocketq.cluster.message import MessageExt
-from rocketq.cluster.record import BLANK_MAGIC_CODE, POS_BODY, SIZE_MAGIC, decode_records
+from rocketq.common.message import MessageExt
+from rocketq.common.record import BLANK_MAGIC_CODE, POS_BODY, SIZE_MAGIC, decode_records
 from rocketq.storage.mapped_file import offset_name
 from rocketq.storage.message_store import MessageStore
 from rocketq.storage.results import GetStatus, PutStatus

@@ -18,8 +18,8 @@ from typing import Any, Final
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketq.cluster.errors import MessageIllegalError, StoreCorruptError
-from rocketq.cluster.record import BLANK, BLANK_MAGIC_CODE, decode_records
+from rocketq.common.exceptions import MessageIllegalError, StoreCorruptError
+from rocketq.common.record import BLANK, BLANK_MAGIC_CODE, decode_records
 from rocketq.storage.checkpoint import Checkpoint, CheckpointFile
 from rocketq.storage.commitlog import BAD_RECORD, BLANK_RECORD, RecordInfo, check_record
 from rocketq.storage.message_store import MessageStore

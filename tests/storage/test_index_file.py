@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketq.cluster.errors import StoreCorruptError
+from rocketq.common.exceptions import StoreCorruptError
 from rocketq.storage.index_file import IndexFile, IndexService, index_file_size, key_hash, time_name
 
 SLOTS = 8

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from rocketq.cluster.errors import ServiceNotAvailableError
-from rocketq.cluster.record import decode_record, decode_records, tags_hash_code
+from rocketq.common.exceptions import ServiceNotAvailableError
+from rocketq.common.record import decode_record, decode_records, tags_hash_code
 from rocketq.storage.message_store import MessageStore
 from rocketq.storage.results import GetStatus, PutStatus
 from tests.storage.conftest import FakeClock, batch, small_config
@@ -101,8 +101,8 @@ async def test_lookup_by_offset_id_and_key(store_factory: Any, clock: FakeClock)
 
 
 async def test_unique_id_is_indexed(store_factory: Any) -> None:
-    from rocketq.cluster.message import Message
-    from rocketq.cluster.record import encode_message
+    from rocketq.common.message import Message
+    from rocketq.common.record import encode_message
     from tests.storage.conftest import BORN_HOST
 
     store: MessageStore = await store_factory()

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rocketq.cluster.config import StoreConfig
-from rocketq.cluster.errors import StoreCorruptError
+from rocketq.common.config import StoreConfig
+from rocketq.common.exceptions import StoreCorruptError
 from rocketq.storage.commitlog import QueueKey
 from rocketq.storage.consume_queue import ConsumeQueue
 from rocketq.storage.message_store import MessageStore

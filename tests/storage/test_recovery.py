@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from rocketq.cluster.record import BLANK, BLANK_MAGIC_CODE, encode_host
+from rocketq.common.record import BLANK, BLANK_MAGIC_CODE, encode_host
 from rocketq.storage.checkpoint import Checkpoint, CheckpointFile
 from rocketq.storage.commitlog import BLANK_RECORD, CommitLog, QueueKey, RecordInfo, check_record
 from rocketq.storage.message_store import MessageStore

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from rocketq.cluster.errors import StoreCorruptError
+from rocketq.common.exceptions import StoreCorruptError
 from rocketq.storage.message_store import MessageStore
 from tests.storage.conftest import batch
 

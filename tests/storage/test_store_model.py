@@ -24,7 +24,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from rocketq.cluster.record import decode_records
+from rocketq.common.record import decode_records
 from rocketq.storage.message_store import MessageStore
 from rocketq.storage.results import PutStatus
 from tests.storage.crash_writer import COMMIT_LOG_SIZE, QUEUES, TOPICS, encode_batch, store_config

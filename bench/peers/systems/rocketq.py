@@ -80,7 +80,7 @@ class _SharedProducer(Producer):
         self._topic = topic
 
     async def send(self, bodies: Sequence[bytes]) -> None:
-        from rocketq.cluster.message import Message
+        from rocketq.common.message import Message
 
         if len(bodies) == 1:
             result = await self._producer.send(Message(self._topic, bodies[0]))

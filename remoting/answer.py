@@ -1,9 +1,9 @@
 """Reading an answer: the error class of a code that is not SUCCESS, and a JSON body's
 fields checked against the types RocketMQ writes.
 
-A non-SUCCESS answer raises the class ``rocketq.cluster.errors.for_code`` gives for its
+A non-SUCCESS answer raises the class ``rocketq.common.exceptions.for_code`` gives for its
 code, with the remark. A SUCCESS answer whose body or header is not the shape RocketMQ
-gives raises :class:`~rocketq.cluster.errors.RocketqSystemError` naming the answer (``what``)
+gives raises :class:`~rocketq.common.exceptions.RocketqSystemError` naming the answer (``what``)
 and the field. Pure functions, no I/O.
 """
 
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from rocketq.cluster.errors import RocketqError, for_code
-from rocketq.cluster.remoting import fastjson
-from rocketq.cluster.remoting.codes import ResponseCode
-from rocketq.cluster.remoting.command import RemotingCommand
+from rocketq.common.exceptions import RocketqError, for_code
+from rocketq.remoting import fastjson
+from rocketq.remoting.codes import ResponseCode
+from rocketq.remoting.command import RemotingCommand
 
 
 def check(answer: RemotingCommand) -> None:

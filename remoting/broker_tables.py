@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from rocketq.cluster.remoting.answer import (
+from rocketq.remoting.answer import (
     body_doc,
     bool_field,
     int_field,
@@ -23,8 +23,8 @@ from rocketq.cluster.remoting.answer import (
     object_field,
     text_field,
 )
-from rocketq.cluster.remoting.codes import PermName, RequestCode
-from rocketq.cluster.remoting.command import RemotingCommand
+from rocketq.remoting.codes import PermName, RequestCode
+from rocketq.remoting.command import RemotingCommand
 
 READ_WRITE: Final = PermName.PERM_READ | PermName.PERM_WRITE
 

@@ -9,7 +9,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from rocketq.cluster.message_id import encode_offset_msg_id
+from rocketq.common.message_id import encode_offset_msg_id
 
 # System topics and prefixes (RocketMQ's names).
 AUTO_CREATE_TOPIC_KEY_TOPIC: Final = "TBW102"

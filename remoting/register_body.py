@@ -38,8 +38,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from rocketq.cluster.message import TopicConfig
-from rocketq.cluster.remoting import fastjson
+from rocketq.common.message import TopicConfig
+from rocketq.remoting import fastjson
 
 _MIB: Final = 1024 * 1024
 # The most any table inflates to (about 1.5 million topics of typical names, 340,000 of

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from rocketq.cluster.remoting import fastjson
+from rocketq.remoting import fastjson
 
 
 @dataclass(slots=True)

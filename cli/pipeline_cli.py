@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from rocketq.cluster.cli_options import fail
+from rocketq.cli.options import fail
 
 pipeline_app = typer.Typer(
     help="Archive a topic to Parquet/JSON files with Spark, and replay an archive into a topic.",

@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-from rocketq.cluster.errors import ConsumerNotOnlineError, RocketqError
-from rocketq.cluster.remoting.codes import RocketqVersion
+from rocketq.common.exceptions import ConsumerNotOnlineError, RocketqError
+from rocketq.remoting.codes import RocketqVersion
 
 if TYPE_CHECKING:
     from rocketq.sdk.admin import Admin

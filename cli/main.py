@@ -1,4 +1,4 @@
-"""The ``rocketq`` command line (console script ``rocketq = "rocketq.cluster.cli:app"``,
+"""The ``rocketq`` command line (console script ``rocketq = "rocketq.cli.main:app"``,
 also ``python -m rocketq``).
 
 Commands are grouped by component, one sub-app each, added as the components land
@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from rocketq.cluster.cli_options import (
+from rocketq.cli.options import (
     DEFAULT_NAMESRV_PORT,
     Replication,
     fail,
@@ -53,9 +53,9 @@ def nameserver_cmd(
     ] = [],  # noqa: B006 - typer reads the default
 ) -> None:
     """Run a nameserver until SIGTERM or Ctrl-C."""
-    from rocketq.cluster.config import load_config
-    from rocketq.cluster.errors import ConfigError
-    from rocketq.cluster.process import run_server, setup_logging
+    from rocketq.cluster.server_main import run_server, setup_logging
+    from rocketq.common.config import load_config
+    from rocketq.common.exceptions import ConfigError
     from rocketq.nameserver.config import NameServerConfig
     from rocketq.nameserver.server import NameServer
 
@@ -121,8 +121,8 @@ def broker_cmd(
 
     from rocketq.broker.broker import Broker
     from rocketq.broker.config import load_broker_config, ordinal_of, ordinal_settings
-    from rocketq.cluster.errors import ConfigError, RocketqError
-    from rocketq.cluster.process import run_server, setup_logging
+    from rocketq.cluster.server_main import run_server, setup_logging
+    from rocketq.common.exceptions import ConfigError, RocketqError
 
     if ordinal_from_hostname:
         if ordinal is not None:
@@ -237,8 +237,8 @@ def cluster_up(
     import signal
     import threading
 
-    from rocketq.cluster.errors import RocketqError
     from rocketq.cluster.launcher import ClusterSpec, LocalCluster
+    from rocketq.common.exceptions import RocketqError
 
     if console:
         from rocketq.cluster.console_launch import console_missing
@@ -333,9 +333,9 @@ def cluster_up(
 def cluster_down(data_dir: DataDirOption = Path("data/cluster")) -> None:
     """Stop the cluster described by `<data-dir>/cluster.json` (brokers first)."""
     from rocketq.cluster.console_launch import stop_console
-    from rocketq.cluster.errors import RocketqError
     from rocketq.cluster.launcher import LocalCluster
     from rocketq.cluster.monitor import stop_monitor
+    from rocketq.common.exceptions import RocketqError
 
     try:
         cluster = LocalCluster.load(data_dir)
@@ -361,8 +361,8 @@ def cluster_status(
     """Which nodes are alive, and which brokers a nameserver knows."""
     import json
 
-    from rocketq.cluster.errors import RocketqError
     from rocketq.cluster.launcher import LocalCluster
+    from rocketq.common.exceptions import RocketqError
 
     try:
         cluster = LocalCluster.load(data_dir)
@@ -389,10 +389,10 @@ def cluster_status(
         typer.echo(f"  {name}: {addrs}")
 
 
-# -- admin, send, consume (cluster/admin_cli.py) --------------------------------------------
+# -- admin, send, consume (cli/admin_cli.py) --------------------------------------------
 
-from rocketq.cluster.admin_cli import admin_app, consume_cmd, send_cmd  # noqa: E402
-from rocketq.cluster.dlq_cli import dlq_app, resend_message  # noqa: E402
+from rocketq.cli.admin_cli import admin_app, consume_cmd, send_cmd  # noqa: E402
+from rocketq.cli.dlq_cli import dlq_app, resend_message  # noqa: E402
 
 admin_app.command("resend-message")(resend_message)
 admin_app.add_typer(dlq_app, name="dlq")
@@ -401,30 +401,30 @@ app.command("send")(send_cmd)
 app.command("consume")(consume_cmd)
 
 
-# -- benchmarks (cluster/bench_cli.py) ------------------------------------------------------
+# -- benchmarks (cli/bench_cli.py) ------------------------------------------------------
 
-from rocketq.cluster.bench_cli import bench_app  # noqa: E402
+from rocketq.cli.bench_cli import bench_app  # noqa: E402
 
 app.add_typer(bench_app, name="bench")
 
 
-# -- the chaos harness (cluster/chaos_cli.py) -----------------------------------------------
+# -- the chaos harness (cli/chaos_cli.py) -----------------------------------------------
 
-from rocketq.cluster.chaos_cli import chaos_app  # noqa: E402
+from rocketq.cli.chaos_cli import chaos_app  # noqa: E402
 
 app.add_typer(chaos_app, name="chaos")
 
 
-# -- the Spark pipeline (cluster/pipeline_cli.py) -------------------------------------------
+# -- the Spark pipeline (cli/pipeline_cli.py) -------------------------------------------
 
-from rocketq.cluster.pipeline_cli import pipeline_app  # noqa: E402
+from rocketq.cli.pipeline_cli import pipeline_app  # noqa: E402
 
 app.add_typer(pipeline_app, name="pipeline")
 
 
-# -- the web console (cluster/console_cli.py, console/) ---------------------------------------
+# -- the web console (cli/console_cli.py, console/) ---------------------------------------
 
-from rocketq.cluster.console_cli import console_cmd  # noqa: E402
+from rocketq.cli.console_cli import console_cmd  # noqa: E402
 
 app.command("console")(console_cmd)
 

@@ -13,11 +13,11 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from rocketq.cluster import cluster_list as listing
-from rocketq.cluster import consumer_status as status
-from rocketq.cluster.aio import wait_event
-from rocketq.cluster.cli_options import DEFAULT_NAMESRV as DEFAULT_NAMESRV  # for dlq_cli too
-from rocketq.cluster.message import message_doc
+from rocketq.cli import cluster_list as listing
+from rocketq.cli import consumer_status as status
+from rocketq.cli.options import DEFAULT_NAMESRV as DEFAULT_NAMESRV  # for dlq_cli too
+from rocketq.common.aio import wait_event
+from rocketq.common.message import message_doc
 
 T = TypeVar("T")
 
@@ -41,7 +41,7 @@ JsonOut = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 
 def run(make: Callable[[], Awaitable[T]]) -> T:
     """Run one async admin action; rocketq errors become a message and exit code 1."""
-    from rocketq.cluster.errors import RocketqError
+    from rocketq.common.exceptions import RocketqError
 
     try:
         return asyncio.run(make())  # type: ignore[arg-type]
@@ -203,7 +203,7 @@ def transfer_leader(
 
 
 async def _transfer_leader(namesrv: str, group: str, to: str, timeout: float) -> str:
-    from rocketq.cluster.errors import RocketqSystemError
+    from rocketq.common.exceptions import RocketqSystemError
     from rocketq.sdk.admin import Admin, BrokerInfo
 
     def members(brokers: list[BrokerInfo]) -> list[BrokerInfo]:
@@ -311,7 +311,7 @@ def consumer_connection(
 ) -> None:
     """The clients of a consumer group (with the language and version each one's heartbeat
     named: PYTHON and rocketq's for the SDK) and their subscriptions."""
-    from rocketq.cluster.remoting.codes import RocketqVersion
+    from rocketq.remoting.codes import RocketqVersion
 
     conns = run(lambda: _with_admin(namesrv, lambda a: a.consumer_connections(group)))
     rows = [

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from rocketq.cluster.admin_cli import (
+from rocketq.cli.admin_cli import (
     DEFAULT_NAMESRV,
     JsonOut,
     Namesrv,
@@ -21,7 +21,7 @@ from rocketq.cluster.admin_cli import (
     parse_time,
     run,
 )
-from rocketq.cluster.message import message_doc
+from rocketq.common.message import message_doc
 
 dlq_app = typer.Typer(
     help="A consumer group's dead letters (%DLQ%<group>): list, resend, export.",

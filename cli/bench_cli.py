@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from rocketq.bench.report import BenchOptionError
-from rocketq.cluster.cli_options import MasterRole, Replication, fail
+from rocketq.cli.options import MasterRole, Replication, fail
 
 bench_app = typer.Typer(
     help="Benchmarks that print TPS, RT and p50/p99/p999 like RocketMQ's, or JSON.",
@@ -69,7 +69,7 @@ def bench_store(
         StoreBenchOptions,
         run_store_bench,
     )
-    from rocketq.cluster.errors import RocketqError
+    from rocketq.common.exceptions import RocketqError
 
     mode: FlushMode = "sync" if flush is Flush.SYNC else "async"
     try:
@@ -124,7 +124,7 @@ def bench_topics(
         parse_counts,
         run_topics_bench,
     )
-    from rocketq.cluster.errors import RocketqError
+    from rocketq.common.exceptions import RocketqError
 
     try:
         counts = parse_counts(topics)
@@ -206,7 +206,7 @@ def bench_produce(
 ) -> None:
     """Send messages as fast as the given concurrency allows; TPS, RT, p50/p99/p999."""
     from rocketq.bench.client_bench import json_line, produce, run
-    from rocketq.cluster.errors import RocketqError
+    from rocketq.common.exceptions import RocketqError
 
     if metrics_compare:
         if not embedded:
@@ -278,7 +278,7 @@ def bench_replication(
     the lone broker's (the median over --rounds)."""
     from rocketq.bench.client_bench import json_line
     from rocketq.bench.replication_bench import replication_bench
-    from rocketq.cluster.errors import RocketqError
+    from rocketq.common.exceptions import RocketqError
 
     chosen = [m.strip() for m in modes.split(",") if m.strip()]
     try:
@@ -318,7 +318,7 @@ def bench_failover(
     to the first SEND_OK on the new leader, with its median and max."""
     from rocketq.bench.client_bench import json_line, run
     from rocketq.bench.failover_bench import FailoverBenchError, failover
-    from rocketq.cluster.errors import RocketqError
+    from rocketq.common.exceptions import RocketqError
 
     extra = {}
     for item in settings or []:
@@ -372,7 +372,7 @@ def bench_consume(
 ) -> None:
     """Consume as fast as possible (a backlog, or what arrives); consume TPS."""
     from rocketq.bench.client_bench import consume, json_line, run
-    from rocketq.cluster.errors import RocketqError
+    from rocketq.common.exceptions import RocketqError
 
     try:
         with _bench_target(namesrv, embedded, data_dir) as ns:
@@ -421,7 +421,7 @@ def bench_spark(
     >= 0.50) and the Spark session's start time (in no rate). Needs rocketq[spark]."""
     from rocketq.bench.client_bench import json_line
     from rocketq.bench.spark_bench import SparkBenchError, check_runtime, spark_bench, table
-    from rocketq.cluster.errors import RocketqError
+    from rocketq.common.exceptions import RocketqError
 
     try:
         check_runtime()
@@ -587,7 +587,7 @@ def bench_recovery(
     import asyncio
 
     from rocketq.bench import recovery_bench, restart_bench
-    from rocketq.cluster.errors import RocketqError
+    from rocketq.common.exceptions import RocketqError
 
     try:
         restart_bench.check_mode(

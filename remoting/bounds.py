@@ -20,7 +20,7 @@ import contextlib
 import logging
 from typing import Any, Final, Protocol
 
-from rocketq.cluster.config import ServerBoundsConfig
+from rocketq.common.config import ServerBoundsConfig
 
 log = logging.getLogger(__name__)
 

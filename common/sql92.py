@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 
-from rocketq.cluster.errors import SubscriptionParseFailedError
+from rocketq.common.exceptions import SubscriptionParseFailedError
 
 __all__ = ["MAX_EXPRESSION_LENGTH", "MAX_NESTING", "Sql92Filter", "compile_expression", "validate"]
 

@@ -7,14 +7,14 @@ opened (CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED...).
 
 A handler takes the connection and the request and returns the response, ``None`` (it
 answers later through :meth:`Connection.send`, or the request was oneway), or an awaitable
-of either. A project error a handler raises (``rocketq.cluster.errors``) becomes a response
+of either. A project error a handler raises (``rocketq.common.exceptions``) becomes a response
 with its code and message; anything else is SYSTEM_ERROR with a generic remark naming a
 reference, and the detail goes to the log under that reference.
 
 Frames are read with :class:`asyncio.Protocol` (no stream objects, no task per frame); a
 handler that answers at once costs no task either.
 
-A server's connections keep its bounds (``cluster/remoting/bounds.py``): per frame that
+A server's connections keep its bounds (``remoting/bounds.py``): per frame that
 costs a flag, a counter of requests in flight and integer comparisons; bytes are buffered
 only for a frame that spans reads, appended without copying until it is whole.
 
@@ -41,17 +41,17 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeAlias, cast
 
-from rocketq.cluster.config import ServerBoundsConfig
-from rocketq.cluster.errors import (
+from rocketq.common.config import ServerBoundsConfig
+from rocketq.common.exceptions import (
     ConnectBrokerError,
     MessageIllegalError,
     RequestTimeoutError,
     RocketqError,
 )
-from rocketq.cluster.remoting import bounds
-from rocketq.cluster.remoting.bounds import ServerGuard
-from rocketq.cluster.remoting.codes import RequestCode, ResponseCode
-from rocketq.cluster.remoting.command import (
+from rocketq.remoting import bounds
+from rocketq.remoting.bounds import ServerGuard
+from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.remoting.command import (
     MAX_FRAME,
     ONEWAY_FLAG,
     RemotingCommand,

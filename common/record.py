@@ -23,8 +23,8 @@ import zlib
 from collections.abc import Iterator, Mapping
 from typing import Final
 
-from rocketq.cluster.errors import MessageIllegalError, PropertiesSizeExceededError
-from rocketq.cluster.message import (
+from rocketq.common.exceptions import MessageIllegalError, PropertiesSizeExceededError
+from rocketq.common.message import (
     KEY_SEPARATOR,
     NAME_VALUE_SEPARATOR,
     PROPERTY_DELAY_TIME_LEVEL,

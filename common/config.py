@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
-from rocketq.cluster.errors import ConfigError
+from rocketq.common.exceptions import ConfigError
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance

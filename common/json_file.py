@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from rocketq.cluster.errors import StoreCorruptError
+from rocketq.common.exceptions import StoreCorruptError
 
 
 def write_json_atomic(path: Path, doc: Any) -> None:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import bisect
 import functools
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
+from typing import Final, Protocol
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -25,10 +25,20 @@ from prometheus_client.core import (
     Metric,
 )
 
-from rocketq.cluster.errors import RocketqSystemError, for_code
+from rocketq.common.exceptions import RocketqSystemError, for_code
 
-if TYPE_CHECKING:
-    from rocketq.cluster.remoting.bounds import ServerGuard
+
+class ServerGuard(Protocol):
+    """What the remoting server's guard (``rocketq.remoting.bounds.ServerGuard``) shows
+    the metrics: refusals by reason, the open connections, the bytes of partial frames."""
+
+    @property
+    def rejected(self) -> Mapping[str, int]: ...
+    @property
+    def open(self) -> Sized: ...
+    @property
+    def buffered(self) -> int: ...
+
 
 Labels = tuple[str, ...]
 

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from rocketq.cluster.cli_options import MasterRole, fail, parse_settings
+from rocketq.cli.options import MasterRole, fail, parse_settings
 
 chaos_app = typer.Typer(
     help="Kill, pause and cut off masters under load, and prove nothing acknowledged is lost.",
@@ -127,7 +127,7 @@ def chaos_run(
     from rocketq.chaos.faults import parse_faults
     from rocketq.chaos.history import ChaosError
     from rocketq.chaos.runner import ChaosOptions, ChaosRun
-    from rocketq.cluster.errors import RocketqError
+    from rocketq.common.exceptions import RocketqError
 
     extra = {k: str(v) for k, v in parse_settings(settings or []).items()}
     run_dir = data_dir or Path("data") / time.strftime("chaos-%Y%m%d-%H%M%S")

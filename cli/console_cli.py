@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from rocketq.cluster.cli_options import fail
+from rocketq.cli.options import fail
 
 
 def console_cmd(

@@ -25,8 +25,8 @@ import re
 import struct
 from typing import Final
 
-from rocketq.cluster.remoting import fastjson
-from rocketq.cluster.remoting.codes import (
+from rocketq.remoting import fastjson
+from rocketq.remoting.codes import (
     ONEWAY_FLAG,
     RESPONSE_FLAG,
     LanguageCode,

@@ -1,5 +1,5 @@
 """Local processes by pid, for the launcher: a pid is trusted only while ``/proc`` shows a
-live ``rocketq.cluster.cli`` process started at the recorded time, so a pid the kernel has handed
+live ``rocketq.cli.main`` process started at the recorded time, so a pid the kernel has handed
 to another process is never signalled."""
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ def proc_stat(pid: int) -> tuple[str, int] | None:
     return fields[0], int(fields[19])
 
 
-def is_ours(pid: int, start_time: int, marker: bytes = b"rocketq.cluster.cli") -> bool:
+def is_ours(pid: int, start_time: int, marker: bytes = b"rocketq.cli.main") -> bool:
     """A live (not zombie) process whose command line holds ``marker`` (by default a
-    ``rocketq.cluster.cli`` process) and that is the one we started."""
+    ``rocketq.cli.main`` process) and that is the one we started."""
     if pid <= 0:
         return False
     stat = proc_stat(pid)

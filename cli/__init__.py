@@ -1,0 +1,1 @@
+"""The ``rocketq`` command line: the top floor, over every other package."""

@@ -1,1 +1,0 @@
-"""RocketMQ's remoting protocol: RemotingCommand frames over TCP."""
