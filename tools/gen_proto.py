@@ -2,7 +2,7 @@
 
 protoc names a generated module's imports after the proto file's path below its include
 root, so the proto is compiled from where it lies in the installed namespace
-(``rocketq/cluster/proto/...``) and the generated modules import
+(``rocketq/common/proto/...``) and the generated modules import
 ``rocketq.common.proto.rocketq.v1``, as the package installs them.
 
     python tools/gen_proto.py            # what `make proto` runs
@@ -17,9 +17,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCE_DIR = ROOT / "cluster" / "proto" / "rocketq" / "v1"
+SOURCE_DIR = ROOT / "common" / "proto" / "rocketq" / "v1"
 PROTO = "rocketq.proto"
-INSTALLED = Path("rocketq/cluster/proto/rocketq/v1")
+INSTALLED = Path("rocketq/common/proto/rocketq/v1")
 GENERATED = ("rocketq_pb2.py", "rocketq_pb2.pyi")
 
 

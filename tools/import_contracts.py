@@ -1,65 +1,24 @@
-"""Two contract types for import-linter that its built-in ones do not express.
+"""A contract type for import-linter that its built-in ones do not express.
 
-- ``allowed_imports``: the modules under ``source_modules`` import, of the root package,
-  only themselves and ``allowed_modules`` (each a module or a package). The layer rule says
-  what a layer may use ("storage imports nothing of ours but the shared model"); a list of
-  what it may not use would let every module added later through.
-- ``acyclic_modules``: no module of the root package reaches itself through the imports
-  of others, counting imports made only for type checking. Import-linter's
-  ``acyclic_siblings`` compares siblings of one package; this looks at modules, across
-  packages too.
+``acyclic_modules``: no module of the root package reaches itself through the imports of
+others, counting imports made only for type checking. Import-linter's ``acyclic_siblings``
+compares siblings of one package; this looks at modules, across packages too.
 
-pyproject.toml registers both (``[tool.importlinter] contract_types``); ``make lint`` runs
+pyproject.toml registers it (``[tool.importlinter] contract_types``); ``make lint`` runs
 ``lint-imports`` over the tree that ``tools/link_tree.py`` builds.
 """
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 from grimp import ImportGraph
 from importlinter.application import output
-from importlinter.domain import fields
 from importlinter.domain.contract import Contract, ContractCheck
 
 
 def _within(module: str, packages: set[str]) -> bool:
     return any(module == p or module.startswith(p + ".") for p in packages)
-
-
-class AllowedImportsContract(Contract):
-    type_name = "allowed_imports"
-
-    source_modules = fields.ListField(subfield=fields.ModuleField())
-    allowed_modules = fields.ListField(subfield=fields.ModuleField())
-
-    def check(self, graph: ImportGraph, verbose: bool) -> ContractCheck:
-        roots = set(cast(list[str], self.session_options["root_packages"]))
-        sources = {m.name for m in cast(list[Any], self.source_modules)}
-        allowed = sources | {m.name for m in cast(list[Any], self.allowed_modules)}
-        for name in sorted(sources | allowed):
-            if name not in graph.modules:
-                raise ValueError(f"Module '{name}' does not exist.")
-        broken = []
-        for importer in sorted(graph.modules):
-            if not _within(importer, sources):
-                continue
-            for imported in sorted(graph.find_modules_directly_imported_by(importer)):
-                if not _within(imported, roots) or _within(imported, allowed):
-                    continue
-                details = graph.get_import_details(importer=importer, imported=imported)
-                lines = sorted({d["line_number"] for d in details})
-                broken.append({"importer": importer, "imported": imported, "lines": lines})
-        return ContractCheck(kept=not broken, metadata={"broken": broken})
-
-    def render_broken_contract(self, check: ContractCheck) -> None:
-        allowed = ", ".join(sorted(m.name for m in cast(list[Any], self.allowed_modules)))
-        for item in check.metadata["broken"]:
-            lines = ", ".join(f"l.{n}" for n in item["lines"])
-            output.print_error(f"{item['importer']} -> {item['imported']} ({lines})", bold=False)
-            output.new_line()
-        output.print(f"Of rocketq, these modules may import only: {allowed}.")
-        output.new_line()
 
 
 class AcyclicModulesContract(Contract):

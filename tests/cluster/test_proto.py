@@ -18,7 +18,7 @@ def test_generated_modules_match_the_proto(tmp_path: Path) -> None:
 def test_generated_modules_import_the_installed_names() -> None:
     from rocketq.common.proto.rocketq.v1 import rocketq_pb2
 
-    assert rocketq_pb2.DESCRIPTOR.name == "rocketq/cluster/proto/rocketq/v1/rocketq.proto"
+    assert rocketq_pb2.DESCRIPTOR.name == "rocketq/common/proto/rocketq/v1/rocketq.proto"
     assert rocketq_pb2.RaftMessage.__module__ == "rocketq.common.proto.rocketq.v1.rocketq_pb2"
 
 

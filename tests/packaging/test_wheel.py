@@ -14,7 +14,10 @@ from tests.packaging.conftest import ROOT, Installed
 from tools.link_tree import build, package_files
 
 GENERIC = (
+    "cli",
     "cluster",
+    "common",
+    "remoting",
     "sdk",
     "storage",
     "broker",
@@ -57,7 +60,7 @@ def test_the_wheel_holds_rocketq_alone(installed: Installed) -> None:
     tops = {n.split("/")[0] for n in names}
     assert tops == {"rocketq", "rocketq-0.1.0.dist-info"}
     assert "rocketq/py.typed" in names
-    assert "rocketq/cluster/proto/rocketq/v1/rocketq.proto" in names
+    assert "rocketq/common/proto/rocketq/v1/rocketq.proto" in names
     # Exactly the files the link tree (and so mypy and import-linter) sees.
     files = sorted(n for n in names if n.startswith("rocketq/"))
     assert files == sorted(package_files())
