@@ -16,6 +16,7 @@ import typer
 from rocketq.cli import cluster_list as listing
 from rocketq.cli import consumer_status as status
 from rocketq.cli.options import DEFAULT_NAMESRV as DEFAULT_NAMESRV  # for dlq_cli too
+from rocketq.common import times
 from rocketq.common.aio import wait_event
 from rocketq.common.message import message_doc
 
@@ -37,6 +38,8 @@ Namesrv = Annotated[
     ),
 ]
 JsonOut = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+TIME_HELP = f"epoch ms, 'now', or ISO 8601 such as 2026-03-29T02:30:00 ({times.RULE})"
+"""How a time option is given, for its help text (``rocketq.common.times`` reads it)."""
 
 
 def run(make: Callable[[], Awaitable[T]]) -> T:
@@ -163,9 +166,13 @@ def topic_status(
 
 
 def _time(ms: int) -> str:
+    """A stored time for a table, in UTC like the time options read it: pasted back into
+    ``--timestamp`` it is the same instant."""
     if ms <= 0:
         return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) + f".{ms % 1000:03d}"
+    if ms > times.MAX_MS:
+        return str(ms)
+    return times.from_ms(ms).strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}"
 
 
 @admin_app.command("cluster-list")
@@ -378,9 +385,7 @@ def consume_message(
 def reset_offset_by_time(
     group: Annotated[str, typer.Option("--group", "-g")],
     topic: Annotated[str, typer.Option("--topic", "-t")],
-    timestamp: Annotated[
-        str, typer.Option("--timestamp", "-s", help="Epoch ms, or 'now', or 'yyyy-mm-ddTHH:MM:SS'.")
-    ],
+    timestamp: Annotated[str, typer.Option("--timestamp", "-s", help=f"A time: {TIME_HELP}.")],
     namesrv: Namesrv = DEFAULT_NAMESRV,
     as_json: JsonOut = False,
 ) -> None:
@@ -395,17 +400,12 @@ def reset_offset_by_time(
 
 
 def parse_time(text: str, option: str = "--timestamp") -> int:
-    if text == "now":
-        return int(time.time() * 1000)
-    if text.isdigit():
-        return int(text)
+    """Epoch ms from a CLI option's time: epoch ms, 'now', or ISO 8601, UTC unless it has
+    an offset (``rocketq.common.times``); a bad one is a usage error naming the option."""
     try:
-        return int(time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S")) * 1000)
-    except ValueError:
-        raise typer.BadParameter(
-            f"{text!r}: give epoch milliseconds, 'now' or yyyy-mm-ddTHH:MM:SS",
-            param_hint=f"'{option}'",
-        ) from None
+        return times.parse_ms(text)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{text!r}: {exc}", param_hint=f"'{option}'") from None
 
 
 async def _tracks(admin: Any, msgs: list[Any]) -> list[list[Any]]:

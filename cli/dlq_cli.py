@@ -13,6 +13,7 @@ import typer
 
 from rocketq.cli.admin_cli import (
     DEFAULT_NAMESRV,
+    TIME_HELP,
     JsonOut,
     Namesrv,
     _time,
@@ -30,12 +31,8 @@ dlq_app = typer.Typer(
 )
 
 Group = Annotated[str, typer.Option("--group", "-g", help="The consumer group.")]
-Begin = Annotated[
-    str, typer.Option("--begin", help="Epoch ms, 'now' or yyyy-mm-ddTHH:MM:SS (default: all).")
-]
-End = Annotated[
-    str, typer.Option("--end", help="Epoch ms, 'now' or yyyy-mm-ddTHH:MM:SS (default: now).")
-]
+Begin = Annotated[str, typer.Option("--begin", help=f"A time: {TIME_HELP} (default: all).")]
+End = Annotated[str, typer.Option("--end", help=f"A time: {TIME_HELP} (default: now).")]
 MaxNum = Annotated[int, typer.Option("--max", min=1, help="At most this many messages.")]
 
 

@@ -2,20 +2,21 @@
 message's detail (every property, the body as text, pretty JSON or hex, each group's consume
 state, the trace as a timeline) and resending it to a group.
 
-Times in forms and query strings are epoch milliseconds or local ``YYYY-MM-DDTHH:MM[:SS]``
-(what a ``datetime-local`` input sends).
+Times in forms and query strings are epoch milliseconds or ISO 8601 ``YYYY-MM-DDTHH:MM[:SS]``
+(what a ``datetime-local`` input sends), read as UTC unless they end in an offset: the same
+rule as the CLI and the pipeline (``rocketq.common.times``), whatever zone the console runs in.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any, Final
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from rocketq.common import times
 from rocketq.common.exceptions import QueryNotFoundError, RocketqError, TopicNotExistError
 from rocketq.common.message import MessageExt, message_doc
 from rocketq.common.message_id import decode_offset_msg_id
@@ -30,18 +31,16 @@ MODES: Final = ("time", "key", "id")
 
 
 def parse_time(raw: object, name: str) -> int | None:
-    """Epoch ms from ``raw`` (ms, or local ISO date and time); None when empty."""
+    """Epoch ms from a form or query field ``name``: epoch ms, ``now``, or ISO 8601 (what a
+    ``datetime-local`` input sends), UTC unless it has an offset (``rocketq.common.times``);
+    None when empty. A bad one is a BadInputError naming the field."""
     text = str(raw if raw is not None else "").strip()
     if not text:
         return None
-    if text.isdigit():
-        return int(text)
     try:
-        return int(datetime.fromisoformat(text).timestamp() * 1000)
-    except ValueError:
-        raise BadInputError(
-            f"{name} must be epoch milliseconds or YYYY-MM-DDTHH:MM, got {text!r}"
-        ) from None
+        return times.parse_ms(text)
+    except ValueError as exc:
+        raise BadInputError(f"{name} must be a time, got {text!r}: {exc}") from None
 
 
 def body_view(body: bytes) -> dict[str, str]:

@@ -4,9 +4,11 @@
   document.querySelectorAll("select[data-autosubmit]").forEach(function (el) {
     el.addEventListener("change", function () { el.form.submit(); });
   });
-  // Epoch milliseconds as local date and time.
+  // Epoch milliseconds as date and time in UTC, the zone the time fields are read in.
   document.querySelectorAll("time[data-ms]").forEach(function (el) {
     var ms = Number(el.getAttribute("data-ms"));
-    if (ms > 0) { el.textContent = new Date(ms).toLocaleString(); }
+    if (ms > 0) {
+      el.textContent = new Date(ms).toISOString().replace("T", " ").replace("Z", " UTC");
+    }
   });
 })();

@@ -15,10 +15,11 @@ import logging
 import re
 import shutil
 import subprocess
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from rocketq.common import times
 from rocketq.common.exceptions import RocketqError
 
 log = logging.getLogger(__name__)
@@ -95,18 +96,13 @@ def session(app: str, *, master: str = "local[*]") -> Any:
 
 
 def parse_time(text: str, what: str) -> datetime:
-    """An ISO 8601 time (UTC unless it says otherwise) or epoch milliseconds."""
-    raw = text.strip()
+    """The instant ``text`` names, as an aware datetime in UTC: epoch milliseconds, ``now``,
+    or ISO 8601, UTC unless it has an offset (``rocketq.common.times``). A bad one is a
+    PipelineError naming ``what`` (the option)."""
     try:
-        if raw.isdigit():
-            return datetime.fromtimestamp(int(raw) / 1000, UTC)
-        moment = datetime.fromisoformat(raw)
-    except ValueError:
-        raise PipelineError(
-            f"{what} {text!r} is not a time: give ISO 8601 (2026-11-25T07:00:00, UTC unless "
-            "it has an offset) or epoch milliseconds"
-        ) from None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+        return times.parse_datetime(text)
+    except ValueError as exc:
+        raise PipelineError(f"{what} {text!r} is not a time: {exc}") from None
 
 
 def parse_trigger(text: str) -> str:

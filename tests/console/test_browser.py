@@ -17,7 +17,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -293,9 +292,8 @@ def test_reset_offsets_by_time_changes_the_lag(
 
     form = post_form(browser, f"/groups/{LAG_GROUP}/reset")
     Select(form.find_element(By.NAME, "topic")).select_by_visible_text(LAG_TOPIC)
-    # Time 0, as the local date and time the datetime-local input holds (the browser and
-    # the console share this machine's time zone).
-    epoch = datetime.fromtimestamp(0).strftime("%Y-%m-%dT%H:%M:%S")
+    # Time 0: the console reads the datetime-local input's value as UTC.
+    epoch = "1970-01-01T00:00:00"
     stamp = form.find_element(By.NAME, "timestamp")
     browser.execute_script("arguments[0].value = arguments[1];", stamp, epoch)
     submit(browser, form)
