@@ -9,16 +9,19 @@ answer is the figure. Two sizes in one run by default, so a recovery that grows 
 CommitLog shows as a ratio; the broker's own recovery log lines add what it checked and
 what it re-dispatched, and when the re-dispatch caught up. The same command with
 ``--topics`` compares topic counts instead (``rocketq.bench.restart_bench``), with the
-restart and log helpers of this module.
+restart and log helpers of this module: ``fresh_cluster`` and ``stop_and_restart`` are the
+start, stop, restart and measure steps both modes share.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import signal
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -277,6 +280,59 @@ async def timed_restart(cluster: LocalCluster, name: str, topic: str, body: byte
     return TimedRestart(ready.result() - t0, ok_at - t0, failed, wall)
 
 
+@asynccontextmanager
+async def fresh_cluster(
+    base: Path, prefix: str, *, segment_size: int, settings: Mapping[str, str] | None = None
+) -> AsyncIterator[LocalCluster]:
+    """One nameserver and one ASYNC_FLUSH broker (the launcher that ``rocketq cluster up``
+    uses) on a new store in a temporary directory under ``base``; started on the way in,
+    stopped and removed on the way out. ``settings`` adds broker settings."""
+    from rocketq.cluster.launcher import ClusterSpec, LocalCluster
+
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=base) as tmp:
+        spec = ClusterSpec(
+            data_dir=Path(tmp),
+            broker_settings={
+                "mapped_file_size_commit_log": str(segment_size),
+                "flush_disk_type": "ASYNC_FLUSH",
+                **(settings or {}),
+            },
+            ready_timeout=SEND_OK_LIMIT_S,
+        )
+        cluster = LocalCluster(spec)
+        await asyncio.to_thread(cluster.start)
+        try:
+            yield cluster
+        finally:
+            await asyncio.to_thread(cluster.stop)
+
+
+@dataclass(frozen=True)
+class BrokerRestart:
+    """The broker stopped by a signal and started again (``stop_and_restart``)."""
+
+    stop_s: float  # the signal until the process exited
+    timed: TimedRestart  # the start again, and the new producer's first SEND_OK
+    log: str  # the broker's log from the start again on
+
+
+async def stop_and_restart(
+    cluster: LocalCluster, sig: signal.Signals, topic: str, body: bytes, facts: SizeResult
+) -> BrokerRestart:
+    """Stop the cluster's broker with ``sig`` (SIGKILL: a crash, its abort file stays and the
+    start runs the crash recovery; SIGTERM: a clean stop), start it again while a new
+    producer sends ``body`` to ``topic`` until its first SEND_OK (that send is stored), and
+    read the start's recovery log lines into ``facts``."""
+    broker = cluster.brokers[0]
+    t0 = time.monotonic()
+    await asyncio.to_thread(cluster.kill, broker.name, sig)
+    stop_s = time.monotonic() - t0
+    log_offset = log_size(broker.log)
+    timed = await timed_restart(cluster, broker.name, topic, body)
+    text = await wait_recovery_log(broker.log, log_offset, facts)
+    return BrokerRestart(stop_s, timed, text)
+
+
 async def _one_size(
     gb: float,
     *,
@@ -288,42 +344,25 @@ async def _one_size(
     echo: Callable[[str], None],
 ) -> SizeResult:
     from rocketq.bench.client_bench import ensure_topic
-    from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 
     result = SizeResult(gb)
     body = (b"0123456789abcdef" * (size // 16 + 1))[:size]
     target = max(batch, -(-int(gb * GB) // size))
-    with tempfile.TemporaryDirectory(prefix="bench-recovery-", dir=base) as tmp:
-        spec = ClusterSpec(
-            data_dir=Path(tmp),
-            broker_settings={
-                "mapped_file_size_commit_log": str(segment_size),
-                "flush_disk_type": "ASYNC_FLUSH",
-            },
-            ready_timeout=SEND_OK_LIMIT_S,
+    async with fresh_cluster(base, "bench-recovery-", segment_size=segment_size) as cluster:
+        broker = cluster.brokers[0]
+        await ensure_topic(cluster.namesrv_addr, TOPIC, QUEUES)
+        echo(f"{gb:g} GB: filling {target:,} messages of {size} B from {senders} senders")
+        await _fill(
+            cluster.namesrv_addr, target, senders=senders, batch=batch, body=body, result=result
         )
-        cluster = LocalCluster(spec)
-        await asyncio.to_thread(cluster.start)
-        try:
-            broker = cluster.brokers[0]
-            await ensure_topic(cluster.namesrv_addr, TOPIC, QUEUES)
-            echo(f"{gb:g} GB: filling {target:,} messages of {size} B from {senders} senders")
-            await _fill(
-                cluster.namesrv_addr, target, senders=senders, batch=batch, body=body, result=result
-            )
-            echo(
-                f"{gb:g} GB: {result.messages:,} messages in {result.fill_s:.1f} s; "
-                f"SIGKILL {broker.name} and restart it"
-            )
-            await asyncio.to_thread(cluster.kill, broker.name)
-            log_offset = log_size(broker.log)
-            timed = await timed_restart(cluster, broker.name, TOPIC, body)
-            result.restart_to_send_ok_s = timed.to_send_ok_s
-            result.restart_to_ready_s = timed.to_ready_s
-            result.failed_sends_after_restart = timed.failed_sends
-            await wait_recovery_log(broker.log, log_offset, result)
-        finally:
-            await asyncio.to_thread(cluster.stop)
+        echo(
+            f"{gb:g} GB: {result.messages:,} messages in {result.fill_s:.1f} s; "
+            f"SIGKILL {broker.name} and restart it"
+        )
+        restart = await stop_and_restart(cluster, signal.SIGKILL, TOPIC, body, result)
+        result.restart_to_send_ok_s = restart.timed.to_send_ok_s
+        result.restart_to_ready_s = restart.timed.to_ready_s
+        result.failed_sends_after_restart = restart.timed.failed_sends
     return result
 
 
@@ -402,16 +441,19 @@ def json_report(results: Sequence[SizeResult], *, senders: int, batch: int, size
 
 __all__ = [
     "DEFAULT_SIZES",
+    "BrokerRestart",
     "SizeResult",
     "TimedRestart",
     "check_options",
     "first_send_ok",
+    "fresh_cluster",
     "json_report",
     "log_size",
     "log_tail",
     "parse_sizes",
     "read_recovery_log",
     "run_recovery_bench",
+    "stop_and_restart",
     "table",
     "timed_restart",
     "wait_recovery_log",

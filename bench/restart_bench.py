@@ -27,7 +27,6 @@ import collections
 import random
 import re
 import signal
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -36,12 +35,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from rocketq.bench.recovery_bench import (
-    SEND_OK_LIMIT_S,
     SizeResult,
-    log_size,
+    fresh_cluster,
     read_recovery_log,
-    timed_restart,
-    wait_recovery_log,
+    stop_and_restart,
 )
 from rocketq.bench.report import MB, BenchOptionError, json_line, rate
 from rocketq.bench.topics_bench import parse_counts, rss_mb, topic_name
@@ -328,25 +325,19 @@ async def _restart(
     rng: random.Random,
     kind: str,
 ) -> RestartResult:
-    broker = cluster.brokers[0]
     result = RestartResult(kind)
     sig = signal.SIGTERM if kind == "graceful" else signal.SIGKILL
-    t0 = time.monotonic()
-    await asyncio.to_thread(cluster.kill, broker.name, sig)
-    result.stop_s = time.monotonic() - t0
-    log_offset = log_size(broker.log)
-    timed = await timed_restart(cluster, broker.name, names[-1], body)
+    restart = await stop_and_restart(cluster, sig, names[-1], body, SizeResult(0.0))
     sent.ok[names[-1]] += 1
-    result.restart_to_ready_s = timed.to_ready_s
-    result.restart_to_send_ok_s = timed.to_send_ok_s
-    result.failed_sends_after_restart = timed.failed_sends
-    facts = SizeResult(0.0)
-    text = await wait_recovery_log(broker.log, log_offset, facts)
-    read_start_log(text, timed.started_wall, result)
+    result.stop_s = restart.stop_s
+    result.restart_to_ready_s = restart.timed.to_ready_s
+    result.restart_to_send_ok_s = restart.timed.to_send_ok_s
+    result.failed_sends_after_restart = restart.timed.failed_sends
+    read_start_log(restart.log, restart.timed.started_wall, result)
     result.topics_routed, result.topics_verified = await verify(
         cluster.namesrv_addr, names, sent, body, rng, kind
     )
-    result.broker_rss_mb = rss_mb(broker.pid)
+    result.broker_rss_mb = rss_mb(cluster.brokers[0].pid)
     return result
 
 
@@ -360,60 +351,47 @@ async def _one_count(
     echo: Callable[[str], None],
 ) -> CountResult:
     from rocketq import Producer
-    from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 
     result = CountResult(count, messages=messages)
     body = (b"0123456789abcdef" * (size // 16 + 1))[:size]
     names = [topic_name(i) for i in range(count)]
     sent = _Sent()
     rng = random.Random(count)
-    with tempfile.TemporaryDirectory(prefix="bench-restart-", dir=base) as tmp:
-        spec = ClusterSpec(
-            data_dir=Path(tmp),
-            broker_settings={
-                "mapped_file_size_commit_log": str(segment_size),
-                "flush_disk_type": "ASYNC_FLUSH",
-                "auto_create_topic_enable": "true",
-                "default_topic_queue_nums": str(QUEUES),
-            },
-            ready_timeout=SEND_OK_LIMIT_S,
-        )
-        cluster = LocalCluster(spec)
-        await asyncio.to_thread(cluster.start)
-        try:
-            broker = cluster.brokers[0]
-            namesrv = cluster.namesrv_addr
-            async with Producer(
-                group="recovery_bench_topics", namesrv=namesrv, default_topic_queue_nums=QUEUES
-            ) as producer:
-                t0 = time.monotonic()
-                await _create(producer, names, body, sent)
-                result.create_s = time.monotonic() - t0
-                echo(
-                    f"[Topics {count:,}] created {count:,} topics one by one in "
-                    f"{result.create_s:.2f} s; {messages:,} sends of {size} B, {IN_FLIGHT} in "
-                    "flight"
-                )
-                t0 = time.monotonic()
-                await _fill(producer, names, messages, body, sent)
-                result.fill_s.append(time.monotonic() - t0)
-            for kind in KINDS:
-                if kind == "crash":
-                    result.fill_s.append(await _fill_timed(namesrv, names, messages, body, sent))
-                echo(
-                    f"[Topics {count:,}] {messages:,} messages in {result.fill_s[-1]:.1f} s; "
-                    f"{'SIGTERM' if kind == 'graceful' else 'SIGKILL'} {broker.name} and "
-                    "start it again"
-                )
-                r = await _restart(cluster, names, sent, body, rng, kind)
-                result.restarts[kind] = r
-                echo(
-                    f"[Topics {count:,}] {kind}: stopped in {r.stop_s:.2f} s, first SEND_OK "
-                    f"{r.restart_to_send_ok_s:.2f} s after the start; {r.topics_routed:,} "
-                    f"topics routed, {r.topics_verified} checked"
-                )
-        finally:
-            await asyncio.to_thread(cluster.stop)
+    settings = {"auto_create_topic_enable": "true", "default_topic_queue_nums": str(QUEUES)}
+    async with fresh_cluster(
+        base, "bench-restart-", segment_size=segment_size, settings=settings
+    ) as cluster:
+        broker = cluster.brokers[0]
+        namesrv = cluster.namesrv_addr
+        async with Producer(
+            group="recovery_bench_topics", namesrv=namesrv, default_topic_queue_nums=QUEUES
+        ) as producer:
+            t0 = time.monotonic()
+            await _create(producer, names, body, sent)
+            result.create_s = time.monotonic() - t0
+            echo(
+                f"[Topics {count:,}] created {count:,} topics one by one in "
+                f"{result.create_s:.2f} s; {messages:,} sends of {size} B, {IN_FLIGHT} in "
+                "flight"
+            )
+            t0 = time.monotonic()
+            await _fill(producer, names, messages, body, sent)
+            result.fill_s.append(time.monotonic() - t0)
+        for kind in KINDS:
+            if kind == "crash":
+                result.fill_s.append(await _fill_timed(namesrv, names, messages, body, sent))
+            echo(
+                f"[Topics {count:,}] {messages:,} messages in {result.fill_s[-1]:.1f} s; "
+                f"{'SIGTERM' if kind == 'graceful' else 'SIGKILL'} {broker.name} and "
+                "start it again"
+            )
+            r = await _restart(cluster, names, sent, body, rng, kind)
+            result.restarts[kind] = r
+            echo(
+                f"[Topics {count:,}] {kind}: stopped in {r.stop_s:.2f} s, first SEND_OK "
+                f"{r.restart_to_send_ok_s:.2f} s after the start; {r.topics_routed:,} "
+                f"topics routed, {r.topics_verified} checked"
+            )
     result.send_failed = sent.failed
     result.errors = dict(sent.errors)
     return result
