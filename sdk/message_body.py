@@ -17,12 +17,19 @@ raising it from ``poll``; one bad message never stops its queue.
 
 from __future__ import annotations
 
+import collections
+import logging
 import zlib
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from rocketq.common.exceptions import ConfigError, MessageIllegalError
 from rocketq.common.message import MessageExt, SysFlag
 from rocketq.common.record import CRC_MASK, decode_record
+
+if TYPE_CHECKING:
+    from rocketq.sdk.metrics import ClientMetrics
+
+log = logging.getLogger(__name__)
 
 # RocketMQ's maxMessageSize (the producer's and the broker's): 4 MiB.
 MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024
@@ -178,3 +185,21 @@ def check_messages(
         else:
             good.append(msg)
     return good, bad
+
+
+def report_bad(
+    exc: BadMessageError,
+    *,
+    group: str,
+    client_id: str,
+    counts: collections.Counter[str],
+    metrics: ClientMetrics | None,
+    then: str = "",
+) -> None:
+    """Report a bad message a consumer met: count it by reason in ``counts`` (the
+    consumer's ``bad_messages``), record it in the client metrics when they are on, and
+    log it as an error, followed by ``then`` (what the consumer does with it)."""
+    counts[exc.reason] += 1
+    if metrics is not None:
+        metrics.observe_bad_message(exc.topic, group, client_id, exc.reason)
+    log.error("group %s: %s%s", group, exc, f"; {then}" if then else "")

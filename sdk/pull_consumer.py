@@ -28,6 +28,7 @@ from rocketq.common.message import MessageExt, MessageQueue
 from rocketq.common.sql92 import validate
 from rocketq.remoting.command import RemotingCommand
 from rocketq.sdk import consumer_diagnostics as diagnostics
+from rocketq.sdk import pulling
 from rocketq.sdk.client import ClientInstance, consumer_heartbeat, subscribe_queues
 from rocketq.sdk.client_wire import (
     GroupChanged,
@@ -42,14 +43,13 @@ from rocketq.sdk.message_body import (
     MAX_MESSAGE_SIZE,
     BadMessageError,
     check_limits,
-    decode_pulled,
+    report_bad,
 )
 from rocketq.sdk.metrics import MetricsOption, client_metrics
 from rocketq.sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
-from rocketq.sdk.push_consumer import PULL_DELAY_WHEN_EXCEPTION, after_broken, finish_pulled
 from rocketq.sdk.rebalance import STRATEGIES
 from rocketq.sdk.running_info import ConsumerRunningInfo, ProcessQueueInfo
-from rocketq.sdk.wire import PullOutcome, pull_request
+from rocketq.sdk.wire import PullOutcome
 
 log = logging.getLogger(__name__)
 
@@ -337,56 +337,50 @@ class PullConsumer:
             if self._buffered.get(mq, 0) >= self.config.pull_threshold_for_queue:
                 await asyncio.sleep(0.05)
                 continue
-            addr = self.client.read_addr(mq.broker_name)
             try:
-                if addr is None:
-                    await self.client.update_route(mq.topic)
-                    raise TopicNotExistError(f"broker {mq.broker_name} is not in the route")
-                req = pull_request(
-                    group=self.group,
-                    topic=mq.topic,
-                    queue_id=mq.queue_id,
-                    offset=self._next[mq],
-                    max_msg_nums=self.config.pull_batch_size,
-                    suspend_timeout_ms=self.config.long_polling_millis,
-                    subscription=selector.expression,
-                    expression_type=selector.type,
-                )
+                addr = await pulling.read_address(self.client, mq)
                 pull_started = time.monotonic()
                 self.stats.pulling(mq)
-                resp = await self.client.broker(addr).pull(
-                    req, self.config.long_polling_millis / 1000 + 15
+                resp = await pulling.pull(
+                    self.client,
+                    addr,
+                    group=self.group,
+                    mq=mq,
+                    offset=self._next[mq],
+                    selector=selector,
+                    batch_size=self.config.pull_batch_size,
+                    suspend=self.config.long_polling_millis / 1000,
                 )
             except RocketqError as exc:
                 log.info("pull of %s failed: %s", mq, exc)
-                await asyncio.sleep(PULL_DELAY_WHEN_EXCEPTION)
+                await asyncio.sleep(pulling.PULL_DELAY_WHEN_EXCEPTION)
                 continue
             if self._generation.get(mq) != generation:
                 return
             requested, self._next[mq] = self._next[mq], resp.next_begin_offset
             if resp.outcome is PullOutcome.FOUND:
                 cfg = self.config
-                records, broken = decode_pulled(resp.records)
-                msgs, bad = finish_pulled(
-                    records,
+                found = pulling.read_found(
+                    resp,
+                    mq,
+                    requested,
                     self.group,
                     max_body_bytes=cfg.max_body_bytes,
                     check_crc=cfg.check_crc,
                 )
-                if broken is not None:
-                    self._next[mq], skipped = after_broken(mq, records, requested, broken)
-                    if skipped is not None:
-                        bad.append(skipped)
+                msgs, bad, self._next[mq] = found.messages, found.bad, found.next_offset
                 self.stats.pulled(mq, (time.monotonic() - pull_started) * 1000, len(msgs))
                 if self._metrics is not None:
                     self._metrics.observe_delivery(self.group, self.client.client_id, msgs)
                 for error in bad:
-                    self.bad_messages[error.reason] += 1
-                    if self._metrics is not None:
-                        self._metrics.observe_bad_message(
-                            error.topic, self.group, self.client.client_id, error.reason
-                        )
-                    log.error("group %s: %s; poll() raises it, then skips it", self.group, error)
+                    report_bad(
+                        error,
+                        group=self.group,
+                        client_id=self.client.client_id,
+                        counts=self.bad_messages,
+                        metrics=self._metrics,
+                        then="poll() raises it, then skips it",
+                    )
                 self._buffered[mq] = self._buffered.get(mq, 0) + len(msgs)
                 for item in _in_order(msgs, bad):
                     self._buffer.put_nowait((mq, generation, item))

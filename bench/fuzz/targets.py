@@ -61,7 +61,7 @@ from rocketq.replication.ha.wire import (
 )
 from rocketq.replication.raft import wire as raft_wire
 from rocketq.sdk import admin_wire, client_wire
-from rocketq.sdk.push_consumer import finish_messages
+from rocketq.sdk.pulling import finish_messages
 from rocketq.sdk.trace import parse_events
 from rocketq.sdk.wire import parse_pull, parse_send
 from rocketq.storage.checkpoint import CheckpointFile

@@ -1,0 +1,128 @@
+"""What the push consumer's two consume services share (RocketMQ's ConsumeMessageService):
+running the listener on a batch, traced and timed when tracing and metrics are on, and what
+its answer means.
+
+The concurrent service is :mod:`rocketq.sdk.consume_concurrently`, the orderly one
+:mod:`rocketq.sdk.consume_orderly`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from rocketq.common.message import MessageExt, MessageQueue
+from rocketq.sdk.consumer_types import ConsumeResult
+from rocketq.sdk.process_queue import ProcessQueue
+from rocketq.sdk.trace import consume_event
+
+if TYPE_CHECKING:
+    from rocketq.sdk.push_consumer import PushConsumer
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[list[MessageExt]], Awaitable[ConsumeResult] | ConsumeResult]
+"""A push consumer's listener: it gets a batch of messages (one by default) and says how
+its consumption went; plain functions run on the consumer's thread pool."""
+
+# The group's retry limit on the broker when the consumer sets none (max_reconsume_times -1).
+DEFAULT_MAX_RECONSUME_TIMES = 16
+
+
+class ConsumeService:
+    """Runs the consumer's listener on the batches the pull service hands over.
+
+    Args:
+        consumer: The push consumer this service consumes for (its config, client,
+            offsets, statistics, tracer and metrics).
+    """
+
+    def __init__(self, consumer: PushConsumer) -> None:
+        self.consumer = consumer
+
+    def start(self) -> None:
+        """Start consuming (the consumer has just started)."""
+
+    async def shutdown(self) -> None:
+        """Let the batches being consumed now finish (bounded), then stop."""
+
+    def on_pulled(
+        self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt], arrived: float
+    ) -> None:
+        """A pull of ``mq`` brought ``msgs`` (already put in ``pq``) at ``arrived``
+        (time.monotonic(); 0.0 when metrics are off)."""
+        raise NotImplementedError
+
+    def start_queue(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        """The consumer now owns ``mq``."""
+
+    async def stop_queue(self, mq: MessageQueue, wait: float = 1.0) -> None:
+        """The consumer no longer owns ``mq`` (its process queue is already dropped); the
+        batch being consumed may finish within ``wait`` seconds."""
+
+    def max_reconsume_times(self) -> int:
+        """How often a message is retried before it goes to the group's DLQ."""
+        n = self.consumer.config.max_reconsume_times
+        return n if n >= 0 else DEFAULT_MAX_RECONSUME_TIMES
+
+    async def call_handler(self, batch: list[MessageExt], arrived: float) -> ConsumeResult:
+        """The listener on ``batch`` (whose pull arrived at ``arrived``), traced and timed
+        when tracing and metrics are on."""
+        consumer = self.consumer
+        tracer, metrics = consumer.tracer, consumer._metrics
+        if tracer is None and metrics is None:
+            return await self.run_handler(batch)
+        group, cid = consumer.group, consumer.client.client_id
+        if tracer is not None:
+            for m in batch:
+                tracer.record(consume_event("SubBefore", group, cid, m))
+        started = time.monotonic()
+        if metrics is not None and arrived:
+            metrics.observe_await(group, cid, batch, (started - arrived) * 1000)
+        result = await self.run_handler(batch)
+        elapsed = time.monotonic() - started
+        ok = result is ConsumeResult.SUCCESS
+        if metrics is not None:
+            metrics.observe_process(batch[0].topic, group, cid, ok, elapsed * 1000)
+        if tracer is not None:
+            cost = int(elapsed * 1000)
+            for m in batch:
+                tracer.record(consume_event("SubAfter", group, cid, m, cost, ok))
+        return result
+
+    async def invoke_listener(self, batch: list[MessageExt]) -> object:
+        """The listener's own result on ``batch`` (or its exception)."""
+        consumer = self.consumer
+        handler = consumer.handler
+        assert handler is not None
+        if consumer._async_handler:
+            return await handler(batch)  # type: ignore[misc]
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(consumer._pool, handler, batch)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    async def run_handler(self, batch: list[MessageExt]) -> ConsumeResult:
+        """The listener's answer on ``batch``; RECONSUME_LATER when it raised or answered
+        something that is not a ConsumeResult."""
+        group = self.consumer.group
+        try:
+            result = await self.invoke_listener(batch)
+        except Exception:
+            log.exception(
+                "handler of group %s failed on %s; it will be retried", group, batch[0].msg_id
+            )
+            return ConsumeResult.RECONSUME_LATER
+        if not isinstance(result, ConsumeResult):
+            log.warning(
+                "handler of group %s returned %r, not a ConsumeResult; retrying the message",
+                group,
+                result,
+            )
+            return ConsumeResult.RECONSUME_LATER
+        return result
