@@ -11,48 +11,14 @@ import json
 import socket
 import struct
 import time
-import urllib.request
-
-from prometheus_client.parser import text_string_to_metric_families
 
 from rocketq import Message, Producer, SendStatus
-from rocketq.cluster.launcher import Node
 from rocketq.remoting.codes import RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand, encode
 from rocketq.remoting.transport import request_once
 from tests.integration.conftest import MakeCluster
 from tests.integration.waiting import wait_until
-
-
-def rejected(node: Node) -> dict[str, float]:
-    """The node's rocketq_remoting_rejected_total, by reason."""
-    with urllib.request.urlopen(node.metrics_url, timeout=5) as answer:
-        text = answer.read().decode()
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        if family.name == "rocketq_remoting_rejected":
-            for sample in family.samples:
-                if sample.name.endswith("_total"):
-                    out[sample.labels["reason"]] = sample.value
-    return out
-
-
-async def open_raw(node: Node) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    return await asyncio.open_connection(node.host, node.port)
-
-
-async def cut_off(reader: asyncio.StreamReader, timeout: float) -> float:
-    """Seconds until the server closes the connection (AssertionError past ``timeout``)."""
-    started = time.monotonic()
-    try:
-        async with asyncio.timeout(timeout):
-            while await reader.read(65536):
-                pass
-    except ConnectionError:
-        pass
-    except TimeoutError:
-        raise AssertionError(f"the server kept the connection open {timeout:g} s") from None
-    return time.monotonic() - started
+from tests.server_probe import connect, cut_off, rejected, vm_hwm_kib
 
 
 async def send_one(namesrv: str, topic: str) -> None:
@@ -78,13 +44,13 @@ async def test_real_servers_cut_off_slow_idle_and_oversized_peers(
     assert before["frame_read_timeout"] == 0 and before["idle"] == 0
 
     # Half a frame to the broker, and nothing more: cut off after the read timeout.
-    slow_reader, slow_writer = await open_raw(broker)
+    slow_reader, slow_writer = await connect(broker.port, broker.host)
     slow_writer.write(encode(RemotingCommand(10, body=b"x" * 4000))[:1000])
     await slow_writer.drain()
     # A peer that says nothing at all: cut off after the idle timeout.
-    idle_reader, idle_writer = await open_raw(broker)
+    idle_reader, idle_writer = await connect(broker.port, broker.host)
     # A frame announced past the nameserver's limit (16 MiB): cut off at its length.
-    big_reader, big_writer = await open_raw(namesrv)
+    big_reader, big_writer = await connect(namesrv.port, namesrv.host)
     big_writer.write(struct.pack(">I", 64 * 1024 * 1024) + b"\0" * 64)
     await big_writer.drain()
 
@@ -138,14 +104,6 @@ def flood(host: str, port: int, frame: bytes, frames: int) -> None:
                 pass
         except OSError:
             pass  # cut off or reset: the server may close a peer over its bounds
-
-
-def vm_hwm_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    raise AssertionError(f"no VmHWM for process {pid}")
 
 
 async def test_a_nameserver_holds_queued_register_frames_within_its_in_flight_budget(

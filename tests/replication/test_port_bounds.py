@@ -23,37 +23,11 @@ from rocketq.storage.results import PutStatus
 from tests.integration.waiting import wait_until
 from tests.replication.raft_sim import MemoryHardState, MemoryLog
 from tests.replication.test_raft_server import free_ports
+from tests.server_probe import Conn, close_all, closed_by_server, connect
 from tests.storage.conftest import batch
 
 MIB = 1024 * 1024
 FAST = RaftConfig(heartbeat_interval=0.2, min_vote_interval=0.1, max_vote_interval=0.3)
-
-Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
-
-
-async def connect(port: int) -> Conn:
-    return await asyncio.open_connection("127.0.0.1", port)
-
-
-async def closed_by_server(conn: Conn, timeout: float = 10.0) -> None:
-    """The server closes ``conn`` within ``timeout`` s (AssertionError if not)."""
-    reader, writer = conn
-    try:
-        async with asyncio.timeout(timeout):
-            while await reader.read(65536):
-                pass
-    except ConnectionError:
-        pass
-    except TimeoutError:
-        raise AssertionError(f"the connection is still open after {timeout:g} s") from None
-    finally:
-        writer.close()
-
-
-def close_all(conns: list[Conn]) -> None:
-    for _, writer in conns:
-        writer.close()
-
 
 # -- HA ------------------------------------------------------------------------------------
 
