@@ -50,7 +50,6 @@ from rocketq.remoting.codes import RequestCode
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.route_data import RouteBodyError, parse_cluster_info
 from rocketq.remoting.transport import request_once
-from rocketq.replication.raft.node import NotLeaderError as RaftNotLeaderError
 from rocketq.replication.raft.node import RaftConfig, Role
 from rocketq.replication.raft.server import RaftServer
 from rocketq.replication.raft.store import CommitLogRaftLog, HardStateFile, RaftIndex
@@ -239,7 +238,7 @@ class RaftMember:
         and send it."""
         self._record_pending()
         if self.node.role is Role.LEADER:
-            with contextlib.suppress(RaftNotLeaderError):
+            with contextlib.suppress(NotLeaderError):
                 self.node.replicate()
             self.server.flush()  # the entry leaves now, not a loop turn later
 
@@ -455,7 +454,7 @@ class RaftMember:
                 continue
             if pr.match_index >= self.index.last_index():
                 log.info("%s: preferred leader %s is caught up; handing over", self.self_id, pref)
-                with contextlib.suppress(RaftNotLeaderError):
+                with contextlib.suppress(NotLeaderError):
                     node.transfer_leadership(pref)
 
     # -- state for admins --------------------------------------------------------------

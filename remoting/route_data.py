@@ -12,40 +12,64 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from rocketq.common.exceptions import RocketqSystemError
 from rocketq.remoting import fastjson
 
 
 @dataclass(slots=True)
 class QueueData:
+    """The queues one broker (a master and its slaves) keeps for a topic."""
+
     broker_name: str
+    """The broker group holding the queues."""
     read_queue_nums: int
+    """How many queues consumers read (ids 0 to read_queue_nums - 1)."""
     write_queue_nums: int
+    """How many queues producers write (ids 0 to write_queue_nums - 1)."""
     perm: int
+    """The topic's permission bits on that broker: 4 readable, 2 writable, 1 inherited."""
     topic_sys_flag: int = 0
+    """RocketMQ's topic system flag (unit and unit-sub bits); 0 for an ordinary topic."""
 
 
 @dataclass(slots=True)
 class BrokerData:
+    """One broker group of a cluster and the address of each of its members."""
+
     cluster: str
+    """The cluster the group belongs to."""
     broker_name: str
-    broker_addrs: dict[int, str] = field(default_factory=dict)  # broker id -> "host:port"
+    """The group's name, shared by its master and slaves."""
+    broker_addrs: dict[int, str] = field(default_factory=dict)
+    """Broker id (0 the master) -> "host:port" of its remoting port."""
 
 
 @dataclass(slots=True)
 class TopicRouteData:
+    """Where a topic lives: its queues on each broker and those brokers' addresses."""
+
     queue_datas: list[QueueData] = field(default_factory=list)
+    """The topic's queues, one entry per broker group."""
     broker_datas: list[BrokerData] = field(default_factory=list)
+    """The broker groups that hold the topic, with their members' addresses."""
     order_topic_conf: str = ""
+    """The ordered-topic config ("brokerName:queueNums;..."), empty for other topics."""
 
 
 @dataclass(slots=True)
 class ClusterInfo:
-    broker_addr_table: dict[str, BrokerData] = field(default_factory=dict)  # by broker name
-    cluster_addr_table: dict[str, list[str]] = field(default_factory=dict)  # cluster -> names
+    """Every broker group the nameserver knows and the cluster each belongs to."""
+
+    broker_addr_table: dict[str, BrokerData] = field(default_factory=dict)
+    """Broker group name -> the group."""
+    cluster_addr_table: dict[str, list[str]] = field(default_factory=dict)
+    """Cluster name -> the names of its broker groups."""
 
 
-class RouteBodyError(ValueError):
-    """A route or cluster-info body that does not have RocketMQ's shape."""
+class RouteBodyError(RocketqSystemError, ValueError):
+    """Raised when a route or cluster-info body does not have RocketMQ's shape: it is not
+    JSON, or a field has the wrong type or range. A nameserver's answer the client cannot
+    read, so a RocketqSystemError; a ValueError as every undecodable text is in Python."""
 
 
 def _broker_doc(b: BrokerData, standard: bool) -> dict[str, Any]:
@@ -80,6 +104,7 @@ def route_body(route: TopicRouteData, *, standard: bool) -> bytes:
 
 
 def cluster_info_body(info: ClusterInfo) -> bytes:
+    """The ClusterInfo JSON, in fastjson's default form (broker ids as bare numbers)."""
     return fastjson.dumps(
         {
             "brokerAddrTable": {
@@ -147,6 +172,7 @@ def _load(body: bytes | memoryview, what: str) -> dict[str, Any]:
 
 
 def parse_route(body: bytes | memoryview) -> TopicRouteData:
+    """A GET_ROUTEINFO_BY_TOPIC body, either form; RouteBodyError when it is not one."""
     doc = _load(body, "route")
     queues = []
     for q in _list(doc, "queueDatas"):
@@ -166,6 +192,7 @@ def parse_route(body: bytes | memoryview) -> TopicRouteData:
 
 
 def parse_cluster_info(body: bytes | memoryview) -> ClusterInfo:
+    """A GET_BROKER_CLUSTER_INFO body, either form; RouteBodyError when it is not one."""
     doc = _load(body, "cluster info")
     table = doc.get("brokerAddrTable") or {}
     clusters = doc.get("clusterAddrTable") or {}

@@ -13,9 +13,11 @@ import logging
 import random
 
 from rocketq.common.exceptions import (
+    ConfigError,
     ConnectBrokerError,
     NoNameServerError,
     RequestTimeoutError,
+    RocketqSystemError,
 )
 from rocketq.remoting import fastjson
 from rocketq.remoting.answer import check as check_answer
@@ -37,7 +39,7 @@ log = logging.getLogger(__name__)
 def parse_addrs(namesrv: str) -> list[str]:
     addrs = [a.strip() for a in namesrv.replace(",", ";").split(";") if a.strip()]
     if not addrs:
-        raise NoNameServerError(
+        raise ConfigError(
             "no nameserver address given; pass namesrv='host:9876' (several: 'a:9876;b:9876')"
         )
     return addrs
@@ -83,8 +85,14 @@ class NameServerClient:
     async def topic_list(self) -> list[str]:
         answer = await self._ask("topic list", RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
         check_answer(answer)
-        doc = fastjson.loads(bytes(answer.body or b"{}"))
-        return sorted(str(t) for t in doc.get("topicList") or [])
+        try:
+            doc = fastjson.loads(bytes(answer.body or b"{}"))
+        except (ValueError, RecursionError) as exc:  # RecursionError: arrays nested too deep
+            raise RocketqSystemError(f"the nameserver's topic list is not JSON: {exc}") from exc
+        topics = doc.get("topicList") if isinstance(doc, dict) else None
+        if not isinstance(topics, list | None):
+            raise RocketqSystemError(f"the nameserver's topic list is {topics!r:.80}, not an array")
+        return sorted(str(t) for t in topics or [])
 
     async def delete_topic(self, topic: str, cluster: str = "") -> None:
         """Every nameserver forgets the topic (they do not talk to each other)."""

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from rocketq.common.exceptions import NotLeaderError
+
 log = logging.getLogger(__name__)
 
 
@@ -117,10 +119,10 @@ class Transport(Protocol):
     def send(self, to: str, msg: Message) -> None: ...
 
 
-class NotLeaderError(Exception):
-    def __init__(self, leader: str | None) -> None:
-        super().__init__(f"not the leader; the leader is {leader or 'unknown'}")
-        self.leader = leader
+def not_leader(leader: str | None) -> NotLeaderError:
+    """The error a node raises for a write or a hand-over it cannot take as a follower (or
+    while it hands leadership over); ``leader`` is the leader it knows of, if any."""
+    return NotLeaderError(f"not the leader; the leader is {leader or 'unknown'}", leader=leader)
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,7 +386,7 @@ class RaftNode:
         """Hand leadership to ``target``: no new entries meanwhile; once ``target`` has
         everything, it is told to stand at once. Abandoned after one election timeout."""
         if self.role is not Role.LEADER:
-            raise NotLeaderError(self.leader)
+            raise not_leader(self.leader)
         if target not in self.progress:
             raise ValueError(f"{target} is not a member of this group")
         cfg = self.config
@@ -406,7 +408,7 @@ class RaftNode:
     def propose(self, data: bytes) -> int:
         """Append an entry (leader only); -> its index. It is durable once committed."""
         if self.role is not Role.LEADER or self.transferring_to is not None:
-            raise NotLeaderError(self.leader if self.transferring_to is None else None)
+            raise not_leader(self.leader if self.transferring_to is None else None)
         self.log.append([Entry(self.term, data)])
         return self.replicate()
 
@@ -415,7 +417,7 @@ class RaftNode:
         leader whose entries are written to the log by someone else (a broker appends a
         batch to its CommitLog and records it in the raft index at this term)."""
         if self.role is not Role.LEADER:
-            raise NotLeaderError(self.leader)
+            raise not_leader(self.leader)
         self._broadcast(heartbeat=False)
         self._advance_commit()
         return self.log.last_index()

@@ -13,7 +13,8 @@ import itertools
 import random
 from dataclasses import dataclass, field
 
-from rocketq.replication.raft.node import Entry, Message, NotLeaderError, RaftConfig, RaftNode, Role
+from rocketq.common.exceptions import NotLeaderError
+from rocketq.replication.raft.node import Entry, Message, RaftConfig, RaftNode, Role
 
 
 class MemoryLog:

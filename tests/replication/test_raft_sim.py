@@ -11,9 +11,9 @@ import os
 
 import pytest
 
+from rocketq.common.exceptions import NotLeaderError
 from rocketq.replication.raft.node import (
     AppendResponse,
-    NotLeaderError,
     RaftConfig,
     Role,
     VoteResponse,
