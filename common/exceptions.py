@@ -16,7 +16,7 @@ body that does not parse) a :class:`ValueError`. Both parents are real bases::
 
 from __future__ import annotations
 
-from typing import ClassVar, Final, TypeVar
+from typing import Any, ClassVar, Final, TypeVar
 
 
 class RocketqError(Exception):
@@ -28,6 +28,16 @@ class RocketqError(Exception):
     """The code's name as RocketMQ spells it (``TOPIC_NOT_EXIST``)."""
     retriable: ClassVar[bool] = False
     """Whether the same request may succeed if sent again (the SDK's retries read it)."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its class, its args and its attributes, rebuilt without calling
+        ``__init__``: a subclass whose constructor takes other arguments than its message
+        (``BadMessageError``) crosses a process boundary as it is."""
+        return _rebuild, (type(self), self.args), self.__dict__ or None
+
+
+def _rebuild(cls: type[RocketqError], args: tuple[Any, ...]) -> RocketqError:
+    return cls.__new__(cls, *args)
 
 
 _E = TypeVar("_E", bound=type[RocketqError])

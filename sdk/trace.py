@@ -57,7 +57,7 @@ def parse_events(body: bytes) -> list[TraceEvent]:
     for line in body.decode(errors="replace").splitlines():
         try:
             out.append(TraceEvent(**json.loads(line)))
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, RecursionError):  # RecursionError: nested too deep
             log.debug("skipping a trace line that is not an event: %r", line[:80])
     return out
 
