@@ -56,13 +56,13 @@ SEND_TIMEOUT_S: Final = 2.0  # RocketMQ's sendMsgTimeout is 3 s
 RETRY_PAUSE_S: Final = 0.2  # before an orderly message is sent again
 ROUTE_WAIT_S: Final = 60.0
 # Consumers: rebalance and commit often, so a killed consumer's queues move quickly.
-REBALANCE_INTERVAL_MS: Final = 2000
-PERSIST_OFFSET_INTERVAL_MS: Final = 1000
+REBALANCE_INTERVAL: Final = 2.0
+PERSIST_OFFSET_INTERVAL: Final = 1.0
 # Producers and consumers ask the nameservers for routes every second (RocketMQ's
 # pollNameServerInterval, 30 s by default): a group whose master went away is left out of
 # a route until it is asked again, and the run measures the cluster's failover, not the
 # client's polling period.
-POLL_NAME_SERVER_INTERVAL_MS: Final = 1000
+POLL_NAME_SERVER_INTERVAL: Final = 1.0
 
 
 class Pacer:
@@ -221,7 +221,7 @@ class ProducerProcess:
             PRODUCER_GROUP,
             self.namesrv,
             send_latency_fault_enable=False,
-            poll_name_server_interval=POLL_NAME_SERVER_INTERVAL_MS,
+            poll_name_server_interval=POLL_NAME_SERVER_INTERVAL,
         ) as producer:
             tasks = []
             single_share = 1.0 if not self.shards else 0.5
@@ -296,9 +296,9 @@ class ConsumerProcess:
             self.namesrv,
             consume_from=ConsumeFrom.FIRST_OFFSET,
             orderly=orderly,
-            rebalance_interval=REBALANCE_INTERVAL_MS,
-            persist_consumer_offset_interval=PERSIST_OFFSET_INTERVAL_MS,
-            poll_name_server_interval=POLL_NAME_SERVER_INTERVAL_MS,
+            rebalance_interval=REBALANCE_INTERVAL,
+            persist_consumer_offset_interval=PERSIST_OFFSET_INTERVAL,
+            poll_name_server_interval=POLL_NAME_SERVER_INTERVAL,
             offset_store_dir=str(self.cluster_dir / "offsets" / self.name),
         )
         consumer.subscribe(topic, "*")

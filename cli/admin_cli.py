@@ -159,7 +159,7 @@ def topic_status(
     """Min and max offset and last update of every queue of a topic."""
     queues = run(lambda: _with_admin(namesrv, lambda a: a.topic_status(topic)))
     rows = [
-        [q.broker_name, q.queue_id, q.min_offset, q.max_offset, _time(q.last_update_timestamp)]
+        [q.broker_name, q.queue_id, q.min_offset, q.max_offset, _time(q.last_update_timestamp_ms)]
         for q in queues
     ]
     emit(rows, ["broker", "queue", "min_offset", "max_offset", "last_updated"], as_json)
@@ -297,7 +297,7 @@ def consumer_progress(
             p.broker_offset,
             p.consumer_offset,
             p.lag,
-            _time(p.last_timestamp),
+            _time(p.last_timestamp_ms),
         ]
         for p in progress
     ]

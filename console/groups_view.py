@@ -72,7 +72,7 @@ async def group_data(admin: Admin, group: str) -> dict[str, Any]:
                 "broker_offset": p.broker_offset,
                 "consumer_offset": p.consumer_offset,
                 "lag": p.lag,
-                "last_timestamp": p.last_timestamp,
+                "last_timestamp": p.last_timestamp_ms,
                 "owner": owner.get((p.topic, p.broker_name, p.queue_id)),
             }
             for p in progress

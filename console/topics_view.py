@@ -99,7 +99,7 @@ async def topic_data(admin: Admin, topic: str) -> dict[str, Any]:
             "queue_id": q.queue_id,
             "min_offset": q.min_offset,
             "max_offset": q.max_offset,
-            "last_update_timestamp": q.last_update_timestamp,
+            "last_update_timestamp": q.last_update_timestamp_ms,
         }
         for q in await admin.topic_status(topic)
     ]

@@ -48,7 +48,7 @@ class QueueOffsets:
     queue_id: int
     min_offset: int
     max_offset: int
-    last_update_timestamp: int
+    last_update_timestamp_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +58,7 @@ class QueueProgress:
     queue_id: int
     broker_offset: int
     consumer_offset: int
-    last_timestamp: int
+    last_timestamp_ms: int
 
     @property
     def lag(self) -> int:

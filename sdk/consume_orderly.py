@@ -1,7 +1,7 @@
 """The push consumer's orderly consume service (RocketMQ's ConsumeMessageOrderlyService):
 one consume task per owned (and locked) queue takes its messages strictly in queue order,
 one batch at a time. A batch the listener does not finish is consumed again here after
-``suspend_current_queue_time``, before anything later; one that used up its retries goes to
+``suspend_current_queue_time`` seconds, before anything later; one that used up its retries goes to
 the group's DLQ (:mod:`rocketq.sdk.orderly_locks`).
 """
 
@@ -96,7 +96,7 @@ class OrderlyConsumeService(ConsumeService):
         cfg = consumer.config
         size = max(1, cfg.consume_message_batch_max_size)
         while consumer.running and not pq.dropped:
-            if pq.lock_expired(time.monotonic(), cfg.rebalance_lock_max_live_time / 1000):
+            if pq.lock_expired(time.monotonic(), cfg.rebalance_lock_max_live_time):
                 wake.clear()
                 await wait_event(wake, 0.1)  # until the lock is renewed
                 continue
@@ -121,7 +121,7 @@ class OrderlyConsumeService(ConsumeService):
             for m in batch:
                 m.reconsume_times += 1
             pq.rollback()
-            await asyncio.sleep(cfg.suspend_current_queue_time_millis / 1000)
+            await asyncio.sleep(cfg.suspend_current_queue_time)
 
     async def _dead_letters(self, mq: MessageQueue, batch: list[MessageExt]) -> bool:
         """Send the batch's messages that used up their retries to the DLQ; True if none

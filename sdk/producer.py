@@ -131,9 +131,30 @@ class SendResult:
 
 @dataclass(frozen=True, slots=True)
 class ProducerConfig:
-    """RocketMQ's DefaultMQProducer settings, snake_case, with its defaults."""
+    """A producer's settings: RocketMQ's DefaultMQProducer ones, snake_case; every
+    duration is in seconds (a float).
 
-    send_msg_timeout: int = 10_000
+    Attributes:
+        send_timeout: Seconds a send may take, retries included, when ``send`` is given
+            no ``timeout`` (RocketMQ's sendMsgTimeout; this project's default is 10 s).
+        retry_times_when_send_failed: Retries of a failed send, on another broker when
+            there is one.
+        retry_another_broker_when_not_store_ok: Also retry a send the broker stored but
+            did not flush or replicate in time (a status other than SEND_OK).
+        compress_msg_body_over_howmuch: Bodies longer than this many bytes are sent
+            compressed (zlib), except in batches.
+        max_message_size: The largest body (or batch) sent, in bytes.
+        send_latency_fault_enable: Avoid, for a while, brokers that were slow or failed.
+        create_topic_key: The template topic an unknown topic is created from (TBW102).
+        default_topic_queue_nums: Queues of a topic created through the template.
+        poll_name_server_interval: Seconds between route refreshes.
+        heartbeat_broker_interval: Seconds between heartbeats to every broker.
+        enable_trace: Write a trace event per message sent to ``trace_topic`` (see
+            :mod:`rocketq.sdk.trace`).
+        trace_topic: The topic trace events go to.
+    """
+
+    send_timeout: float = 10.0
     retry_times_when_send_failed: int = 2
     retry_another_broker_when_not_store_ok: bool = False
     compress_msg_body_over_howmuch: int = 4096
@@ -141,9 +162,8 @@ class ProducerConfig:
     send_latency_fault_enable: bool = True
     create_topic_key: str = AUTO_CREATE_TOPIC_KEY_TOPIC
     default_topic_queue_nums: int = 4
-    poll_name_server_interval: int = 30_000
-    heartbeat_broker_interval: int = 30_000
-    # Write a trace event per message sent to trace_topic (see sdk.trace).
+    poll_name_server_interval: float = 30.0
+    heartbeat_broker_interval: float = 30.0
     enable_trace: bool = False
     trace_topic: str = "RMQ_SYS_TRACE_TOPIC"
 
@@ -201,8 +221,8 @@ class Producer:
         self._metrics = client_metrics(metrics)
         self.client = ClientInstance(
             namesrv,
-            poll_name_server_interval=self.config.poll_name_server_interval / 1000,
-            heartbeat_interval=self.config.heartbeat_broker_interval / 1000,
+            poll_name_server_interval=self.config.poll_name_server_interval,
+            heartbeat_interval=self.config.heartbeat_broker_interval,
         )
         self.client.heartbeat = lambda: producer_heartbeat(self.client.client_id, self.group)
         self.fault = MQFaultStrategy(
@@ -511,7 +531,7 @@ class Producer:
         fixed: MessageQueue | None,
         timeout: float | None,
     ) -> SendResult:
-        budget = timeout if timeout is not None else self.config.send_msg_timeout / 1000
+        budget = timeout if timeout is not None else self.config.send_timeout
         deadline = time.monotonic() + budget
         attempts = 1 + max(0, self.config.retry_times_when_send_failed)
         state = _Attempt()

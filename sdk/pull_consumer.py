@@ -56,18 +56,39 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class PullConsumerConfig:
+    """A lite pull consumer's settings (RocketMQ's DefaultLitePullConsumer ones, snake_case);
+    every duration is in seconds (a float).
+
+    Attributes:
+        allocate_strategy: How the group splits the queues of subscribed topics: one of
+            :data:`rocketq.sdk.rebalance.STRATEGIES`.
+        pull_batch_size: Messages per pull, and at most per ``poll()``.
+        pull_threshold_for_queue: Pulling a queue pauses while this many of its messages
+            are pulled and not polled.
+        auto_commit: Commit the offsets of what earlier polls returned every
+            ``auto_commit_interval`` and at shutdown; otherwise ``commit()`` does it.
+        auto_commit_interval: Seconds between automatic commits.
+        rebalance_interval: Seconds between rebalances (a group change rebalances at once).
+        poll_timeout: Seconds ``poll()`` waits for messages when given no timeout.
+        broker_suspend_max_time: Seconds a broker may hold a pull waiting for messages
+            (long polling); sent as milliseconds.
+        offset_store_dir: Where broadcasting consumers keep their offsets.
+        max_message_size: With ``max_body_inflate_ratio``, the cap of an inflated
+            compressed body, as the push consumer's (:class:`ConsumerConfig`).
+        max_body_inflate_ratio: See ``max_message_size``.
+        check_crc: Check each body's CRC. A message failing it, or the inflation cap, is
+            raised from ``poll()`` as a BadMessageError, and skipped.
+    """
+
     allocate_strategy: str = "AVG"
     pull_batch_size: int = 32
     pull_threshold_for_queue: int = 1000
     auto_commit: bool = True
-    auto_commit_interval: int = 5000
-    rebalance_interval: int = 20_000
-    poll_timeout: int = 5000
-    long_polling_millis: int = 15_000
+    auto_commit_interval: float = 5.0
+    rebalance_interval: float = 20.0
+    poll_timeout: float = 5.0
+    broker_suspend_max_time: float = 15.0
     offset_store_dir: str = str(Path.home() / ".rocketq_offsets")
-    # As the push consumer's (ConsumerConfig): a compressed body inflates to at most
-    # max_message_size * max_body_inflate_ratio bytes, check_crc checks body CRCs; a
-    # message failing either is raised from poll() as a BadMessageError, and skipped.
     max_message_size: int = MAX_MESSAGE_SIZE
     max_body_inflate_ratio: int = MAX_BODY_INFLATE_RATIO
     check_crc: bool = True
@@ -260,7 +281,7 @@ class PullConsumer:
 
     async def _rebalance_loop(self) -> None:
         while True:
-            await wait_event(self._rebalance_now, self.config.rebalance_interval / 1000)
+            await wait_event(self._rebalance_now, self.config.rebalance_interval)
             self._rebalance_now.clear()
             try:
                 await self._rebalance()
@@ -349,7 +370,7 @@ class PullConsumer:
                     offset=self._next[mq],
                     selector=selector,
                     batch_size=self.config.pull_batch_size,
-                    suspend=self.config.long_polling_millis / 1000,
+                    suspend=self.config.broker_suspend_max_time,
                 )
             except RocketqError as exc:
                 log.info("pull of %s failed: %s", mq, exc)
@@ -395,7 +416,7 @@ class PullConsumer:
         fails its CRC, does not inflate or inflates past the cap (``exc.message`` is the
         message as stored, ``exc.queue_offset`` its offset); the consumer has moved past
         it (a commit covers it) and the next poll returns the messages after it."""
-        wait = self.config.poll_timeout / 1000 if timeout is None else timeout
+        wait = self.config.poll_timeout if timeout is None else timeout
         got, item = await get_within(self._buffer, wait)
         if not got:
             return []
@@ -424,7 +445,7 @@ class PullConsumer:
 
     async def _auto_commit(self) -> None:
         while True:
-            await asyncio.sleep(self.config.auto_commit_interval / 1000)
+            await asyncio.sleep(self.config.auto_commit_interval)
             await self.commit()
 
 

@@ -163,7 +163,7 @@ class PullService:
                 with contextlib.suppress(RocketqError):
                     await consumer.offsets.persist(mq)
             if cfg.pull_interval:
-                await asyncio.sleep(cfg.pull_interval / 1000)
+                await asyncio.sleep(cfg.pull_interval)
 
     async def _pull_once(
         self, mq: MessageQueue, selector: MessageSelector, offset: int
@@ -181,7 +181,7 @@ class PullService:
             offset=offset,
             selector=selector,
             batch_size=consumer.config.pull_batch_size,
-            suspend=consumer.config.broker_suspend_max_time_millis / 1000,
+            suspend=consumer.config.broker_suspend_max_time,
             commit_offset=commit if commit > 0 else None,
         )
         self._pull_from[mq] = resp.suggest_which_broker_id

@@ -53,7 +53,7 @@ class RebalanceService:
         """Rebalance every ``rebalance_interval``, and at once when ``now`` is set."""
         consumer = self.consumer
         while consumer.running:
-            interval = consumer.config.rebalance_interval / 1000
+            interval = consumer.config.rebalance_interval
             if self._missing_topics:
                 # A subscribed topic missing from the routes (a retry topic the broker has
                 # just created) is looked for again soon.
@@ -173,7 +173,7 @@ class RebalanceService:
         if consumer.consume_from is ConsumeFrom.FIRST_OFFSET:
             req = min_offset_request(mq.topic, mq.queue_id)
         elif consumer.consume_from is ConsumeFrom.TIMESTAMP:
-            stamp = consumer.config.consume_timestamp or int(
+            stamp = consumer.config.consume_timestamp_ms or int(
                 (time.time() - DEFAULT_CONSUME_BACKWARD) * 1000
             )
             req = search_offset_request(mq.topic, mq.queue_id, stamp)

@@ -129,7 +129,7 @@ class _Sender:
         producer = Producer(
             opts.group,
             opts.namesrv,
-            send_msg_timeout=opts.send_timeout_ms,
+            send_timeout=opts.send_timeout_ms / 1000,
             send_latency_fault_enable=False,
         )
         await producer.start()

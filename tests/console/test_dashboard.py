@@ -86,7 +86,7 @@ async def start_consumer(ns: str) -> PushConsumer:
     async with Admin(ns) as admin:
         await admin.update_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
     consumer = PushConsumer(
-        GROUP, ns, consume_from=ConsumeFrom.FIRST_OFFSET, persist_consumer_offset_interval=200
+        GROUP, ns, consume_from=ConsumeFrom.FIRST_OFFSET, persist_consumer_offset_interval=0.2
     )
     consumer.subscribe(TOPIC, "*")
 

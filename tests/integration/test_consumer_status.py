@@ -55,7 +55,7 @@ async def test_an_admin_asks_a_running_push_consumer(cluster: LocalCluster) -> N
         seen: list[bytes] = []
         later: list[bool] = []
         consumer = PushConsumer(
-            GROUP, ns, consume_from=ConsumeFrom.FIRST_OFFSET, persist_consumer_offset_interval=200
+            GROUP, ns, consume_from=ConsumeFrom.FIRST_OFFSET, persist_consumer_offset_interval=0.2
         )
         consumer.subscribe(TOPIC, "*")
         consumer.on_message(listener(seen, later))

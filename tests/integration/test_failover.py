@@ -27,7 +27,7 @@ async def make_topic(namesrv: str, topic: str, queues: int) -> None:
 
 
 def consumer(ns: str, group: str, topic: str, sink: list[MessageExt]) -> PushConsumer:
-    c = PushConsumer(group, ns, consume_from=ConsumeFrom.FIRST_OFFSET, rebalance_interval=1000)
+    c = PushConsumer(group, ns, consume_from=ConsumeFrom.FIRST_OFFSET, rebalance_interval=1.0)
     c.subscribe(topic, "*")
 
     async def handler(msgs: list[MessageExt]) -> ConsumeResult:
@@ -102,7 +102,7 @@ async def test_sigkilled_sync_flush_broker_loses_no_acknowledged_message(
     ns = c.namesrv_addr
     await make_topic(ns, "Safe", 4)
     acked: list[bytes] = []
-    async with Producer("pg", ns, send_msg_timeout=3000) as producer:
+    async with Producer("pg", ns, send_timeout=3.0) as producer:
 
         async def sender(w: int) -> None:
             for i in range(10_000):
@@ -152,7 +152,7 @@ async def test_producer_moves_to_the_other_broker_when_one_dies(
             if len(brokers) == 2:
                 break
             await asyncio.sleep(0.05)
-    async with Producer("pg", ns, send_msg_timeout=10_000) as producer:
+    async with Producer("pg", ns, send_timeout=10.0) as producer:
         first = {
             (await producer.send(Message("TwoBrokers", b"x"))).queue.broker_name for _ in range(16)
         }

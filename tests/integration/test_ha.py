@@ -42,7 +42,7 @@ async def make_topic(ns: str, topic: str, queues: int = 4) -> None:
 
 def consumer(ns: str, group: str, topic: str, sink: set[bytes], **settings: int) -> PushConsumer:
     c = PushConsumer(
-        group, ns, consume_from=ConsumeFrom.FIRST_OFFSET, rebalance_interval=1000, **settings
+        group, ns, consume_from=ConsumeFrom.FIRST_OFFSET, rebalance_interval=1.0, **settings
     )
     c.subscribe(topic, "*")
 

@@ -37,7 +37,7 @@ PER_KEY = 30
 # Queue locks of a killed consumer expire on the broker after 3 s instead of 60 s; the
 # consumers renew theirs every second and trust one for 2 s (20 s and 30 s by default).
 FAST_LOCKS = {"rebalance_lock_max_live_time": "3000"}
-CLIENT_LOCKS = {"rebalance_lock_interval": 1000, "rebalance_lock_max_live_time": 2000}
+CLIENT_LOCKS = {"rebalance_lock_interval": 1.0, "rebalance_lock_max_live_time": 2.0}
 
 CONSUMER_SCRIPT = r"""
 import asyncio, sys, time
@@ -46,8 +46,8 @@ from rocketq import ConsumeFrom, ConsumeResult, PushConsumer
 async def main():
     out = open(sys.argv[2], "a", buffering=1)
     c = PushConsumer("cg-ordered", sys.argv[1], orderly=True,
-                     consume_from=ConsumeFrom.FIRST_OFFSET, rebalance_interval=1000,
-                     rebalance_lock_interval=1000, rebalance_lock_max_live_time=2000)
+                     consume_from=ConsumeFrom.FIRST_OFFSET, rebalance_interval=1.0,
+                     rebalance_lock_interval=1.0, rebalance_lock_max_live_time=2.0)
     c.subscribe("Ordered", "*")
 
     async def handler(msgs):
@@ -71,7 +71,7 @@ def orderly(ns: str, sink: list[tuple[str, int, float]]) -> PushConsumer:
         ns,
         orderly=True,
         consume_from=ConsumeFrom.FIRST_OFFSET,
-        rebalance_interval=1000,
+        rebalance_interval=1.0,
         **CLIENT_LOCKS,
     )
     c.subscribe("Ordered", "*")
@@ -189,7 +189,7 @@ async def test_suspend_retries_in_place_then_dead_letters(cluster: LocalCluster)
         orderly=True,
         consume_from=ConsumeFrom.FIRST_OFFSET,
         max_reconsume_times=3,
-        suspend_current_queue_time_millis=50,
+        suspend_current_queue_time=0.05,
     )
     c.subscribe("Strict", "*")
     c.on_message(handler)

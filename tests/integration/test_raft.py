@@ -87,7 +87,7 @@ async def make_topic(ns: str, topic: str, queues: int = 4) -> None:
 
 async def consume_all(ns: str, group: str, topic: str, want: set[bytes]) -> set[bytes]:
     got: set[bytes] = set()
-    c = PushConsumer(group, ns, consume_from=ConsumeFrom.FIRST_OFFSET, rebalance_interval=1000)
+    c = PushConsumer(group, ns, consume_from=ConsumeFrom.FIRST_OFFSET, rebalance_interval=1.0)
     c.subscribe(topic, "*")
 
     async def handler(msgs: list[MessageExt]) -> ConsumeResult:

@@ -116,7 +116,7 @@ async def test_unknown_topic_without_auto_create_is_a_clear_error(
     make_cluster: MakeCluster,
 ) -> None:
     c = make_cluster(broker_settings={"auto_create_topic_enable": "false"})
-    async with Producer("pg", c.namesrv_addr, send_msg_timeout=3000) as producer:
+    async with Producer("pg", c.namesrv_addr, send_timeout=3.0) as producer:
         with pytest.raises(TopicNotExistError, match=r"NoSuchTopic|TBW102"):
             await producer.send(Message("NoSuchTopic", b"x"))
 

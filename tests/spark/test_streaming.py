@@ -59,7 +59,7 @@ class Sender(threading.Thread):
         asyncio.run(self._run())
 
     async def _run(self) -> None:
-        async with Producer("pg-stream", self.namesrv, send_msg_timeout=3000) as producer:
+        async with Producer("pg-stream", self.namesrv, send_timeout=3.0) as producer:
             for i in range(self.count):
                 key = f"s{i}"
                 try:
