@@ -108,9 +108,9 @@ class Admin:
     async def _masters(self, cluster: str | None = None) -> dict[str, str]:
         """broker name -> master address, for the cluster (or all)."""
         info = await self.client.nameserver.cluster_info()
-        names = set(info.cluster_addr_table[cluster]) if cluster else set(info.broker_addr_table)
         if cluster and cluster not in info.cluster_addr_table:
             raise RocketqError(f"cluster {cluster!r} is unknown to the nameserver")
+        names = set(info.cluster_addr_table[cluster]) if cluster else set(info.broker_addr_table)
         return {
             n: info.broker_addr_table[n].broker_addrs[MASTER_ID]
             for n in sorted(names)

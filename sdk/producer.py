@@ -21,8 +21,10 @@ from prometheus_client import CollectorRegistry
 
 from rocketq.common.exceptions import (
     ClientStateError,
+    ConnectBrokerError,
     MessageIllegalError,
     NoPermissionError,
+    RequestTimeoutError,
     RocketqError,
     RocketqSystemError,
     TopicNotExistError,
@@ -199,6 +201,7 @@ class _Encoded:
 class _Attempt:
     last_broker: str | None = None
     errors: list[str] = field(default_factory=list)
+    last_error: RocketqError | None = None
 
 
 class Producer:
@@ -555,6 +558,7 @@ class Producer:
                 latency = (time.monotonic() - started) * 1000
                 self.fault.update_fault_item(mq.broker_name, latency, isolation=True)
                 state.errors.append(f"{mq.broker_name}: {exc}")
+                state.last_error = exc
                 state.last_broker = mq.broker_name
                 refresh = True
                 if not (exc.retriable or isinstance(exc, RocketqSystemError)):
@@ -573,10 +577,18 @@ class Producer:
                 state.last_broker = mq.broker_name
                 continue
             return result
-        raise RocketqSystemError(
+        # The builtin the failure is: out of time a TimeoutError, brokers that could not be
+        # reached a ConnectionError, with the last attempt's error as the cause.
+        last = state.last_error
+        failed: type[RocketqError] = RocketqSystemError
+        if time.monotonic() >= deadline or isinstance(last, TimeoutError):
+            failed = RequestTimeoutError
+        elif isinstance(last, ConnectionError):
+            failed = ConnectBrokerError
+        raise failed(
             f"send to topic {enc.topic} failed after {len(state.errors)} attempt(s) within "
             f"{budget:.1f} s: " + "; ".join(state.errors or ["send timeout"])
-        )
+        ) from last
 
     def _request(self, enc: _Encoded, mq: MessageQueue) -> RemotingCommand:
         return send_request(
