@@ -32,6 +32,7 @@ from rocketq.remoting.route_data import TopicRouteData
 from rocketq.sdk import admin_wire as aw
 from rocketq.sdk.client import ClientInstance
 from rocketq.sdk.client_wire import search_offset_request
+from rocketq.sdk.settings import resolve_namesrv
 from rocketq.sdk.trace import TraceEvent, parse_events
 from rocketq.sdk.wire import PullOutcome, pull_request
 
@@ -84,8 +85,9 @@ class BrokerInfo:
 
 
 class Admin:
-    def __init__(self, namesrv: str = "127.0.0.1:9876", *, timeout: float = 5.0) -> None:
-        self.client = ClientInstance(namesrv, timeout=timeout)
+    def __init__(self, namesrv: str | None = None, *, timeout: float = 5.0) -> None:
+        self.namesrv = resolve_namesrv(namesrv, "Admin")
+        self.client = ClientInstance(self.namesrv, timeout=timeout)
         self.timeout = timeout
 
     async def start(self) -> None:

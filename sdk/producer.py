@@ -49,6 +49,7 @@ from rocketq.remoting.route_data import TopicRouteData
 from rocketq.sdk.client import ClientInstance, local_ip, producer_heartbeat, publish_queues
 from rocketq.sdk.fault_tolerance import MQFaultStrategy, TopicPublishInfo
 from rocketq.sdk.metrics import MetricsOption, client_metrics
+from rocketq.sdk.settings import make_config, resolve_namesrv
 from rocketq.sdk.trace import TraceDispatcher, publish_event
 from rocketq.sdk.wire import batch_entry, send_request
 
@@ -208,7 +209,7 @@ class Producer:
     def __init__(
         self,
         group: str = "DEFAULT_PRODUCER",
-        namesrv: str = "127.0.0.1:9876",
+        namesrv: str | None = None,
         *,
         config: ProducerConfig | None = None,
         metrics: MetricsOption = False,
@@ -217,13 +218,13 @@ class Producer:
         """``metrics``: True or a prometheus_client CollectorRegistry records
         ``rocketmq_send_cost_time`` (see sdk.metrics) into a registry of the producer's
         own or into that one; ``metrics_registry`` is the registry (None when off)."""
+        self.config = make_config(ProducerConfig, config, settings, type(self).__name__)
         self.group = group
-        self.namesrv = namesrv
-        self.config = config or ProducerConfig(**settings)
+        self.namesrv = resolve_namesrv(namesrv, type(self).__name__)
         self.tracer: TraceDispatcher | None = None
         self._metrics = client_metrics(metrics)
         self.client = ClientInstance(
-            namesrv,
+            self.namesrv,
             poll_name_server_interval=self.config.poll_name_server_interval,
             heartbeat_interval=self.config.heartbeat_broker_interval,
         )

@@ -49,6 +49,7 @@ from rocketq.sdk.metrics import MetricsOption, client_metrics
 from rocketq.sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
 from rocketq.sdk.rebalance import STRATEGIES
 from rocketq.sdk.running_info import ConsumerRunningInfo, ProcessQueueInfo
+from rocketq.sdk.settings import make_config, resolve_namesrv
 from rocketq.sdk.wire import PullOutcome
 
 log = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ class PullConsumer:
     def __init__(
         self,
         group: str,
-        namesrv: str = "127.0.0.1:9876",
+        namesrv: str | None = None,
         *,
         model: MessageModel = MessageModel.CLUSTERING,
         consume_from: ConsumeFrom = ConsumeFrom.LAST_OFFSET,
@@ -125,9 +126,10 @@ class PullConsumer:
         self.group = group
         self.model = model
         self.consume_from = consume_from
-        self.config = config or PullConsumerConfig(**settings)
+        self.config = make_config(PullConsumerConfig, config, settings, "PullConsumer")
+        self.namesrv = resolve_namesrv(namesrv, "PullConsumer")
         self._metrics = client_metrics(metrics)
-        self.client = ClientInstance(namesrv)
+        self.client = ClientInstance(self.namesrv)
         self.client.heartbeat = self._heartbeat_data
         self.client.on_event = self._on_event
         self.client.on_request = self._broker_request

@@ -64,6 +64,7 @@ from rocketq.sdk.running_info import (
     ConsumeMessageDirectlyResult,
     ConsumerRunningInfo,
 )
+from rocketq.sdk.settings import make_config, resolve_namesrv
 from rocketq.sdk.trace import TraceDispatcher
 
 __all__ = [
@@ -166,7 +167,7 @@ class PushConsumer:
     def __init__(
         self,
         group: str,
-        namesrv: str = "127.0.0.1:9876",
+        namesrv: str | None = None,
         *,
         model: MessageModel = MessageModel.CLUSTERING,
         consume_from: ConsumeFrom = ConsumeFrom.LAST_OFFSET,
@@ -179,8 +180,9 @@ class PushConsumer:
         ``rocketmq_delivery_latency``, ``rocketmq_await_time`` and ``rocketmq_process_time``
         (see sdk.metrics) into a registry of the consumer's own or into that one;
         ``metrics_registry`` is the registry (None when off)."""
+        self.config = make_config(ConsumerConfig, config, settings, "PushConsumer")
         self.group = group
-        self.namesrv = namesrv
+        self.namesrv = resolve_namesrv(namesrv, "PushConsumer")
         self.model = model
         self.orderly = orderly
         self.tracer: TraceDispatcher | None = None
@@ -191,14 +193,13 @@ class PushConsumer:
                 "broadcasting consumers cannot be orderly"
             )
         self.consume_from = consume_from
-        self.config = config or ConsumerConfig(**settings)
         if self.config.allocate_strategy not in STRATEGIES:
             raise ClientStateError(
                 f"allocate_strategy {self.config.allocate_strategy!r} is unknown; use one of "
                 + ", ".join(sorted(STRATEGIES))
             )
         self.client = ClientInstance(
-            namesrv,
+            self.namesrv,
             poll_name_server_interval=self.config.poll_name_server_interval,
             heartbeat_interval=self.config.heartbeat_broker_interval,
         )

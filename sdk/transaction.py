@@ -35,7 +35,8 @@ from rocketq.sdk.client_wire import (
     TransactionCheck,
     end_transaction_request,
 )
-from rocketq.sdk.producer import Producer, SendResult, SendStatus
+from rocketq.sdk.metrics import MetricsOption
+from rocketq.sdk.producer import Producer, ProducerConfig, SendResult, SendStatus
 
 log = logging.getLogger(__name__)
 
@@ -99,12 +100,14 @@ class TransactionProducer(Producer):
     def __init__(
         self,
         group: str,
-        namesrv: str = "127.0.0.1:9876",
+        namesrv: str | None = None,
         *,
         listener: TransactionListener,
+        config: ProducerConfig | None = None,
+        metrics: MetricsOption = False,
         **settings: Any,
     ) -> None:
-        super().__init__(group, namesrv, **settings)
+        super().__init__(group, namesrv, config=config, metrics=metrics, **settings)
         self.listener = listener
         self.client.on_event = self._on_event
         self._checks: set[asyncio.Task[None]] = set()
