@@ -79,6 +79,8 @@ def code_blocks(page: str, text: str) -> list[Block]:
         while j < len(lines) and lines[j].strip() != fence:
             body.append(lines[j][len(indent) :] if lines[j].startswith(indent) else lines[j])
             j += 1
+        if j == len(lines):
+            raise ValueError(f"{page}:{i + 1}: the code block is never closed")
         blocks.append(Block(page, i + 1, m.group("lang").lower(), textwrap.dedent("\n".join(body))))
         i = j + 1
     return blocks
