@@ -144,7 +144,7 @@ def test_blocks_are_found_and_marked_by_language() -> None:
         (1, "python", True),
         (5, "py", False),
         (10, "python", True),
-        (15, "sh", False),
+        (14, "sh", False),
     ]
     assert blocks[2].code == 'print("indented")'
 
