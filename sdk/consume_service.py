@@ -43,6 +43,9 @@ class ConsumeService:
 
     def __init__(self, consumer: PushConsumer) -> None:
         self.consumer = consumer
+        # The handlers already reported for answering something that is not a
+        # ConsumeResult (once each: the log says how to fix it).
+        self._reported: set[int] = set()
 
     def start(self) -> None:
         """Start consuming (the consumer has just started)."""
@@ -119,10 +122,27 @@ class ConsumeService:
             )
             return ConsumeResult.RECONSUME_LATER
         if not isinstance(result, ConsumeResult):
-            log.warning(
-                "handler of group %s returned %r, not a ConsumeResult; retrying the message",
-                group,
-                result,
-            )
+            self._bad_result(result, batch)
             return ConsumeResult.RECONSUME_LATER
         return result
+
+    def _bad_result(self, result: object, batch: list[MessageExt]) -> None:
+        """A handler answered ``result``, not a ConsumeResult: an error of the handler,
+        logged as an error once per handler (with the fix), then at debug level."""
+        handler = self.consumer.handler
+        name = getattr(handler, "__qualname__", repr(handler))
+        key = id(handler)
+        if key in self._reported:
+            log.debug("handler %s returned %r on %s; retrying it", name, result, batch[0].msg_id)
+            return
+        self._reported.add(key)
+        log.error(
+            "handler %s of group %s returned %r, not a ConsumeResult, so message %s (and "
+            "every other it does this for) goes back for retry as if it had raised; return "
+            "ConsumeResult.SUCCESS when the messages are consumed, or "
+            "ConsumeResult.RECONSUME_LATER to have them retried",
+            name,
+            self.consumer.group,
+            result,
+            batch[0].msg_id,
+        )

@@ -27,10 +27,13 @@ from rocketq.common.exceptions import (
     RequestTimeoutError,
     RocketqError,
     RocketqSystemError,
+    ServiceNotAvailableError,
     TopicNotExistError,
 )
 from rocketq.common.message import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
+    MASTER_ID,
+    PERM_WRITE,
     TRACE_PRODUCER_GROUP,
     Message,
     MessageQueue,
@@ -108,6 +111,27 @@ def select_by_hash(mqs: list[MessageQueue], msg: Message, arg: Any) -> MessageQu
     """The queue of ``arg``'s hash (RocketMQ's SelectMessageQueueByHash)."""
     key = arg if isinstance(arg, str) else str(arg)
     return mqs[abs(java_string_hash(key)) % len(mqs)]
+
+
+def _no_queue_error(topic: str, route: TopicRouteData, template: str | None) -> RocketqError:
+    """Why a topic whose route was found (or, for a topic to create on first send, the
+    route of the ``template`` topic) has no queue to send to: the brokers of its writable
+    queues have no master now (ServiceNotAvailableError, retriable), or none of its queues
+    is writable (NoPermissionError)."""
+    what = f"topic {topic!r}" if template is None else f"the template topic {template}"
+    writable = sorted({q.broker_name for q in route.queue_datas if q.perm & PERM_WRITE})
+    if not writable:
+        return NoPermissionError(
+            f"{what} has no writable queue; give it write permission with "
+            "`rocketq admin update-topic`"
+        )
+    masters = {b.broker_name for b in route.broker_datas if MASTER_ID in b.broker_addrs}
+    down = ", ".join(b for b in writable if b not in masters)
+    return ServiceNotAvailableError(
+        f"{what} exists, but no broker of its writable queues has a master now "
+        f"({down}: master down or failing over); check the brokers with "
+        "`rocketq admin cluster-list`"
+    )
 
 
 class SendStatus(enum.Enum):
@@ -344,6 +368,7 @@ class Producer:
         info = self.publish.get(topic)
         if info is not None and info.has_route() and not refresh:
             return info
+        template_key: str | None = None
         try:
             route = await self.client.update_route(topic)
             queues = publish_queues(topic, route)
@@ -351,9 +376,16 @@ class Producer:
             # Unknown topic: send through the auto-create template's brokers (TBW102). Its
             # route is cached like any other (refreshed every 30 s and after a failure), so
             # a producer creating topics one by one asks the nameservers once per topic.
-            key = self.config.create_topic_key
+            key = template_key = self.config.create_topic_key
             fetch = self.client.update_route if refresh else self.client.route
-            template = await fetch(key)
+            try:
+                template = await fetch(key)
+            except TopicNotExistError:
+                raise TopicNotExistError(
+                    f"topic {topic!r} does not exist, and no broker creates topics on first "
+                    f"send (the nameservers know no {key} route); create it with "
+                    "`rocketq admin update-topic`"
+                ) from None
             n = self.config.default_topic_queue_nums
             route = TopicRouteData(
                 [
@@ -364,10 +396,7 @@ class Producer:
             )
             queues = publish_queues(topic, route)
         if not queues:
-            raise TopicNotExistError(
-                f"no writable queue of topic {topic!r} has a live master; check the brokers "
-                "with `rocketq admin cluster-list`"
-            )
+            raise _no_queue_error(topic, route, template_key)
         info = TopicPublishInfo(message_queues=queues)
         self.publish[topic] = info
         return info
@@ -499,7 +528,10 @@ class Producer:
             await self.client.update_route(mq.topic)
             addr = self.client.master_addr(mq.broker_name)
         if addr is None:
-            raise TopicNotExistError(f"broker {mq.broker_name} has no master in the route")
+            raise ServiceNotAvailableError(
+                f"broker {mq.broker_name} of topic {mq.topic} has no master now (it is down "
+                "or failing over); the send is retried on another broker if there is one"
+            )
         return addr
 
     async def _send(

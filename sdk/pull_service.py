@@ -12,7 +12,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Final
 
-from rocketq.common.exceptions import RocketqError, TopicNotExistError
+from rocketq.common.exceptions import RocketqError, ServiceNotAvailableError
 from rocketq.common.message import (
     MASTER_ID,
     PROPERTY_RETRY_TOPIC,
@@ -223,7 +223,7 @@ class PullService:
             try:
                 if addr is None:
                     await client.update_route(mq.topic)
-                    raise TopicNotExistError(f"broker {mq.broker_name} has no master now")
+                    raise ServiceNotAvailableError(f"broker {mq.broker_name} has no master now")
                 await client.broker(addr).request(req, client.timeout)
             except RocketqError as err:
                 log.warning(
