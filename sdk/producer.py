@@ -21,7 +21,6 @@ from prometheus_client import CollectorRegistry
 
 from rocketq.common.exceptions import (
     ClientStateError,
-    ConnectBrokerError,
     MessageIllegalError,
     NoPermissionError,
     RequestTimeoutError,
@@ -29,6 +28,7 @@ from rocketq.common.exceptions import (
     RocketqSystemError,
     ServiceNotAvailableError,
     TopicNotExistError,
+    for_code,
 )
 from rocketq.common.message import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
@@ -610,14 +610,15 @@ class Producer:
                 state.last_broker = mq.broker_name
                 continue
             return result
-        # The builtin the failure is: out of time a TimeoutError, brokers that could not be
-        # reached a ConnectionError, with the last attempt's error as the cause.
+        # Out of time: a timeout (a TimeoutError); out of attempts: the last attempt's
+        # error class (a broker that could not be reached stays a ConnectionError, a busy
+        # one SystemBusyError), with that error as the cause.
         last = state.last_error
         failed: type[RocketqError] = RocketqSystemError
-        if time.monotonic() >= deadline or isinstance(last, TimeoutError):
+        if time.monotonic() >= deadline:
             failed = RequestTimeoutError
-        elif isinstance(last, ConnectionError):
-            failed = ConnectBrokerError
+        elif last is not None and for_code(last.code) is type(last):
+            failed = type(last)
         raise failed(
             f"send to topic {enc.topic} failed after {len(state.errors)} attempt(s) within "
             f"{budget:.1f} s: " + "; ".join(state.errors or ["send timeout"])
