@@ -153,15 +153,18 @@ def test_blocks_are_found_and_marked_by_language() -> None:
 def test_example_runs(block: Block, namesrv: str, tmp_path: Path) -> None:
     code = block.code.replace(DEFAULT_NAMESRV, namesrv)
     env = {**os.environ, "NAMESRV_ADDR": namesrv, "HOME": str(tmp_path)}
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", code],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=EXAMPLE_TIMEOUT,
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{block} did not finish in {EXAMPLE_TIMEOUT} s; output:\n{exc.stdout}")
-    assert done.returncode == 0, f"{block} failed:\n{done.stdout}\n{done.stderr}"
+    with subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=EXAMPLE_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            pytest.fail(f"{block} did not finish in {EXAMPLE_TIMEOUT} s:\n{out}\n{err}")
+    assert proc.returncode == 0, f"{block} failed:\n{out}\n{err}"
