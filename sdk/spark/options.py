@@ -11,12 +11,11 @@ or -1 (its latest); a streaming query's offsets are always resolved numbers.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Final
 
+from rocketq.common import times
 from rocketq.common.exceptions import RocketqError
 
 EARLIEST: Final = -2
@@ -104,20 +103,12 @@ def _positive(options: Mapping[str, str], name: str, default: int | None) -> int
 
 
 def _timestamp_ms(raw: str, name: str) -> int:
-    """Epoch milliseconds, or an ISO 8601 time (UTC unless it says otherwise)."""
-    text = raw.strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
+    """Epoch milliseconds, ``now``, or an ISO 8601 time, UTC unless it has an offset
+    (``rocketq.common.times``, the rule of the CLI, the console and the pipeline)."""
     try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise SparkOptionError(
-            f"option {name} must be epoch milliseconds or an ISO 8601 time "
-            f"(2026-01-31T12:00:00), not {raw!r}"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.now().astimezone().tzinfo)
-    return math.floor(moment.timestamp() * 1000)
+        return times.parse_ms(raw)
+    except ValueError as exc:
+        raise SparkOptionError(f"option {name} must be a time, not {raw!r}: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)

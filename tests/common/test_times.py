@@ -1,6 +1,7 @@
-"""One time parser for the CLI, the console and the Spark pipeline: the same text is the
-same instant in all three, whatever time zone the machine is in; a time without an offset
-is UTC, one with an offset is that instant; a bad time is an error naming the field."""
+"""One time parser for the CLI, the console, the Spark pipeline and the Spark source's
+startingTimestamp: the same text is the same instant in all of them, whatever time zone
+the machine is in; a time without an offset is UTC, one with an offset is that instant; a
+bad time is an error naming the field."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from rocketq.common import times
 from rocketq.console import messages_view
 from rocketq.console.topics_view import BadInputError
 from rocketq.sdk.spark import pipeline
+from rocketq.sdk.spark.options import SparkOptionError, parse_read_options
 from rocketq.sdk.spark.pipeline import PipelineError
 
 
@@ -43,7 +45,14 @@ def spark(text: str) -> int:
     return ms_of(moment)
 
 
-CALLERS: list[Callable[[str], int]] = [times.parse_ms, cli, console, spark]
+def spark_source(text: str) -> int:
+    read = {"namesrv": "127.0.0.1:9876", "topic": "T", "startingTimestamp": text}
+    ms = parse_read_options(read, streaming=False).starting_timestamp
+    assert ms is not None
+    return ms
+
+
+CALLERS: list[Callable[[str], int]] = [times.parse_ms, cli, console, spark, spark_source]
 
 
 def instants_everywhere(text: str) -> set[int]:
@@ -216,6 +225,9 @@ def test_each_caller_names_its_field(text: str) -> None:
             messages_view.parse_time(text, "end")
     else:
         assert messages_view.parse_time(text, "end") is None  # an empty field is no bound
+    read = {"namesrv": "127.0.0.1:9876", "topic": "T", "startingTimestamp": text}
+    with pytest.raises(SparkOptionError, match=r"^option startingTimestamp must be a time"):
+        parse_read_options(read, streaming=False)
 
 
 def test_the_cli_prints_a_usage_error_naming_the_option() -> None:
