@@ -131,7 +131,7 @@ class ConcurrentConsumeService(ConsumeService):
         result = await self.call_handler(batch, arrived)
         ok = result is ConsumeResult.SUCCESS
         consumer.stats.consumed(mq, (time.monotonic() - started) * 1000, len(batch), ok)
-        if pq.dropped:
+        if pq.dropped or (not ok and self.left_unseen(batch)):
             return
         if ok:
             consumer.offsets.update(mq, pq.remove(batch))

@@ -110,7 +110,7 @@ class OrderlyConsumeService(ConsumeService):
             result = await self.call_handler(batch, arrived)
             ok = result is ConsumeResult.SUCCESS
             consumer.stats.consumed(mq, (time.monotonic() - started) * 1000, len(batch), ok)
-            if pq.dropped:
+            if pq.dropped or (not ok and self.left_unseen(batch)):
                 return  # not committed: the queue's next owner consumes the batch again
             if ok:
                 consumer.offsets.update(mq, pq.commit())

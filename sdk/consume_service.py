@@ -67,6 +67,13 @@ class ConsumeService:
         """The consumer no longer owns ``mq`` (its process queue is already dropped); the
         batch being consumed may finish within ``wait`` seconds."""
 
+    def left_unseen(self, batch: list[MessageExt]) -> bool:
+        """Whether the consumer, iterated with ``async for``, stopped before any loop got
+        ``batch``: then it is neither consumed nor sent back, and its offsets stay
+        uncommitted."""
+        stream = self.consumer._stream
+        return stream is not None and not self.consumer.running and stream.never_seen(batch)
+
     def max_reconsume_times(self) -> int:
         """How often a message is retried before it goes to the group's DLQ."""
         n = self.consumer.config.max_reconsume_times

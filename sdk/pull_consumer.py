@@ -16,6 +16,7 @@ import collections
 import contextlib
 import logging
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -141,6 +142,9 @@ class PullConsumer:
         self._owned: dict[MessageQueue, asyncio.Task[None]] = {}
         self._next: dict[MessageQueue, int] = {}  # where each pull loop reads next
         self._polled: dict[MessageQueue, int] = {}  # one past what poll returned
+        # The batch an ``async for`` loop has and has not finished: its queue and offset.
+        self._in_flight: tuple[MessageQueue, int] | None = None
+        self._last_poll: tuple[MessageQueue, int] | None = None
         self._buffer: asyncio.Queue[tuple[MessageQueue, int, _Pulled]] = asyncio.Queue()
         # Bad messages met (sdk.message_body), by reason.
         self.bad_messages: collections.Counter[str] = collections.Counter()
@@ -198,9 +202,18 @@ class PullConsumer:
             self._tasks.append(asyncio.ensure_future(self._auto_commit()))
 
     async def shutdown(self) -> None:
+        await self._stop(failed=False)
+
+    async def _stop(self, *, failed: bool) -> None:
         if not self.running:
             return
         self.running = False
+        self._buffer.put_nowait((_STOP, 0, []))  # a poll waiting returns at once
+        if self._in_flight is not None:
+            if failed:  # the batch was not consumed: the group reads it again
+                mq, offset = self._in_flight
+                self._polled[mq] = min(self._polled.get(mq, offset), offset)
+            self._in_flight = None
         tasks = self._tasks + list(self._owned.values())
         for t in tasks:
             t.cancel()
@@ -214,8 +227,26 @@ class PullConsumer:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.shutdown()
+    async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        await self._stop(failed=exc_type is not None)
+
+    def __aiter__(self) -> AsyncIterator[list[MessageExt]]:
+        return self.batches()
+
+    async def batches(self) -> AsyncIterator[list[MessageExt]]:
+        while self.running:
+            try:
+                msgs = await self.poll()
+            except BadMessageError:
+                continue  # reported (logged, counted in bad_messages) and skipped
+            if not msgs or self._last_poll is None:
+                continue
+            self._in_flight = self._last_poll
+            try:
+                yield msgs
+            finally:
+                if self._in_flight == self._last_poll:
+                    self._in_flight = None
 
     @property
     def metrics_registry(self) -> CollectorRegistry | None:
@@ -436,11 +467,15 @@ class PullConsumer:
         msgs = [m for m in msgs if m.queue_offset >= self._polled.get(mq, 0)]
         if msgs:
             self._polled[mq] = msgs[-1].queue_offset + 1
+            self._last_poll = (mq, msgs[0].queue_offset)
         return msgs
 
     async def commit(self) -> None:
         """Commit, for every owned queue, the offset after the last polled message."""
+        in_flight = self._in_flight
         for mq, offset in list(self._polled.items()):
+            if in_flight is not None and in_flight[0] == mq:
+                offset = min(offset, in_flight[1])  # not past a batch a loop still has
             if mq in self._owned and offset >= 0:
                 self.offsets.update(mq, offset, increase_only=False)
         await self.offsets.persist_all(list(self._owned))
@@ -449,6 +484,10 @@ class PullConsumer:
         while True:
             await asyncio.sleep(self.config.auto_commit_interval)
             await self.commit()
+
+
+# Put in the buffer at shutdown, so that a poll waiting returns at once.
+_STOP = MessageQueue("", "", -1)
 
 
 def _in_order(msgs: list[MessageExt], bad: list[BadMessageError]) -> list[_Pulled]:

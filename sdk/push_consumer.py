@@ -31,7 +31,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from rocketq.common.exceptions import ClientStateError, RocketqError, TopicNotExistError
-from rocketq.common.message import TRACE_PRODUCER_GROUP, MessageQueue, retry_topic
+from rocketq.common.message import TRACE_PRODUCER_GROUP, MessageExt, MessageQueue, retry_topic
 from rocketq.common.record import decode_records
 from rocketq.common.sql92 import validate
 from rocketq.remoting.command import RemotingCommand
@@ -44,6 +44,7 @@ from rocketq.sdk.consume_service import ConsumeService, Handler
 from rocketq.sdk.consumer_stats import ConsumerStats
 from rocketq.sdk.consumer_types import ConsumeFrom, MessageModel, MessageSelector
 from rocketq.sdk.message_body import MAX_BODY_INFLATE_RATIO, MAX_MESSAGE_SIZE, check_limits
+from rocketq.sdk.message_stream import MessageIterator, MessageStream
 from rocketq.sdk.metrics import MetricsOption, client_metrics
 from rocketq.sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
 from rocketq.sdk.orderly_locks import QueueLocks
@@ -214,6 +215,8 @@ class PushConsumer:
         self.bad_messages: collections.Counter[str] = collections.Counter()
         self.started_ms = 0
         self._async_handler = False
+        # Set when the consumer runs without a handler, for ``async for`` loops.
+        self._stream: MessageStream | None = None
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -253,8 +256,11 @@ class PushConsumer:
         return self.model is MessageModel.BROADCASTING
 
     async def start(self) -> None:
-        if self.handler is None:
-            raise ClientStateError("set a handler with consumer.on_message(handler) first")
+        if self.running:
+            return
+        if self.handler is None or self._stream is not None:
+            self._stream = MessageStream()
+            self.on_message(self._stream.listener)
         if not self.subscriptions:
             raise ClientStateError("subscribe to at least one topic before start()")
         if not self.broadcasting:
@@ -298,9 +304,14 @@ class PushConsumer:
             )
 
     async def shutdown(self) -> None:
+        await self._stop(failed=False)
+
+    async def _stop(self, *, failed: bool) -> None:
         if not self.running:
             return
         self.running = False
+        if self._stream is not None:
+            self._stream.close(failed=failed)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -323,8 +334,34 @@ class PushConsumer:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.shutdown()
+    async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        await self._stop(failed=exc_type is not None)
+
+    # -- async for ---------------------------------------------------------------------
+
+    def messages(self) -> MessageIterator:
+        return MessageIterator(self._require_stream())
+
+    def __aiter__(self) -> MessageIterator:
+        return self.messages()
+
+    def ack(self, msg: MessageExt) -> None:
+        self._require_stream().settle(msg, consumed=True)
+
+    def reconsume_later(self, msg: MessageExt) -> None:
+        self._require_stream().settle(msg, consumed=False)
+
+    def _require_stream(self) -> MessageStream:
+        if self._stream is None or not self.running:
+            raise ClientStateError(
+                "iterate a started consumer (async with consumer: async for msg in consumer)"
+            )
+        if self.handler != self._stream.listener:
+            raise ClientStateError(
+                "this consumer has a handler (on_message): its messages go there, not to "
+                "async for"
+            )
+        return self._stream
 
     @property
     def metrics_registry(self) -> CollectorRegistry | None:
