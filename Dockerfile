@@ -11,7 +11,10 @@ FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY rocketq/ rocketq/
+COPY common/ common/
+COPY remoting/ remoting/
 COPY cluster/ cluster/
+COPY cli/ cli/
 COPY nameserver/ nameserver/
 COPY broker/ broker/
 COPY storage/ storage/
