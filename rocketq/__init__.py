@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rocketq.common.message import Message, MessageExt, MessageQueue
     from rocketq.sdk.admin import Admin
+    from rocketq.sdk.consumer_config import ConsumerConfig, PullConsumerConfig
     from rocketq.sdk.consumer_types import (
         ConsumeFrom,
         ConsumeResult,
@@ -36,8 +37,8 @@ if TYPE_CHECKING:
         SendStatus,
         split_batches,
     )
-    from rocketq.sdk.pull_consumer import PullConsumer, PullConsumerConfig
-    from rocketq.sdk.push_consumer import ConsumerConfig, PushConsumer
+    from rocketq.sdk.pull_consumer import PullConsumer
+    from rocketq.sdk.push_consumer import PushConsumer
     from rocketq.sdk.transaction import (
         TransactionListener,
         TransactionProducer,
@@ -68,8 +69,8 @@ _HOMES = {
     "SendStatus": "rocketq.sdk.producer",
     "split_batches": "rocketq.sdk.producer",
     "PullConsumer": "rocketq.sdk.pull_consumer",
-    "PullConsumerConfig": "rocketq.sdk.pull_consumer",
-    "ConsumerConfig": "rocketq.sdk.push_consumer",
+    "PullConsumerConfig": "rocketq.sdk.consumer_config",
+    "ConsumerConfig": "rocketq.sdk.consumer_config",
     "PushConsumer": "rocketq.sdk.push_consumer",
     "TransactionListener": "rocketq.sdk.transaction",
     "TransactionProducer": "rocketq.sdk.transaction",
@@ -79,6 +80,7 @@ _HOMES = {
 
 
 def __getattr__(name: str) -> Any:
+    """A public name, imported from its home module on first use."""
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'rocketq' has no attribute {name!r}")
@@ -88,6 +90,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
+    """The module's names, the public ones not imported yet included."""
     return sorted([*globals(), *_HOMES])
 
 

@@ -45,6 +45,17 @@ CLIENT_CALL_TIMEOUT = 10.0
 
 @dataclass(frozen=True, slots=True)
 class QueueOffsets:
+    """A queue's offsets on its broker.
+
+    Attributes:
+        broker_name: The broker group holding the queue.
+        queue_id: The queue.
+        min_offset: Its oldest stored message's offset.
+        max_offset: One past its newest message's offset.
+        last_update_timestamp_ms: When its newest message was stored, in epoch
+            milliseconds (0: never).
+    """
+
     broker_name: str
     queue_id: int
     min_offset: int
@@ -54,6 +65,18 @@ class QueueOffsets:
 
 @dataclass(frozen=True, slots=True)
 class QueueProgress:
+    """How far a consumer group is in one queue.
+
+    Attributes:
+        topic: The queue's topic.
+        broker_name: The broker group holding the queue.
+        queue_id: The queue.
+        broker_offset: One past the queue's newest message.
+        consumer_offset: The group's committed offset.
+        last_timestamp_ms: When the message at the committed offset was stored, in epoch
+            milliseconds (0: none).
+    """
+
     topic: str
     broker_name: str
     queue_id: int
@@ -63,20 +86,37 @@ class QueueProgress:
 
     @property
     def lag(self) -> int:
+        """Messages the group has not consumed yet."""
         return max(0, self.broker_offset - self.consumer_offset)
 
 
 @dataclass(frozen=True, slots=True)
 class MessageTrack:
-    """Where a consumer group stands with one message (RocketMQ's TrackType)."""
+    """Where a consumer group stands with one message (RocketMQ's TrackType).
+
+    Attributes:
+        group: The consumer group.
+        state: CONSUMED, CONSUMED_BUT_FILTERED, NOT_CONSUME_YET, NOT_ONLINE or UNKNOWN.
+        detail: Why, when the state needs explaining.
+    """
 
     group: str
-    state: str  # CONSUMED, CONSUMED_BUT_FILTERED, NOT_CONSUME_YET, NOT_ONLINE, UNKNOWN
+    state: str
     detail: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
+    """One broker of the cluster list.
+
+    Attributes:
+        cluster: Its cluster.
+        broker_name: Its broker group.
+        broker_id: 0 for the master, a slave's id otherwise.
+        addr: Its address.
+        runtime: Its runtime figures (RocketMQ's GET_BROKER_RUNTIME_INFO), by name.
+    """
+
     cluster: str
     broker_name: str
     broker_id: int
@@ -85,22 +125,45 @@ class BrokerInfo:
 
 
 class Admin:
+    """The admin client (mqadmin's verbs)::
+
+        async with Admin("127.0.0.1:9876") as admin:
+            await admin.update_topic("Orders", read_queue_nums=4, write_queue_nums=4)
+
+    Args:
+        namesrv: Nameserver address(es), ``host:port`` separated by ``;``; when None, the
+            ``NAMESRV_ADDR`` environment variable.
+        timeout: Seconds each request to a nameserver or broker may take.
+
+    Raises:
+        ConfigError: No nameserver address.
+
+    Attributes:
+        namesrv: The nameserver address(es) used.
+        client: The connection to the cluster.
+        timeout: Seconds each request may take.
+    """
+
     def __init__(self, namesrv: str | None = None, *, timeout: float = 5.0) -> None:
         self.namesrv = resolve_namesrv(namesrv, "Admin")
         self.client = ClientInstance(self.namesrv, timeout=timeout)
         self.timeout = timeout
 
     async def start(self) -> None:
+        """Connect to the cluster."""
         await self.client.start()
 
     async def shutdown(self) -> None:
+        """Disconnect."""
         await self.client.shutdown()
 
     async def __aenter__(self) -> Admin:
+        """Start the admin client."""
         await self.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        """Shut the admin client down."""
         await self.shutdown()
 
     async def _ask(self, addr: str, req: RemotingCommand) -> RemotingCommand:
@@ -148,18 +211,22 @@ class Admin:
         return targets
 
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
+        """Delete a topic from the masters of a cluster (or all) and the nameservers."""
         for addr in (await self._masters(cluster)).values():
             with contextlib.suppress(TopicNotExistError):
                 aw.parse_ok(await self._ask(addr, aw.delete_topic_request(topic)))
         await self.client.nameserver.delete_topic(topic, cluster or "")
 
     async def topic_list(self) -> list[str]:
+        """Every topic the nameservers know."""
         return await self.client.nameserver.topic_list()
 
     async def topic_route(self, topic: str) -> TopicRouteData:
+        """The topic's route (raises TopicNotExistError for an unknown topic)."""
         return await self.client.update_route(topic)
 
     async def topic_status(self, topic: str) -> list[QueueOffsets]:
+        """The offsets of each of the topic's queues."""
         route = await self.client.update_route(topic)
         out = []
         for b in sorted(route.broker_datas, key=lambda b: b.broker_name):
@@ -187,6 +254,8 @@ class Admin:
         consume_enable: bool = True,
         consume_broadcast_enable: bool = True,
     ) -> None:
+        """Create or update a subscription group (its retry and consume settings) on
+        every master of ``cluster`` (or of every cluster)."""
         config = aw.SubscriptionGroupConfig(
             group_name=group,
             consume_enable=consume_enable,
@@ -267,6 +336,7 @@ class Admin:
             return aw.ConsumeStats((), 0.0)
 
     async def consumer_progress(self, group: str, topic: str = "") -> list[QueueProgress]:
+        """How far the group is in each queue (of ``topic``, or of every topic it reads)."""
         out = []
         for name, addr in (await self._masters()).items():
             resp = await self._consume_stats(addr, group, topic)
@@ -284,6 +354,7 @@ class Admin:
         return sorted(out, key=lambda p: (p.topic, p.broker_name, p.queue_id))
 
     async def consumer_connections(self, group: str) -> list[aw.ConsumerConnection]:
+        """The group's online clients, as the brokers know them."""
         conns: dict[str, aw.ConsumerConnection] = {}
         for addr in (await self._masters()).values():
             try:
@@ -362,6 +433,9 @@ class Admin:
     async def reset_offset_by_time(
         self, group: str, topic: str, timestamp_ms: int
     ) -> dict[tuple[str, int], int]:
+        """Move the group's committed offsets in ``topic`` to the first message stored at
+        or after ``timestamp_ms`` (epoch milliseconds); -> (broker name, queue id) -> the
+        new offset."""
         route = await self.client.update_route(topic)
         out = {}
         for b in route.broker_datas:
@@ -386,6 +460,9 @@ class Admin:
         begin_ms: int = 0,
         end_ms: int | None = None,
     ) -> list[MessageExt]:
+        """The messages of ``topic`` with ``key`` stored between ``begin_ms`` and ``end_ms``
+        (epoch milliseconds; by default up to a minute from now), newest first, at most
+        ``max_num``."""
         route = await self.client.update_route(topic)
         end_ms = end_ms if end_ms is not None else int(time.time() * 1000) + 60_000
         found: list[MessageExt] = []
@@ -503,6 +580,7 @@ class Admin:
             return []  # no dead letter yet: the DLQ topic is made with the first
 
     async def query_msg_by_offset(self, broker_addr: str, commit_log_offset: int) -> MessageExt:
+        """The message stored at ``commit_log_offset`` of the broker at ``broker_addr``."""
         resp = aw.parse_view_message(
             await self._ask(broker_addr, aw.view_message_request(commit_log_offset))
         )
@@ -563,6 +641,7 @@ class Admin:
         )
 
     async def cluster_list(self) -> list[BrokerInfo]:
+        """Every broker of every cluster, with its runtime figures."""
         info = await self.client.nameserver.cluster_info()
         out = []
         for cluster, names in sorted(info.cluster_addr_table.items()):

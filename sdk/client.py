@@ -43,6 +43,7 @@ _instances = itertools.count()
 
 
 def local_ip() -> str:
+    """This host's address as its name resolves (127.0.0.1 when it does not)."""
     try:
         return socket.gethostbyname(socket.gethostname())
     except OSError:
@@ -91,10 +92,12 @@ def consumer_heartbeat(
 
 
 def producer_heartbeat(client_id: str, group: str) -> RemotingCommand:
+    """A producer's heartbeat: its group."""
     return heartbeat_request(client_id, (group,), ())
 
 
 def subscribe_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
+    """Readable queues of the topic's route, by broker name and queue id."""
     return [
         MessageQueue(topic, q.broker_name, i)
         for q in sorted(route.queue_datas, key=lambda q: q.broker_name)
@@ -109,6 +112,33 @@ ROUTE_REFRESH_IN_FLIGHT: Final = 16
 
 
 class ClientInstance:
+    """One client's link to the cluster (see the module docstring).
+
+    Args:
+        namesrv: Nameserver address(es), ``host:port`` separated by ``;``.
+        client_id: The client's id (default: ``ip@pid#n``, unique per client object).
+        poll_name_server_interval: Seconds between route refreshes.
+        heartbeat_interval: Seconds between heartbeats to every broker.
+        timeout: Seconds each request may take.
+
+    Attributes:
+        client_id: The client's id.
+        nameserver: The nameservers' client.
+        brokers: The connections to the brokers.
+        timeout: Seconds each request may take.
+        poll_interval: Seconds between route refreshes.
+        heartbeat_interval: Seconds between heartbeats.
+        routes: The routes looked up, by topic.
+        broker_addrs: Per broker group, broker id -> address.
+        heartbeat: Makes this client's HEART_BEAT request (None: no heartbeats).
+        on_event: Hears the brokers' notices: (the notice, the broker's address).
+        on_request: Answers what a broker asks for an admin (running info, a direct
+            consume); without it such requests are answered REQUEST_CODE_NOT_SUPPORTED.
+        extra_topics: Topics to keep fresh besides those looked up through ``route``.
+        on_route: Hears of a topic whose route changed.
+        started: Whether it is started.
+    """
+
     def __init__(
         self,
         namesrv: str,
@@ -147,6 +177,7 @@ class ClientInstance:
         self.started = False
 
     async def start(self) -> None:
+        """Start refreshing routes and sending heartbeats periodically."""
         self.started = True
         self._tasks = [
             asyncio.ensure_future(self._every(self.poll_interval, self.refresh_routes)),
@@ -175,6 +206,7 @@ class ClientInstance:
         return route
 
     async def route(self, topic: str) -> TopicRouteData:
+        """The topic's route, from the cache when it is there."""
         cached = self.routes.get(topic)
         return cached if cached is not None else await self.update_route(topic)
 
@@ -217,6 +249,7 @@ class ClientInstance:
             raise failures[0]
 
     def master_addr(self, broker_name: str) -> str | None:
+        """The address of the broker group's master (None: it has none now)."""
         return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
 
     def read_addr(self, broker_name: str, preferred_id: int = MASTER_ID) -> str | None:
@@ -228,9 +261,11 @@ class ClientInstance:
         return None
 
     def broker(self, addr: str) -> BrokerClient:
+        """The client of the broker at ``addr`` (connecting on first use)."""
         return self.brokers.get(addr)
 
     def all_broker_addrs(self) -> set[str]:
+        """Every broker address known."""
         return {a for addrs in self.broker_addrs.values() for a in addrs.values()}
 
     # -- heartbeats and notices ---------------------------------------------------------
@@ -240,6 +275,7 @@ class ClientInstance:
             await self.broker(addr).request(self.heartbeat(), self.timeout)
 
     async def heartbeat_all(self) -> None:
+        """Send the heartbeat to every broker known (failures are logged at debug)."""
         if self.heartbeat is None:
             return
         for addr in self.all_broker_addrs():
@@ -321,6 +357,7 @@ class ClientInstance:
         return []
 
     async def unregister(self, producer_group: str = "", consumer_group: str = "") -> None:
+        """Tell every broker this client left its group (failures are ignored)."""
         for addr in self.all_broker_addrs():
             with contextlib.suppress(RocketqError):
                 await self.broker(addr).request(
@@ -329,6 +366,7 @@ class ClientInstance:
                 )
 
     async def shutdown(self) -> None:
+        """Stop the periodic tasks and close every connection."""
         self.started = False
         tasks = self._tasks + list(self._greeting)
         for task in tasks:

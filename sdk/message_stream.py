@@ -147,10 +147,10 @@ class MessageStream:
             delivery.settle(not failed)
         self._in_flight.clear()
         while not self._ready.empty():
-            delivery = self._ready.get_nowait()
-            if delivery is not None:
-                self._unseen.add(id(delivery.msg))
-                delivery.settle(False)
+            waiting = self._ready.get_nowait()
+            if waiting is not None:
+                self._unseen.add(id(waiting.msg))
+                waiting.settle(False)
         self._ready.put_nowait(None)
 
 

@@ -18,7 +18,17 @@ log = logging.getLogger(__name__)
 
 
 class RemoteOffsetStore:
-    """Offsets kept by the broker of each queue (clustering)."""
+    """Offsets kept by the broker of each queue (clustering).
+
+    Args:
+        client: The consumer's connection to the cluster.
+        group: The consumer group.
+
+    Attributes:
+        client: The consumer's connection to the cluster.
+        group: The consumer group.
+        table: The offsets to commit, per queue, in memory.
+    """
 
     def __init__(self, client: ClientInstance, group: str) -> None:
         self.client = client
@@ -27,11 +37,14 @@ class RemoteOffsetStore:
         self._persisted: dict[MessageQueue, int] = {}
 
     def update(self, mq: MessageQueue, offset: int, *, increase_only: bool = True) -> None:
+        """Set the queue's offset to commit (only forwards, unless ``increase_only`` is
+        False)."""
         old = self.table.get(mq, -1)
         if not increase_only or offset > old:
             self.table[mq] = offset
 
     def read_memory(self, mq: MessageQueue) -> int:
+        """The queue's offset to commit, -1 when there is none."""
         return self.table.get(mq, -1)
 
     async def read_store(self, mq: MessageQueue) -> int:
@@ -51,6 +64,7 @@ class RemoteOffsetStore:
         return offset
 
     async def persist(self, mq: MessageQueue) -> None:
+        """Commit the queue's offset to its broker, if it changed."""
         offset = self.table.get(mq)
         if offset is None or offset < 0 or self._persisted.get(mq) == offset:
             return
@@ -63,6 +77,7 @@ class RemoteOffsetStore:
         self._persisted[mq] = offset
 
     async def persist_all(self, queues: list[MessageQueue]) -> None:
+        """Commit the offsets of ``queues``; a failure is logged, not raised."""
         for mq in queues:
             try:
                 await self.persist(mq)
@@ -70,12 +85,22 @@ class RemoteOffsetStore:
                 log.warning("committing the offset of %s failed: %s", mq, exc)
 
     def remove(self, mq: MessageQueue) -> None:
+        """Forget the queue (given up)."""
         self.table.pop(mq, None)
         self._persisted.pop(mq, None)
 
 
 class LocalFileOffsetStore(RemoteOffsetStore):
-    """Offsets in ``<dir>/<client id>/<group>/offsets.json`` (broadcasting)."""
+    """Offsets in ``<directory>/<group>/offsets.json`` (broadcasting).
+
+    Args:
+        client: The consumer's connection to the cluster.
+        group: The consumer group.
+        directory: The consumer's ``offset_store_dir``.
+
+    Attributes:
+        path: The offsets file.
+    """
 
     def __init__(self, client: ClientInstance, group: str, directory: Path) -> None:
         super().__init__(client, group)
@@ -92,12 +117,14 @@ class LocalFileOffsetStore(RemoteOffsetStore):
         return f"{mq.topic}@{mq.broker_name}@{mq.queue_id}"
 
     async def read_store(self, mq: MessageQueue) -> int:
+        """The queue's offset in the file, -1 when it has none."""
         offset = self._loaded.get(self._key(mq), -1)
         if offset >= 0:
             self.table[mq] = offset
         return offset
 
     async def persist_all(self, queues: list[MessageQueue]) -> None:
+        """Write every offset held to the file (atomically)."""
         for mq, offset in self.table.items():
             self._loaded[self._key(mq)] = offset
         await asyncio.to_thread(self._write)

@@ -57,6 +57,7 @@ class QueueLocks:
         return {MessageQueue(topic, broker_name, qid) for topic, qid in held}
 
     async def unlock(self, mqs: list[MessageQueue]) -> None:
+        """Release the locks of ``mqs`` (failures are ignored: a lock also expires)."""
         client = self.client
         for broker_name, queues in _by_broker(mqs).items():
             addr = client.master_addr(broker_name)

@@ -9,6 +9,16 @@ from rocketq.common.message import MessageExt
 
 
 class ProcessQueue:
+    """The messages of one owned queue pulled and not yet consumed, by offset.
+
+    Attributes:
+        msg_size: Bytes of their bodies.
+        dropped: Whether the consumer gave the queue up (nothing of it is committed then).
+        max_offset: The newest offset pulled (-1: none).
+        locked: Orderly: whether this consumer holds the queue's lock.
+        last_lock_time: Orderly: when the lock was last renewed (time.monotonic()).
+    """
+
     def __init__(self) -> None:
         self._offsets: list[int] = []
         self._msgs: dict[int, MessageExt] = {}
@@ -22,13 +32,16 @@ class ProcessQueue:
 
     @property
     def msg_count(self) -> int:
+        """Messages held, the batch being consumed (orderly) included."""
         return len(self._offsets) + len(self._taken)
 
     @property
     def max_span(self) -> int:
+        """The distance between the first and the last offset held."""
         return self._offsets[-1] - self._offsets[0] if self._offsets else 0
 
     def put(self, msgs: list[MessageExt]) -> None:
+        """Hold pulled messages (one already held is ignored)."""
         for m in msgs:
             if m.queue_offset in self._msgs:
                 continue
@@ -53,6 +66,7 @@ class ProcessQueue:
         return self._offsets[0] if self._offsets else self.max_offset + 1
 
     def clear(self) -> None:
+        """Forget every message held."""
         self._offsets.clear()
         self._msgs.clear()
         self._taken.clear()
@@ -85,4 +99,6 @@ class ProcessQueue:
         self._taken = []
 
     def lock_expired(self, now: float, max_live: float) -> bool:
+        """Orderly: whether the lock is not held, or was not renewed for ``max_live``
+        seconds before ``now`` (time.monotonic())."""
         return not self.locked or now - self.last_lock_time > max_live

@@ -135,6 +135,15 @@ def _no_queue_error(topic: str, route: TopicRouteData, template: str | None) -> 
 
 
 class SendStatus(enum.Enum):
+    """How a send the broker stored went (RocketMQ's SendStatus).
+
+    Attributes:
+        SEND_OK: Stored, flushed and replicated as the broker is configured to.
+        FLUSH_DISK_TIMEOUT: Stored, but a SYNC_FLUSH broker did not flush it in time.
+        SLAVE_NOT_AVAILABLE: Stored, but a SYNC_MASTER had no slave to replicate it to.
+        FLUSH_SLAVE_TIMEOUT: Stored, but its slave did not confirm it in time.
+    """
+
     SEND_OK = 0
     FLUSH_DISK_TIMEOUT = 10
     SLAVE_NOT_AVAILABLE = 11
@@ -143,6 +152,18 @@ class SendStatus(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class SendResult:
+    """What a send returns.
+
+    Attributes:
+        status: How the broker stored it.
+        msg_id: The message's unique id (a batch: every id, comma-separated).
+        offset_msg_id: The id of its place in the broker's CommitLog (a batch: all).
+        queue: The queue it went to.
+        queue_offset: Its offset in that queue (a batch: the first message's).
+        msg_ids: Every message's unique id, in order.
+        offset_msg_ids: Every message's CommitLog id, in order.
+    """
+
     status: SendStatus
     msg_id: str
     offset_msg_id: str
@@ -153,6 +174,7 @@ class SendResult:
 
     @property
     def ok(self) -> bool:
+        """Whether the status is SEND_OK."""
         return self.status is SendStatus.SEND_OK
 
 
@@ -230,6 +252,39 @@ class _Attempt:
 
 
 class Producer:
+    """Sends messages (RocketMQ's DefaultMQProducer)::
+
+        async with Producer("pg", "127.0.0.1:9876") as producer:
+            result = await producer.send(Message("Orders", b"hello", tags="TagA"))
+
+    A send picks a queue round robin, avoiding brokers that were slow or failed, and on a
+    failure retries on another broker (``retry_times_when_send_failed``) within
+    ``send_timeout`` seconds.
+
+    Args:
+        group: The producer group.
+        namesrv: Nameserver address(es), ``host:port`` separated by ``;``; when None, the
+            ``NAMESRV_ADDR`` environment variable.
+        config: All settings at once; or give them as keyword ``settings``, not both.
+        metrics: True, or a prometheus_client CollectorRegistry, records
+            ``rocketmq_send_cost_time`` (see :mod:`rocketq.sdk.metrics`) into a registry
+            of the producer's own or into that one.
+        **settings: :class:`ProducerConfig` fields.
+
+    Raises:
+        TypeError: ``config`` and ``settings`` together, or an unknown setting.
+        ConfigError: No nameserver address.
+
+    Attributes:
+        group: The producer group.
+        namesrv: The nameserver address(es) used.
+        config: The settings.
+        client: The connection to the cluster (routes, brokers, heartbeats).
+        tracer: Where trace events go when ``enable_trace`` is on.
+        fault: The latency fault tolerance that steers sends away from slow brokers.
+        publish: Per topic sent to, its writable queues.
+    """
+
     def __init__(
         self,
         group: str = "DEFAULT_PRODUCER",
@@ -239,9 +294,6 @@ class Producer:
         metrics: MetricsOption = False,
         **settings: Any,
     ) -> None:
-        """``metrics``: True or a prometheus_client CollectorRegistry records
-        ``rocketmq_send_cost_time`` (see sdk.metrics) into a registry of the producer's
-        own or into that one; ``metrics_registry`` is the registry (None when off)."""
         self.config = make_config(ProducerConfig, config, settings, type(self).__name__)
         self.group = group
         self.namesrv = resolve_namesrv(namesrv, type(self).__name__)
@@ -265,6 +317,11 @@ class Producer:
         self._running = False
 
     async def start(self) -> None:
+        """Connect to the cluster (and start the trace writer when tracing is on).
+
+        Raises:
+            ClientStateError: No group name.
+        """
         if not self.group:
             raise ClientStateError("a producer needs a group name")
         await self.client.start()
@@ -275,6 +332,7 @@ class Producer:
         self._running = True
 
     async def shutdown(self) -> None:
+        """Wait for oneway sends under way, then unregister and disconnect."""
         if not self._running:
             return
         self._running = False
@@ -287,10 +345,12 @@ class Producer:
         await self.client.shutdown()
 
     async def __aenter__(self) -> Producer:
+        """Start the producer."""
         await self.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        """Shut the producer down."""
         await self.shutdown()
 
     @property
@@ -425,8 +485,23 @@ class Producer:
     ) -> SendResult:
         """Send and wait for the broker's answer; retried on another broker on failure.
 
-        Ordered messages: ``selector(queues, msg, arg)`` picks the queue, or
-        ``sharding_key`` does (messages with one key go to one queue, in send order).
+        Args:
+            msg: The message.
+            selector: For ordered messages: ``selector(queues, msg, arg)`` picks the queue.
+            arg: What ``selector`` gets.
+            queue: Send to this queue.
+            sharding_key: For ordered messages: messages with one key go to one queue,
+                in send order (instead of ``selector``).
+            timeout: Seconds the send may take, retries included (default:
+                ``send_timeout``).
+
+        Raises:
+            ClientStateError: The producer is not started, or both ``sharding_key`` and
+                ``selector`` are given.
+            MessageIllegalError: An empty or too big body, or a bad topic name.
+            TopicNotExistError: The topic does not exist and cannot be created on send.
+            ServiceNotAvailableError: The topic's brokers have no master now.
+            RocketqError: The send failed on every attempt.
         """
         if sharding_key is not None:
             if selector is not None:

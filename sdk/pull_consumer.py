@@ -17,7 +17,6 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -37,13 +36,11 @@ from rocketq.sdk.client_wire import (
     max_offset_request,
     min_offset_request,
 )
+from rocketq.sdk.consumer_config import PullConsumerConfig
 from rocketq.sdk.consumer_stats import ConsumerStats
 from rocketq.sdk.consumer_types import ConsumeFrom, MessageModel, MessageSelector
 from rocketq.sdk.message_body import (
-    MAX_BODY_INFLATE_RATIO,
-    MAX_MESSAGE_SIZE,
     BadMessageError,
-    check_limits,
     report_bad,
 )
 from rocketq.sdk.metrics import MetricsOption, client_metrics
@@ -53,55 +50,9 @@ from rocketq.sdk.running_info import ConsumerRunningInfo, ProcessQueueInfo
 from rocketq.sdk.settings import make_config, resolve_namesrv
 from rocketq.sdk.wire import PullOutcome
 
+__all__ = ["PullConsumer", "PullConsumerConfig"]
+
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class PullConsumerConfig:
-    """A lite pull consumer's settings (RocketMQ's DefaultLitePullConsumer ones, snake_case);
-    every duration is in seconds (a float).
-
-    Attributes:
-        allocate_strategy: How the group splits the queues of subscribed topics: one of
-            :data:`rocketq.sdk.rebalance.STRATEGIES`.
-        pull_batch_size: Messages per pull, and at most per ``poll()``.
-        pull_threshold_for_queue: Pulling a queue pauses while this many of its messages
-            are pulled and not polled.
-        auto_commit: Commit the offsets of what earlier polls returned every
-            ``auto_commit_interval`` and at shutdown; otherwise ``commit()`` does it.
-        auto_commit_interval: Seconds between automatic commits.
-        rebalance_interval: Seconds between rebalances (a group change rebalances at once).
-        poll_timeout: Seconds ``poll()`` waits for messages when given no timeout.
-        broker_suspend_max_time: Seconds a broker may hold a pull waiting for messages
-            (long polling); sent as milliseconds.
-        offset_store_dir: Where broadcasting consumers keep their offsets.
-        max_message_size: With ``max_body_inflate_ratio``, the cap of an inflated
-            compressed body, as the push consumer's (:class:`ConsumerConfig`).
-        max_body_inflate_ratio: See ``max_message_size``.
-        check_crc: Check each body's CRC. A message failing it, or the inflation cap, is
-            raised from ``poll()`` as a BadMessageError, and skipped.
-    """
-
-    allocate_strategy: str = "AVG"
-    pull_batch_size: int = 32
-    pull_threshold_for_queue: int = 1000
-    auto_commit: bool = True
-    auto_commit_interval: float = 5.0
-    rebalance_interval: float = 20.0
-    poll_timeout: float = 5.0
-    broker_suspend_max_time: float = 15.0
-    offset_store_dir: str = str(Path.home() / ".rocketq_offsets")
-    max_message_size: int = MAX_MESSAGE_SIZE
-    max_body_inflate_ratio: int = MAX_BODY_INFLATE_RATIO
-    check_crc: bool = True
-
-    def __post_init__(self) -> None:
-        check_limits(self.max_message_size, self.max_body_inflate_ratio)
-
-    @property
-    def max_body_bytes(self) -> int:
-        """The most a compressed body may inflate to."""
-        return self.max_message_size * self.max_body_inflate_ratio
 
 
 # What a pull loop buffers for poll(): messages in queue order, or a bad message's error.
@@ -109,6 +60,51 @@ _Pulled: TypeAlias = list[MessageExt] | BadMessageError
 
 
 class PullConsumer:
+    """A consumer that pulls at its own pace (RocketMQ's DefaultLitePullConsumer)::
+
+        async with PullConsumer("cg", "127.0.0.1:9876") as consumer:
+            consumer.subscribe("Orders")  # or consumer.assign(queues)
+            async for batch in consumer:  # or: batch = await consumer.poll()
+                ...
+
+    A batch an ``async for`` loop got counts as consumed when the loop asks for the next
+    one; when an exception raised in the loop's body leaves the consumer's ``async with``,
+    the batch's offsets are not committed, so the group reads it again. Bad messages are
+    skipped there (logged and counted in ``bad_messages``); ``poll()`` raises them.
+
+    Args:
+        group: The consumer group.
+        namesrv: Nameserver address(es), ``host:port`` separated by ``;``; when None, the
+            ``NAMESRV_ADDR`` environment variable.
+        model: CLUSTERING (the group shares the queues) or BROADCASTING (every consumer
+            reads every queue, offsets in a local file).
+        consume_from: Where a queue without a committed offset starts.
+        config: All settings at once; or give them as keyword ``settings``, not both.
+        metrics: True, or a prometheus_client CollectorRegistry, records
+            ``rocketmq_delivery_latency`` (see :mod:`rocketq.sdk.metrics`) into a registry
+            of the consumer's own or into that one.
+        **settings: :class:`PullConsumerConfig` fields.
+
+    Raises:
+        TypeError: ``config`` and ``settings`` together, or an unknown setting.
+        ConfigError: No nameserver address, or a setting out of range.
+
+    Attributes:
+        group: The consumer group.
+        namesrv: The nameserver address(es) used.
+        model: The message model.
+        consume_from: Where a queue without a committed offset starts.
+        config: The settings.
+        client: The connection to the cluster (routes, brokers, heartbeats).
+        stats: Pull times and rates, for the running info.
+        started_ms: When the consumer started, in epoch milliseconds (0: not yet).
+        subscriptions: Topic -> selector.
+        assigned: The queues given to :meth:`assign` (None when subscribing).
+        bad_messages: Bad messages met (:mod:`rocketq.sdk.message_body`), by reason.
+        offsets: The offset store (on the brokers, or a local file when broadcasting).
+        running: Whether it is started.
+    """
+
     def __init__(
         self,
         group: str,
@@ -120,10 +116,6 @@ class PullConsumer:
         metrics: MetricsOption = False,
         **settings: Any,
     ) -> None:
-        """``metrics``: True or a prometheus_client CollectorRegistry records
-        ``rocketmq_delivery_latency`` (see sdk.metrics; await and process times are the
-        push consumer's) into a registry of the consumer's own or into that one;
-        ``metrics_registry`` is the registry (None when off)."""
         self.group = group
         self.model = model
         self.consume_from = consume_from
@@ -156,6 +148,13 @@ class PullConsumer:
         self.running = False
 
     def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        """Consume ``topic``'s messages that ``expression`` selects (tags, ``"*"``, or a
+        :class:`MessageSelector`), sharing its queues with the group.
+
+        Raises:
+            ClientStateError: Queues were assigned already.
+            SubscriptionParseFailedError: A SQL92 expression that does not parse.
+        """
         if self.assigned is not None:
             raise ClientStateError("use either subscribe() or assign(), not both")
         selector = (
@@ -168,6 +167,12 @@ class PullConsumer:
         self.subscriptions[topic] = selector
 
     def assign(self, queues: list[MessageQueue]) -> None:
+        """Read exactly ``queues`` (no group rebalancing); may be called again while
+        running.
+
+        Raises:
+            ClientStateError: Topics were subscribed already.
+        """
         if self.subscriptions:
             raise ClientStateError("use either subscribe() or assign(), not both")
         self.assigned = list(queues)
@@ -175,12 +180,19 @@ class PullConsumer:
             self._rebalance_now.set()
 
     async def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
+        """The readable queues of ``topic``, from its route (for :meth:`assign`)."""
         return subscribe_queues(topic, await self.client.update_route(topic))
 
     def assignment(self) -> list[MessageQueue]:
+        """The queues this consumer reads now."""
         return sorted(self._owned)
 
     async def start(self) -> None:
+        """Connect, take the queues and start pulling.
+
+        Raises:
+            ClientStateError: Nothing subscribed or assigned.
+        """
         if not self.subscriptions and self.assigned is None:
             raise ClientStateError("subscribe to a topic or assign queues before start()")
         self.offsets = (
@@ -202,6 +214,7 @@ class PullConsumer:
             self._tasks.append(asyncio.ensure_future(self._auto_commit()))
 
     async def shutdown(self) -> None:
+        """Stop pulling, commit (with ``auto_commit``) and unregister from the brokers."""
         await self._stop(failed=False)
 
     async def _stop(self, *, failed: bool) -> None:
@@ -224,16 +237,22 @@ class PullConsumer:
         await self.client.shutdown()
 
     async def __aenter__(self) -> PullConsumer:
+        """Start the consumer."""
         await self.start()
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        """Shut the consumer down; with an exception, the batch an ``async for`` loop had
+        is left uncommitted."""
         await self._stop(failed=exc_type is not None)
 
     def __aiter__(self) -> AsyncIterator[list[MessageExt]]:
+        """``async for batch in consumer``: see :meth:`batches`."""
         return self.batches()
 
     async def batches(self) -> AsyncIterator[list[MessageExt]]:
+        """The polled batches (never empty) until the consumer shuts down; a batch counts
+        as consumed when the loop asks for the next one (see the class docstring)."""
         while self.running:
             try:
                 msgs = await self.poll()

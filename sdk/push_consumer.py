@@ -24,7 +24,6 @@ import contextlib
 import inspect
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +40,9 @@ from rocketq.sdk.client_wire import DirectConsumeRequest, GroupChanged, Notice, 
 from rocketq.sdk.consume_concurrently import SEND_BACK_RETRY_DELAY, ConcurrentConsumeService
 from rocketq.sdk.consume_orderly import OrderlyConsumeService
 from rocketq.sdk.consume_service import ConsumeService, Handler
+from rocketq.sdk.consumer_config import ConsumerConfig
 from rocketq.sdk.consumer_stats import ConsumerStats
 from rocketq.sdk.consumer_types import ConsumeFrom, MessageModel, MessageSelector
-from rocketq.sdk.message_body import MAX_BODY_INFLATE_RATIO, MAX_MESSAGE_SIZE, check_limits
 from rocketq.sdk.message_stream import MessageIterator, MessageStream
 from rocketq.sdk.metrics import MetricsOption, client_metrics
 from rocketq.sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
@@ -81,90 +80,75 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class ConsumerConfig:
-    """A push consumer's settings: RocketMQ's DefaultMQPushConsumer ones, snake_case, with
-    its defaults; every duration is in seconds (a float).
+class PushConsumer:
+    """A consumer the brokers' messages are pushed to (RocketMQ's DefaultMQPushConsumer):
+    it owns its share of the subscribed topics' queues, pulls them, and hands the messages
+    to a handler or to ``async for`` loops, committing offsets as they are consumed.
+
+    With a handler::
+
+        consumer = PushConsumer("cg", "127.0.0.1:9876")
+        consumer.subscribe("Orders", "TagA || TagB")
+
+        @consumer.on_message
+        async def handle(msgs: list[MessageExt]) -> ConsumeResult:
+            ...
+            return ConsumeResult.SUCCESS
+
+        async with consumer:
+            await stop.wait()
+
+    Without one, iterate it (ack semantics in :mod:`rocketq.sdk.message_stream`)::
+
+        async with consumer:
+            async for msg in consumer:  # msg is consumed when the loop asks for the next
+                ...
+
+    Args:
+        group: The consumer group.
+        namesrv: Nameserver address(es), ``host:port`` separated by ``;``; when None, the
+            ``NAMESRV_ADDR`` environment variable.
+        model: CLUSTERING (the group shares the queues, offsets on the brokers, retries
+            through ``%RETRY%<group>``) or BROADCASTING (every consumer reads everything,
+            offsets in a local file, no retries).
+        consume_from: Where a queue without a committed offset starts.
+        orderly: Consume each queue strictly in order, one batch at a time, holding the
+            queue's lock on the broker (CLUSTERING only).
+        config: All settings at once; or give them as keyword ``settings``, not both.
+        metrics: True, or a prometheus_client CollectorRegistry, records
+            ``rocketmq_delivery_latency``, ``rocketmq_await_time`` and
+            ``rocketmq_process_time`` (see :mod:`rocketq.sdk.metrics`) into a registry of
+            the consumer's own or into that one.
+        **settings: :class:`ConsumerConfig` fields.
+
+    Raises:
+        TypeError: ``config`` and ``settings`` together, or an unknown setting.
+        ConfigError: No nameserver address, or a setting out of range.
+        ClientStateError: An orderly broadcasting consumer, or an unknown strategy.
 
     Attributes:
-        allocate_strategy: How the group splits the queues: one of
-            :data:`rocketq.sdk.rebalance.STRATEGIES` ("AVG", "AVG_BY_CIRCLE", ...).
-        consume_thread_min: RocketMQ's minimum consume pool size (reported; the pool
-            runs ``consume_thread_max`` tasks).
-        consume_thread_max: Batches consumed at once (concurrent groups), and threads for
-            a handler that is a plain function.
-        consume_message_batch_max_size: Messages per handler call.
-        pull_batch_size: Messages per pull.
-        pull_threshold_for_queue: Pulling a queue pauses while it holds more messages
-            than this, pulled and not consumed.
-        pull_threshold_size_for_queue: ... or more than this many MiB of bodies.
-        consume_concurrently_max_span: ... or (concurrent groups) when its first and last
-            unconsumed offsets are further apart than this.
-        max_reconsume_times: Retries before a message goes to ``%DLQ%<group>``; -1 uses
-            the group's setting on the broker (16).
-        pull_interval: Seconds a queue's pull loop waits between pulls (0: none).
-        persist_consumer_offset_interval: Seconds between offset commits.
-        rebalance_interval: Seconds between rebalances (a group change rebalances at once).
-        heartbeat_broker_interval: Seconds between heartbeats to every broker.
-        poll_name_server_interval: Seconds between route refreshes.
-        broker_suspend_max_time: Seconds a broker may hold a pull waiting for messages
-            (long polling); sent as milliseconds.
-        consume_timestamp_ms: Where ``ConsumeFrom.TIMESTAMP`` starts a queue without a
-            committed offset, in epoch milliseconds; 0 means 30 minutes before start.
-        suspend_current_queue_time: Orderly: seconds before a batch the handler did not
-            finish is consumed again.
-        rebalance_lock_interval: Orderly: seconds between renewals of the queue locks
-            (RocketMQ's ``rocketmq.client.rebalance.lockInterval``).
-        rebalance_lock_max_live_time: Orderly: a lock not renewed for this many seconds
-            is no longer trusted (``lockMaxLiveTime``).
-        enable_trace: Write SubBefore/SubAfter trace events per message to
-            ``trace_topic`` (see :mod:`rocketq.sdk.trace`).
-        trace_topic: The topic trace events go to.
-        offset_store_dir: Where broadcasting consumers keep their offsets.
-        max_message_size: With ``max_body_inflate_ratio``, the cap of an inflated
-            compressed body: ``max_message_size * max_body_inflate_ratio`` bytes (RocketMQ's
-            producers compress only bodies of at most maxMessageSize, 4 MiB).
-        max_body_inflate_ratio: See ``max_message_size``.
-        check_crc: Check each body's CRC. A message failing it, or the inflation cap, goes
-            to ``%DLQ%<group>`` as stored (see :mod:`rocketq.sdk.message_body`).
+        group: The consumer group.
+        namesrv: The nameserver address(es) used.
+        model: The message model.
+        consume_from: Where a queue without a committed offset starts.
+        orderly: Whether queues are consumed in order.
+        config: The settings.
+        client: The connection to the cluster (routes, brokers, heartbeats).
+        subscriptions: Topic -> selector; the retry topic joins at start (CLUSTERING).
+        handler: The listener; None until set (or when iterated).
+        stats: Pull and consume times and rates, for the running info.
+        bad_messages: Bad messages met (:mod:`rocketq.sdk.message_body`), by reason.
+        started_ms: When the consumer started, in epoch milliseconds (0: not yet).
+        process_queues: The owned queues and their pulled, unconsumed messages.
+        offsets: The offset store (on the brokers, or a local file when broadcasting).
+        running: Whether it is started.
+        tracer: Where trace events go when ``enable_trace`` is on.
+        locks: The queue locks of an orderly consumer.
+        pull_service: The per-queue pull loops.
+        rebalance_service: Which queues this consumer owns.
+        consume_service: The concurrent or the orderly consume service.
     """
 
-    allocate_strategy: str = "AVG"
-    consume_thread_min: int = 10
-    consume_thread_max: int = 20
-    consume_message_batch_max_size: int = 1
-    pull_batch_size: int = 32
-    pull_threshold_for_queue: int = 1000
-    pull_threshold_size_for_queue: int = 100
-    consume_concurrently_max_span: int = 2000
-    max_reconsume_times: int = -1
-    pull_interval: float = 0.0
-    persist_consumer_offset_interval: float = 5.0
-    rebalance_interval: float = 20.0
-    heartbeat_broker_interval: float = 30.0
-    poll_name_server_interval: float = 30.0
-    broker_suspend_max_time: float = 15.0
-    consume_timestamp_ms: int = 0
-    suspend_current_queue_time: float = 1.0
-    rebalance_lock_interval: float = 20.0
-    rebalance_lock_max_live_time: float = 30.0
-    enable_trace: bool = False
-    trace_topic: str = "RMQ_SYS_TRACE_TOPIC"
-    offset_store_dir: str = str(Path.home() / ".rocketq_offsets")
-    max_message_size: int = MAX_MESSAGE_SIZE
-    max_body_inflate_ratio: int = MAX_BODY_INFLATE_RATIO
-    check_crc: bool = True
-
-    def __post_init__(self) -> None:
-        check_limits(self.max_message_size, self.max_body_inflate_ratio)
-
-    @property
-    def max_body_bytes(self) -> int:
-        """The most a compressed body may inflate to."""
-        return self.max_message_size * self.max_body_inflate_ratio
-
-
-class PushConsumer:
     def __init__(
         self,
         group: str,
@@ -177,10 +161,6 @@ class PushConsumer:
         metrics: MetricsOption = False,
         **settings: Any,
     ) -> None:
-        """``metrics``: True or a prometheus_client CollectorRegistry records
-        ``rocketmq_delivery_latency``, ``rocketmq_await_time`` and ``rocketmq_process_time``
-        (see sdk.metrics) into a registry of the consumer's own or into that one;
-        ``metrics_registry`` is the registry (None when off)."""
         self.config = make_config(ConsumerConfig, config, settings, "PushConsumer")
         self.group = group
         self.namesrv = resolve_namesrv(namesrv, "PushConsumer")
@@ -237,6 +217,13 @@ class PushConsumer:
     # -- set-up ------------------------------------------------------------------------
 
     def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        """Consume ``topic``'s messages that ``expression`` selects: tags (``"TagA ||
+        TagB"``, ``"*"`` for all) or a :class:`MessageSelector` (SQL92 with
+        ``MessageSelector.sql``).
+
+        Raises:
+            SubscriptionParseFailedError: A SQL92 expression that does not parse.
+        """
         selector = (
             expression
             if isinstance(expression, MessageSelector)
@@ -247,15 +234,32 @@ class PushConsumer:
         self.subscriptions[topic] = selector
 
     def on_message(self, handler: Handler) -> Handler:
+        """Set the handler (usable as a decorator): it gets a batch of messages
+        (``consume_message_batch_max_size``, 1 by default) and returns a ConsumeResult.
+
+        An ``async def`` handler runs on the event loop, a plain function on the consumer's
+        thread pool. SUCCESS consumes the batch; RECONSUME_LATER, or an exception, sends
+        it back for retry (orderly: consumes it again after ``suspend_current_queue_time``).
+        Returning anything else, None included, is an error of the handler: the batch
+        goes back for retry as if it had raised, and the error is logged once per handler.
+        """
         self.handler = handler
         self._async_handler = inspect.iscoroutinefunction(handler)
         return handler
 
     @property
     def broadcasting(self) -> bool:
+        """Whether every consumer of the group reads every queue."""
         return self.model is MessageModel.BROADCASTING
 
     async def start(self) -> None:
+        """Connect, register with the brokers, take this consumer's queues and start
+        consuming. Without a handler, the messages go to ``async for`` loops.
+
+        Raises:
+            ClientStateError: Nothing subscribed.
+            RocketqError: A broker refused a SQL92 subscription (its filter is off).
+        """
         if self.running:
             return
         if self.handler is None or self._stream is not None:
@@ -304,6 +308,8 @@ class PushConsumer:
             )
 
     async def shutdown(self) -> None:
+        """Stop pulling, let the batches being consumed finish (up to 10 s), commit the
+        offsets, release orderly locks and unregister from the brokers."""
         await self._stop(failed=False)
 
     async def _stop(self, *, failed: bool) -> None:
@@ -331,24 +337,46 @@ class PushConsumer:
             self._pool.shutdown(wait=False, cancel_futures=True)
 
     async def __aenter__(self) -> PushConsumer:
+        """Start the consumer."""
         await self.start()
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        """Shut the consumer down; with an exception, the message an ``async for`` loop
+        had goes back for retry."""
         await self._stop(failed=exc_type is not None)
 
     # -- async for ---------------------------------------------------------------------
 
     def messages(self) -> MessageIterator:
+        """An ``async for`` loop's iterator over the messages (the same as iterating the
+        consumer); see :mod:`rocketq.sdk.message_stream` for when a message counts as
+        consumed.
+
+        Raises:
+            ClientStateError: The consumer is not started, or has a handler.
+        """
         return MessageIterator(self._require_stream())
 
     def __aiter__(self) -> MessageIterator:
+        """``async for msg in consumer``: see :meth:`messages`."""
         return self.messages()
 
     def ack(self, msg: MessageExt) -> None:
+        """Count ``msg``, a message a loop got, as consumed now (before a ``break``, say).
+
+        Raises:
+            ClientStateError: ``msg`` is not in flight (settled already, or not from here).
+        """
         self._require_stream().settle(msg, consumed=True)
 
     def reconsume_later(self, msg: MessageExt) -> None:
+        """Send ``msg``, a message a loop got, back for retry, as a handler's
+        RECONSUME_LATER would; the loop goes on with the next message.
+
+        Raises:
+            ClientStateError: ``msg`` is not in flight (settled already, or not from here).
+        """
         self._require_stream().settle(msg, consumed=False)
 
     def _require_stream(self) -> MessageStream:
@@ -358,8 +386,7 @@ class PushConsumer:
             )
         if self.handler != self._stream.listener:
             raise ClientStateError(
-                "this consumer has a handler (on_message): its messages go there, not to "
-                "async for"
+                "this consumer has a handler (on_message): its messages go there, not to async for"
             )
         return self._stream
 

@@ -45,9 +45,18 @@ CLUSTER_REFRESH_INTERVAL = 30.0
 
 
 class TransactionState(enum.Enum):
+    """How a local transaction ended (RocketMQ's LocalTransactionState).
+
+    Attributes:
+        COMMIT: Deliver the half message to consumers.
+        ROLLBACK: Discard it.
+        UNKNOWN: Not known yet: the broker asks again later (RocketMQ's spelling,
+            ``UNKNOW``, on the wire).
+    """
+
     COMMIT = "COMMIT_MESSAGE"
     ROLLBACK = "ROLLBACK_MESSAGE"
-    UNKNOWN = "UNKNOW"  # RocketMQ's spelling
+    UNKNOWN = "UNKNOW"
 
 
 _RESOLUTION = {
@@ -62,24 +71,39 @@ class TransactionListener(Protocol):
 
     def execute_local_transaction(
         self, msg: Message, arg: Any
-    ) -> TransactionState | Awaitable[TransactionState]: ...
+    ) -> TransactionState | Awaitable[TransactionState]:
+        """Run the local transaction of ``msg`` (its half message is stored), with the
+        ``arg`` given to ``send_message_in_transaction``; say how it ended."""
+        ...
 
     def check_local_transaction(
         self, msg: MessageExt
-    ) -> TransactionState | Awaitable[TransactionState]: ...
+    ) -> TransactionState | Awaitable[TransactionState]:
+        """Answer the broker's check of a half message whose end it did not hear; any
+        producer of the group may be asked."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
 class TransactionSendResult:
+    """What ``send_message_in_transaction`` returns.
+
+    Attributes:
+        send_result: The half message's send.
+        local_state: How the local transaction ended.
+    """
+
     send_result: SendResult
     local_state: TransactionState
 
     @property
     def status(self) -> SendStatus:
+        """The half message's send status."""
         return self.send_result.status
 
     @property
     def msg_id(self) -> str:
+        """The message's unique id."""
         return self.send_result.msg_id
 
 
@@ -97,6 +121,23 @@ async def _call(fn: Any, *args: Any) -> TransactionState:
 
 
 class TransactionProducer(Producer):
+    """A producer of transactional messages: a half message, the local transaction, then
+    commit or rollback (see the module docstring).
+
+    Args:
+        group: The producer group (keep it for transactional messages only: the broker
+            asks any of its producers to check a transaction).
+        namesrv: Nameserver address(es); when None, the ``NAMESRV_ADDR`` environment
+            variable.
+        listener: Runs and checks the local transactions.
+        config: All settings at once; or give them as keyword ``settings``, not both.
+        metrics: As :class:`~rocketq.sdk.producer.Producer`'s.
+        **settings: :class:`~rocketq.sdk.producer.ProducerConfig` fields.
+
+    Attributes:
+        listener: Runs and checks the local transactions.
+    """
+
     def __init__(
         self,
         group: str,
@@ -114,6 +155,8 @@ class TransactionProducer(Producer):
         self._watch: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
+        """Start, and register with every broker of the cluster (a check may come from
+        any of them)."""
         await super().start()
         # Heartbeat to (and listen to) every broker: a check may come from any of them.
         with contextlib.suppress(RocketqError):
@@ -130,6 +173,7 @@ class TransactionProducer(Producer):
                 log.warning("cannot refresh the cluster's brokers: %s", exc)
 
     async def shutdown(self) -> None:
+        """Stop answering checks, then shut down as a producer."""
         if self._watch is not None:
             self._watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
