@@ -7,14 +7,16 @@ default port; the test puts the cluster's address in its place) or leave it out 
 then read ``NAMESRV_ADDR``).
 
 Blocks not meant to run are marked by their fence language: ``py`` is highlighted as Python
-but not run (fragments, code that needs Spark or a Kubernetes cluster); ``sh``, ``toml``,
-``yaml``, ``text`` ... are never run. The cluster (one nameserver, one broker) is started
+but not run (fragments, code that needs Spark or a Kubernetes cluster), though it must
+still compile (top-level ``await`` allowed); ``sh``, ``toml``, ``yaml``, ``text`` ... are
+never run. The cluster (one nameserver, one broker) is started
 once for the module by the launcher ``rocketq cluster up`` uses, with message delay levels
 short enough for the delayed-message and retry examples to finish in seconds.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -147,6 +149,11 @@ def test_blocks_are_found_and_marked_by_language() -> None:
         (14, "sh", False),
     ]
     assert blocks[2].code == 'print("indented")'
+
+
+@pytest.mark.parametrize("block", [b for b in all_blocks() if b.lang == "py"], ids=str)
+def test_fragment_compiles(block: Block) -> None:
+    compile(block.code, str(block), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
 
 
 @pytest.mark.parametrize("block", EXAMPLES, ids=str)
