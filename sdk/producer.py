@@ -12,7 +12,6 @@ import asyncio
 import enum
 import logging
 import time
-import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -37,80 +36,33 @@ from rocketq.common.message import (
     TRACE_PRODUCER_GROUP,
     Message,
     MessageQueue,
-    SysFlag,
-    send_forbidden_reason,
 )
 from rocketq.common.message_id import UniqIdGenerator
-from rocketq.common.record import (
-    FIXED_SIZE,
-    check_topic,
-    encode_properties,
-    message_properties,
-)
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.route_data import TopicRouteData
 from rocketq.sdk.client import ClientInstance, local_ip, producer_heartbeat, publish_queues
 from rocketq.sdk.fault_tolerance import MQFaultStrategy, TopicPublishInfo
 from rocketq.sdk.metrics import MetricsOption, client_metrics
+from rocketq.sdk.queue_selectors import MessageQueueSelector, java_string_hash, select_by_hash
+from rocketq.sdk.send_encoding import BATCH_LIMIT, Encoded, encode, estimated_size, split_batches
 from rocketq.sdk.settings import make_config, resolve_namesrv
 from rocketq.sdk.trace import TraceDispatcher, publish_event
-from rocketq.sdk.wire import batch_entry, send_request
+from rocketq.sdk.wire import send_request
+
+__all__ = [
+    "BATCH_LIMIT",
+    "MessageQueueSelector",
+    "Producer",
+    "ProducerConfig",
+    "SendResult",
+    "SendStatus",
+    "estimated_size",
+    "java_string_hash",
+    "select_by_hash",
+    "split_batches",
+]
 
 log = logging.getLogger(__name__)
-
-_COMPRESSED = int(SysFlag.COMPRESSED)
-
-MessageQueueSelector = Callable[[list[MessageQueue], Message, Any], MessageQueue]
-
-
-BATCH_LIMIT = 4 * 1024 * 1024
-_RECORD_OVERHEAD = FIXED_SIZE + 64  # header, separators and the unique id property
-
-
-def estimated_size(msg: Message) -> int:
-    """About the bytes a message takes in a batch (RocketMQ's ListSplitter estimate)."""
-    props = sum(len(k) + len(v) + 2 for k, v in msg.properties.items())
-    props += len(msg.tags or "") + sum(len(k) + 1 for k in msg.keys)
-    return _RECORD_OVERHEAD + len(msg.topic) + len(msg.body) + props
-
-
-def split_batches(msgs: Sequence[Message], limit: int = BATCH_LIMIT) -> list[list[Message]]:
-    """Cut a list into batches of at most ``limit`` bytes each, in order. A message too
-    big for a batch of its own is a MessageIllegalError naming it."""
-    batches: list[list[Message]] = []
-    current: list[Message] = []
-    size = 0
-    for i, m in enumerate(msgs):
-        n = estimated_size(m)
-        if n > limit:
-            raise MessageIllegalError(
-                f"message {i} alone is about {n} bytes, over the batch limit {limit}; "
-                "send it by itself"
-            )
-        if current and size + n > limit:
-            batches.append(current)
-            current, size = [], 0
-        current.append(m)
-        size += n
-    if current:
-        batches.append(current)
-    return batches
-
-
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode (a signed 32-bit int), so keys map to the queues RocketMQ's
-    SelectMessageQueueByHash would pick."""
-    h = 0
-    raw = text.encode("utf-16-be")
-    for i in range(0, len(raw), 2):
-        h = (31 * h + ((raw[i] << 8) | raw[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def select_by_hash(mqs: list[MessageQueue], msg: Message, arg: Any) -> MessageQueue:
-    """The queue of ``arg``'s hash (RocketMQ's SelectMessageQueueByHash)."""
-    key = arg if isinstance(arg, str) else str(arg)
-    return mqs[abs(java_string_hash(key)) % len(mqs)]
 
 
 def _no_queue_error(topic: str, route: TopicRouteData, template: str | None) -> RocketqError:
@@ -215,33 +167,6 @@ class ProducerConfig:
     heartbeat_broker_interval: float = 30.0
     enable_trace: bool = False
     trace_topic: str = "RMQ_SYS_TRACE_TOPIC"
-
-
-class _Encoded:
-    """A message (or a batch) as the body and header fields of its send request, with its
-    unique id(s). ``properties`` is None for a batch (each entry of ``body`` has its own)."""
-
-    __slots__ = ("body", "flag", "ids", "properties", "sys_flag", "topic")
-
-    def __init__(
-        self,
-        topic: str,
-        body: bytes,
-        properties: str | None,
-        ids: list[str],
-        flag: int = 0,
-        sys_flag: int = 0,
-    ) -> None:
-        self.topic = topic
-        self.body = body
-        self.properties = properties
-        self.ids = ids
-        self.flag = flag
-        self.sys_flag = sys_flag
-
-    @property
-    def batch(self) -> bool:
-        return self.properties is None
 
 
 @dataclass
@@ -367,60 +292,18 @@ class Producer:
         system_props: dict[str, str] | None = None,
         extra_sys_flag: int = 0,
         batch: bool = False,
-    ) -> _Encoded:
-        if not msgs:
-            raise MessageIllegalError("nothing to send: the batch is empty")
-        topic = msgs[0].topic
-        forbidden = send_forbidden_reason(topic, self.group)
-        if forbidden is not None:
-            raise NoPermissionError(f"sending to topic {topic} is forbidden: it is {forbidden}")
-        check_topic(topic)
-        max_size = self.config.max_message_size
-        compress_over = self.config.compress_msg_body_over_howmuch
-        next_id = self._ids.next_id
-        single = not batch
-        parts, ids = [], []
-        body: bytes = b""
-        props: bytes = b""
-        sys_flag = 0
-        for msg in msgs:
-            if msg.topic != topic:
-                raise MessageIllegalError(
-                    f"every message of a batch must have one topic ({topic!r}, not {msg.topic!r})"
-                )
-            body = msg.body
-            if not isinstance(body, bytes | bytearray) or not body:
-                raise MessageIllegalError("the message body is empty; send at least one byte")
-            if len(body) > max_size:
-                raise MessageIllegalError(
-                    f"the message body is {len(body)} bytes; the limit is "
-                    f"{max_size} (max_message_size)"
-                )
-            uniq = next_id()
-            if system_props:
-                props = encode_properties({**message_properties(msg, uniq), **system_props})
-            elif msg.tags or msg.keys or msg.properties or msg.delay_level or msg.deliver_at:
-                props = encode_properties(message_properties(msg, uniq))
-            else:
-                props = b"UNIQ_KEY\x01" + uniq.encode() + b"\x02"
-            ids.append(uniq)
-            if single:
-                # As RocketMQ's client: only a message sent alone is compressed.
-                if len(body) > compress_over:
-                    body, sys_flag = zlib.compress(body), _COMPRESSED
-            else:
-                parts.append(batch_entry(bytes(body), props, msg.flag))
-        if single:
-            return _Encoded(
-                topic, bytes(body), props.decode(), ids, msgs[0].flag, sys_flag | extra_sys_flag
-            )
-        joined = b"".join(parts)
-        if len(joined) > self.config.max_message_size:
-            raise MessageIllegalError(
-                f"the batch is {len(joined)} bytes; a batch may hold at most "
-                f"{self.config.max_message_size} (split it)"
-            )
-        return _Encoded(topic, joined, None, ids, 0, extra_sys_flag)
+    ) -> Encoded:
+        """``msgs`` as their send request's parts (see :func:`send_encoding.encode`)."""
+        return encode(
+            msgs,
+            group=self.group,
+            next_id=self._ids.next_id,
+            max_message_size=self.config.max_message_size,
+            compress_over=self.config.compress_msg_body_over_howmuch,
+            system_props=system_props,
+            extra_sys_flag=extra_sys_flag,
+            batch=batch,
+        )
 
     # -- routes ------------------------------------------------------------------------
 
@@ -611,7 +494,7 @@ class Producer:
 
     async def _send(
         self,
-        enc: _Encoded,
+        enc: Encoded,
         selector: MessageQueueSelector | None,
         arg: Any,
         msg: Message | None,
@@ -635,7 +518,7 @@ class Producer:
 
     async def _send_with_retries(
         self,
-        enc: _Encoded,
+        enc: Encoded,
         selector: MessageQueueSelector | None,
         arg: Any,
         msg: Message | None,
@@ -699,7 +582,7 @@ class Producer:
             f"{budget:.1f} s: " + "; ".join(state.errors or ["send timeout"])
         ) from last
 
-    def _request(self, enc: _Encoded, mq: MessageQueue) -> RemotingCommand:
+    def _request(self, enc: Encoded, mq: MessageQueue) -> RemotingCommand:
         return send_request(
             enc.body,
             enc.properties or "",
@@ -714,7 +597,7 @@ class Producer:
             batch=enc.batch,
         )
 
-    async def _send_to(self, enc: _Encoded, mq: MessageQueue, timeout: float) -> SendResult:
+    async def _send_to(self, enc: Encoded, mq: MessageQueue, timeout: float) -> SendResult:
         addr = await self._master(mq)
         reply = await self.client.broker(addr).send(self._request(enc, mq), timeout)
         offset_ids = reply.msg_ids
