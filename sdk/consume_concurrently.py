@@ -11,7 +11,7 @@ import asyncio
 import collections
 import logging
 import time
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from rocketq.common.exceptions import RocketqError
 from rocketq.common.message import MessageExt, MessageQueue
@@ -19,9 +19,7 @@ from rocketq.sdk.client_wire import send_back_request
 from rocketq.sdk.consume_service import ConsumeService
 from rocketq.sdk.consumer_types import ConsumeResult
 from rocketq.sdk.process_queue import ProcessQueue
-
-if TYPE_CHECKING:
-    from rocketq.sdk.push_consumer import PushConsumer
+from rocketq.sdk.push_context import PushContext
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +35,7 @@ class ConcurrentConsumeService(ConsumeService):
     """Consume requests, taken by ``consume_thread_max`` worker tasks (the consume pool);
     a worker with nothing to do parks on a future until a request comes."""
 
-    def __init__(self, consumer: PushConsumer) -> None:
+    def __init__(self, consumer: PushContext) -> None:
         super().__init__(consumer)
         self._requests: collections.deque[Request] = collections.deque()
         self._idle: collections.deque[asyncio.Future[None]] = collections.deque()

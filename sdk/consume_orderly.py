@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
-from typing import TYPE_CHECKING
 
 from rocketq.common.aio import wait_event
 from rocketq.common.message import MessageExt, MessageQueue
@@ -18,9 +17,7 @@ from rocketq.sdk.consume_service import ConsumeService
 from rocketq.sdk.consumer_types import ConsumeResult
 from rocketq.sdk.orderly_locks import move_to_dlq
 from rocketq.sdk.process_queue import ProcessQueue
-
-if TYPE_CHECKING:
-    from rocketq.sdk.push_consumer import PushConsumer
+from rocketq.sdk.push_context import PushContext
 
 
 class OrderlyConsumeService(ConsumeService):
@@ -31,7 +28,7 @@ class OrderlyConsumeService(ConsumeService):
             set it too).
     """
 
-    def __init__(self, consumer: PushConsumer) -> None:
+    def __init__(self, consumer: PushContext) -> None:
         super().__init__(consumer)
         self._tasks: dict[MessageQueue, asyncio.Task[None]] = {}
         self.wakes: dict[MessageQueue, asyncio.Event] = {}

@@ -12,22 +12,14 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from rocketq.common.message import MessageExt, MessageQueue
 from rocketq.sdk.consumer_types import ConsumeResult
 from rocketq.sdk.process_queue import ProcessQueue
+from rocketq.sdk.push_context import PushContext
 from rocketq.sdk.trace import consume_event
 
-if TYPE_CHECKING:
-    from rocketq.sdk.push_consumer import PushConsumer
-
 log = logging.getLogger(__name__)
-
-Handler = Callable[[list[MessageExt]], Awaitable[ConsumeResult] | ConsumeResult]
-"""A push consumer's listener: it gets a batch of messages (one by default) and says how
-its consumption went; plain functions run on the consumer's thread pool."""
 
 # The group's retry limit on the broker when the consumer sets none (max_reconsume_times -1).
 DEFAULT_MAX_RECONSUME_TIMES = 16
@@ -41,7 +33,7 @@ class ConsumeService:
             offsets, statistics, tracer and metrics).
     """
 
-    def __init__(self, consumer: PushConsumer) -> None:
+    def __init__(self, consumer: PushContext) -> None:
         self.consumer = consumer
         # The handlers already reported for answering something that is not a
         # ConsumeResult (once each: the log says how to fix it).

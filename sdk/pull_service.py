@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from rocketq.common.exceptions import RocketqError, ServiceNotAvailableError
 from rocketq.common.message import (
@@ -26,10 +26,8 @@ from rocketq.sdk.client_wire import send_back_request
 from rocketq.sdk.consumer_types import MessageSelector
 from rocketq.sdk.message_body import BadMessageError, report_bad
 from rocketq.sdk.process_queue import ProcessQueue
+from rocketq.sdk.push_context import PushContext
 from rocketq.sdk.wire import PullOutcome, PullReply
-
-if TYPE_CHECKING:
-    from rocketq.sdk.push_consumer import PushConsumer
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +54,7 @@ class PullService:
         consumer: The push consumer to pull for.
     """
 
-    def __init__(self, consumer: PushConsumer) -> None:
+    def __init__(self, consumer: PushContext) -> None:
         self.consumer = consumer
         self._pulls: dict[MessageQueue, asyncio.Task[None]] = {}
         self._pull_from: dict[MessageQueue, int] = {}  # broker id suggested per queue

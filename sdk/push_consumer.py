@@ -39,7 +39,7 @@ from rocketq.sdk.client import ClientInstance, consumer_heartbeat
 from rocketq.sdk.client_wire import DirectConsumeRequest, GroupChanged, Notice, OffsetReset
 from rocketq.sdk.consume_concurrently import SEND_BACK_RETRY_DELAY, ConcurrentConsumeService
 from rocketq.sdk.consume_orderly import OrderlyConsumeService
-from rocketq.sdk.consume_service import ConsumeService, Handler
+from rocketq.sdk.consume_service import ConsumeService
 from rocketq.sdk.consumer_config import ConsumerConfig
 from rocketq.sdk.consumer_stats import ConsumerStats
 from rocketq.sdk.consumer_types import ConsumeFrom, MessageModel, MessageSelector
@@ -56,6 +56,7 @@ from rocketq.sdk.pulling import (
     finish_messages,
     finish_pulled,
 )
+from rocketq.sdk.push_context import Handler
 from rocketq.sdk.rebalance import STRATEGIES
 from rocketq.sdk.rebalance_service import RebalanceService
 from rocketq.sdk.running_info import (

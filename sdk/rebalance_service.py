@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
 
 from rocketq.common.aio import wait_event
 from rocketq.common.exceptions import RocketqError, TopicNotExistError
@@ -20,10 +19,8 @@ from rocketq.sdk.client import subscribe_queues
 from rocketq.sdk.client_wire import max_offset_request, min_offset_request, search_offset_request
 from rocketq.sdk.consumer_types import ConsumeFrom, MessageSelector
 from rocketq.sdk.process_queue import ProcessQueue
+from rocketq.sdk.push_context import PushContext
 from rocketq.sdk.rebalance import STRATEGIES
-
-if TYPE_CHECKING:
-    from rocketq.sdk.push_consumer import PushConsumer
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +40,7 @@ class RebalanceService:
         now: Set to rebalance at once (the group changed) instead of at the next period.
     """
 
-    def __init__(self, consumer: PushConsumer) -> None:
+    def __init__(self, consumer: PushContext) -> None:
         self.consumer = consumer
         self.now = asyncio.Event()
         self._missing_topics = False
