@@ -4,7 +4,7 @@ offsets as Arrow record batches, committed group offsets, and batches of sends.
 
 Spark calls the data source from plain (blocking) code, on the driver and in each task's
 Python worker; each call here runs on the SDK's one background event loop
-(``rocketq.sync.run_blocking``).
+(``rocketq.sdk.background_loop.run_blocking``).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from rocketq.common.exceptions import (
 from rocketq.common.message import MessageExt
 from rocketq.common.record import decode_records
 from rocketq.remoting.command import RemotingCommand
+from rocketq.sdk.background_loop import background_loop, run_blocking
 from rocketq.sdk.client import ClientInstance
 from rocketq.sdk.client_wire import (
     max_offset_request,
@@ -37,7 +38,6 @@ from rocketq.sdk.client_wire import (
 )
 from rocketq.sdk.message_body import MAX_BODY_INFLATE_RATIO, MAX_MESSAGE_SIZE, check_messages
 from rocketq.sdk.spark.options import Offsets, QueueId, queue_label
-from rocketq.sdk.sync import background_loop, run_blocking
 from rocketq.sdk.wire import PullOutcome, PullReply, pull_request
 
 log = logging.getLogger(__name__)

@@ -23,9 +23,9 @@ import pyarrow as pa
 
 from rocketq.common.exceptions import RocketqError
 from rocketq.common.message import SYSTEM_PROPERTY_NAMES, Message
+from rocketq.sdk.background_loop import run_blocking
 from rocketq.sdk.producer import Producer
 from rocketq.sdk.spark.options import WriteOptions
-from rocketq.sdk.sync import run_blocking
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from rocketq import Message, Producer
 from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 from rocketq.console.app import create_app
 from rocketq.sdk.admin import Admin
-from rocketq.sdk.sync import run_blocking
+from rocketq.sdk.background_loop import run_blocking
 from tests.dead_letters import consume_fixed, fill_dlq
 from tests.integration.conftest import SMALL_STORE
 from tests.system_deps import major_version, require_command, unavailable

@@ -18,7 +18,7 @@ from rocketq.cluster.pids import wait_until
 from rocketq.console.app import create_app
 from rocketq.console.sampler import Sample, point_between, points_of, top_topics
 from rocketq.sdk.admin import Admin
-from rocketq.sdk.sync import run_blocking
+from rocketq.sdk.background_loop import run_blocking
 from tests.integration.conftest import SMALL_STORE
 
 TOPIC = "ConsoleDash"

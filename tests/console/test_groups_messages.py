@@ -16,7 +16,7 @@ from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 from rocketq.console.app import create_app
 from rocketq.console.security import CSRF_HEADER
 from rocketq.sdk.admin import Admin
-from rocketq.sdk.sync import run_blocking
+from rocketq.sdk.background_loop import run_blocking
 from tests.console.test_api import token
 from tests.dead_letters import consume_fixed, fill_dlq
 from tests.integration.conftest import SMALL_STORE

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from rocketq.cli.main import app
 from rocketq.cluster.launcher import LocalCluster
 from rocketq.sdk.admin import Admin
-from rocketq.sdk.sync import run_blocking
+from rocketq.sdk.background_loop import run_blocking
 from tests.dead_letters import consume_fixed, fill_dlq
 
 runner = CliRunner()

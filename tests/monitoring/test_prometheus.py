@@ -20,8 +20,8 @@ from rocketq import ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, P
 from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 from rocketq.cluster.monitor import RULES, Monitor, start_monitor
 from rocketq.sdk.admin import Admin
+from rocketq.sdk.background_loop import run_blocking
 from rocketq.sdk.pull_consumer import PullConsumer
-from rocketq.sdk.sync import run_blocking
 from rocketq.sdk.transaction import TransactionProducer, TransactionState
 from tests.integration.conftest import SMALL_STORE
 from tests.integration.waiting import wait_until

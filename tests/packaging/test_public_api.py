@@ -50,7 +50,7 @@ def test_rocketq_exports_the_sdk() -> None:
 def test_sync_has_a_blocking_twin_of_every_client() -> None:
     for name, cls in CLIENTS.items():
         twin = getattr(rocketq.sync, name)
-        assert twin is not cls and twin._target is cls, name
+        assert twin is not cls and twin.async_class is cls, name
     # The data types are the same objects in both.
     for name in ("Message", "ConsumeResult", "ConsumeFrom", "MessageSelector", "SendStatus"):
         assert getattr(rocketq.sync, name) is getattr(rocketq, name)
