@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
 
 from rocketq.common.exceptions import (
     ConnectBrokerError,
@@ -30,98 +29,28 @@ from rocketq.common.record import decode_records
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.route_data import TopicRouteData
 from rocketq.sdk import admin_wire as aw
+from rocketq.sdk.admin_types import BrokerInfo, MessageTrack, QueueOffsets, QueueProgress
 from rocketq.sdk.client import ClientInstance
 from rocketq.sdk.client_wire import search_offset_request
 from rocketq.sdk.settings import resolve_namesrv
 from rocketq.sdk.trace import TraceEvent, parse_events
 from rocketq.sdk.wire import PullOutcome, pull_request
 
+__all__ = [
+    "CLIENT_CALL_TIMEOUT",
+    "TOOLS_GROUP",
+    "Admin",
+    "BrokerInfo",
+    "MessageTrack",
+    "QueueOffsets",
+    "QueueProgress",
+]
+
 # The group admin reads run as (RocketMQ's tools use it too); it never commits an offset.
 TOOLS_GROUP = "TOOLS_CONSUMER"
 # How long a broker waits for a client it forwards a request to (RocketMQ's callClient); an
 # admin waits longer, so that the broker's answer (the client's, or its timeout) comes first.
 CLIENT_CALL_TIMEOUT = 10.0
-
-
-@dataclass(frozen=True, slots=True)
-class QueueOffsets:
-    """A queue's offsets on its broker.
-
-    Attributes:
-        broker_name: The broker group holding the queue.
-        queue_id: The queue.
-        min_offset: Its oldest stored message's offset.
-        max_offset: One past its newest message's offset.
-        last_update_timestamp_ms: When its newest message was stored, in epoch
-            milliseconds (0: never).
-    """
-
-    broker_name: str
-    queue_id: int
-    min_offset: int
-    max_offset: int
-    last_update_timestamp_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class QueueProgress:
-    """How far a consumer group is in one queue.
-
-    Attributes:
-        topic: The queue's topic.
-        broker_name: The broker group holding the queue.
-        queue_id: The queue.
-        broker_offset: One past the queue's newest message.
-        consumer_offset: The group's committed offset.
-        last_timestamp_ms: When the message at the committed offset was stored, in epoch
-            milliseconds (0: none).
-    """
-
-    topic: str
-    broker_name: str
-    queue_id: int
-    broker_offset: int
-    consumer_offset: int
-    last_timestamp_ms: int
-
-    @property
-    def lag(self) -> int:
-        """Messages the group has not consumed yet."""
-        return max(0, self.broker_offset - self.consumer_offset)
-
-
-@dataclass(frozen=True, slots=True)
-class MessageTrack:
-    """Where a consumer group stands with one message (RocketMQ's TrackType).
-
-    Attributes:
-        group: The consumer group.
-        state: CONSUMED, CONSUMED_BUT_FILTERED, NOT_CONSUME_YET, NOT_ONLINE or UNKNOWN.
-        detail: Why, when the state needs explaining.
-    """
-
-    group: str
-    state: str
-    detail: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerInfo:
-    """One broker of the cluster list.
-
-    Attributes:
-        cluster: Its cluster.
-        broker_name: Its broker group.
-        broker_id: 0 for the master, a slave's id otherwise.
-        addr: Its address.
-        runtime: Its runtime figures (RocketMQ's GET_BROKER_RUNTIME_INFO), by name.
-    """
-
-    cluster: str
-    broker_name: str
-    broker_id: int
-    addr: str
-    runtime: dict[str, str]
 
 
 class Admin:
