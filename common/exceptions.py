@@ -286,6 +286,7 @@ class NotLeaderError(RocketqError):
     """The id of the group's leader as the refusing member knows it, or None."""
 
     def __init__(self, *args: object, leader: str | None = None) -> None:
+        """``args`` as any exception's (the message); ``leader`` the leader, if known."""
         super().__init__(*args)
         self.leader = leader
 

@@ -18,8 +18,8 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from typing import Any, ParamSpec, TypeVar
 
-T = TypeVar("T")
-P = ParamSpec("P")
+_T = TypeVar("_T")
+_P = ParamSpec("_P")
 
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
@@ -66,24 +66,24 @@ def _check_thread(what: str) -> None:
         )
 
 
-def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
+def run_blocking(coro: Coroutine[Any, Any, _T]) -> _T:
     """Run ``coro`` on the SDK's background event loop and wait for its result (or its
     exception). Code that needs the SDK from plain threads calls it through here rather
     than starting loops of its own."""
     _check_thread("run_blocking")
 
-    async def run() -> T:
+    async def run() -> _T:
         _let_go()  # before the coroutine's first step, as its await would follow the drop
         return await coro
 
     return asyncio.run_coroutine_threadsafe(run(), background_loop()).result()
 
 
-def call_blocking(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+def call_blocking(fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
     """Call a plain function or method on the SDK's background event loop and wait for its
     result: a client's methods that are not coroutines touch its loop's state too."""
     _check_thread("call_blocking")
-    done: concurrent.futures.Future[T] = concurrent.futures.Future()
+    done: concurrent.futures.Future[_T] = concurrent.futures.Future()
 
     def call() -> None:
         if not done.set_running_or_notify_cancel():
@@ -98,15 +98,15 @@ def call_blocking(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     return done.result()
 
 
-def future_blocking(start: Callable[[], Awaitable[T]]) -> concurrent.futures.Future[T]:
+def future_blocking(start: Callable[[], Awaitable[_T]]) -> concurrent.futures.Future[_T]:
     """Call ``start`` on the SDK's background loop (a method that starts a task there and
     returns it, as ``Producer.send_async`` does) and return at once a
     :class:`concurrent.futures.Future` of the task's result: ``result()`` waits for it,
     ``add_done_callback`` hears of it, ``cancel()`` cancels the task."""
     loop = background_loop()
-    outer: concurrent.futures.Future[T] = concurrent.futures.Future()
+    outer: concurrent.futures.Future[_T] = concurrent.futures.Future()
 
-    def copy(task: asyncio.Future[T]) -> None:
+    def copy(task: asyncio.Future[_T]) -> None:
         if task.cancelled():
             outer.cancel()
         elif (exc := task.exception()) is not None:
@@ -125,7 +125,7 @@ def future_blocking(start: Callable[[], Awaitable[T]]) -> concurrent.futures.Fut
             return
         task.add_done_callback(copy)
 
-        def cancel_task(f: concurrent.futures.Future[T]) -> None:
+        def cancel_task(f: concurrent.futures.Future[_T]) -> None:
             if f.cancelled():
                 loop.call_soon_threadsafe(task.cancel)
 
@@ -135,11 +135,11 @@ def future_blocking(start: Callable[[], Awaitable[T]]) -> concurrent.futures.Fut
     return outer
 
 
-async def _next(iterator: AsyncIterator[T]) -> T:
+async def _next(iterator: AsyncIterator[_T]) -> _T:
     return await anext(iterator)
 
 
-def iterate_blocking(start: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
+def iterate_blocking(start: Callable[[], AsyncIterator[_T]]) -> Iterator[_T]:
     """A plain iterator over the async iterator ``start`` returns (``start`` is called on the
     SDK's background loop at once, so what it raises is raised here): each step waits on the
     loop for the next item, and ``StopAsyncIteration`` ends it.
@@ -152,7 +152,7 @@ def iterate_blocking(start: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
     return _steps(call_blocking(start))
 
 
-def _steps(iterator: AsyncIterator[T]) -> Iterator[T]:
+def _steps(iterator: AsyncIterator[_T]) -> Iterator[_T]:
     generator = inspect.isasyncgen(iterator)
     try:
         while True:

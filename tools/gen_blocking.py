@@ -82,10 +82,14 @@ class Binding:
     ``import module as name`` (attr None)."""
 
     module: str
+    """The module imported, or the one imported from."""
     attr: str | None
+    """The name taken from ``module``; None when the module itself is bound."""
     name: str
+    """The name bound."""
 
     def statement(self) -> str:
+        """The import statement that binds the name."""
         if self.attr is None:
             if self.module.split(".")[0] == self.name:
                 return f"import {self.module}"
@@ -95,6 +99,7 @@ class Binding:
         return f"from {self.module} import {self.attr} as {self.name}"
 
     def value(self) -> object:
+        """What the name is bound to (imported now)."""
         module = importlib.import_module(self.module)
         return module if self.attr is None else getattr(module, self.attr, None)
 
@@ -167,10 +172,15 @@ class Imports:
     only (annotations)."""
 
     runtime: dict[str, Binding] = field(default_factory=dict)
+    """Names read when the module runs (in defaults), imported at its top."""
     typing: dict[str, Binding] = field(default_factory=dict)
+    """Names read by type checkers only, imported under ``if TYPE_CHECKING:``."""
     reserved: set[str] = field(default_factory=set)
+    """Names the generated module binds itself, which no asynchronous module may use."""
 
     def need(self, source: str, module_name: str, *, runtime: bool) -> None:
+        """Bind every name ``source`` (an annotation or a default read in ``module_name``)
+        reads, as ``module_name`` binds it; GenerateError on a clash."""
         for name in sorted(names_in(source)):
             binding = binding_of(module_name, name)
             if binding is None:
@@ -202,11 +212,16 @@ class Param:
     """One parameter as the asynchronous method declares it."""
 
     name: str
+    """The parameter's name."""
     kind: inspect._ParameterKind
+    """Positional-only, positional-or-keyword, ``*args``, keyword-only or ``**kwargs``."""
     annotation: str | None
-    default: str | None  # the default's source text, or None
+    """The annotation's text, as ``from __future__ import annotations`` keeps it."""
+    default: str | None
+    """The default's source text, or None."""
 
     def declare(self) -> str:
+        """The parameter as a ``def`` declares it."""
         text = self.name
         if self.kind is inspect.Parameter.VAR_POSITIONAL:
             text = "*" + text
@@ -221,6 +236,7 @@ class Param:
         return text
 
     def pass_on(self) -> str:
+        """The parameter as a call passes it on to the asynchronous method."""
         if self.kind is inspect.Parameter.VAR_POSITIONAL:
             return f"*{self.name}"
         if self.kind is inspect.Parameter.VAR_KEYWORD:
@@ -269,6 +285,7 @@ def params_of(func: Callable[..., Any]) -> tuple[list[Param], str | None]:
 
 
 def first_paragraph(doc: str | None) -> str:
+    """A docstring's first paragraph, cleaned ("" without one)."""
     if not doc:
         return ""
     return inspect.cleandoc(doc).split("\n\n")[0]
@@ -359,18 +376,27 @@ class Writer:
     """The generated module's text, built class by class."""
 
     imports: Imports
-    modules: dict[str, str]  # asynchronous module -> its alias here
-    twins: dict[type, str]  # asynchronous class -> its twin's name
-    uses: set[str] = field(default_factory=set)  # OWN_NAMES the classes use
+    """The names the classes' signatures read."""
+    modules: dict[str, str]
+    """Asynchronous module -> its alias in the generated module."""
+    twins: dict[type, str]
+    """Asynchronous class -> its twin's name."""
+    uses: set[str] = field(default_factory=set)
+    """The names of OWN_NAMES the twins use."""
     parts: list[str] = field(default_factory=list)
+    """The twins' source, a class each."""
 
     def alias(self, cls: type) -> str:
+        """An asynchronous class as the generated module names it (``_admin.Admin``)."""
         return f"{self.modules[cls.__module__]}.{cls.__name__}"
 
     def use(self, *names: str) -> None:
+        """Note names of OWN_NAMES a twin uses."""
         self.uses.update(names)
 
     def annotations(self, params: list[Param], ret: str | None, module_name: str) -> None:
+        """Bind the names the parameters' annotations and defaults and the return
+        annotation read."""
         for p in params:
             if p.annotation is not None:
                 self.imports.need(p.annotation, module_name, runtime=False)
@@ -380,6 +406,8 @@ class Writer:
             self.imports.need(ret, module_name, runtime=False)
 
     def write_class(self, cls: type) -> None:
+        """Write the twin of ``cls``: a subclass of its base's twin when the base has one,
+        with the members ``cls`` defines itself."""
         name = self.twins[cls]
         bases = [b for b in cls.__bases__ if b in self.twins]
         base = self.twins[bases[0]] if bases else None
@@ -600,6 +628,7 @@ it by hand; run the command again after changing them.
 
 
 def classes() -> list[type]:
+    """The asynchronous classes of CLASSES."""
     return [getattr(importlib.import_module(m), n) for m, n in CLASSES]
 
 
@@ -673,6 +702,7 @@ def render(targets: list[type] | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Write (or with ``--check``, compare) ``sdk/blocking.py``; the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
     parser.add_argument("--check", action="store_true", help="exit 1 if the file differs")
     options = parser.parse_args(argv)
