@@ -263,9 +263,13 @@ class PushConsumer:
         """
         if self.running:
             return
-        if self.handler is None or self._stream is not None:
+        stream = self._stream
+        if self.handler is None or (stream is not None and self.handler == stream.listener):
+            # No handler of the user's: the messages go to ``async for`` loops.
             self._stream = MessageStream()
             self.on_message(self._stream.listener)
+        else:
+            self._stream = None
         if not self.subscriptions:
             raise ClientStateError("subscribe to at least one topic before start()")
         if not self.broadcasting:
@@ -381,15 +385,16 @@ class PushConsumer:
         self._require_stream().settle(msg, consumed=False)
 
     def _require_stream(self) -> MessageStream:
-        if self._stream is None or not self.running:
-            raise ClientStateError(
-                "iterate a started consumer (async with consumer: async for msg in consumer)"
-            )
-        if self.handler != self._stream.listener:
+        stream = self._stream
+        if self.handler is not None and (stream is None or self.handler != stream.listener):
             raise ClientStateError(
                 "this consumer has a handler (on_message): its messages go there, not to async for"
             )
-        return self._stream
+        if stream is None or not self.running:
+            raise ClientStateError(
+                "iterate a started consumer (async with consumer: async for msg in consumer)"
+            )
+        return stream
 
     @property
     def metrics_registry(self) -> CollectorRegistry | None:

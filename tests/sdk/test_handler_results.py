@@ -8,6 +8,7 @@ import logging
 
 import pytest
 
+from rocketq.common.exceptions import ClientStateError
 from rocketq.common.message import MessageExt
 from rocketq.common.record import decode_record, encode_record
 from rocketq.sdk.consumer_types import ConsumeResult
@@ -69,3 +70,14 @@ async def test_a_consume_result_is_taken_as_it_is(caplog: pytest.LogCaptureFixtu
     assert await service.run_handler(batch()) is ConsumeResult.SUCCESS
     assert await service.run_handler(batch()) is ConsumeResult.RECONSUME_LATER
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_consumer_with_a_handler_or_not_started_cannot_be_iterated() -> None:
+    consumer = PushConsumer("cg", "127.0.0.1:1")
+    with pytest.raises(ClientStateError, match="iterate a started consumer"):
+        consumer.messages()
+    consumer.on_message(lambda msgs: ConsumeResult.SUCCESS)
+    with pytest.raises(ClientStateError, match="has a handler"):
+        aiter(consumer)
+    with pytest.raises(ClientStateError, match="has a handler"):
+        consumer.reconsume_later(batch()[0])
