@@ -28,6 +28,7 @@ from rocketq.remoting import bounds, transport
 from rocketq.remoting.codes import ResponseCode
 from rocketq.remoting.command import RemotingCommand, decode, encode
 from rocketq.remoting.transport import SMALL_FRAME, Connection, RemotingServer, connect
+from tests.server_probe import cut_off
 
 ECHO = 1000
 HOLD = 1001  # answered when the test releases it
@@ -145,16 +146,6 @@ async def make_server() -> AsyncIterator[MakeServer]:
             await srv.stop()
 
 
-async def closed_by_server(reader: asyncio.StreamReader, timeout: float = 5.0) -> None:
-    """The server closes (or resets) the connection within ``timeout``."""
-    try:
-        async with asyncio.timeout(timeout):
-            while await reader.read(65536):
-                pass
-    except ConnectionError:
-        pass
-
-
 # -- connections ----------------------------------------------------------------------------
 
 
@@ -164,7 +155,7 @@ async def test_connections_over_the_server_cap_are_closed(make_server: MakeServe
     for conn in conns:
         assert (await conn.invoke(RemotingCommand(ECHO), 3.0)).code == ResponseCode.SUCCESS
     reader, writer = await h.raw()
-    await closed_by_server(reader)
+    await cut_off(reader, 5.0)
     assert h.rejected[bounds.MAX_CONNECTIONS] == 1
     assert len(h.srv.guard.open) == 3
     conns.pop().close()
@@ -186,7 +177,7 @@ async def test_connections_over_the_per_address_cap_are_closed_and_logged_once(
     caplog.set_level(logging.WARNING, logger="rocketq.remoting.bounds")
     for _ in range(5):
         reader, writer = await h.raw()
-        await closed_by_server(reader)
+        await cut_off(reader, 5.0)
         writer.close()
     assert h.rejected[bounds.MAX_CONNECTIONS_PER_ADDRESS] == 5
     lines = [r for r in caplog.records if "max_connections_per_address" in r.getMessage()]
@@ -220,7 +211,7 @@ async def test_idle_connections_are_closed_but_not_busy_or_waiting_ones(
             await asyncio.sleep(0.05)  # the client's pace, not synchronisation
 
     pinging = asyncio.ensure_future(ping(time.monotonic() + 1.5))  # five idle timeouts
-    await closed_by_server(idle_reader)
+    await cut_off(idle_reader, 5.0)
     assert time.monotonic() - started >= 0.3
     assert h.rejected[bounds.IDLE] == 1
     await pinging
@@ -245,7 +236,7 @@ async def test_a_frame_longer_than_the_limit_closes_at_its_length(
     h = await make_server(server_frame_max_length=4096, server_max_buffered_bytes=8192)
     reader, writer = await h.raw()
     writer.write(struct.pack(">I", 4097) + b"\0" * 100)  # a length past the limit
-    await closed_by_server(reader)
+    await cut_off(reader, 5.0)
     assert h.rejected[bounds.FRAME_TOO_LARGE] == 1
     assert h.srv.guard.buffered == 0  # nothing of it was kept
     await h.serves()
@@ -272,7 +263,7 @@ async def test_a_header_longer_than_the_limit_closes_before_it_is_decoded(
     reader, writer = await h.raw()
     frame = encode(RemotingCommand(ECHO, {"k": "v" * 2000}))
     writer.write(frame)
-    await closed_by_server(reader)
+    await cut_off(reader, 5.0)
     assert h.rejected[bounds.HEADER_TOO_LARGE] == 1
     assert all(n < 2000 for n in decoded)  # the long header was never decoded
     await h.serves()
@@ -298,7 +289,7 @@ async def test_a_frame_a_decoder_bug_fails_on_closes_that_connection_alone(
     reader, writer = await h.raw()
     with caplog.at_level(logging.ERROR, logger="rocketq.remoting.transport"):
         writer.write(encode(RemotingCommand(ECHO, {"k": "KABOOM"})))
-        await closed_by_server(reader)
+        await cut_off(reader, 5.0)
     assert h.rejected[bounds.BAD_FRAME] == 1
     assert any("does not decode" in r.getMessage() for r in caplog.records)
     await h.serves()
@@ -330,7 +321,7 @@ async def test_a_slow_partial_frame_is_closed_after_the_read_timeout(
     await wait_until(lambda: h.srv.guard.buffered == 500, "the partial frame to arrive")
     # Meanwhile a client that sends whole frames is served.
     await h.serves()
-    await closed_by_server(reader)
+    await cut_off(reader, 5.0)
     assert time.monotonic() - started >= 0.3
     assert h.rejected[bounds.FRAME_READ_TIMEOUT] == 1
     assert h.srv.guard.buffered == 0 and not h.srv.guard.partial
@@ -370,7 +361,7 @@ async def test_partial_frames_over_the_server_budget_close_the_oldest(
         peers.append((reader, writer))
         if i < 2:
             await wait_until(lambda i=i: h.srv.guard.buffered == 6000 * (i + 1), "buffered")
-    await closed_by_server(peers[0][0])  # the oldest frame's connection
+    await cut_off(peers[0][0], 5.0)  # the oldest frame's connection
     assert h.rejected[bounds.BUFFERED_BYTES] == 1
     await wait_until(lambda: h.srv.guard.buffered == 12000, "the budget to hold")
     # The others finish their frames and get their answers.
@@ -552,7 +543,7 @@ async def test_a_paused_connection_is_not_cut_off_for_the_frame_it_is_not_read(
     assert h.rejected[bounds.FRAME_READ_TIMEOUT] == 0
     # Half a frame now, read: cut off after the read timeout as usual.
     writer.write(rest[:100])
-    await closed_by_server(reader)
+    await cut_off(reader, 5.0)
     assert h.rejected[bounds.FRAME_READ_TIMEOUT] == 1
     writer.close()
 
@@ -675,7 +666,7 @@ async def test_the_counters_are_exported_by_reason(make_server: MakeServer) -> N
     kept = await connect(h.addr, {})
     assert (await kept.invoke(RemotingCommand(ECHO), 3.0)).code == ResponseCode.SUCCESS
     reader, writer = await h.raw()
-    await closed_by_server(reader)
+    await cut_off(reader, 5.0)
     registry = CollectorRegistry(auto_describe=False)
     base = Base(("node_type", "node_id"), ("test", "t"))
     registry.register(bounds_collector(lambda: base, lambda: h.srv.guard, dict))
