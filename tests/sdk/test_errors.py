@@ -149,3 +149,18 @@ def test_no_nameserver_address_is_a_config_error() -> None:
         Admin(" ; ")
     assert isinstance(caught.value, errors.ConfigError)
     assert "namesrv=" in str(caught.value)
+
+
+def test_the_blocking_twins_raise_the_same_builtins() -> None:
+    from rocketq import sync
+
+    with (
+        stalled_server() as addr,
+        sync.Admin(addr, timeout=0.3) as admin,
+        pytest.raises(TimeoutError) as stalled,
+    ):
+        admin.broker_config(addr)
+    assert isinstance(stalled.value, errors.RequestTimeoutError)
+    dead = dead_addr()
+    with sync.Admin(dead, timeout=1.0) as admin, pytest.raises(ConnectionError):
+        admin.broker_config(dead)
