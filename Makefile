@@ -73,7 +73,7 @@ unit: $(STAMP_DEV) sysdeps $(ALI_ONS)/node_modules/.package-lock.json
 # navigation, a docstring the API reference cannot read) fails the build. The site is
 # written to .build/site.
 docs: tree
-	$(BIN)/mkdocs build --strict --quiet --site-dir .build/site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir .build/site
 
 # The Debian packages first: their versions head the output, a line that no longer
 # resolves stops the run before anything else.
