@@ -1,4 +1,5 @@
-"""The Python examples of the manual (docs/**/*.md) run against a real local cluster.
+"""The Python examples of the manual (docs/**/*.md and README.md) run against a real local
+cluster.
 
 Every fenced block whose language is ``python`` is a whole program: it runs in a process
 of its own, with ``NAMESRV_ADDR`` naming the cluster's nameserver, and must exit 0 within
@@ -88,9 +89,14 @@ def code_blocks(page: str, text: str) -> list[Block]:
     return blocks
 
 
+def pages() -> list[Path]:
+    """The manual's pages and the README, whose quick start must run as well."""
+    return [*sorted(DOCS.rglob("*.md")), ROOT / "README.md"]
+
+
 def all_blocks() -> list[Block]:
     found: list[Block] = []
-    for path in sorted(DOCS.rglob("*.md")):
+    for path in pages():
         found.extend(code_blocks(str(path.relative_to(ROOT)), path.read_text(encoding="utf-8")))
     return found
 
@@ -175,3 +181,14 @@ def test_example_runs(block: Block, namesrv: str, tmp_path: Path) -> None:
             out, err = proc.communicate()
             pytest.fail(f"{block} did not finish in {EXAMPLE_TIMEOUT} s:\n{out}\n{err}")
     assert proc.returncode == 0, f"{block} failed:\n{out}\n{err}"
+
+
+_LINK = re.compile(r"\]\((?!https?://|#|mailto:)([^)\s#]+)(?:#[^)\s]*)?\)")
+
+
+def test_readme_links_point_to_files() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = _LINK.findall(text)
+    assert any(link.startswith("docs/") for link in links), "the README links to no docs page"
+    missing = [link for link in links if not (ROOT / link).exists()]
+    assert not missing, f"README.md links to files that do not exist: {missing}"
