@@ -54,6 +54,10 @@ __all__ = ["PullConsumer", "PullConsumerConfig"]
 
 log = logging.getLogger(__name__)
 
+# Seconds until a rebalance that found a subscribed topic without a route, or this consumer
+# not yet listed in its group, looks again.
+RETRY_UNSETTLED = 1.0
+
 
 # What a pull loop buffers for poll(): messages in queue order, or a bad message's error.
 _Pulled: TypeAlias = list[MessageExt] | BadMessageError
@@ -62,8 +66,9 @@ _Pulled: TypeAlias = list[MessageExt] | BadMessageError
 class PullConsumer:
     """A consumer that pulls at its own pace (RocketMQ's DefaultLitePullConsumer)::
 
-        async with PullConsumer("cg", "127.0.0.1:9876") as consumer:
-            consumer.subscribe("Orders")  # or consumer.assign(queues)
+        consumer = PullConsumer("cg", "127.0.0.1:9876")
+        consumer.subscribe("Orders")  # or consumer.assign(queues), before start
+        async with consumer:
             async for batch in consumer:  # or: batch = await consumer.poll()
                 ...
 
@@ -143,6 +148,7 @@ class PullConsumer:
         self._buffered: dict[MessageQueue, int] = {}
         self._generation: dict[MessageQueue, int] = {}
         self._rebalance_now = asyncio.Event()
+        self._settled = True
         self._tasks: list[asyncio.Task[None]] = []
         self.offsets: RemoteOffsetStore
         self.running = False
@@ -208,7 +214,7 @@ class PullConsumer:
             with contextlib.suppress(TopicNotExistError):
                 await self.client.update_route(topic)
         await self.client.heartbeat_all()
-        await self._rebalance()
+        self._settled = await self._rebalance()
         self._tasks = [asyncio.ensure_future(self._rebalance_loop())]
         if self.config.auto_commit:
             self._tasks.append(asyncio.ensure_future(self._auto_commit()))
@@ -332,15 +338,24 @@ class PullConsumer:
     # -- ownership ---------------------------------------------------------------------
 
     async def _rebalance_loop(self) -> None:
+        settled = self._settled
         while True:
-            await wait_event(self._rebalance_now, self.config.rebalance_interval)
+            # A topic without a route yet (created a moment ago by a producer's first send)
+            # or a group the broker does not list yet is looked at again within a second,
+            # not after a whole rebalance interval.
+            wait = self.config.rebalance_interval if settled else RETRY_UNSETTLED
+            await wait_event(self._rebalance_now, min(wait, self.config.rebalance_interval))
             self._rebalance_now.clear()
             try:
-                await self._rebalance()
+                settled = await self._rebalance()
             except RocketqError as exc:
+                settled = False
                 log.warning("rebalance of %s failed: %s", self.group, exc)
 
-    async def _rebalance(self) -> None:
+    async def _rebalance(self) -> bool:
+        """Take and give up queues; False when a subscribed topic had no route yet or the
+        brokers did not list this consumer in its group."""
+        settled = True
         if self.assigned is not None:
             mine = set(self.assigned)
         else:
@@ -349,6 +364,7 @@ class PullConsumer:
                 try:
                     route = await self.client.update_route(topic)
                 except TopicNotExistError:
+                    settled = False
                     continue
                 mqs = subscribe_queues(topic, route)
                 if self.model is MessageModel.BROADCASTING:
@@ -358,6 +374,8 @@ class PullConsumer:
                 if self.client.client_id not in cids:
                     await self.client.heartbeat_all()
                     cids = await self.client.consumer_ids(self.group, route)
+                if self.client.client_id not in cids:
+                    settled = False
                 if cids:
                     mine |= set(
                         STRATEGIES[self.config.allocate_strategy](
@@ -375,6 +393,7 @@ class PullConsumer:
         for mq in sorted(mine - set(self._owned)):
             offset = await self._start_offset(mq)
             self._start(mq, offset)
+        return settled
 
     def _start(self, mq: MessageQueue, offset: int) -> None:
         self._next[mq] = offset

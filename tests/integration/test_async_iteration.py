@@ -125,3 +125,25 @@ async def test_pull_async_for_reads_a_failed_batch_again(cluster: LocalCluster) 
             if len(got) >= 3:
                 break
     assert [m.body for m in got] == [b"x", b"y", b"z"]
+
+
+async def test_a_pull_consumer_started_before_its_topic_exists_reads_it_within_seconds(
+    cluster: LocalCluster,
+) -> None:
+    """The topic a producer's first send creates is taken well before the 20 s rebalance
+    interval: a rebalance that found no route looks again a second later."""
+    ns = cluster.namesrv_addr
+    consumer = PullConsumer("cg-late-topic", ns, consume_from=ConsumeFrom.FIRST_OFFSET)
+    consumer.subscribe("LateTopic")
+    assert consumer.config.rebalance_interval == 20.0
+    async with consumer:
+        assert consumer.assignment() == []  # no such topic yet
+        async with Producer("pg-late-topic", ns) as producer:
+            await producer.send(Message("LateTopic", b"first"))
+        got: list[bytes] = []
+        async with asyncio.timeout(8):
+            async for batch in consumer:
+                got += [m.body for m in batch]
+                if got:
+                    break
+    assert got == [b"first"]
