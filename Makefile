@@ -6,7 +6,7 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 DATA_DIR ?= $(CURDIR)/data
 
-.PHONY: run test lint typecheck unit venv clean proto sysdeps tree fuzz docs
+.PHONY: run test lint typecheck unit venv clean proto sysdeps tree fuzz docs blocking
 
 # pip 25.1 reads PEP 735 dependency groups (--group).
 $(BIN)/python:
@@ -90,6 +90,11 @@ fuzz: $(STAMP_DEV)
 # Regenerate the protobuf modules from common/proto/rocketq/v1/rocketq.proto.
 proto: $(STAMP_DEV)
 	$(BIN)/python tools/gen_proto.py
+
+# sdk/blocking.py (rocketq.sync's blocking twins), generated from the asynchronous classes;
+# tests/sdk/test_blocking_generated.py fails when it is out of date.
+blocking: $(STAMP_DEV)
+	$(BIN)/python tools/gen_blocking.py
 
 clean:
 	rm -rf $(VENV) .build .mypy_cache .pytest_cache .ruff_cache .hypothesis
