@@ -34,7 +34,7 @@ from rocketq.sdk.client_wire import (
     parse_notice,
     unregister_request,
 )
-from rocketq.sdk.remoting import BrokerClient, BrokerConnections, NameServerClient
+from rocketq.sdk.connections import BrokerClient, BrokerConnections, NameServerClient
 from rocketq.sdk.wire import ConsumerData, SubscriptionData, heartbeat_request
 
 log = logging.getLogger(__name__)
