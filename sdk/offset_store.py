@@ -108,7 +108,7 @@ class LocalFileOffsetStore(RemoteOffsetStore):
         self._loaded: dict[str, int] = {}
         if self.path.exists():
             try:
-                self._loaded = json.loads(self.path.read_text())
+                self._loaded = _offsets(json.loads(self.path.read_text()))
             except (OSError, ValueError) as exc:
                 log.error("ignoring unreadable offsets file %s: %s", self.path, exc)
 
@@ -134,3 +134,14 @@ class LocalFileOffsetStore(RemoteOffsetStore):
         tmp = self.path.with_name("offsets.json.tmp")
         tmp.write_text(json.dumps(self._loaded, indent=1, sort_keys=True))
         os.replace(tmp, self.path)
+
+
+def _offsets(doc: object) -> dict[str, int]:
+    """The offsets of a file's JSON: an object of queue keys to offsets (ints >= 0);
+    ValueError naming what is wrong otherwise."""
+    if not isinstance(doc, dict):
+        raise ValueError(f"expected an object of queue offsets, got {type(doc).__name__}")
+    for key, offset in doc.items():
+        if type(offset) is not int or offset < 0:
+            raise ValueError(f"the offset of {key!r} is {offset!r}, not an integer >= 0")
+    return doc
