@@ -528,8 +528,13 @@ class Admin:
         resp = aw.parse_query_topic_consume_by_who(
             await self._ask(addr, aw.query_topic_consume_by_who_request(msg.topic))
         )
-        names = {a: n for n, a in (await self._masters()).items()}
-        broker_name = names.get(addr)
+        # The group the store host belongs to, whatever its role now: after a Raft leader
+        # change the member that stored the message is a follower of the same broker name.
+        info = await self.client.nameserver.cluster_info()
+        broker_name = next(
+            (n for n, data in info.broker_addr_table.items() if addr in data.broker_addrs.values()),
+            None,
+        )
         tracks = []
         for group in resp.groups:
             conns = await self.consumer_connections(group)

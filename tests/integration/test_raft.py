@@ -21,6 +21,7 @@ from rocketq import (
     Message,
     MessageExt,
     Producer,
+    PullConsumer,
     PushConsumer,
     SendStatus,
 )
@@ -226,6 +227,15 @@ async def test_transfer_leader_moves_leadership_and_routes(make_cluster: MakeClu
     ns = cluster.namesrv_addr
     await make_topic(ns, "RaftMove")
     leader = await wait_leader(cluster)
+    # A message stored by this leader and consumed by a group before the move.
+    async with Producer("pg-move", ns) as producer:
+        before = await producer.send(Message("RaftMove", b"before the move"))
+    reader = PullConsumer("cg-move", ns, consume_from=ConsumeFrom.FIRST_OFFSET, auto_commit=False)
+    reader.subscribe("RaftMove")
+    async with reader, asyncio.timeout(15):
+        while not [m for m in await reader.poll(timeout=1) if m.body == b"before the move"]:
+            pass
+        await reader.commit()
     target = next(n for n in cluster.brokers if n is not leader)
     target_id = f"n{target.broker_id}"
     runner = CliRunner()
@@ -240,6 +250,13 @@ async def test_transfer_leader_moves_leadership_and_routes(make_cluster: MakeClu
     async with Producer("pg-move", ns) as producer:
         sent = await producer.send(Message("RaftMove", b"after the move"))
     assert sent.status is SendStatus.SEND_OK
+    # The member that stored the message is a follower now: its message is still tracked
+    # to the group's offset on the same broker name.
+    async with Admin(ns) as admin:
+        stored = await admin.query_msg_by_id(before.offset_msg_id)
+        assert stored.store_host == leader.addr
+        tracks = await admin.message_track(stored)
+    assert [(t.group, t.state) for t in tracks] == [("cg-move", "CONSUMED")], tracks
     listed = await asyncio.to_thread(runner.invoke, app, ["admin", "cluster-list", "-n", ns])
     assert f"{target_id} LEADER" in listed.output, listed.output
     bad = await asyncio.to_thread(
