@@ -144,3 +144,15 @@ def test_an_import_cycle_breaks_the_check(tree: Path) -> None:
         done.stdout
     )
     assert "rocketq.broker.bad" in done.stdout and "rocketq.broker.broker" in done.stdout
+
+
+def test_the_architecture_page_draws_the_floors_of_the_contract() -> None:
+    """docs/img/floors.svg names the floors of the layers contract, top to bottom."""
+    import re
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    (floors,) = [c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers"]
+    svg = (ROOT / "docs" / "img" / "floors.svg").read_text()
+    drawn = re.findall(r'<text [^>]*font-weight="bold"[^>]*>([^<]+)</text>', svg)
+    assert drawn == floors["layers"]
