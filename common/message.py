@@ -159,7 +159,13 @@ def is_system_topic(topic: str) -> bool:
 
 @dataclass(frozen=True, order=True, slots=True)
 class MessageQueue:
-    """One queue of a topic on one broker group."""
+    """One queue of a topic on one broker group.
+
+    Attributes:
+        topic: The topic.
+        broker_name: The broker group holding the queue (``broker-a``).
+        queue_id: The queue's number within the topic on that group.
+    """
 
     topic: str
     broker_name: str
@@ -192,6 +198,16 @@ class Message:
     time have fields of their own and travel as RocketMQ's system properties.
     ``deliver_at`` (epoch ms, 0 for none) delivers the message at that time (RocketMQ 5's
     timer messages); it excludes ``delay_level``.
+
+    Attributes:
+        topic: The topic to send to.
+        body: The payload, bytes.
+        tags: One tag consumers can filter on (``TagA``), or None.
+        keys: Keys to find the message by (``rocketq admin query-msg-by-key``).
+        properties: User properties (what SQL92 filters read).
+        flag: A number the application may use; RocketMQ carries it unread.
+        delay_level: A delay level (1-18: 1 s ... 2 h), 0 for none.
+        deliver_at: Deliver at this epoch millisecond, 0 for none.
     """
 
     topic: str
@@ -227,6 +243,22 @@ class MessageExt:
 
     Properties, hosts and the offset id are decoded on first use: a consumer going
     through thousands of records a second seldom needs every field of each.
+
+    Attributes:
+        topic: The topic (a retry or dead-letter topic for messages stored there).
+        body: The payload, bytes (inflated if the producer compressed it).
+        queue_id: The queue the message is in.
+        queue_offset: Its place in that queue (what consumer offsets count).
+        commit_log_offset: Where its record starts in the broker's CommitLog.
+        store_size: The record's size in bytes.
+        sys_flag: RocketMQ's system flag bits (compression, transaction state...).
+        flag: The number the producer set in ``Message.flag``.
+        body_crc: The CRC32 of the body the broker stored.
+        born_timestamp: When the producer sent it, epoch ms.
+        store_timestamp: When the broker stored it, epoch ms.
+        reconsume_times: How many times it was delivered again after a failure.
+        prepared_transaction_offset: For a transactional message, its half message's
+            CommitLog offset.
     """
 
     __slots__ = (
@@ -288,6 +320,7 @@ class MessageExt:
 
     @property
     def properties(self) -> dict[str, str]:
+        """Every property of the record: RocketMQ's system ones and the user's."""
         props = self._properties
         if props is None:
             props = self._properties = decode_properties(self._properties_raw)
@@ -299,6 +332,7 @@ class MessageExt:
 
     @property
     def born_host(self) -> str:
+        """``ip:port`` of the producer that sent the message."""
         return decode_host(self._born_host)
 
     @property
@@ -308,6 +342,7 @@ class MessageExt:
 
     @property
     def store_host(self) -> str:
+        """``ip:port`` of the broker that stored the message."""
         return decode_host(self._store_host)
 
     @property
@@ -317,10 +352,12 @@ class MessageExt:
 
     @property
     def tags(self) -> str | None:
+        """The message's tag, None when it has none."""
         return self.properties.get(PROPERTY_TAGS)
 
     @property
     def keys(self) -> list[str]:
+        """The message's keys (its KEYS property split at spaces)."""
         raw = self.properties.get(PROPERTY_KEYS)
         return [k for k in raw.split(KEY_SEPARATOR) if k] if raw else []
 
@@ -343,6 +380,7 @@ class MessageExt:
             return 0
 
     def user_properties(self) -> dict[str, str]:
+        """The properties the producer set, without RocketMQ's system ones."""
         return {k: v for k, v in self.properties.items() if k not in SYSTEM_PROPERTY_NAMES}
 
     def __repr__(self) -> str:

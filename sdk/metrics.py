@@ -166,6 +166,8 @@ class ClientMetrics:
         self._process: dict[tuple[str, str, str, bool], Histogram] = {}
 
     def observe_send(self, topic: str, client_id: str, ok: bool, millis: float) -> None:
+        """Count one send to ``topic`` and its latency in milliseconds (the producer calls
+        this)."""
         key = (topic, client_id, ok)
         child = self._send.get(key)
         if child is None:
@@ -198,6 +200,8 @@ class ClientMetrics:
     def observe_process(
         self, topic: str, group: str, client_id: str, ok: bool, millis: float
     ) -> None:
+        """Count one message a consumer's handler processed and how long it took in
+        milliseconds (the consumers call this)."""
         key = (topic, group, client_id, ok)
         child = self._process.get(key)
         if child is None:
