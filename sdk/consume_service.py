@@ -8,6 +8,7 @@ The concurrent service is :mod:`rocketq.sdk.consume_concurrently`, the orderly o
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import inspect
 import logging
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_RECONSUME_TIMES = 16
 
 
-class ConsumeService:
+class ConsumeService(abc.ABC):
     """Runs the consumer's listener on the batches the pull service hands over.
 
     Args:
@@ -40,24 +41,32 @@ class ConsumeService:
         self._reported: set[int] = set()
 
     def start(self) -> None:
-        """Start consuming (the consumer has just started)."""
+        """Start consuming (the consumer has just started); nothing to start by default."""
+        return
 
-    async def shutdown(self) -> None:
-        """Let the batches being consumed now finish (bounded), then stop."""
+    @abc.abstractmethod
+    async def shutdown(self, timeout: float = 10.0) -> None:
+        """Let the batches being consumed now finish within ``timeout`` seconds, then
+        stop."""
 
+    @abc.abstractmethod
     def on_pulled(
         self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt], arrived: float
     ) -> None:
         """A pull of ``mq`` brought ``msgs`` (already put in ``pq``) at ``arrived``
-        (time.monotonic(); 0.0 when metrics are off)."""
-        raise NotImplementedError
+        (time.monotonic(); 0.0 when metrics are off): each service hands them to the
+        listener its own way (batches at once, or one queue's messages in order)."""
 
     def start_queue(self, mq: MessageQueue, pq: ProcessQueue) -> None:
-        """The consumer now owns ``mq``."""
+        """The consumer now owns ``mq``; nothing to do by default (the orderly service
+        starts the queue's consume loop)."""
+        return
 
     async def stop_queue(self, mq: MessageQueue, wait: float = 1.0) -> None:
         """The consumer no longer owns ``mq`` (its process queue is already dropped); the
-        batch being consumed may finish within ``wait`` seconds."""
+        batch being consumed may finish within ``wait`` seconds. Nothing to do by default
+        (the orderly service ends the queue's consume loop)."""
+        return
 
     def left_unseen(self, batch: list[MessageExt]) -> bool:
         """Whether the consumer, iterated with ``async for``, stopped before any loop got

@@ -148,7 +148,6 @@ class PullConsumer:
         self._buffered: dict[MessageQueue, int] = {}
         self._generation: dict[MessageQueue, int] = {}
         self._rebalance_now = asyncio.Event()
-        self._settled = True
         self._tasks: list[asyncio.Task[None]] = []
         self.offsets: RemoteOffsetStore
         self.running = False
@@ -214,8 +213,8 @@ class PullConsumer:
             with contextlib.suppress(TopicNotExistError):
                 await self.client.update_route(topic)
         await self.client.heartbeat_all()
-        self._settled = await self._rebalance()
-        self._tasks = [asyncio.ensure_future(self._rebalance_loop())]
+        settled = await self._rebalance()
+        self._tasks = [asyncio.ensure_future(self._rebalance_loop(settled))]
         if self.config.auto_commit:
             self._tasks.append(asyncio.ensure_future(self._auto_commit()))
 
@@ -337,8 +336,8 @@ class PullConsumer:
 
     # -- ownership ---------------------------------------------------------------------
 
-    async def _rebalance_loop(self) -> None:
-        settled = self._settled
+    async def _rebalance_loop(self, settled: bool) -> None:
+        """Rebalance every interval, or a second after one that was not ``settled``."""
         while True:
             # A topic without a route yet (created a moment ago by a producer's first send)
             # or a group the broker does not list yet is looked at again within a second,
