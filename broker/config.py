@@ -18,9 +18,10 @@ from dataclasses import dataclass, field, replace
 from typing import Final, Literal
 
 from rocketq.common.config import (
-    ServerBoundsConfig,
+    ServerSecurityConfig,
     StoreConfig,
     check_server_bounds,
+    check_server_security,
     load_configs,
     validate_config,
 )
@@ -90,8 +91,8 @@ def check_delay_levels(value: object) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerConfig(ServerBoundsConfig):
-    """The broker's keys, after the server bounds every server shares."""
+class BrokerConfig(ServerSecurityConfig):
+    """The broker's keys, after the server bounds and the security keys every server shares."""
 
     # Cluster this broker group belongs to.
     broker_cluster_name: str = "DefaultCluster"
@@ -219,6 +220,7 @@ class BrokerConfig(ServerBoundsConfig):
     def __post_init__(self) -> None:
         validate_config(self)
         check_server_bounds(self)
+        check_server_security(self)
         for key, offset in DERIVED_PORTS.items():
             port = self.listen_port + offset
             if getattr(self, key) is None and self.listen_port and port > MAX_PORT:

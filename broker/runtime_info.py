@@ -19,13 +19,16 @@ def broker_version() -> str:
 
 def config_table(*configs: object) -> dict[str, str]:
     """The fields of config dataclasses as broker.toml would spell their values ("" for
-    one left unset; a running broker's config has every port as a number)."""
+    one left unset; a running broker's config has every port as a number). A secret key
+    (the init user, the inner credentials) shows only whether it is set: ``******``."""
     table: dict[str, str] = {}
     for config in configs:
         for f in fields(config):  # type: ignore[arg-type]
             value = getattr(config, f.name)
             if value is None:
                 text = ""
+            elif f.metadata.get("secret"):
+                text = "******" if value else ""
             elif isinstance(value, bool):
                 text = "true" if value else "false"
             elif isinstance(value, (list, tuple)):

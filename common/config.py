@@ -10,7 +10,7 @@ Supported field types are ``bool``, ``int``, ``float``, ``str`` and ``Literal[..
 out; what unset means is the config's own rule (metadata ``unset`` says it in messages, e.g.
 ``"listen_port + 1"``). A field may declare checks in its metadata: ``min`` and ``max``
 (numbers), ``multiple_of`` (ints) and ``check`` (a function from the value to a reason
-string, or None when fine).
+string, or None when fine); ``secret`` keeps a bad value out of the message.
 Every problem raises :class:`~cluster.errors.ConfigError` naming where the value came
 from, the key, the bad value and what would be accepted.
 """
@@ -184,7 +184,8 @@ def _accept(spec: _Spec, value: object, where: str, *, text: bool) -> object:
         converted = _convert(spec, value, text=text)
         _check(spec, converted)
     except _InvalidValueError as exc:
-        raise ConfigError(f"{where} = {_show(value)}: {exc}") from None
+        shown = "(hidden)" if spec.meta.get("secret") else _show(value)
+        raise ConfigError(f"{where} = {shown}: {exc}") from None
     return converted
 
 
@@ -421,6 +422,114 @@ class ServerBoundsConfig:
     def __post_init__(self) -> None:
         validate_config(self)
         check_server_bounds(self)
+
+
+def _check_json_keys(*keys: str) -> Callable[[object], str | None]:
+    """A check that a value is empty or a JSON object with string values for ``keys``."""
+
+    def check(value: object) -> str | None:
+        text = str(value).strip()
+        if not text:
+            return None
+        example = "{" + ", ".join(f'"{k}": "..."' for k in keys) + "}"
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            return f"must be JSON like {example}"
+        if not isinstance(parsed, dict) or not all(
+            isinstance(parsed.get(k), str) and parsed.get(k) for k in keys
+        ):
+            return f"must be JSON like {example}, every value a non-empty string"
+        return None
+
+    return check
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSecurityConfig(ServerBoundsConfig):
+    """Who may use a server and how its ports are encrypted: RocketMQ 5.3's AuthConfig
+    keys and RocketMQ's TLS settings (``tls.server.*``, ``tls.client.*``) in snake_case.
+    The nameserver's and the broker's configs both carry them."""
+
+    # Requests must carry an AccessKey and a valid Signature (RocketMQ's
+    # authenticationEnabled).
+    authentication_enabled: bool = False
+    # Authenticated users may do only what their ACL policies allow; super users anything
+    # (RocketMQ's authorizationEnabled).
+    authorization_enabled: bool = False
+    # A super user created at start when no user of that name exists, so that a cluster
+    # with auth on always has someone who may manage it; RocketMQ's JSON form
+    # {"username": "...", "password": "..."}; the password is the user's secret key.
+    init_authentication_user: str = field(
+        default="",
+        metadata={"check": _check_json_keys("username", "password"), "secret": True},
+    )
+    # The credentials this server signs its own requests with (a broker's registrations,
+    # a slave's HA link and replica sync, Raft between members): every node configured
+    # with the same credentials treats them as a super user. JSON
+    # {"accessKey": "...", "secretKey": "..."} (RocketMQ's
+    # innerClientAuthenticationCredentials).
+    inner_client_authentication_credentials: str = field(
+        default="",
+        metadata={"check": _check_json_keys("accessKey", "secretKey"), "secret": True},
+    )
+    # An ACL 1.0 plain_acl.yml whose accounts become users and ACL policies at load, for
+    # clusters coming from RocketMQ 4.x ("": none).
+    acl_v1_file: str = ""
+    # TLS on the remoting port: disabled (plaintext only), permissive (TLS and plaintext on
+    # one port, told apart by the first byte) or enforcing (TLS only) (tls.server.mode;
+    # RocketMQ defaults to permissive with a self-signed certificate, rocketq to disabled
+    # until a certificate is given).
+    tls_server_mode: Literal["disabled", "permissive", "enforcing"] = "disabled"
+    # The server's certificate chain and private key, PEM (tls.server.certPath/keyPath).
+    tls_server_cert_path: str = ""
+    tls_server_key_path: str = ""
+    # CA certificates a client certificate must chain to (tls.server.trustCertPath).
+    tls_server_trust_cert_path: str = ""
+    # Whether clients must show a certificate (tls.server.need.client.auth).
+    tls_server_need_client_auth: Literal["none", "optional", "require"] = "none"
+    # This server's own connections (to nameservers, to the HA master, between Raft
+    # members) use TLS (tls.enable / tls.client.*).
+    tls_client_enable: bool = False
+    # The certificate and key this server shows when a peer requires one (mTLS).
+    tls_client_cert_path: str = ""
+    tls_client_key_path: str = ""
+    # CA certificates a peer's certificate must chain to ("": the system's).
+    tls_client_trust_cert_path: str = ""
+    # Whether a peer's certificate must name the host connected to.
+    tls_client_verify_hostname: bool = True
+    # Seconds between checks of the certificate files; changed files are loaded for new
+    # connections while open ones keep theirs (RocketMQ watches them likewise).
+    tls_cert_reload_interval_seconds: float = field(default=5.0, metadata={"min": 0.05})
+    # The metrics port serves HTTPS with the server certificate.
+    metrics_tls_enable: bool = False
+
+    def __post_init__(self) -> None:
+        validate_config(self)
+        check_server_bounds(self)
+        check_server_security(self)
+
+
+def check_server_security(cfg: ServerSecurityConfig) -> None:
+    """The checks between the keys of :class:`ServerSecurityConfig` (call it from the
+    ``__post_init__`` of a config built on it)."""
+    name = type(cfg).__name__
+    tls_on = cfg.tls_server_mode != "disabled" or cfg.metrics_tls_enable
+    if tls_on and not (cfg.tls_server_cert_path and cfg.tls_server_key_path):
+        raise ConfigError(
+            f"{name}: TLS is on (tls_server_mode = {cfg.tls_server_mode!r}, metrics_tls_enable"
+            f" = {cfg.metrics_tls_enable}) but tls_server_cert_path and tls_server_key_path "
+            "are not both set; give the PEM certificate chain and key"
+        )
+    if cfg.tls_server_need_client_auth != "none" and not cfg.tls_server_trust_cert_path:
+        raise ConfigError(
+            f"{name}: tls_server_need_client_auth = {cfg.tls_server_need_client_auth!r} needs "
+            "tls_server_trust_cert_path, the CA certificates client certificates chain to"
+        )
+    if bool(cfg.tls_client_cert_path) != bool(cfg.tls_client_key_path):
+        raise ConfigError(
+            f"{name}: tls_client_cert_path and tls_client_key_path go together; set both or neither"
+        )
 
 
 def check_server_bounds(cfg: ServerBoundsConfig) -> None:

@@ -5,12 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocketq.common.config import ServerBoundsConfig, check_server_bounds, validate_config
+from rocketq.common.config import (
+    ServerSecurityConfig,
+    check_server_bounds,
+    check_server_security,
+    validate_config,
+)
 
 
 @dataclass(frozen=True, slots=True)
-class NameServerConfig(ServerBoundsConfig):
-    """The nameserver's keys, after the server bounds every server shares."""
+class NameServerConfig(ServerSecurityConfig):
+    """The nameserver's keys, after the server bounds and the security keys every server shares."""
 
     # Port of the remoting protocol (RocketMQ's 9876): brokers and clients.
     listen_port: int = field(default=9876, metadata={"min": 0, "max": 65535})
@@ -47,3 +52,4 @@ class NameServerConfig(ServerBoundsConfig):
     def __post_init__(self) -> None:
         validate_config(self)
         check_server_bounds(self)
+        check_server_security(self)

@@ -134,6 +134,17 @@ class RequestCode:
     ADD_WRITE_PERM_OF_BROKER: Final = 327  # since 4.9.2
     GET_ALL_PRODUCER_INFO: Final = 328  # since 4.9.4
     DELETE_EXPIRED_COMMITLOG: Final = 329  # since 4.9.4
+    # ACL 2.0's users and policies (RocketMQ 5.3; mqadmin's user and acl commands).
+    AUTH_CREATE_USER: Final = 3001
+    AUTH_UPDATE_USER: Final = 3002
+    AUTH_DELETE_USER: Final = 3003
+    AUTH_GET_USER: Final = 3004
+    AUTH_LIST_USER: Final = 3005
+    AUTH_CREATE_ACL: Final = 3006
+    AUTH_UPDATE_ACL: Final = 3007
+    AUTH_DELETE_ACL: Final = 3008
+    AUTH_GET_ACL: Final = 3009
+    AUTH_LIST_ACL: Final = 3010
 
     NAMES: ClassVar[dict[int, str]]
 

@@ -54,6 +54,14 @@ SECTIONS: Final = (
         own_only=False,
     ),
     Section(
+        "Security (nameserver and broker)",
+        "rocketq.common.config",
+        "ServerSecurityConfig",
+        "Authentication, authorization and TLS, in `nameserver.toml` and `broker.toml` "
+        "alike.",
+        own_only=True,
+    ),
+    Section(
         "Nameserver (`rocketq nameserver --config nameserver.toml`)",
         "rocketq.nameserver.config",
         "NameServerConfig",
