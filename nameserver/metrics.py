@@ -19,8 +19,9 @@ class NameServerCounters:
     def __init__(self) -> None:
         self.registrations = {FULL: 0, DELTA: 0, HEARTBEAT: 0}
         self.expiries = 0
-        # Registrations refused for their body, by RegisterBodyError.reason.
-        self.registrations_refused = {"bad_body": 0, "crc": 0, "inflate_cap": 0}
+        # Registrations refused for their body, by RegisterBodyError.reason, or because
+        # another identity holds the broker name (identity; authentication on).
+        self.registrations_refused = {"bad_body": 0, "crc": 0, "inflate_cap": 0, "identity": 0}
 
 
 def registry_for(
@@ -69,7 +70,8 @@ def registry_for(
         refused = base.counter(
             "rocketq_nameserver_broker_registrations_refused",
             "Registrations refused for their body: not readable (bad_body), damaged (crc), "
-            "inflating past the cap of its topic count (inflate_cap).",
+            "inflating past the cap of its topic count (inflate_cap); or because another "
+            "identity holds the broker name (identity).",
             ("reason",),
         )
         for reason, n in list(counters.registrations_refused.items()):

@@ -15,11 +15,12 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 from rocketq.common.exceptions import (
     MessageIllegalError,
+    NoPermissionError,
     QueryNotFoundError,
     RocketqSystemError,
     TopicNotExistError,
@@ -89,6 +90,11 @@ class NameServerProcessor:
         self._channels = itertools.count(1)
         self._connections: dict[int, Connection] = {}
         self._decodes: asyncio.Semaphore | None = None
+        # With authentication on: who a registrant is (its verified access key, or its
+        # client certificate's name under mTLS), and which identity holds each broker name
+        # while it has a live member.
+        self.identity_of: Callable[[Connection, RemotingCommand], str | None] | None = None
+        self.owners: dict[str, str] = {}
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -165,6 +171,25 @@ class NameServerProcessor:
             raise MessageIllegalError("brokerName and brokerAddr are required")
         return name, addr
 
+    def _claim(self, conn: Connection, cmd: RemotingCommand, name: str) -> None:
+        """With authentication on, a broker name belongs to the identity that registered
+        it first for as long as any member of it is registered: another identity's
+        registration or unregistration of it is refused."""
+        if self.identity_of is None:
+            return
+        who = self.identity_of(conn, cmd) or ""
+        owner = self.owners.get(name)
+        if owner is not None and name not in self.routes.broker_addr_table:
+            del self.owners[name]  # every member gone: the name is free again
+            owner = None
+        if owner is not None and owner != who:
+            self.counters.registrations_refused["identity"] += 1
+            raise NoPermissionError(
+                f"broker name {name!r} is registered by another identity; {who or 'this peer'} "
+                "may not register or unregister it"
+            )
+        self.owners[name] = who
+
     def _decode(self, cmd: RemotingCommand) -> RegisterBody:
         return decode_body(
             cmd.body,
@@ -203,6 +228,7 @@ class NameServerProcessor:
     ) -> RemotingCommand:
         """REGISTER_BROKER with its body decoded (``decoded``) or to decode here."""
         name, addr = self._check_names(cmd)
+        self._claim(conn, cmd, name)
         kind = _kind(cmd)
         who = {
             "cluster": cmd.field("clusterName"),
@@ -253,6 +279,7 @@ class NameServerProcessor:
         return cmd.response(ResponseCode.SUCCESS, ext, reply)
 
     def unregister_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        self._claim(conn, cmd, cmd.field("brokerName"))
         self.routes.unregister_broker(
             cluster=cmd.field("clusterName"),
             broker_addr=cmd.field("brokerAddr"),

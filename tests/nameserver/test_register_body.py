@@ -318,6 +318,7 @@ async def test_refused_registrations_are_counted_by_reason_and_logged_once_a_min
         "bad_body": 1,
         "crc": 3,
         "inflate_cap": 0,
+        "identity": 0,
     }
     lines = [r.getMessage() for r in caplog.records if "refused the registration" in r.getMessage()]
     assert len(lines) == 2, lines  # one per reason, not one per refusal
