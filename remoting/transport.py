@@ -38,6 +38,7 @@ import inspect
 import itertools
 import logging
 import socket
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeAlias, cast
 
@@ -59,11 +60,15 @@ from rocketq.remoting.command import (
     decode,
     encode,
 )
+from rocketq.remoting.tls import HANDSHAKE, ClientSecurity, ServerTls, peer_identity
 
 log = logging.getLogger(__name__)
 
 Result: TypeAlias = RemotingCommand | None
 Handler: TypeAlias = Callable[["Connection", RemotingCommand], Result | Awaitable[Result]]
+# A server's check of a request before its handler: None lets it through, else the answer
+# that refuses it.
+Access: TypeAlias = Callable[["Connection", RemotingCommand], RemotingCommand | None]
 
 # The largest frame header a connection without a server's bounds (a client's) decodes:
 # server_header_max_length's default.
@@ -121,8 +126,16 @@ class Connection(asyncio.Protocol):
         max_frame: int = MAX_FRAME,
         after_read: Callable[[], None] | None = None,
         guard: ServerGuard | None = None,
+        access: Access | None = None,
+        sign: Callable[[RemotingCommand], None] | None = None,
     ) -> None:
         self.handlers = handlers
+        # A server's check of each request it has a handler for, before the handler.
+        self.access = access
+        # Called on every request sent (a client's signature).
+        self.sign = sign
+        # The verified client certificate's subject common name (TLS with client auth).
+        self.tls_identity: str | None = None
         self.on_close = on_close
         self.guard = guard
         self.max_frame = guard.max_frame if guard is not None else max_frame
@@ -179,6 +192,7 @@ class Connection(asyncio.Protocol):
         if isinstance(peer, tuple):
             self.address = str(peer[0])
             self.peer = f"{peer[0]}:{peer[1]}"
+        self.tls_identity = peer_identity(transport)
         guard = self.guard
         if guard is not None:
             if not guard.admit(self):
@@ -330,6 +344,9 @@ class Connection(asyncio.Protocol):
                     )
                 )
             return
+        access = self.access
+        if access is not None and self._refused(access, cmd):
+            return
         if self.in_flight >= self.max_in_flight:
             self._busy(cmd)
             return
@@ -358,6 +375,19 @@ class Connection(asyncio.Protocol):
             else:  # the peer reuses an opaque: each answer ends one of them
                 sizes.append(size)
             self._take(size)
+
+    def _refused(self, access: Access, cmd: RemotingCommand) -> bool:
+        """Ask the server's access check about a request: True if it was refused (the
+        refusal is written unless the request is oneway)."""
+        try:
+            refusal = access(self, cmd)
+        except Exception as exc:
+            refusal = error_response(cmd, exc)
+        if refusal is None:
+            return False
+        if not cmd.is_oneway:
+            self._write(refusal)
+        return True
 
     async def _finish(self, cmd: RemotingCommand, pending: Awaitable[Result], size: int) -> None:
         try:
@@ -529,6 +559,11 @@ class Connection(asyncio.Protocol):
     # -- frames out -------------------------------------------------------------------
 
     @property
+    def peer_ip(self) -> str:
+        """The peer's IP address ("" before the connection is made)."""
+        return self.address
+
+    @property
     def is_open(self) -> bool:
         return self.transport is not None and not self.transport.is_closing()
 
@@ -574,6 +609,8 @@ class Connection(asyncio.Protocol):
     async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send a request and wait up to ``timeout`` seconds for its response."""
         opaque = cmd.opaque = next_opaque()
+        if self.sign is not None:
+            self.sign(cmd)
         fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
         self.pending[opaque] = fut
         try:
@@ -600,6 +637,8 @@ class Connection(asyncio.Protocol):
     def invoke_oneway(self, cmd: RemotingCommand) -> None:
         cmd.opaque = next_opaque()
         cmd.flag |= ONEWAY_FLAG
+        if self.sign is not None:
+            self.sign(cmd)
         self._write(cmd)
 
     def close(self) -> None:
@@ -617,33 +656,57 @@ async def connect(
     *,
     timeout: float = 3.0,
     on_close: Callable[[Connection], None] | None = None,
+    security: ClientSecurity | None = None,
 ) -> Connection:
-    """Open a connection to ``host:port``; ConnectBrokerError when it cannot be opened."""
+    """Open a connection to ``host:port`` (over TLS and signing its requests as
+    ``security`` says); ConnectBrokerError when it cannot be opened."""
     host, _, port = addr.rpartition(":")
     if not host or not port.isdigit():
         raise ConnectBrokerError(f"bad address {addr!r}: expected host:port")
+    hostname = host.strip("[]")
+    ctx = security.ssl if security is not None else None
+    sign = security.sign if security is not None else None
     loop = asyncio.get_running_loop()
     try:
         _, conn = await asyncio.wait_for(
             loop.create_connection(
-                lambda: Connection(handlers, on_close=on_close), host.strip("[]"), int(port)
+                lambda: Connection(handlers, on_close=on_close, sign=sign),
+                hostname,
+                int(port),
+                ssl=ctx,
+                server_hostname=hostname if ctx is not None else None,
+                ssl_handshake_timeout=timeout if ctx is not None else None,
             ),
             timeout,
         )
     except (OSError, TimeoutError) as exc:
-        raise ConnectBrokerError(f"cannot connect to {addr}: {exc or 'timed out'}") from None
+        raise ConnectBrokerError(f"cannot connect to {addr}: {_why(exc)}") from None
     conn.peer = addr
     return conn
+
+
+def _why(exc: BaseException) -> str:
+    """Why a connection could not be opened, in words (a TLS failure says it is one)."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return f"its TLS certificate is not accepted: {exc.verify_message or exc}"
+    if isinstance(exc, ssl.SSLError):
+        return f"the TLS handshake failed: {exc.reason or exc}"
+    return str(exc) or "timed out"
 
 
 class RemotingClient:
     """Connections by address, opened on first use and again after one closes."""
 
     def __init__(
-        self, handlers: dict[int, Handler] | None = None, *, connect_timeout: float = 3.0
+        self,
+        handlers: dict[int, Handler] | None = None,
+        *,
+        connect_timeout: float = 3.0,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.handlers: dict[int, Handler] = handlers if handlers is not None else {}
         self.connect_timeout = connect_timeout
+        self.security = security
         self.connections: dict[str, Connection] = {}
         self._opening: dict[str, asyncio.Future[Connection]] = {}
         self.on_connect: Callable[[str, Connection], None] | None = None
@@ -661,7 +724,11 @@ class RemotingClient:
 
     async def _open(self, addr: str) -> Connection:
         conn = await connect(
-            addr, self.handlers, timeout=self.connect_timeout, on_close=self._closed
+            addr,
+            self.handlers,
+            timeout=self.connect_timeout,
+            on_close=self._closed,
+            security=self.security,
         )
         self.connections[addr] = conn
         if self.on_connect is not None:
@@ -697,9 +764,24 @@ class RemotingClient:
                 await asyncio.wait_for(asyncio.shield(conn.closed), 1.0)
 
 
+class _Peer:
+    """A socket accepted and not yet a connection, as the guard's log lines name it."""
+
+    def __init__(self, addr: Any) -> None:
+        self.address = str(addr[0]) if isinstance(addr, tuple) else ""
+        self.peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else ""
+
+
 class RemotingServer:
     """Listens on ``host:port`` (0: a free port) and answers with ``handlers``, within
-    ``bounds`` (a server config's bounds; their defaults without one)."""
+    ``bounds`` (a server config's bounds; their defaults without one).
+
+    ``access`` is asked about every request whose code has a handler, before the handler:
+    None lets it through, else its answer refuses it (not written for a oneway request).
+    ``tls`` (permissive or enforcing) serves TLS: each accepted socket's first byte tells a
+    TLS handshake (0x16) from plaintext, which permissive serves and enforcing closes; a
+    socket that sends nothing within server_frame_read_timeout_seconds is closed, and the
+    handshake is bounded by the same time."""
 
     def __init__(
         self,
@@ -708,33 +790,178 @@ class RemotingServer:
         on_close: Callable[[Connection], None] | None = None,
         after_read: Callable[[], None] | None = None,
         bounds: ServerBoundsConfig | None = None,
+        access: Access | None = None,
+        tls: ServerTls | None = None,
     ) -> None:
         self.handlers = handlers
         self.on_close = on_close
         self.after_read = after_read
+        self.access = access
+        self.tls = tls if tls is not None and tls.enabled else None
         self.guard = ServerGuard(bounds if bounds is not None else ServerBoundsConfig())
         self.connections: set[Connection] = set()
         self.server: asyncio.Server | None = None
         self.port = 0
+        # With TLS: the listening socket, its accept loop, the certificate files' watcher,
+        # and the accepted sockets whose first byte (or handshake) is awaited, by address.
+        self._listener: socket.socket | None = None
+        self._accepting: asyncio.Task[None] | None = None
+        self._watching: asyncio.Task[None] | None = None
+        self._sniffing: set[asyncio.Task[None]] = set()
+        self._sniffing_from: dict[str, int] = {}
 
     async def start(self, host: str, port: int, *, sock: socket.socket | None = None) -> int:
         loop = asyncio.get_running_loop()
-        if sock is not None:
+        if self.tls is not None:
+            listener = sock if sock is not None else listen_socket(host, port)
+            listener.setblocking(False)
+            self._listener = listener
+            self.port = listener.getsockname()[1]
+            self._accepting = loop.create_task(self._accept(listener, self.tls))
+            self._watching = loop.create_task(self.tls.watch())
+        elif sock is not None:
             self.server = await loop.create_server(self._protocol, sock=sock)
+            self.port = self.server.sockets[0].getsockname()[1]
         else:
             self.server = await loop.create_server(self._protocol, host, port, reuse_address=True)
-        self.port = self.server.sockets[0].getsockname()[1]
+            self.port = self.server.sockets[0].getsockname()[1]
         self.guard.start()
         return self.port
 
     def _protocol(self) -> Connection:
         conn = Connection(
-            self.handlers, on_close=self._closed, after_read=self.after_read, guard=self.guard
+            self.handlers,
+            on_close=self._closed,
+            after_read=self.after_read,
+            guard=self.guard,
+            access=self.access,
         )
         self.connections.add(conn)
         return conn
 
+    # -- TLS: accepting sockets and telling TLS from plaintext -------------------------
+
+    @property
+    def first_byte_timeout(self) -> float:
+        """Seconds an accepted socket may take to send its first byte, and a TLS
+        handshake to finish."""
+        guard = self.guard
+        if guard.frame_timeout > 0:
+            return guard.frame_timeout
+        return guard.idle_timeout if guard.idle_timeout > 0 else 60.0
+
+    def _refuse(self, who: _Peer, reason: str, why: str) -> None:
+        """Count and log (at most once a minute per address) a socket closed before it
+        became a connection (the guard reads only its address and peer)."""
+        self.guard.reject(cast(bounds.Connection, who), reason, why)
+
+    async def _accept(self, listener: socket.socket, tls: ServerTls) -> None:
+        loop = asyncio.get_running_loop()
+        guard = self.guard
+        while True:
+            try:
+                sock, addr = await loop.sock_accept(listener)
+            except OSError as exc:  # out of descriptors, mostly: let some close first
+                log.error("remoting port %d: cannot accept a connection: %s", self.port, exc)
+                await asyncio.sleep(0.1)
+                continue
+            who = _Peer(addr)
+            held = self._sniffing_from.get(who.address, 0)
+            if len(self._sniffing) >= guard.max_connections:
+                self._refuse(
+                    who,
+                    bounds.MAX_CONNECTIONS,
+                    f"{len(self._sniffing)} accepted connections have not begun yet "
+                    f"(server_max_connections {guard.max_connections})",
+                )
+                sock.close()
+                continue
+            if held >= guard.max_per_address:
+                self._refuse(
+                    who,
+                    bounds.MAX_CONNECTIONS_PER_ADDRESS,
+                    f"{held} accepted connections from {who.address} have not begun yet "
+                    f"(server_max_connections_per_address {guard.max_per_address})",
+                )
+                sock.close()
+                continue
+            self._sniffing_from[who.address] = held + 1
+            task = loop.create_task(self._begin(sock, who, tls))
+            self._sniffing.add(task)
+            task.add_done_callback(self._sniffing.discard)
+
+    async def _begin(self, sock: socket.socket, who: _Peer, tls: ServerTls) -> None:
+        """Serve an accepted socket as TLS or plaintext by its first byte."""
+        loop = asyncio.get_running_loop()
+        timeout = self.first_byte_timeout
+        try:
+            sock.setblocking(False)
+            try:
+                first = await asyncio.wait_for(_first_byte(loop, sock), timeout)
+            except TimeoutError:
+                self._refuse(
+                    who,
+                    bounds.FRAME_READ_TIMEOUT,
+                    f"nothing sent within {timeout:g} s of connecting "
+                    "(server_frame_read_timeout_seconds)",
+                )
+                sock.close()
+                return
+            if first is None:  # closed before sending anything
+                sock.close()
+                return
+            if first == HANDSHAKE:
+                await self._handshake(loop, sock, who, tls, timeout)
+            elif tls.mode == "enforcing":
+                self._refuse(
+                    who,
+                    bounds.BAD_FRAME,
+                    "a plaintext connection to a port that takes TLS only "
+                    "(tls_server_mode enforcing)",
+                )
+                sock.close()
+            else:
+                await loop.connect_accepted_socket(self._protocol, sock)
+        except asyncio.CancelledError:
+            sock.close()
+            raise
+        except OSError:
+            sock.close()  # the peer went away
+        finally:
+            left = self._sniffing_from.get(who.address, 1) - 1
+            if left > 0:
+                self._sniffing_from[who.address] = left
+            else:
+                self._sniffing_from.pop(who.address, None)
+
+    async def _handshake(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        sock: socket.socket,
+        who: _Peer,
+        tls: ServerTls,
+        timeout: float,
+    ) -> None:
+        made: list[Connection] = []
+
+        def protocol() -> Connection:
+            conn = self._protocol()
+            made.append(conn)
+            return conn
+
+        try:
+            await loop.connect_accepted_socket(
+                protocol, sock, ssl=tls.context, ssl_handshake_timeout=timeout
+            )
+        except (OSError, TimeoutError, ValueError) as exc:
+            # The connection never began: its protocol heard of nothing to tell it of.
+            for conn in made:
+                self.connections.discard(conn)
+            sock.close()
+            self._refuse(who, bounds.BAD_FRAME, f"TLS handshake failed: {_why(exc)}")
+
     def _closed(self, conn: Connection) -> None:
+
         self.connections.discard(conn)
         if self.on_close is not None:
             self.on_close(conn)
@@ -744,6 +971,17 @@ class RemotingServer:
         await self.guard.stop()
         if self.server is not None:
             self.server.close()
+        tasks = [t for t in (self._accepting, self._watching) if t is not None]
+        tasks += self._sniffing
+        self._accepting = self._watching = None
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
         conns = list(self.connections)
         for conn in conns:
             conn.close()
@@ -754,6 +992,28 @@ class RemotingServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.server.wait_closed(), 1.0)
             self.server = None
+
+
+async def _first_byte(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> int | None:
+    """The first byte a socket received, left unread (None: it closed before sending)."""
+    while True:
+        try:
+            data = sock.recv(1, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            readable = loop.create_future()
+            fd = sock.fileno()
+            loop.add_reader(fd, _set_once, readable)
+            try:
+                await readable
+            finally:
+                loop.remove_reader(fd)
+            continue
+        return data[0] if data else None
+
+
+def _set_once(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
@@ -771,36 +1031,48 @@ def listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def request_once(addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+async def request_once(
+    addr: str, cmd: RemotingCommand, timeout: float, *, security: ClientSecurity | None = None
+) -> RemotingCommand:
     """One request on a connection of its own, closed after the answer."""
-    conn = await connect(addr, {}, timeout=timeout)
+    conn = await connect(addr, {}, timeout=timeout, security=security)
     try:
         return await conn.invoke(cmd, timeout)
     finally:
         conn.close()
 
 
-def request_blocking(addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
-    """One request from code without an event loop (the launcher, scripts): a plain socket,
-    closed after the answer. ConnectBrokerError or RequestTimeoutError when it fails."""
+def request_blocking(
+    addr: str, cmd: RemotingCommand, timeout: float, *, security: ClientSecurity | None = None
+) -> RemotingCommand:
+    """One request from code without an event loop (the launcher, scripts): a plain socket
+    (TLS and a signature as ``security`` says), closed after the answer. ConnectBrokerError
+    or RequestTimeoutError when it fails."""
     host, _, port = addr.rpartition(":")
+    hostname = host.strip("[]")
     cmd.opaque = next_opaque()
+    if security is not None and security.sign is not None:
+        security.sign(cmd)
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as sock:
-            sock.sendall(encode(cmd))
-            while True:
-                size = int.from_bytes(_read_exactly(sock, 4), "big")
-                if size > MAX_FRAME or size < 4:
-                    raise ConnectBrokerError(f"{addr} sent a frame of {size} bytes")
-                answer = decode(_read_exactly(sock, size))
-                if answer.is_response and answer.opaque == cmd.opaque:
-                    return answer
+        with socket.create_connection((hostname, int(port)), timeout=timeout) as raw:
+            sock: socket.socket = raw
+            if security is not None and security.ssl is not None:
+                sock = security.ssl.wrap_socket(raw, server_hostname=hostname)
+            with sock:
+                sock.sendall(encode(cmd))
+                while True:
+                    size = int.from_bytes(_read_exactly(sock, 4), "big")
+                    if size > MAX_FRAME or size < 4:
+                        raise ConnectBrokerError(f"{addr} sent a frame of {size} bytes")
+                    answer = decode(_read_exactly(sock, size))
+                    if answer.is_response and answer.opaque == cmd.opaque:
+                        return answer
     except TimeoutError:
         raise RequestTimeoutError(
             f"no response from {addr} within {timeout * 1000:.0f} ms"
         ) from None
     except (OSError, ValueError) as exc:
-        raise ConnectBrokerError(f"cannot reach {addr}: {exc}") from None
+        raise ConnectBrokerError(f"cannot reach {addr}: {_why(exc)}") from None
 
 
 def _read_exactly(sock: socket.socket, n: int) -> bytes:
