@@ -12,7 +12,20 @@ master (the master lost an unflushed tail) is told to cut its log back first.
 
 For SYNC_MASTER, :meth:`HAMaster.wait_slave` holds a send until some slave acknowledged
 past the send's end (:class:`~replication.waiters.OffsetWaiters`: one report completes
-every send it covers).
+every send it covers). A report past what the master sent on that connection is a
+protocol violation: the connection is closed (``ha_ack_past_sent``) and the report counts
+for nothing.
+
+Who may connect: given ``inner`` credentials, the master takes a slave only when its hello
+is signed with them (timestamp within five minutes, each signature once; see
+:mod:`~replication.ha.wire`) or when the slave showed a client certificate the port
+verified; anything else is closed at once (``ha_unauthenticated``, logged at most once a
+minute per address). Without them (and without required client certificates) any hello
+is taken, as before. :attr:`SlaveConnection.authenticated` says whether the slave proved
+who it is, so that what it claims (its broker address) can be trusted. Given ``tls`` (a
+:class:`~remoting.tls.ServerTls`), the port serves TLS in its mode (permissive: TLS and
+plaintext told apart by the first byte; enforcing: TLS only), see
+:mod:`~replication.ha.secure`.
 
 The port keeps the broker's server bounds (:class:`PortGuard`, reasons prefixed ``ha_``):
 at most HA_MAX_CONNECTIONS connections, HA_MAX_CONNECTIONS_PER_ADDRESS from one address
@@ -33,6 +46,7 @@ import time
 from collections.abc import Callable
 from typing import Final, cast
 
+from rocketq.auth.credentials import Credentials
 from rocketq.common.config import ServerBoundsConfig
 from rocketq.remoting.bounds import (
     BAD_FRAME,
@@ -45,13 +59,24 @@ from rocketq.remoting.bounds import (
     Connection,
     ServerGuard,
 )
+from rocketq.remoting.tls import ServerTls
+from rocketq.replication.ha.secure import (
+    ACK_PAST_SENT,
+    SECURITY_REASONS,
+    UNAUTHENTICATED,
+    SeenSignatures,
+    requires_client_cert,
+    serve,
+    tls_identity,
+)
 from rocketq.replication.ha.wire import (
-    HELLO,
-    MAX_ADDR,
+    MAX_HELLO,
     REPORT,
     TRUNCATE,
     HAProtocolError,
-    decode_hello_head,
+    Hello,
+    check_hello,
+    decode_hello,
     encode_transfer_head,
 )
 from rocketq.replication.waiters import OffsetWaiters, resolver
@@ -73,6 +98,7 @@ PORT_REASONS: Final = (
     BAD_FRAME,
     FRAME_READ_TIMEOUT,
     BUFFERED_BYTES,
+    *SECURITY_REASONS,
 )
 
 
@@ -189,6 +215,10 @@ class PortGuard(ServerGuard):
         super().sweep(now)
 
 
+class _RefusedError(Exception):
+    """A whole hello this master does not take (why, for the log)."""
+
+
 class SlaveConnection(asyncio.Protocol):
     """One slave's connection: its hello, then its reports; transfers go out from
     :meth:`pump`."""
@@ -198,8 +228,13 @@ class SlaveConnection(asyncio.Protocol):
         self.guard = guard  # the port's bounds (None: none, as for a parser under test)
         self.conn_id = conn_id
         self.ack = -1  # the slave's CommitLog end, as last reported
-        self.broker_addr = ""
+        self.broker_addr = ""  # the slave's broker address, as its hello claims
         self.broker_id = 0
+        # The slave proved who it is: its hello is signed with the master's inner
+        # credentials, or it showed a client certificate the port verified.
+        self.authenticated = False
+        self.tls_identity: str | None = None  # its verified certificate's common name
+        self.stale_end = -1  # a slave told to cut back may report its old end once more
         self.last_report = time.monotonic()
         self.last_sent = time.monotonic()
         self.next_offset = -1  # where the next transfer starts; -1 before the hello
@@ -226,6 +261,7 @@ class SlaveConnection(asyncio.Protocol):
         if self.guard is not None and not self.guard.admit(self):
             self.transport.abort()
             return
+        self.tls_identity = tls_identity(transport)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -274,30 +310,55 @@ class SlaveConnection(asyncio.Protocol):
             del buf[before:]  # (the guard counts what earlier reads left, no more)
             self.reject(BAD_FRAME, f"{exc} (before its hello)")
             return
+        except _RefusedError as exc:
+            self._settled(before)  # (the guard holds this read's bytes, all let go now)
+            self.reject(UNAUTHENTICATED, str(exc))
+            return
+        if self.transport is None or self.transport.is_closing():
+            return  # refused by its hello
         size = REPORT.size
         usable = len(buf) - len(buf) % size
         if usable:
-            # Reports that arrived back to back: only the newest end counts.
-            (reported,) = REPORT.unpack_from(buf, usable - size)
+            # Reports that arrived back to back: only the newest end counts, and none may
+            # be past what was sent.
+            sent = self.next_offset
+            reported = sent
+            for (reported,) in REPORT.iter_unpack(bytes(buf[:usable])):
+                if reported > sent and reported != self.stale_end:
+                    self._settled(before)
+                    self.reject(
+                        ACK_PAST_SENT,
+                        f"slave {self.broker_addr or self.peer} acknowledged CommitLog offset "
+                        f"{reported}, past the {sent} sent to it",
+                    )
+                    return
             del buf[:usable]
             self.last_report = time.monotonic()
             self.active = True
-            if reported <= self.next_offset:
-                # (Past every byte sent: a slave ahead of this master that has not cut its
-                # CommitLog back yet. Its bytes there are not ours; they acknowledge nothing.)
+            if reported <= sent:
+                # (A slave that was ahead of this master may report its old end until it
+                # has cut its CommitLog back: its bytes there are not ours, they
+                # acknowledge nothing.)
                 self.ack = reported
                 self.master._on_report(self)
         self._settled(before)
 
     def _hello(self, buf: bytearray) -> bool:
-        """Take the hello off ``buf`` once it is whole (False until then)."""
-        if len(buf) < HELLO.size:
+        """Take the hello off ``buf`` once it is whole (False until then, and when it is
+        refused: the connection is closed)."""
+        decoded = decode_hello(buf)
+        if decoded is None:
             return False
-        self.broker_id, self.ack, addr_len = decode_hello_head(bytes(buf[: HELLO.size]))
-        if len(buf) < HELLO.size + addr_len:
-            return False
-        self.broker_addr = bytes(buf[HELLO.size : HELLO.size + addr_len]).decode(errors="replace")
-        del buf[: HELLO.size + addr_len]
+        hello, size = decoded
+        why = self.master._refusal(self, hello)
+        if why is not None:
+            raise _RefusedError(f"HA hello from {hello.broker_addr!r} refused: {why}")
+        self.broker_id, self.ack, self.broker_addr = (
+            hello.broker_id,
+            hello.max_offset,
+            hello.broker_addr,
+        )
+        del buf[:size]
         self.active = True
         if self.guard is not None:
             self.guard.identified(self)
@@ -386,19 +447,28 @@ class HAMaster:
         bounds: ServerBoundsConfig | None = None,
         heartbeat_interval: float = 5.0,
         hello_timeout: float = HELLO_TIMEOUT,
+        inner: Credentials | None = None,
+        tls: ServerTls | None = None,
     ) -> None:
         """``bounds``: the broker's server bounds, which the HA port keeps too (its caps
         at most HA_MAX_CONNECTIONS and HA_MAX_CONNECTIONS_PER_ADDRESS); a slave silent for
         IDLE_HEARTBEATS of its ``heartbeat_interval`` (s, ha_send_heartbeat_interval), and
-        at least IDLE_FLOOR seconds, is dropped."""
+        at least IDLE_FLOOR seconds, is dropped. ``inner``: the credentials a slave's hello
+        must be signed with (None: hellos are not checked); ``tls``: the port serves TLS
+        in its mode (None: plaintext)."""
         self.store = store
+        self.inner = inner
+        self.tls = tls if tls is not None and tls.enabled else None
+        self._seen = SeenSignatures()
+        self._accept: asyncio.Task[None] | None = None
+        self._sock: socket.socket | None = None
         self.guard = PortGuard(
             bounds or ServerBoundsConfig(),
             "ha_",
             max_connections=HA_MAX_CONNECTIONS,
             max_per_address=HA_MAX_CONNECTIONS_PER_ADDRESS,
             idle_timeout=max(IDLE_FLOOR, IDLE_HEARTBEATS * heartbeat_interval),
-            max_frame=HELLO.size + MAX_ADDR,
+            max_frame=MAX_HELLO,
             hello_timeout=hello_timeout,
         )
         self.max_gap = max_gap
@@ -418,9 +488,23 @@ class HAMaster:
     async def start(self, sock: socket.socket) -> None:
         """Serve slaves on a listening socket (see :func:`listen_socket`)."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: SlaveConnection(self, next(self._ids), self.guard), sock=sock
-        )
+
+        def connection() -> SlaveConnection:
+            return SlaveConnection(self, next(self._ids), self.guard)
+
+        if self.tls is None:
+            self._server = await loop.create_server(connection, sock=sock)
+        else:
+            self._sock = sock
+            self._accept = loop.create_task(
+                serve(
+                    sock,
+                    connection,
+                    self.tls,
+                    self.guard,
+                    handshake_timeout=self.guard.hello_timeout,
+                )
+            )
         self._beat = loop.create_task(self._heartbeats())
         self.guard.start()
 
@@ -433,6 +517,14 @@ class HAMaster:
                 await self._beat
         if self._server is not None:
             self._server.close()
+        if self._accept is not None:
+            self._accept.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._accept
+            self._accept = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
         for conn in [*self.slaves.values(), *self._pending.values()]:
             conn.close()
         if self._server is not None:
@@ -466,6 +558,24 @@ class HAMaster:
         for conn in list(self.slaves.values()):
             conn.pump()
 
+    def _refusal(self, conn: SlaveConnection, hello: Hello) -> str | None:
+        """Why this master does not take ``conn``'s hello, or None (marking the connection
+        authenticated when the slave proved who it is)."""
+        inner = self.inner
+        if inner is not None and (hello.signed or conn.tls_identity is None):
+            why = check_hello(hello, inner)
+            if why is None and not self._seen.first_use(hello.signature):
+                why = "its signature was used before (a hello played again)"
+            if why is not None:
+                return why
+            conn.authenticated = True
+            return None
+        if conn.tls_identity is not None:
+            conn.authenticated = True
+        elif requires_client_cert(self.tls):
+            return "the slave showed no client certificate and its hello is not signed"
+        return None
+
     def _hello(self, conn: SlaveConnection) -> None:
         self._pending.pop(conn.conn_id, None)
         self.slaves[conn.conn_id] = conn
@@ -487,6 +597,7 @@ class HAMaster:
             )
             assert conn.transport is not None
             conn.transport.write(encode_transfer_head(master_max, master_max, 0, TRUNCATE))
+            conn.stale_end = start
             start = conn.ack = master_max  # what it holds past here is not this master's
         # A new slave (or one behind what is kept) starts at the oldest segment kept.
         conn.next_offset = max(start, commitlog.min_offset)

@@ -7,6 +7,10 @@ at least every ``report_interval``. When the master says the slave is ahead of i
 slave cuts its CommitLog back (and logs it). A broken connection is opened again after a
 second; the slave resumes from its own end. A master silent for ``read_timeout`` (it
 heartbeats every second) counts as lost.
+
+Given ``inner`` credentials, the slave signs its hello with them (a master that holds them
+takes no other); given ``ssl``, it speaks TLS to the master (the master's certificate
+checked against the host it connects to when the context checks host names).
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ import contextlib
 import logging
 import socket
 from collections.abc import Callable
+from ssl import SSLContext
 from typing import cast
 
+from rocketq.auth.credentials import Credentials
 from rocketq.common.exceptions import RocketqError
 from rocketq.replication.ha.wire import (
     REPORT,
@@ -26,6 +32,7 @@ from rocketq.replication.ha.wire import (
     Hello,
     decode_transfer_head,
     encode_hello,
+    sign_hello,
 )
 from rocketq.storage.message_store import MessageStore
 
@@ -47,8 +54,14 @@ class HASlave:
         report_interval: float = 5.0,
         read_timeout: float = READ_TIMEOUT,
         on_lost: Callable[[], None] | None = None,
+        inner: Credentials | None = None,
+        ssl: SSLContext | None = None,
     ) -> None:
+        """``inner``: the credentials the hello is signed with (None: unsigned, as before);
+        ``ssl``: connect to the master over TLS (None: plaintext)."""
         self.store = store
+        self.inner = inner
+        self.ssl = ssl
         self.master_ha_addr = master_ha_addr
         self.broker_addr = broker_addr
         self.broker_id = broker_id
@@ -103,13 +116,21 @@ class HASlave:
         loop = asyncio.get_running_loop()
         receiver = _Receiver(self, addr)
         transport, _ = await asyncio.wait_for(
-            loop.create_connection(lambda: receiver, host, int(port)), CONNECT_TIMEOUT
+            loop.create_connection(
+                lambda: receiver,
+                host,
+                int(port),
+                ssl=self.ssl,
+                server_hostname=host if self.ssl is not None else None,
+            ),
+            CONNECT_TIMEOUT,
         )
         store = self.store
         try:
-            transport.write(
-                encode_hello(Hello(self.broker_id, store.max_phy_offset, self.broker_addr))
-            )
+            hello = Hello(self.broker_id, store.max_phy_offset, self.broker_addr)
+            if self.inner is not None:
+                hello = sign_hello(hello, self.inner)
+            transport.write(encode_hello(hello))
             while True:
                 done, _ = await asyncio.wait([receiver.closed], timeout=self.report_interval)
                 if done:
