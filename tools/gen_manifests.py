@@ -30,11 +30,14 @@ OUT_DIR = ROOT / "deploy" / "k8s" / "manifests"
 RELEASE: Final = "rocketq"
 NAMESPACE: Final = "rocketq"
 KUSTOMIZATION: Final = "kustomization.yaml"
-# Kinds in the order kubectl should create them; any other kind follows, by name.
+# Kinds in the order kubectl should create them (the NetworkPolicies before the pods they
+# guard); any other kind follows, by name.
 APPLY_ORDER: Final = (
     "Namespace",
+    "Secret",
     "ConfigMap",
     "Service",
+    "NetworkPolicy",
     "PodDisruptionBudget",
     "StatefulSet",
 )

@@ -1,7 +1,8 @@
 """What a kubelet would do with the chart's StatefulSets, done with local processes: each
 pod in a network namespace of its own on a bridge (``chaos.netns.NetnsLab``), its
-ConfigMap volumes written as files and its other volumes made as directories under a
-temporary root, its container's command, args and env run as a process, and the
+ConfigMap and Secret volumes written as files and its other volumes made as directories
+under a temporary root, its container's command, args and env (field and Secret
+references, ``$(NAME)`` expansion) run as a process, and the
 cluster's DNS names in the pod's ``/etc/netns/<namespace>/hosts`` (which ``ip netns exec``
 puts in place of ``/etc/hosts``).
 
@@ -13,16 +14,19 @@ to say so. The image's entrypoint ``rocketq`` is this interpreter's
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import re
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +35,53 @@ from rocketq.chaos.netns import Host, NetnsLab
 
 CLUSTER_DOMAIN = "svc.cluster.local"
 ETC_NETNS = Path("/etc/netns")
+_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def expand(text: str, env: Mapping[str, str]) -> str:
+    """``$(NAME)`` in an env value replaced by the variable defined before it, as Kubernetes
+    does: ``$$`` is a ``$``, a reference to an undefined variable stays as written."""
+
+    def one(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        return env.get(match.group(1), match.group(0))
+
+    return _REFERENCE.sub(one, text)
+
+
+def secrets_of(objects: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """Secret name -> its keys' decoded values (``data`` base64, ``stringData`` as is)."""
+    out: dict[str, dict[str, str]] = {}
+    for secret in (o for o in objects if o["kind"] == "Secret"):
+        data = {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
+        data.update(secret.get("stringData") or {})
+        out[secret["metadata"]["name"]] = data
+    return out
+
+
+def container_env(
+    container: Mapping[str, Any],
+    *,
+    fields: Mapping[str, str],
+    secrets: Mapping[str, Mapping[str, str]],
+) -> dict[str, str]:
+    """The variables a container's ``env`` gives it, in order: values (with ``$(NAME)``
+    expanded), pod fields and Secret keys. A missing Secret or key fails, as the kubelet
+    refuses to start such a container."""
+    env: dict[str, str] = {}
+    for item in container.get("env", []):
+        name = item["name"]
+        if "value" in item:
+            env[name] = expand(str(item["value"]), env)
+        elif "fieldRef" in item["valueFrom"]:
+            env[name] = fields[item["valueFrom"]["fieldRef"]["fieldPath"]]
+        else:
+            ref = item["valueFrom"]["secretKeyRef"]
+            if ref["name"] not in secrets or ref["key"] not in secrets[ref["name"]]:
+                raise AssertionError(f"{name}: no key {ref['key']} in Secret {ref['name']}")
+            env[name] = secrets[ref["name"]][ref["key"]]
+    return env
 
 
 @dataclass
@@ -120,6 +171,7 @@ class Kubelet:
         self.configmaps = {
             o["metadata"]["name"]: o.get("data", {}) for o in objects if o["kind"] == "ConfigMap"
         }
+        self.secrets = secrets_of(objects)
 
     def mounts(self, pod: Pod) -> dict[str, Path]:
         """Mount path -> its directory under the pod's root; ConfigMap volumes written."""
@@ -140,6 +192,11 @@ class Kubelet:
                 for item in items:
                     (path / item["path"]).write_text(data[item["key"]])
                     written.append(path / item["path"])
+            elif volume is not None and "secret" in volume:
+                name = volume["secret"]["secretName"]
+                assert name in self.secrets, f"{pod.name}: no Secret {name}"
+                for key, value in self.secrets[name].items():
+                    (path / key).write_text(value)
             elif volume is None and mount["name"] not in claims:
                 raise AssertionError(f"{pod.name}: volume {mount['name']} is not declared")
         # The ConfigMap's files mention container paths: point them at the mounts.
@@ -169,12 +226,8 @@ class Kubelet:
             "metadata.name": pod.name,
             "metadata.namespace": pod.namespace,
         }
-        for item in pod.container.get("env", []):
-            if "value" in item:
-                env[item["name"]] = self._rewrite(str(item["value"]), mounts)
-            else:
-                ref = item["valueFrom"]["fieldRef"]["fieldPath"]
-                env[item["name"]] = fields[ref]
+        given = container_env(pod.container, fields=fields, secrets=self.secrets)
+        env.update({name: self._rewrite(value, mounts) for name, value in given.items()})
         return env
 
     def argv(self, pod: Pod, mounts: dict[str, Path]) -> list[str]:
@@ -218,11 +271,14 @@ class Kubelet:
     @staticmethod
     def probe(pod: Pod, kind: str) -> bool:
         """The container's ``kind`` probe (readinessProbe, livenessProbe, startupProbe),
-        an HTTP GET as the kubelet makes it: 200-399 passes."""
+        an HTTP GET as the kubelet makes it: 200-399 passes. With ``scheme: HTTPS`` the
+        kubelet, and so this, does not check the certificate."""
         get = pod.container[kind]["httpGet"]
-        url = f"http://{pod.host.ip}:{pod.port(get['port'])}{get['path']}"
+        scheme = get.get("scheme", "HTTP").lower()
+        url = f"{scheme}://{pod.host.ip}:{pod.port(get['port'])}{get['path']}"
+        context = ssl._create_unverified_context() if scheme == "https" else None
         try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
+            with urllib.request.urlopen(url, timeout=2, context=context) as resp:
                 return 200 <= resp.status < 400
         except (urllib.error.URLError, OSError):
             return False

@@ -25,6 +25,7 @@ from rocketq.broker.config import load_broker_config, ordinal_settings
 from rocketq.cli.main import app
 from rocketq.common.config import load_config
 from rocketq.nameserver.config import NameServerConfig
+from tests.k8s.pods import container_env, secrets_of
 from tools.gen_manifests import (
     CHART_DIR,
     NAMESPACE,
@@ -41,9 +42,10 @@ from tools.promql import DASHBOARD_DIR, RULES_FILE
 # The oldest Kubernetes the chart supports (Chart.yaml's kubeVersion) and the newest one
 # kubernetes-validate knows.
 KUBE_VERSIONS: Final = ("1.27.0", "1.37.0")
-# Custom resources of the Prometheus Operator: no schema in kubernetes-validate, their
-# shape is asserted below.
-CRD_KINDS: Final = {"ServiceMonitor", "PrometheusRule"}
+# Custom resources of the Prometheus Operator and cert-manager: no schema in
+# kubernetes-validate, their shape is asserted below and in test_chart_security.py.
+MONITORING_KINDS: Final = {"ServiceMonitor", "PrometheusRule"}
+CRD_KINDS: Final = MONITORING_KINDS | {"Certificate"}
 DOMAIN: Final = f"{NAMESPACE}.svc.cluster.local"
 MONITORING: Final = {
     "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
@@ -78,6 +80,48 @@ CASES: Final[dict[str, dict[str, Any]]] = {
 }
 # broker.replication -> pods per group.
 MEMBERS: Final = {"none": 1, "ha": 2, "raft": 3}
+# The secured cases: auth from Secrets the chart makes (values) or the user's own, TLS from
+# a Secret or cert-manager.
+SUPER_USER: Final = {"username": "admin", "password": "admin-secret-1"}
+INNER: Final = {"accessKey": "rocketq-inner", "secretKey": "inner-secret-1"}
+CASES["secured"] = {
+    "auth": {"enabled": True, "superUser": SUPER_USER, "innerCredentials": INNER},
+    "tls": {"enabled": True, "existingSecret": "rocketq-tls", "clientAuth": "require"},
+    "broker": {"replication": "ha", "groups": 2},
+    "metrics": MONITORING,
+}
+CASES["cert-manager"] = {
+    "auth": {
+        "enabled": True,
+        "superUser": {"existingSecret": "mq-super-user"},
+        "innerCredentials": {"existingSecret": "mq-inner"},
+    },
+    "tls": {
+        "enabled": True,
+        "mode": "permissive",
+        "certManager": {"enabled": True, "issuerRef": {"name": "mq-ca", "kind": "ClusterIssuer"}},
+    },
+    "broker": {"replication": "raft"},
+    "networkPolicy": {
+        "clientSelector": {"namespaceSelector": {"matchLabels": {"team": "shop"}}},
+        "monitoringNamespaceSelector": {"matchLabels": {"name": "prometheus"}},
+    },
+}
+# The environment variables the chart gives servers with auth on, in order.
+AUTH_ENV: Final = [
+    "RQ_SUPER_USER_NAME",
+    "RQ_SUPER_USER_PASSWORD",
+    "ROCKETQ_INIT_AUTHENTICATION_USER",
+    "RQ_INNER_ACCESS_KEY",
+    "RQ_INNER_SECRET_KEY",
+    "ROCKETQ_INNER_CLIENT_AUTHENTICATION_CREDENTIALS",
+]
+TLS_DIR: Final = "/etc/rocketq-tls"
+# The Secrets the cert-manager case names (made by the cluster's admin, not the chart).
+EXISTING_SECRETS: Final = {
+    "mq-super-user": {"username": "root", "password": "root-secret-2"},
+    "mq-inner": {"accessKey": "mq-inner", "secretKey": "mq-inner-secret-2"},
+}
 
 
 @dataclass(frozen=True)
@@ -111,6 +155,13 @@ class Release:
     def nameserver_toml(self) -> dict[str, Any]:
         data = self.one("ConfigMap", f"{RELEASE}-nameserver")["data"]
         return tomllib.loads(data["nameserver.toml"])
+
+    def pod_env(self, statefulset: str, ip: str = "10.1.2.3") -> dict[str, str]:
+        """The environment of the StatefulSet's container as the kubelet makes it (the
+        release's Secrets and those named in EXISTING_SECRETS)."""
+        secrets = {**EXISTING_SECRETS, **secrets_of([d.obj for d in self.docs])}
+        sts = self.one("StatefulSet", statefulset)
+        return container_env(container(sts), fields={"status.podIP": ip}, secrets=secrets)
 
 
 def broker_values(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -191,10 +242,14 @@ def test_every_object_is_valid_kubernetes(
             pytest.fail(f"{doc.kind} {doc.name} ({doc.source}) on {kube}: {exc.message}")
 
 
-def test_only_monitoring_renders_custom_resources(releases: dict[str, Release]) -> None:
+def test_only_monitoring_and_cert_manager_render_custom_resources(
+    releases: dict[str, Release],
+) -> None:
     for case, release in releases.items():
         kinds = {d.kind for d in release.docs}
-        expected = CRD_KINDS if case == "monitoring" else set()
+        expected = MONITORING_KINDS if "metrics" in CASES[case] else set()
+        if CASES[case].get("tls", {}).get("certManager", {}).get("enabled"):
+            expected = expected | {"Certificate"}
         assert kinds & CRD_KINDS == expected, case
 
 
@@ -237,7 +292,7 @@ def test_the_nameserver_toml_loads(releases: dict[str, Release], tmp_path: Path)
         path.write_text(
             release.one("ConfigMap", f"{RELEASE}-nameserver")["data"]["nameserver.toml"]
         )
-        cfg = load_config(NameServerConfig, path, env={})
+        cfg = load_config(NameServerConfig, path, env=release.pod_env(f"{RELEASE}-nameserver"))
         assert cfg.kv_config_path == "/home/rocketq/namesrv/kvConfig.json"
     custom = releases["custom"].nameserver_toml()
     assert custom["order_message_enable"] is True
@@ -267,12 +322,12 @@ def test_broker_groups(releases: dict[str, Release], case: str) -> None:
             "/etc/rocketq/broker.toml",
             "--ordinal-from-hostname",
         ]
-        assert c["env"] == [
-            {
-                "name": "ROCKETQ_BROKER_IP1",
-                "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}},
-            }
-        ]
+        assert c["env"][0] == {
+            "name": "ROCKETQ_BROKER_IP1",
+            "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}},
+        }
+        auth = CASES[case].get("auth", {}).get("enabled", False)
+        assert [e["name"] for e in c["env"][1:]] == (AUTH_ENV if auth else [])
         replication_port = {"raft": 40911} if b["replication"] == "raft" else {"ha": 10912}
         assert port_names(c) == {"client": 10911, "metrics": 10913, **replication_port}
         headless = release.one("Service", f"{RELEASE}-{group}-headless")["spec"]
@@ -324,7 +379,7 @@ def test_broker_toml(releases: dict[str, Release], case: str) -> None:
             assert not any(k.startswith("dledger") or k.startswith("enable_dl") for k in toml)
 
 
-@pytest.mark.parametrize("case", ["default", "ha", "raft", "custom"])
+@pytest.mark.parametrize("case", ["default", "ha", "raft", "custom", "secured", "cert-manager"])
 def test_every_pod_loads_its_broker_toml(
     releases: dict[str, Release], case: str, tmp_path: Path
 ) -> None:
@@ -338,7 +393,9 @@ def test_every_pod_loads_its_broker_toml(
         members = release.one("StatefulSet", f"{RELEASE}-{group}")["spec"]["replicas"]
         for ordinal in range(members):
             broker, store = load_broker_config(
-                path, env={"ROCKETQ_BROKER_IP1": "10.1.2.3"}, overrides=ordinal_settings(ordinal)
+                path,
+                env=release.pod_env(f"{RELEASE}-{group}"),
+                overrides=ordinal_settings(ordinal),
             )
             assert broker.broker_addr == "10.1.2.3:10911"
             assert store.store_path_root_dir == "/home/rocketq/store"
@@ -393,6 +450,9 @@ def test_probes(releases: dict[str, Release], case: str) -> None:
             "readinessProbe": ("/readyz", "metrics"),
             "livenessProbe": ("/healthz", "metrics"),
         }
+        # The metrics port serves HTTPS once TLS is on.
+        tls = CASES[case].get("tls", {}).get("enabled", False)
+        assert {p["httpGet"]["scheme"] for p in probes.values()} == {"HTTPS" if tls else "HTTP"}
         # /healthz itself waits up to 5 s for the event loop.
         assert probes["livenessProbe"]["timeoutSeconds"] > 5
         startup = probes["startupProbe"]
@@ -414,10 +474,12 @@ def test_volumes(releases: dict[str, Release], case: str) -> None:
         component = c["name"]
         data = "store" if component == "broker" else "data"
         mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+        tls = values.get("tls", {}).get("enabled", False)
         assert mounts == {
             "config": "/etc/rocketq",
             "tmp": "/tmp",
             data: "/home/rocketq/store" if component == "broker" else "/home/rocketq/namesrv",
+            **({"tls": TLS_DIR} if tls else {}),
         }
         pod = sts["spec"]["template"]["spec"]
         volumes = {v["name"]: v for v in pod["volumes"]}
@@ -705,6 +767,7 @@ def test_scale_out_adds_a_group_and_changes_nothing_else(
         ("Service", f"{RELEASE}-broker-b-headless"),
         ("StatefulSet", f"{RELEASE}-broker-b"),
         ("PodDisruptionBudget", f"{RELEASE}-broker-b"),
+        ("NetworkPolicy", f"{RELEASE}-broker-b"),
     }
     assert set(one) <= set(two)
     assert [key for key in one if one[key] != two[key]] == []

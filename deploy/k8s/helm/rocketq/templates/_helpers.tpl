@@ -132,6 +132,53 @@ refuses them first; this holds when it is skipped).
 {{- fail (printf "nameserver.config.%s: the chart sets this key (%s); remove it from nameserver.config" $key $owner) }}
 {{- end }}
 {{- end }}
+{{- include "rocketq.validateSecurity" . }}
+{{- end }}
+
+{{/*
+Checks of auth and tls: auth on needs a super user and inner credentials, each from an
+existing Secret or from values (not both); tls on needs a Secret or cert-manager.
+*/}}
+{{- define "rocketq.validateSecurity" -}}
+{{- $a := .Values.auth }}
+{{- if $a.enabled }}
+{{- $checks := list
+  (list "auth.superUser" $a.superUser "username" "password" "the initial super user")
+  (list "auth.innerCredentials" $a.innerCredentials "accessKey" "secretKey" "what the servers sign their own requests with") }}
+{{- range $checks }}
+{{- $path := index . 0 }}{{ $v := index . 1 }}{{ $k1 := index . 2 }}{{ $k2 := index . 3 }}{{ $what := index . 4 }}
+{{- $first := get $v $k1 | default "" }}{{ $second := get $v $k2 | default "" }}
+{{- if $v.existingSecret }}
+{{- if or $first $second }}
+{{- fail (printf "%s: existingSecret %q and %s/%s are both given; keep one" $path $v.existingSecret $k1 $k2) }}
+{{- end }}
+{{- else if not (and $first $second) }}
+{{- fail (printf "auth.enabled is true but %s (%s) is missing: name a Secret with the keys %s and %s in %s.existingSecret, or set %s.%s and %s.%s" $path $what $k1 $k2 $path $path $k1 $path $k2) }}
+{{- else }}
+{{- range $value := list $first $second }}
+{{- if or (contains "\"" $value) (contains "\\" $value) }}
+{{- fail (printf "%s: %s and %s may not hold '\"' or '\\' (they are written into JSON)" $path $k1 $k2) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $t := .Values.tls }}
+{{- if $t.enabled }}
+{{- if not (has $t.mode (list "permissive" "enforcing")) }}
+{{- fail (printf "tls.mode: %q is not permissive or enforcing" (toString $t.mode)) }}
+{{- end }}
+{{- if not (has $t.clientAuth (list "none" "optional" "require")) }}
+{{- fail (printf "tls.clientAuth: %q is not none, optional or require" (toString $t.clientAuth)) }}
+{{- end }}
+{{- if and $t.existingSecret $t.certManager.enabled }}
+{{- fail "tls: existingSecret and certManager.enabled are both given; keep one" }}
+{{- else if not (or $t.existingSecret $t.certManager.enabled) }}
+{{- fail "tls.enabled is true but no certificate is given: name a Secret with tls.crt, tls.key and ca.crt in tls.existingSecret, or set tls.certManager.enabled with tls.certManager.issuerRef.name" }}
+{{- else if and $t.certManager.enabled (not $t.certManager.issuerRef.name) }}
+{{- fail "tls.certManager.enabled is true but tls.certManager.issuerRef.name is empty: name the cert-manager Issuer or ClusterIssuer that signs the certificates" }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/* broker.toml keys the chart sets, and the value to use instead. */}}
@@ -151,6 +198,7 @@ enable_dledger_commit_log: use broker.replication
 dledger_group: the group's name
 dledger_peers: the group's pods
 dledger_self_id: each pod's StatefulSet ordinal
+{{ include "rocketq.securityKeysOwned" . }}
 {{- end }}
 
 {{- define "rocketq.nameserverKeysOwned" -}}
@@ -158,6 +206,135 @@ listen_port: use nameserver.ports.remoting
 bind_address: 0.0.0.0 in a pod
 metrics_port: use nameserver.ports.metrics
 kv_config_path: the data volume
+{{ include "rocketq.securityKeysOwned" . }}
+{{- end }}
+
+{{/* Security keys of both servers that the chart sets from auth and tls. */}}
+{{- define "rocketq.securityKeysOwned" -}}
+authentication_enabled: use auth.enabled
+authorization_enabled: use auth.enabled
+init_authentication_user: use auth.superUser
+inner_client_authentication_credentials: use auth.innerCredentials
+tls_server_mode: use tls.enabled and tls.mode
+tls_server_cert_path: use tls.existingSecret or tls.certManager
+tls_server_key_path: use tls.existingSecret or tls.certManager
+tls_server_trust_cert_path: use tls.existingSecret or tls.certManager
+tls_server_need_client_auth: use tls.clientAuth
+tls_client_enable: use tls.enabled
+tls_client_cert_path: use tls.existingSecret or tls.certManager
+tls_client_key_path: use tls.existingSecret or tls.certManager
+tls_client_trust_cert_path: use tls.existingSecret or tls.certManager
+tls_client_verify_hostname: use tls.verifyHostname
+metrics_tls_enable: use tls.enabled
+{{- end }}
+
+{{/* Where the TLS Secret is mounted in every pod. */}}
+{{- define "rocketq.tls.dir" -}}
+/etc/rocketq-tls
+{{- end }}
+
+{{/*
+The security keys of a server's TOML file as a JSON object (auth and tls switches, the
+certificate paths), empty when both are off.
+*/}}
+{{- define "rocketq.security.values" -}}
+{{- $values := dict }}
+{{- if .Values.auth.enabled }}
+{{- $_ := set $values "authentication_enabled" true }}
+{{- $_ = set $values "authorization_enabled" true }}
+{{- end }}
+{{- $t := .Values.tls }}
+{{- if $t.enabled }}
+{{- $dir := include "rocketq.tls.dir" . }}
+{{- $_ := set $values "tls_server_mode" $t.mode }}
+{{- $_ = set $values "tls_server_cert_path" (printf "%s/tls.crt" $dir) }}
+{{- $_ = set $values "tls_server_key_path" (printf "%s/tls.key" $dir) }}
+{{- $_ = set $values "tls_server_trust_cert_path" (printf "%s/ca.crt" $dir) }}
+{{- $_ = set $values "tls_server_need_client_auth" $t.clientAuth }}
+{{- $_ = set $values "tls_client_enable" true }}
+{{- $_ = set $values "tls_client_cert_path" (printf "%s/tls.crt" $dir) }}
+{{- $_ = set $values "tls_client_key_path" (printf "%s/tls.key" $dir) }}
+{{- $_ = set $values "tls_client_trust_cert_path" (printf "%s/ca.crt" $dir) }}
+{{- $_ = set $values "tls_client_verify_hostname" $t.verifyHostname }}
+{{- $_ = set $values "metrics_tls_enable" true }}
+{{- end }}
+{{- toJson $values }}
+{{- end }}
+
+{{/* The order the security keys are written in. */}}
+{{- define "rocketq.security.keys" -}}
+{{- $keys := list }}
+{{- if .Values.auth.enabled }}
+{{- $keys = list "authentication_enabled" "authorization_enabled" }}
+{{- end }}
+{{- if .Values.tls.enabled }}
+{{- $keys = concat $keys (list "tls_server_mode" "tls_server_cert_path" "tls_server_key_path" "tls_server_trust_cert_path" "tls_server_need_client_auth" "tls_client_enable" "tls_client_cert_path" "tls_client_key_path" "tls_client_trust_cert_path" "tls_client_verify_hostname" "metrics_tls_enable") }}
+{{- end }}
+{{- toJson $keys }}
+{{- end }}
+
+{{/* The Secrets holding the super user and the inner credentials. */}}
+{{- define "rocketq.auth.superUserSecret" -}}
+{{- .Values.auth.superUser.existingSecret | default (printf "%s-super-user" (include "rocketq.fullname" .)) }}
+{{- end }}
+
+{{- define "rocketq.auth.innerSecret" -}}
+{{- .Values.auth.innerCredentials.existingSecret | default (printf "%s-inner-credentials" (include "rocketq.fullname" .)) }}
+{{- end }}
+
+{{/*
+The environment a server takes its secrets from (auth on): the Secrets' keys, then
+init_authentication_user and inner_client_authentication_credentials as RocketMQ's JSON
+made of them (Kubernetes puts $(NAME) of variables defined above in place). The helper
+variables do not start with ROCKETQ_, which servers read as config keys.
+*/}}
+{{- define "rocketq.auth.env" -}}
+{{- if .Values.auth.enabled }}
+{{- $super := include "rocketq.auth.superUserSecret" . }}
+{{- $inner := include "rocketq.auth.innerSecret" . }}
+- name: RQ_SUPER_USER_NAME
+  valueFrom:
+    secretKeyRef:
+      name: {{ $super }}
+      key: username
+- name: RQ_SUPER_USER_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $super }}
+      key: password
+- name: ROCKETQ_INIT_AUTHENTICATION_USER
+  value: {{ `{"username": "$(RQ_SUPER_USER_NAME)", "password": "$(RQ_SUPER_USER_PASSWORD)"}` | squote }}
+- name: RQ_INNER_ACCESS_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ $inner }}
+      key: accessKey
+- name: RQ_INNER_SECRET_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ $inner }}
+      key: secretKey
+- name: ROCKETQ_INNER_CLIENT_AUTHENTICATION_CREDENTIALS
+  value: {{ `{"accessKey": "$(RQ_INNER_ACCESS_KEY)", "secretKey": "$(RQ_INNER_SECRET_KEY)"}` | squote }}
+{{- end }}
+{{- end }}
+
+{{/*
+The TLS Secret of a component: tls.existingSecret, else the one cert-manager writes for
+it. Argument: dict "root" "component" (nameserver or a broker group's name).
+*/}}
+{{- define "rocketq.tls.secret" -}}
+{{- .root.Values.tls.existingSecret | default (printf "%s-%s-tls" (include "rocketq.fullname" .root) .component) }}
+{{- end }}
+
+{{/* The name every certificate carries for the ServiceMonitor's check. */}}
+{{- define "rocketq.tls.releaseName" -}}
+{{- printf "%s.%s.svc.%s" (include "rocketq.fullname" .) .Release.Namespace .Values.clusterDomain }}
+{{- end }}
+
+{{/* The probes' scheme: HTTPS once the metrics port serves TLS. */}}
+{{- define "rocketq.probeScheme" -}}
+{{- ternary "HTTPS" "HTTP" (.Values.tls.enabled | default false) }}
 {{- end }}
 
 {{/*
@@ -249,6 +426,8 @@ then those of broker.config in alphabetical order.
 {{- $_ = set $values "broker_role" $b.role }}
 {{- $keys = concat $keys (list "ha_listen_port" "broker_role") }}
 {{- end }}
+{{- $values = merge $values (include "rocketq.security.values" $root | fromJson) }}
+{{- $keys = concat $keys (include "rocketq.security.keys" $root | fromJsonArray) }}
 {{- range $key := keys $b.config | sortAlpha }}
 {{- $_ := set $values $key (get $b.config $key) }}
 {{- $keys = append $keys $key }}
@@ -265,6 +444,8 @@ then those of broker.config in alphabetical order.
   "metrics_port" (int $n.ports.metrics)
   "kv_config_path" "/home/rocketq/namesrv/kvConfig.json" }}
 {{- $keys := list "listen_port" "bind_address" "metrics_port" "kv_config_path" }}
+{{- $values = merge $values (include "rocketq.security.values" . | fromJson) }}
+{{- $keys = concat $keys (include "rocketq.security.keys" . | fromJsonArray) }}
 {{- range $key := keys $n.config | sortAlpha }}
 {{- $_ := set $values $key (get $n.config $key) }}
 {{- $keys = append $keys $key }}
