@@ -47,7 +47,7 @@ def start_console(cluster: LocalCluster, *, ready_timeout: float = 30.0) -> Cons
     argv = [sys.executable, "-m", "rocketq.cli.main", "console"]
     argv += ["--namesrv", cluster.namesrv_addr, "--bind", HOST, "--port", str(port)]
     return start_sidecar(
-        NAME, _home(cluster.data_dir), argv, port=port, ready_path="/api/session",
+        NAME, _home(cluster.data_dir), argv, port=port, ready_path="/login",
         marker=_MARKER, ready_timeout=ready_timeout,
     )  # fmt: skip
 

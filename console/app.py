@@ -1,24 +1,33 @@
-"""The console's Starlette application: ``create_app(namesrv, users_file)``.
+"""The console's Starlette application: ``create_app(namesrv, users_file)``, and
+:func:`serve`, which runs it under uvicorn (over HTTPS with a certificate and key).
 
 One :class:`~rocketq.sdk.admin.Admin` per application, started in the lifespan on the
-server's event loop and shut down with it. Every page has a JSON twin under ``/api/``; both
-call the same data functions (cluster_view, dashboard_view, topics_view, groups_view,
-messages_view, dlq_view). The dashboard's sampler runs on the same loop, from startup to
-shutdown. Every POST carries the session's CSRF token; with ``users_file`` every change
-needs a logged-in user too.
+server's event loop and shut down with it; it and the console's producer sign their
+requests when the console is given credentials, and use TLS when told to. Every page has a
+JSON twin under ``/api/``; both call the same data functions (cluster_view, dashboard_view,
+topics_view, groups_view, messages_view, dlq_view, acl_view). The dashboard's sampler runs
+on the same loop, from startup to shutdown.
+
+Every request must name an allowed host (else 400: a DNS-rebound name never reaches a
+page). Every POST carries the session's CSRF token. Login is on with ``users_file`` and
+whenever the console signs its cluster calls: then every page and API call but the login
+page and the static files needs a logged-in user, and failed logins are limited per client
+address and per user name.
 """
 
 from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -26,6 +35,7 @@ from starlette.staticfiles import StaticFiles
 
 from rocketq.common.exceptions import RocketqError, TopicNotExistError
 from rocketq.console import (
+    acl_view,
     cluster_view,
     dashboard_view,
     dlq_view,
@@ -35,7 +45,18 @@ from rocketq.console import (
 )
 from rocketq.console.pages import HERE, error_response, render
 from rocketq.console.sampler import DEFAULT_INTERVAL, Sampler
-from rocketq.console.security import Users, actor, csrf_ok, csrf_token
+from rocketq.console.security import (
+    ClusterClient,
+    LoginLimiter,
+    LoginRequired,
+    Users,
+    actor,
+    csrf_ok,
+    csrf_token,
+    limiter_keys,
+    retry_after_header,
+    safe_next,
+)
 from rocketq.sdk.admin import Admin
 
 # -- login -------------------------------------------------------------------------------
@@ -44,22 +65,37 @@ from rocketq.sdk.admin import Admin
 async def login_page(request: Request) -> Response:
     if request.app.state.users is None:
         return render(request, "login.html", {"message": "Login is off (no --users file)."})
-    return render(request, "login.html", {"next": request.query_params.get("next", "/")})
+    target = safe_next(request.query_params.get("next", "/"))
+    return render(request, "login.html", {"next": target})
 
 
 async def login_post(request: Request) -> Response:
+    """Check a name and password (scrypt, in a worker thread). After too many failures from
+    one address or for one name within the limiter's window: 429 with Retry-After."""
     if not await csrf_ok(request):
         return error_response(request, 403, "the request carries no valid CSRF token")
     users: Users | None = request.app.state.users
+    limiter: LoginLimiter = request.app.state.login_limiter
     form = await request.form()
     name, password = str(form.get("username", "")), str(form.get("password", ""))
-    target = str(form.get("next", "/"))
-    if not target.startswith("/") or target.startswith("//"):
-        target = "/"
-    if users is None or not users.check(name, password):
+    target = safe_next(str(form.get("next", "/")))
+    keys = limiter_keys(request, name)
+    wait = limiter.retry_after(*keys)
+    if wait is not None:
+        response = render(
+            request,
+            "login.html",
+            {"next": target, "message": "Too many failed logins: try again later."},
+            429,
+        )
+        response.headers.update(retry_after_header(wait))
+        return response
+    if users is None or not await users.check_async(name, password):
+        limiter.failed(*keys)
         return render(
             request, "login.html", {"next": target, "message": "Wrong name or password."}, 401
         )
+    limiter.forget(keys[1])
     request.session.clear()
     request.session["user"] = name
     return RedirectResponse(target, status_code=303)
@@ -78,7 +114,7 @@ async def api_session(request: Request) -> Response:
         {
             "csrf_token": csrf_token(request),
             "user": actor(request),
-            "login_on": request.app.state.users is not None,
+            "login_on": request.app.state.login_on,
         }
     )
 
@@ -99,21 +135,52 @@ async def cluster_error(request: Request, exc: Exception) -> Response:
     return error_response(request, 502, f"the cluster answered with an error: {exc}")
 
 
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+
+
+def allowed_hosts_for(bind: str, extra: Sequence[str] = ()) -> list[str]:
+    """The Host header values the console answers: its bind address, the loopback names and
+    ``extra`` (``*.example.com`` matches subdomains; ``*`` turns the check off)."""
+    hosts = [f"[{bind}]" if ":" in bind else bind, *LOOPBACK_HOSTS, *extra]
+    return list(dict.fromkeys(h.strip().lower() for h in hosts if h.strip()))
+
+
 def create_app(
     namesrv: str,
     users_file: str | Path | None = None,
     *,
     secret: str | None = None,
     sample_interval: float = DEFAULT_INTERVAL,
+    bind: str = "127.0.0.1",
+    allowed_hosts: Sequence[str] = (),
+    https: bool = False,
+    cluster_client: ClusterClient | None = None,
+    login_limiter: LoginLimiter | None = None,
 ) -> Starlette:
-    """The console for the cluster whose nameserver(s) are ``namesrv``. ``users_file`` turns
-    login on; ``secret`` signs session cookies (random per process when not given);
-    ``sample_interval`` is the dashboard's seconds between samples."""
+    """The console for the cluster whose nameserver(s) are ``namesrv``.
+
+    ``users_file`` turns login on; ``secret`` signs session cookies (random per process
+    when not given); ``sample_interval`` is the dashboard's seconds between samples;
+    ``bind`` and ``allowed_hosts`` make the Host check's list (:func:`allowed_hosts_for`);
+    ``https`` marks the session cookie ``Secure`` (set it when serving over TLS);
+    ``cluster_client`` is the credentials and TLS settings of the console's own cluster
+    calls (by default the environment's credentials, if any). A console that signs its
+    calls needs ``users_file``: ValueError without it. ``login_limiter`` counts failed
+    logins (5 a minute per address and per name by default).
+    """
     users = Users.load(users_file) if users_file is not None else None
+    client = cluster_client if cluster_client is not None else ClusterClient()
+    credentials = client.credentials()
+    if credentials is not None and users is None:
+        raise ValueError(
+            "the console signs its cluster calls with an access key, so anyone reaching it "
+            "would act as that key: give --users FILE to require a login"
+        )
+    sdk_settings: dict[str, Any] = client.sdk_settings(credentials)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        admin = Admin(namesrv)
+        admin = Admin(namesrv, **sdk_settings)
         await admin.start()
         app.state.admin = admin
         sampler = Sampler(admin, interval=sample_interval)
@@ -136,22 +203,29 @@ def create_app(
         *groups_view.ROUTES,
         *messages_view.ROUTES,
         *dlq_view.ROUTES,
+        *acl_view.ROUTES,
         Route("/login", login_page),
         Route("/login", login_post, methods=["POST"]),
         Route("/logout", logout, methods=["POST"]),
         Route("/api/session", api_session),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
+    login_on = users is not None
+    middleware = [
+        Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts_for(bind, allowed_hosts)),
+        Middleware(
+            SessionMiddleware,
+            secret_key=secret or secrets.token_hex(32),
+            session_cookie="rocketq_console",
+            same_site="strict",
+            https_only=https,
+        ),
+    ]
+    if login_on:
+        middleware.append(Middleware(LoginRequired))
     app = Starlette(
         routes=routes,
-        middleware=[
-            Middleware(
-                SessionMiddleware,
-                secret_key=secret or secrets.token_hex(32),
-                session_cookie="rocketq_console",
-                same_site="strict",
-            )
-        ],
+        middleware=middleware,
         exception_handlers={
             HTTPException: http_error,
             TopicNotExistError: not_found_topic,
@@ -161,5 +235,62 @@ def create_app(
     )
     app.state.namesrv = namesrv
     app.state.users = users
+    app.state.login_on = login_on
+    app.state.login_limiter = login_limiter if login_limiter is not None else LoginLimiter()
+    app.state.sdk_settings = sdk_settings
     app.state.producer = None
     return app
+
+
+def uvicorn_config(
+    app: Starlette,
+    *,
+    host: str,
+    port: int,
+    tls_cert: str | Path | None = None,
+    tls_key: str | Path | None = None,
+    log_level: str = "info",
+) -> Any:
+    """uvicorn's config for the console: HTTPS when given a certificate and its key (both or
+    neither: ValueError)."""
+    import uvicorn
+
+    if (tls_cert is None) != (tls_key is None):
+        raise ValueError("HTTPS needs both --tls-cert and --tls-key")
+    ssl: dict[str, Any] = {}
+    if tls_cert is not None and tls_key is not None:
+        for label, path in (("--tls-cert", tls_cert), ("--tls-key", tls_key)):
+            if not Path(path).is_file():
+                raise ValueError(f"{label} {path}: no such file")
+        ssl = {"ssl_certfile": str(tls_cert), "ssl_keyfile": str(tls_key)}
+    return uvicorn.Config(app, host=host, port=port, log_level=log_level, **ssl)
+
+
+def serve(
+    namesrv: str,
+    users_file: str | Path | None = None,
+    *,
+    bind: str = "127.0.0.1",
+    port: int = 8080,
+    allowed_hosts: Sequence[str] = (),
+    tls_cert: str | Path | None = None,
+    tls_key: str | Path | None = None,
+    cluster_client: ClusterClient | None = None,
+    secret: str | None = None,
+) -> None:
+    """Run the console until interrupted: :func:`create_app` under uvicorn, over HTTPS (and
+    with ``Secure`` cookies) when given ``tls_cert`` and ``tls_key``. Raises ValueError or
+    OSError for bad options or files before listening."""
+    import uvicorn
+
+    app = create_app(
+        namesrv,
+        users_file,
+        secret=secret,
+        bind=bind,
+        allowed_hosts=allowed_hosts,
+        https=tls_cert is not None,
+        cluster_client=cluster_client,
+    )
+    config = uvicorn_config(app, host=bind, port=port, tls_cert=tls_cert, tls_key=tls_key)
+    uvicorn.Server(config).run()

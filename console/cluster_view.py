@@ -1,5 +1,7 @@
 """The cluster page (``/``, ``/api/cluster``) and a broker's page: every broker from
-``Admin.cluster_list()`` with what its runtime table reports, and the Raft members.
+``Admin.cluster_list()`` with what its runtime table reports, the Raft members, and whether
+authentication and authorization are on (each broker's config in effect, its
+``authentication_enabled`` and ``authorization_enabled`` keys).
 
 A broker that does not answer keeps its row, with the error, and the others are still
 shown; what a broker does not report (version, TPS) is ``None`` in the API, "not
@@ -8,7 +10,8 @@ reported" on the page, never a guess.
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, Final
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -87,16 +90,71 @@ def raft_row(b: BrokerInfo) -> dict[str, Any] | None:
     }
 
 
+AUTH_KEYS: Final = {
+    "authentication": "authentication_enabled",
+    "authorization": "authorization_enabled",
+}
+UNKNOWN: Final = "unknown"
+
+
+def switch(config: dict[str, str] | None, key: str) -> str:
+    """The switch as "on", "off", or "unknown" (config unread, or without the key)."""
+    value = (config or {}).get(key, "").strip().lower()
+    if value in ("true", "1"):
+        return "on"
+    if value in ("false", "0"):
+        return "off"
+    return UNKNOWN
+
+
+def summary(states: list[str]) -> str:
+    """One word for the cluster: every broker's, "mixed" when they differ, "unknown" when
+    no broker says."""
+    known = set(states) - {UNKNOWN}
+    if not known:
+        return UNKNOWN
+    if len(known) == 1 and UNKNOWN not in states:
+        return known.pop()
+    return "mixed"
+
+
+async def auth_states(admin: Admin, rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Fill each answering broker's row with its authentication and authorization switches
+    (read from its config concurrently); the cluster's summary of each."""
+
+    async def config_of(row: dict[str, Any]) -> dict[str, str] | None:
+        if row["error"]:
+            return None
+        try:
+            return await admin.broker_config(row["addr"])
+        except RocketqError:
+            return None
+
+    configs = await asyncio.gather(*(config_of(r) for r in rows))
+    for row, config in zip(rows, configs, strict=True):
+        for name, key in AUTH_KEYS.items():
+            row[name] = switch(config, key)
+    return {name: summary([r[name] for r in rows]) for name in AUTH_KEYS}
+
+
 async def cluster_data(admin: Admin) -> dict[str, Any]:
-    """The brokers, the ones that did not answer, and the Raft members."""
+    """The brokers, the ones that did not answer, the Raft members, and whether
+    authentication and authorization are on."""
     try:
         brokers = await admin.cluster_list()
     except RocketqError as exc:
-        return {"brokers": [], "down": [], "raft": [], "error": f"nameserver: {exc}"}
+        return {
+            "brokers": [],
+            "down": [],
+            "raft": [],
+            "auth": {name: UNKNOWN for name in AUTH_KEYS},
+            "error": f"nameserver: {exc}",
+        }
     rows = [broker_row(b) for b in brokers]
     raft = [r for r in map(raft_row, brokers) if r is not None]
     down = [f"{r['broker_name']}/{r['broker_id']} ({r['addr']})" for r in rows if r["error"]]
-    return {"brokers": rows, "down": down, "raft": raft, "error": None}
+    auth = await auth_states(admin, rows)
+    return {"brokers": rows, "down": down, "raft": raft, "auth": auth, "error": None}
 
 
 async def cluster_page(request: Request) -> Response:

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
-from rocketq.console.security import CSRF_FIELD, Users, csrf_ok, csrf_token, current_user
+from rocketq.console.security import CSRF_FIELD, csrf_ok, csrf_token, current_user
 from rocketq.sdk.admin import Admin
 
 HERE: Final = Path(__file__).resolve().parent
@@ -22,6 +22,7 @@ NAV: Final = (
     ("/groups", "Consumer groups"),
     ("/messages", "Messages"),
     ("/dlq", "Dead letters"),
+    ("/acl", "Users & ACL"),
 )
 
 
@@ -33,12 +34,11 @@ def render(
     request: Request, name: str, context: dict[str, Any] | None = None, status: int = 200
 ) -> Response:
     """A page, with what the layout needs: the nav, the user and the CSRF token."""
-    users: Users | None = request.app.state.users
     ctx = {
         "nav": NAV,
         "path": request.url.path,
         "user": current_user(request),
-        "login_on": users is not None,
+        "login_on": request.app.state.login_on,
         "csrf_field": CSRF_FIELD,
         "csrf_token": csrf_token(request),
         **(context or {}),
@@ -62,7 +62,7 @@ async def refuse_change(request: Request) -> Response | None:
     """None when a change may go ahead: a valid CSRF token and, with login on, a user."""
     if not await csrf_ok(request):
         return error_response(request, 403, "the request carries no valid CSRF token")
-    if request.app.state.users is not None and current_user(request) is None:
+    if request.app.state.login_on and current_user(request) is None:
         if is_api(request):
             return JSONResponse({"error": "log in first"}, status_code=401)
         return RedirectResponse(f"/login?next={request.url.path}", status_code=303)

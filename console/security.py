@@ -1,17 +1,30 @@
 """The console's safety: users and their scrypt password hashes (``--users FILE``), the
-login check for changes, and the per-session token every POST must carry (CSRF)."""
+login every request needs once login is on, the limit on failed logins, the per-session
+token every POST must carry (CSRF), and the credentials and TLS settings the console's own
+cluster calls use."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import logging
+import math
+import os
 import secrets
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
+from urllib.parse import quote
 
 from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from rocketq.auth.credentials import Credentials, load_credentials
 
 log = logging.getLogger("rocketq.console")
 
@@ -73,6 +86,170 @@ class Users:
             verify_password(password, hash_password("", salt=b"0" * 16))
             return False
         return verify_password(password, stored)
+
+    async def check_async(self, name: str, password: str) -> bool:
+        """:meth:`check` in a worker thread: scrypt takes tens of milliseconds of CPU, which
+        would stall every other request if it ran on the event loop."""
+        return await asyncio.to_thread(self.check, name, password)
+
+
+class LoginLimiter:
+    """Failed logins counted per key (a client address, a user name): after
+    ``max_failures`` failures within ``window`` seconds a key is refused until the oldest
+    of them is ``window`` seconds old. At most ``max_keys`` keys are remembered (the least
+    recently seen is forgotten first), each with at most ``max_failures`` times, so an
+    attacker cannot grow the console's memory. ``clock`` is the monotonic seconds source."""
+
+    def __init__(
+        self,
+        *,
+        max_failures: int = 5,
+        window: float = 60.0,
+        max_keys: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_failures < 1 or window <= 0 or max_keys < 1:
+            raise ValueError("max_failures, window and max_keys must be positive")
+        self.max_failures = max_failures
+        self.window = window
+        self.max_keys = max_keys
+        self.clock = clock
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._failures)
+
+    def _recent(self, key: str, now: float) -> deque[float] | None:
+        times = self._failures.get(key)
+        if times is None:
+            return None
+        while times and now - times[0] >= self.window:
+            times.popleft()
+        if not times:
+            del self._failures[key]
+            return None
+        return times
+
+    def retry_after(self, *keys: str) -> float | None:
+        """Seconds until every one of ``keys`` may try again; None when all may now."""
+        now = self.clock()
+        wait = 0.0
+        for key in keys:
+            times = self._recent(key, now)
+            if times is not None and len(times) >= self.max_failures:
+                wait = max(wait, times[0] + self.window - now)
+        return wait if wait > 0 else None
+
+    def failed(self, *keys: str) -> None:
+        """Count one failed login against each of ``keys``."""
+        now = self.clock()
+        for key in keys:
+            times = self._recent(key, now)
+            if times is None:
+                times = self._failures[key] = deque(maxlen=self.max_failures)
+            else:
+                self._failures.move_to_end(key)
+            times.append(now)
+            while len(self._failures) > self.max_keys:
+                self._failures.popitem(last=False)
+
+    def forget(self, key: str) -> None:
+        """Clear a key's failures (a user who logged in)."""
+        self._failures.pop(key, None)
+
+
+def limiter_keys(request: Request, name: str) -> tuple[str, str]:
+    """The keys a login attempt counts against: its client address and the user name."""
+    client = request.client.host if request.client is not None else "unknown"
+    return f"address:{client}", f"user:{name[:256]}"
+
+
+def retry_after_header(seconds: float) -> dict[str, str]:
+    return {"Retry-After": str(max(1, math.ceil(seconds)))}
+
+
+def safe_next(target: str) -> str:
+    """Where to go after the login: a path on this site, never another site."""
+    if not target.startswith("/") or target.startswith(("//", "/\\")):
+        return "/"
+    return target
+
+
+def anonymous_allowed(path: str) -> bool:
+    """The only paths anyone may reach once login is on: the login page (and its POST) and
+    the static style sheet and script."""
+    if path == "/login":
+        return True
+    return path.startswith("/static/") and path.endswith((".css", ".js")) and ".." not in path
+
+
+class LoginRequired:
+    """ASGI middleware (inside the session middleware): with login on, every request but
+    :func:`anonymous_allowed`'s needs a logged-in session; the JSON API answers 401, a page
+    sends the browser to the login page and back afterwards."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or anonymous_allowed(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        session = scope.get("session") or {}
+        if isinstance(session.get("user"), str):
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        response: Response
+        if path.startswith("/api/"):
+            response = JSONResponse({"error": "log in first"}, status_code=401)
+        else:
+            target = path
+            if scope.get("query_string") and scope.get("method") in ("GET", "HEAD"):
+                target += "?" + scope["query_string"].decode("latin-1")
+            response = RedirectResponse(f"/login?next={quote(target, safe='')}", 303)
+        await response(scope, receive, send)
+
+
+@dataclass(frozen=True)
+class ClusterClient:
+    """How the console's own cluster calls (its Admin and its producer) identify themselves:
+    an access key and secret (else ``ROCKETQ_ACCESS_KEY``/``ROCKETQ_SECRET_KEY``, else a
+    credentials file, as the SDK finds them) and TLS settings. With credentials the
+    console signs every request, so it requires a login of its own users."""
+
+    access_key: str | None = None
+    secret_key: str | None = None
+    credentials_file: str | None = None
+    tls: bool = False
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_verify_hostname: bool = True
+
+    def credentials(self, environ: Mapping[str, str] | None = None) -> Credentials | None:
+        """The credentials the console signs with; None when nothing is configured.
+        Raises ValueError for half a pair or a bad credentials file."""
+        return load_credentials(
+            self.access_key,
+            self.secret_key,
+            self.credentials_file,
+            environ=os.environ if environ is None else environ,
+        )
+
+    def sdk_settings(self, credentials: Credentials | None) -> dict[str, Any]:
+        """The keyword arguments for the SDK's Admin and Producer: only what is set."""
+        out: dict[str, Any] = {}
+        if credentials is not None:
+            out["access_key"] = credentials.access_key
+            out["secret_key"] = credentials.secret_key
+        if self.tls:
+            out["tls"] = True
+            out["tls_verify_hostname"] = self.tls_verify_hostname
+            for key in ("tls_ca_file", "tls_cert_file", "tls_key_file"):
+                if (value := getattr(self, key)) is not None:
+                    out[key] = value
+        return out
 
 
 def csrf_token(request: Request) -> str:

@@ -144,7 +144,11 @@ async def producer_of(app: Starlette) -> Producer:
         lock: asyncio.Lock = app.state.__dict__.setdefault("producer_lock", asyncio.Lock())
         async with lock:
             if app.state.producer is None:
-                started = Producer(group=CONSOLE_PRODUCER_GROUP, namesrv=app.state.namesrv)
+                started = Producer(
+                    group=CONSOLE_PRODUCER_GROUP,
+                    namesrv=app.state.namesrv,
+                    **app.state.sdk_settings,
+                )
                 await started.start()
                 app.state.producer = started
     producer: Producer = app.state.producer

@@ -4,6 +4,7 @@ the launcher once for the module), through Starlette's TestClient."""
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,15 +28,38 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         yield started
 
 
+# The console answers only the Host names it is told of (by default its bind address and the
+# loopback names), not TestClient's default "testserver".
+LOCAL = "http://localhost"
+
+
 @pytest.fixture(scope="module")
 def client(cluster: LocalCluster) -> Iterator[TestClient]:
-    with TestClient(create_app(cluster.namesrv_addr)) as c:
+    with TestClient(create_app(cluster.namesrv_addr), base_url=LOCAL) as c:
         yield c
 
 
 def token(client: TestClient) -> str:
     value: str = client.get("/api/session").json()["csrf_token"]
     return value
+
+
+def login_token(client: TestClient) -> str:
+    """The session's CSRF token as the login page carries it (what an anonymous browser
+    sees once login is on)."""
+    page = client.get("/login")
+    found = re.search(r'<meta name="csrf-token" content="([^"]+)">', page.text)
+    assert page.status_code == 200 and found is not None, page.text
+    return found.group(1)
+
+
+def log_in(client: TestClient, name: str, password: str) -> None:
+    resp = client.post(
+        "/login",
+        data={"username": name, "password": password, "csrf_token": login_token(client)},
+        follow_redirects=False,
+    )
+    assert resp.status_code == 303, resp.text
 
 
 def api_post(client: TestClient, url: str, body: dict[str, object]) -> object:
@@ -50,6 +74,9 @@ def test_the_cluster_page_lists_every_broker(client: TestClient) -> None:
     data = client.get("/api/cluster").json()
     names = sorted(b["broker_name"] for b in data["brokers"])
     assert names == ["broker-a", "broker-b"] and data["down"] == [] and data["error"] is None
+    # The cluster runs without authentication: every broker's config says so.
+    assert data["auth"] == {"authentication": "off", "authorization": "off"}
+    assert all(b["authentication"] == b["authorization"] == "off" for b in data["brokers"])
     a = next(b for b in data["brokers"] if b["broker_name"] == "broker-a")
     assert a["role"] == "ASYNC_MASTER" and a["commit_log_max"] is not None
     assert a["replication_lag"] == "no slave"
@@ -62,6 +89,7 @@ def test_the_cluster_page_lists_every_broker(client: TestClient) -> None:
     page = client.get("/")
     assert page.status_code == 200
     assert "broker-a" in page.text and "broker-b" in page.text and "Raft" not in page.text
+    assert 'Authentication: <strong class="auth-off">off</strong>' in page.text
     for path in ("/static/console.css", "/static/console.js"):
         assert client.get(path).status_code == 200
 
@@ -202,7 +230,7 @@ def test_a_post_without_the_csrf_token_is_refused(client: TestClient) -> None:
     assert client.delete("/api/topics/TBW102").status_code == 403
     # Another browser (no session) with this session's token is refused too; the check comes
     # before any cluster call, so this client need not run the app's lifespan.
-    other = TestClient(client.app)
+    other = TestClient(client.app, base_url=LOCAL)
     stolen = other.post("/api/topics", json=body, headers={CSRF_HEADER: token(client)})
     assert stolen.status_code == 403
     assert "ConsoleForged" not in str(client.get("/api/topics").json())
@@ -215,28 +243,45 @@ def test_password_hashes() -> None:
     assert hash_password("x") != hash_password("x")  # salted
 
 
-def test_with_users_every_change_needs_a_login(
+def test_with_users_every_page_and_change_needs_a_login(
     cluster: LocalCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     users_file = tmp_path / "users"
     users_file.write_text(f"# console users\nalice:{hash_password('wonderland')}\n")
     assert set(Users.load(users_file).hashes) == {"alice"}
-    with TestClient(create_app(cluster.namesrv_addr, users_file)) as c:
-        assert c.get("/").status_code == 200  # reading needs no login
+    with TestClient(create_app(cluster.namesrv_addr, users_file), base_url=LOCAL) as c:
+        # Reading needs a login too: a page sends the browser to the login and back.
+        first = c.get("/topics?kind=system", follow_redirects=False)
+        assert first.status_code == 303
+        assert first.headers["location"] == "/login?next=%2Ftopics%3Fkind%3Dsystem"
+        assert c.get("/api/cluster").status_code == 401
+        assert c.get("/api/session").status_code == 401
         body = {"topic": "ConsoleAuth", "read_queue_nums": 1}
-        assert c.post("/api/topics", json=body, headers={CSRF_HEADER: token(c)}).status_code == 401
-        page = c.post("/topics", data={**body, "csrf_token": token(c)}, follow_redirects=False)
+        anon = c.post("/api/topics", json=body, headers={CSRF_HEADER: login_token(c)})
+        assert anon.status_code == 401
+        page = c.post(
+            "/topics", data={**body, "csrf_token": login_token(c)}, follow_redirects=False
+        )
         assert page.status_code == 303 and page.headers["location"].startswith("/login")
-        bad = c.post("/login", data={"username": "alice", "password": "no", "csrf_token": token(c)})
+        bad = c.post(
+            "/login",
+            data={"username": "alice", "password": "no", "csrf_token": login_token(c)},
+        )
         assert bad.status_code == 401
         forged = c.post("/login", data={"username": "alice", "password": "wonderland"})
         assert forged.status_code == 403
         ok = c.post(
             "/login",
-            data={"username": "alice", "password": "wonderland", "csrf_token": token(c)},
+            data={
+                "username": "alice",
+                "password": "wonderland",
+                "csrf_token": login_token(c),
+                "next": "/topics?kind=system",
+            },
             follow_redirects=False,
         )
-        assert ok.status_code == 303
+        assert ok.status_code == 303 and ok.headers["location"] == "/topics?kind=system"
+        assert c.get("/topics?kind=system").status_code == 200
         assert c.get("/api/session").json()["user"] == "alice"
         with caplog.at_level(logging.INFO, logger="rocketq.console"):
             made = c.post("/api/topics", json=body, headers={CSRF_HEADER: token(c)})
@@ -244,7 +289,7 @@ def test_with_users_every_change_needs_a_login(
         assert "change by alice: update-topic" in caplog.text
         out = c.post("/logout", data={"csrf_token": token(c)}, follow_redirects=False)
         assert out.status_code == 303
-        again = c.delete("/api/topics/ConsoleAuth", headers={CSRF_HEADER: token(c)})
+        again = c.delete("/api/topics/ConsoleAuth", headers={CSRF_HEADER: login_token(c)})
         assert again.status_code == 401
 
 
@@ -270,22 +315,20 @@ def test_with_users_every_change_route_is_refused_without_a_session_or_token(
 ) -> None:
     users_file = tmp_path / "users"
     users_file.write_text(f"bob:{hash_password('builder')}\n")
-    with TestClient(create_app(cluster.namesrv_addr, users_file)) as c:
+    with TestClient(create_app(cluster.namesrv_addr, users_file), base_url=LOCAL) as c:
         for method, path in CHANGES:
             api = path.startswith("/api/")
             # No session: the API answers 401, a page sends the browser to the login.
             if api:
-                r = c.request(method, path, json={}, headers={CSRF_HEADER: token(c)})
+                r = c.request(method, path, json={}, headers={CSRF_HEADER: login_token(c)})
                 assert r.status_code == 401, (path, r.text)
             else:
-                r = c.request(method, path, data={"csrf_token": token(c)}, follow_redirects=False)
+                r = c.request(
+                    method, path, data={"csrf_token": login_token(c)}, follow_redirects=False
+                )
                 assert r.status_code == 303, (path, r.text)
                 assert r.headers["location"].startswith("/login")
-        c.post(
-            "/login",
-            data={"username": "bob", "password": "builder", "csrf_token": token(c)},
-            follow_redirects=False,
-        )
+        log_in(c, "bob", "builder")
         assert c.get("/api/session").json()["user"] == "bob"
         for method, path in CHANGES:
             # Logged in, but the request does not carry this session's token: forged.

@@ -19,6 +19,7 @@ from rocketq.console.app import create_app
 from rocketq.console.sampler import Sample, point_between, points_of, top_topics
 from rocketq.sdk.admin import Admin
 from rocketq.sdk.background_loop import run_blocking
+from tests.console.test_api import LOCAL
 from tests.integration.conftest import SMALL_STORE
 
 TOPIC = "ConsoleDash"
@@ -72,7 +73,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 def test_before_two_samples_the_page_says_it_is_collecting(cluster: LocalCluster) -> None:
-    with TestClient(create_app(cluster.namesrv_addr, sample_interval=60.0)) as client:
+    with TestClient(
+        create_app(cluster.namesrv_addr, sample_interval=60.0), base_url=LOCAL
+    ) as client:
         data = client.get("/api/dashboard").json()
         assert data["samples"] <= 1 and data["timestamps"] == [] and data["interval_seconds"] == 60
         page = client.get("/dashboard")
@@ -108,7 +111,7 @@ def test_the_dashboard_charts_broker_and_topic_tps(cluster: LocalCluster) -> Non
     ns = cluster.namesrv_addr
     consumer = run_blocking(start_consumer(ns))
     try:
-        with TestClient(create_app(ns, sample_interval=0.3)) as client:
+        with TestClient(create_app(ns, sample_interval=0.3), base_url=LOCAL) as client:
             run_blocking(send(ns, 50))
 
             def figures() -> dict[str, Any]:

@@ -17,7 +17,7 @@ from rocketq.console.app import create_app
 from rocketq.console.security import CSRF_HEADER
 from rocketq.sdk.admin import Admin
 from rocketq.sdk.background_loop import run_blocking
-from tests.console.test_api import token
+from tests.console.test_api import LOCAL, token
 from tests.dead_letters import consume_fixed, fill_dlq
 from tests.integration.conftest import SMALL_STORE
 from tests.integration.waiting import wait_until
@@ -39,7 +39,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 @pytest.fixture(scope="module")
 def client(cluster: LocalCluster) -> Iterator[TestClient]:
-    with TestClient(create_app(cluster.namesrv_addr)) as c:
+    with TestClient(create_app(cluster.namesrv_addr), base_url=LOCAL) as c:
         yield c
 
 
