@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable, Iterable
 
 from rocketq.common.exceptions import (
+    ConfigError,
     ConnectBrokerError,
     ConsumerNotOnlineError,
     MessageIllegalError,
@@ -29,9 +31,12 @@ from rocketq.common.record import decode_records
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.route_data import TopicRouteData
 from rocketq.sdk import admin_wire as aw
+from rocketq.sdk import auth_wire as auw
 from rocketq.sdk.admin_types import BrokerInfo, MessageTrack, QueueOffsets, QueueProgress
+from rocketq.sdk.auth_wire import AclInfo, UserInfo
 from rocketq.sdk.client import ClientInstance
 from rocketq.sdk.client_wire import search_offset_request
+from rocketq.sdk.security import SecurityConfig, client_security
 from rocketq.sdk.settings import resolve_namesrv
 from rocketq.sdk.trace import TraceEvent, parse_events
 from rocketq.sdk.wire import PullOutcome, pull_request
@@ -39,11 +44,13 @@ from rocketq.sdk.wire import PullOutcome, pull_request
 __all__ = [
     "CLIENT_CALL_TIMEOUT",
     "TOOLS_GROUP",
+    "AclInfo",
     "Admin",
     "BrokerInfo",
     "MessageTrack",
     "QueueOffsets",
     "QueueProgress",
+    "UserInfo",
 ]
 
 # The group admin reads run as (RocketMQ's tools use it too); it never commits an offset.
@@ -63,19 +70,57 @@ class Admin:
         namesrv: Nameserver address(es), ``host:port`` separated by ``;``; when None, the
             ``NAMESRV_ADDR`` environment variable.
         timeout: Seconds each request to a nameserver or broker may take.
+        access_key: The access key every request is signed with; None:
+            ``ROCKETQ_ACCESS_KEY`` or the credentials file (see :mod:`rocketq.sdk.security`).
+        secret_key: Its secret key; None: ``ROCKETQ_SECRET_KEY`` or the credentials file.
+        credentials_file: A TOML file of ``access_key`` and ``secret_key``; None:
+            ``ROCKETQ_CREDENTIALS_FILE``, else ``~/.rocketq/credentials`` when it exists.
+        tls: Connect to nameservers and brokers over TLS.
+        tls_ca_file: The CA certificates a server's certificate must chain to (empty: the
+            system's).
+        tls_cert_file: A client certificate, for servers that ask for one.
+        tls_key_file: The private key of ``tls_cert_file``.
+        tls_verify_hostname: Check that a server's certificate names its address.
 
     Raises:
-        ConfigError: No nameserver address.
+        ConfigError: No nameserver address, half a key pair, an unreadable credentials
+            file, or a TLS file that is missing or does not load.
 
     Attributes:
         namesrv: The nameserver address(es) used.
         client: The connection to the cluster.
         timeout: Seconds each request may take.
+        security: The credential and TLS settings.
     """
 
-    def __init__(self, namesrv: str | None = None, *, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        namesrv: str | None = None,
+        *,
+        timeout: float = 5.0,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        credentials_file: str | None = None,
+        tls: bool = False,
+        tls_ca_file: str = "",
+        tls_cert_file: str = "",
+        tls_key_file: str = "",
+        tls_verify_hostname: bool = True,
+    ) -> None:
         self.namesrv = resolve_namesrv(namesrv, "Admin")
-        self.client = ClientInstance(self.namesrv, timeout=timeout)
+        self.security = SecurityConfig(
+            access_key=access_key,
+            secret_key=secret_key,
+            credentials_file=credentials_file,
+            tls=tls,
+            tls_ca_file=tls_ca_file,
+            tls_cert_file=tls_cert_file,
+            tls_key_file=tls_key_file,
+            tls_verify_hostname=tls_verify_hostname,
+        )
+        self.client = ClientInstance(
+            self.namesrv, timeout=timeout, security=client_security(self.security, "Admin")
+        )
         self.timeout = timeout
 
     async def start(self) -> None:
@@ -591,3 +636,192 @@ class Admin:
                         runtime = {"error": str(exc)}
                     out.append(BrokerInfo(cluster, name, bid, addr, runtime))
         return out
+
+    # -- users and ACLs (ACL 2.0) -------------------------------------------------------
+
+    async def _auth_targets(self, cluster: str | None, broker_addr: str | None) -> list[str]:
+        """The brokers a user or ACL change goes to: ``broker_addr``, else every master of
+        ``cluster`` (or of every cluster), as mqadmin's -b / -c."""
+        if broker_addr:
+            return [broker_addr]
+        targets = list((await self._masters(cluster)).values())
+        if not targets:
+            raise RocketqError("no broker master is registered with the nameserver")
+        return targets
+
+    async def _apply(
+        self, cluster: str | None, broker_addr: str | None, req: Callable[[], RemotingCommand]
+    ) -> list[str]:
+        targets = await self._auth_targets(cluster, broker_addr)
+        for addr in targets:
+            aw.parse_ok(await self._ask(addr, req()))
+        return targets
+
+    async def create_user(
+        self,
+        username: str,
+        password: str,
+        user_type: str = "Normal",
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+    ) -> list[str]:
+        """Create a user (its name is the access key clients sign with, its password the
+        secret key) on ``broker_addr``, else on every master of ``cluster`` (or of every
+        cluster); the brokers written to. ``user_type``: ``Normal`` or ``Super``.
+
+        Raises:
+            ConfigError: An unknown user type, or an empty name or password.
+            NoPermissionError: The admin's credentials may not manage users.
+        """
+        if not username or not password:
+            raise ConfigError("a user needs a name and a password")
+        doc = auw.user_doc(username, password, auw.user_type(user_type))
+        return await self._apply(cluster, broker_addr, lambda: auw.create_user_request(doc))
+
+    async def update_user(
+        self,
+        username: str,
+        password: str | None = None,
+        user_type: str | None = None,
+        user_status: str | None = None,
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+    ) -> list[str]:
+        """Change a user's password, type (``Normal``/``Super``) or status
+        (``enable``/``disable``): what is None stays as it is. Goes where
+        :meth:`create_user` goes; the brokers written to."""
+        doc = auw.user_doc(
+            username,
+            password,
+            None if user_type is None else auw.user_type(user_type),
+            None if user_status is None else auw.user_status(user_status),
+        )
+        return await self._apply(cluster, broker_addr, lambda: auw.update_user_request(doc))
+
+    async def delete_user(
+        self, username: str, *, cluster: str | None = None, broker_addr: str | None = None
+    ) -> list[str]:
+        """Delete a user where :meth:`create_user` goes; the brokers written to."""
+        return await self._apply(cluster, broker_addr, lambda: auw.delete_user_request(username))
+
+    async def get_user(
+        self, username: str, *, cluster: str | None = None, broker_addr: str | None = None
+    ) -> UserInfo | None:
+        """A user as ``broker_addr`` (else the first master of ``cluster``, by broker name)
+        has it; None when it has no such user."""
+        addr = (await self._auth_targets(cluster, broker_addr))[0]
+        return auw.parse_user(await self._ask(addr, auw.get_user_request(username)))
+
+    async def list_users(
+        self, filter: str = "", *, cluster: str | None = None, broker_addr: str | None = None
+    ) -> list[UserInfo]:
+        """The users (those whose name contains ``filter``) of ``broker_addr``, else of the
+        first master of ``cluster``, by name."""
+        addr = (await self._auth_targets(cluster, broker_addr))[0]
+        return auw.parse_users(await self._ask(addr, auw.list_users_request(filter)))
+
+    def _acl_doc(
+        self,
+        subject: str,
+        resources: str | Iterable[str],
+        actions: str | Iterable[str],
+        source_ips: str | Iterable[str],
+        decision: str,
+    ) -> dict[str, object]:
+        listed = [auw.resource(r) for r in _split(resources)]
+        if not listed:
+            raise ConfigError("an ACL needs at least one resource (e.g. Topic:orders)")
+        return auw.acl_doc(
+            auw.subject(subject),
+            listed,
+            auw.actions(_split(actions)),
+            _split(source_ips),
+            auw.decision(decision),
+        )
+
+    async def create_acl(
+        self,
+        subject: str,
+        resources: str | Iterable[str],
+        actions: str | Iterable[str],
+        source_ips: str | Iterable[str] = (),
+        decision: str = "Allow",
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+    ) -> list[str]:
+        """Give ``subject`` (``User:alice``) a policy: for each resource (``Topic:orders``,
+        ``Group:g*``, ``*``; a list, or one comma-separated string) the ``actions`` (``Pub``,
+        ``Sub``, ``Create``, ``Update``, ``Delete``, ``Get``, ``List``, ``All``) are
+        allowed or denied (``decision``), from ``source_ips`` (addresses or CIDR blocks;
+        none: any). Goes to ``broker_addr``, else to every master of ``cluster`` (or of
+        every cluster); the brokers written to.
+
+        Raises:
+            ConfigError: A subject, resource, action or decision RocketMQ does not know.
+            NoPermissionError: The admin's credentials may not manage ACLs.
+        """
+        doc = self._acl_doc(subject, resources, actions, source_ips, decision)
+        return await self._apply(cluster, broker_addr, lambda: auw.create_acl_request(doc))
+
+    async def update_acl(
+        self,
+        subject: str,
+        resources: str | Iterable[str],
+        actions: str | Iterable[str],
+        source_ips: str | Iterable[str] = (),
+        decision: str = "Allow",
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+    ) -> list[str]:
+        """Replace what ``subject``'s policy says of these resources (the arguments of
+        :meth:`create_acl`); the brokers written to."""
+        doc = self._acl_doc(subject, resources, actions, source_ips, decision)
+        return await self._apply(cluster, broker_addr, lambda: auw.update_acl_request(doc))
+
+    async def delete_acl(
+        self,
+        subject: str,
+        resource: str | None = None,
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+    ) -> list[str]:
+        """Delete what ``subject``'s ACL says of ``resource``, or (None) its whole ACL,
+        where :meth:`create_acl` goes; the brokers written to."""
+        who = auw.subject(subject)
+        what = None if resource is None else auw.resource(resource)
+        return await self._apply(cluster, broker_addr, lambda: auw.delete_acl_request(who, what))
+
+    async def get_acl(
+        self, subject: str, *, cluster: str | None = None, broker_addr: str | None = None
+    ) -> AclInfo | None:
+        """``subject``'s ACL as ``broker_addr`` (else the first master of ``cluster``, by
+        broker name) has it; None when it has none."""
+        addr = (await self._auth_targets(cluster, broker_addr))[0]
+        return auw.parse_acl(await self._ask(addr, auw.get_acl_request(auw.subject(subject))))
+
+    async def list_acls(
+        self,
+        subject_filter: str = "",
+        resource_filter: str = "",
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+    ) -> list[AclInfo]:
+        """The ACLs of ``broker_addr``, else of the first master of ``cluster`` (those whose
+        subject contains ``subject_filter`` and that name a resource containing
+        ``resource_filter``), by subject."""
+        addr = (await self._auth_targets(cluster, broker_addr))[0]
+        return auw.parse_acls(
+            await self._ask(addr, auw.list_acls_request(subject_filter, resource_filter))
+        )
+
+
+def _split(values: str | Iterable[str]) -> list[str]:
+    """One comma-separated string, or a list of them, as its non-empty parts."""
+    items = [values] if isinstance(values, str) else list(values)
+    return [part.strip() for item in items for part in item.split(",") if part.strip()]

@@ -36,7 +36,7 @@ from rocketq.sdk.background_loop import (
 from rocketq.sdk.consumer_types import ConsumeFrom, MessageModel
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from typing import Any
 
     from prometheus_client import CollectorRegistry
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from rocketq.remoting.route_data import TopicRouteData
     from rocketq.sdk import admin_wire as aw
     from rocketq.sdk.admin_types import BrokerInfo, MessageTrack, QueueOffsets, QueueProgress
+    from rocketq.sdk.auth_wire import AclInfo, UserInfo
     from rocketq.sdk.consumer_config import ConsumerConfig, PullConsumerConfig
     from rocketq.sdk.consumer_types import MessageSelector
     from rocketq.sdk.metrics import MetricsOption
@@ -67,11 +68,36 @@ class Admin:
     """The asynchronous class this one drives."""
     _client: _admin.Admin
 
-    def __init__(self, namesrv: str | None = None, *, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        namesrv: str | None = None,
+        *,
+        timeout: float = 5.0,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        credentials_file: str | None = None,
+        tls: bool = False,
+        tls_ca_file: str = "",
+        tls_cert_file: str = "",
+        tls_key_file: str = "",
+        tls_verify_hostname: bool = True,
+    ) -> None:
         """Blocking twin of :meth:`rocketq.sdk.admin.Admin.__init__`; the client is made on the
         SDK's loop.
         """
-        self._client = call_blocking(_admin.Admin, namesrv, timeout=timeout)
+        self._client = call_blocking(
+            _admin.Admin,
+            namesrv,
+            timeout=timeout,
+            access_key=access_key,
+            secret_key=secret_key,
+            credentials_file=credentials_file,
+            tls=tls,
+            tls_ca_file=tls_ca_file,
+            tls_cert_file=tls_cert_file,
+            tls_key_file=tls_key_file,
+            tls_verify_hostname=tls_verify_hostname,
+        )
 
     @property
     def async_client(self) -> _admin.Admin:
@@ -157,12 +183,101 @@ class Admin:
         """
         return run_blocking(self._client.consumer_running_info(group, client_id, jstack=jstack))
 
+    def create_acl(
+        self,
+        subject: str,
+        resources: str | Iterable[str],
+        actions: str | Iterable[str],
+        source_ips: str | Iterable[str] = (),
+        decision: str = "Allow",
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+    ) -> list[str]:
+        """Give ``subject`` (``User:alice``) a policy: for each resource (``Topic:orders``,
+        ``Group:g*``, ``*``; a list, or one comma-separated string) the ``actions`` (``Pub``,
+        ``Sub``, ``Create``, ``Update``, ``Delete``, ``Get``, ``List``, ``All``) are
+        allowed or denied (``decision``), from ``source_ips`` (addresses or CIDR blocks;
+        none: any). Goes to ``broker_addr``, else to every master of ``cluster`` (or of
+        every cluster); the brokers written to.
+
+        Raises:
+            ConfigError: A subject, resource, action or decision RocketMQ does not know.
+            NoPermissionError: The admin's credentials may not manage ACLs.
+
+        Blocking twin of :meth:`rocketq.sdk.admin.Admin.create_acl`.
+        """
+        return run_blocking(
+            self._client.create_acl(
+                subject,
+                resources,
+                actions,
+                source_ips,
+                decision,
+                cluster=cluster,
+                broker_addr=broker_addr,
+            )
+        )
+
+    def create_user(
+        self,
+        username: str,
+        password: str,
+        user_type: str = "Normal",
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+    ) -> list[str]:
+        """Create a user (its name is the access key clients sign with, its password the
+        secret key) on ``broker_addr``, else on every master of ``cluster`` (or of every
+        cluster); the brokers written to. ``user_type``: ``Normal`` or ``Super``.
+
+        Raises:
+            ConfigError: An unknown user type, or an empty name or password.
+            NoPermissionError: The admin's credentials may not manage users.
+
+        Blocking twin of :meth:`rocketq.sdk.admin.Admin.create_user`.
+        """
+        return run_blocking(
+            self._client.create_user(
+                username, password, user_type, cluster=cluster, broker_addr=broker_addr
+            )
+        )
+
+    def delete_acl(
+        self,
+        subject: str,
+        resource: str | None = None,
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+    ) -> list[str]:
+        """Delete what ``subject``'s ACL says of ``resource``, or (None) its whole ACL,
+        where :meth:`create_acl` goes; the brokers written to.
+
+        Blocking twin of :meth:`rocketq.sdk.admin.Admin.delete_acl`.
+        """
+        return run_blocking(
+            self._client.delete_acl(subject, resource, cluster=cluster, broker_addr=broker_addr)
+        )
+
     def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
         """Delete a topic from the masters of a cluster (or all) and the nameservers.
 
         Blocking twin of :meth:`rocketq.sdk.admin.Admin.delete_topic`.
         """
         return run_blocking(self._client.delete_topic(topic, cluster=cluster))
+
+    def delete_user(
+        self, username: str, *, cluster: str | None = None, broker_addr: str | None = None
+    ) -> list[str]:
+        """Delete a user where :meth:`create_user` goes; the brokers written to.
+
+        Blocking twin of :meth:`rocketq.sdk.admin.Admin.delete_user`.
+        """
+        return run_blocking(
+            self._client.delete_user(username, cluster=cluster, broker_addr=broker_addr)
+        )
 
     def dlq_messages(
         self, group: str, begin_ms: int = 0, end_ms: int | None = None, *, max_num: int = 1000
@@ -172,6 +287,28 @@ class Admin:
         Blocking twin of :meth:`rocketq.sdk.admin.Admin.dlq_messages`.
         """
         return run_blocking(self._client.dlq_messages(group, begin_ms, end_ms, max_num=max_num))
+
+    def get_acl(
+        self, subject: str, *, cluster: str | None = None, broker_addr: str | None = None
+    ) -> AclInfo | None:
+        """``subject``'s ACL as ``broker_addr`` (else the first master of ``cluster``, by
+        broker name) has it; None when it has none.
+
+        Blocking twin of :meth:`rocketq.sdk.admin.Admin.get_acl`.
+        """
+        return run_blocking(self._client.get_acl(subject, cluster=cluster, broker_addr=broker_addr))
+
+    def get_user(
+        self, username: str, *, cluster: str | None = None, broker_addr: str | None = None
+    ) -> UserInfo | None:
+        """A user as ``broker_addr`` (else the first master of ``cluster``, by broker name)
+        has it; None when it has no such user.
+
+        Blocking twin of :meth:`rocketq.sdk.admin.Admin.get_user`.
+        """
+        return run_blocking(
+            self._client.get_user(username, cluster=cluster, broker_addr=broker_addr)
+        )
 
     def group_config(self, group: str) -> dict[str, aw.SubscriptionGroupConfig]:
         """broker name -> the group's config on that master (brokers without it left out).
@@ -186,6 +323,38 @@ class Admin:
         Blocking twin of :meth:`rocketq.sdk.admin.Admin.group_list`.
         """
         return run_blocking(self._client.group_list())
+
+    def list_acls(
+        self,
+        subject_filter: str = "",
+        resource_filter: str = "",
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+    ) -> list[AclInfo]:
+        """The ACLs of ``broker_addr``, else of the first master of ``cluster`` (those whose
+        subject contains ``subject_filter`` and that name a resource containing
+        ``resource_filter``), by subject.
+
+        Blocking twin of :meth:`rocketq.sdk.admin.Admin.list_acls`.
+        """
+        return run_blocking(
+            self._client.list_acls(
+                subject_filter, resource_filter, cluster=cluster, broker_addr=broker_addr
+            )
+        )
+
+    def list_users(
+        self, filter: str = "", *, cluster: str | None = None, broker_addr: str | None = None
+    ) -> list[UserInfo]:
+        """The users (those whose name contains ``filter``) of ``broker_addr``, else of the
+        first master of ``cluster``, by name.
+
+        Blocking twin of :meth:`rocketq.sdk.admin.Admin.list_users`.
+        """
+        return run_blocking(
+            self._client.list_users(filter, cluster=cluster, broker_addr=broker_addr)
+        )
 
     def message_track(self, msg: MessageExt) -> list[MessageTrack]:
         """Every group that consumes the message's topic, and whether it consumed it.
@@ -319,6 +488,34 @@ class Admin:
         """
         return run_blocking(self._client.transfer_leader(leader_addr, to, group))
 
+    def update_acl(
+        self,
+        subject: str,
+        resources: str | Iterable[str],
+        actions: str | Iterable[str],
+        source_ips: str | Iterable[str] = (),
+        decision: str = "Allow",
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+    ) -> list[str]:
+        """Replace what ``subject``'s policy says of these resources (the arguments of
+        :meth:`create_acl`); the brokers written to.
+
+        Blocking twin of :meth:`rocketq.sdk.admin.Admin.update_acl`.
+        """
+        return run_blocking(
+            self._client.update_acl(
+                subject,
+                resources,
+                actions,
+                source_ips,
+                decision,
+                cluster=cluster,
+                broker_addr=broker_addr,
+            )
+        )
+
     def update_sub_group(
         self,
         group: str,
@@ -369,6 +566,28 @@ class Admin:
                 cluster=cluster,
                 broker_addr=broker_addr,
                 order=order,
+            )
+        )
+
+    def update_user(
+        self,
+        username: str,
+        password: str | None = None,
+        user_type: str | None = None,
+        user_status: str | None = None,
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+    ) -> list[str]:
+        """Change a user's password, type (``Normal``/``Super``) or status
+        (``enable``/``disable``): what is None stays as it is. Goes where
+        :meth:`create_user` goes; the brokers written to.
+
+        Blocking twin of :meth:`rocketq.sdk.admin.Admin.update_user`.
+        """
+        return run_blocking(
+            self._client.update_user(
+                username, password, user_type, user_status, cluster=cluster, broker_addr=broker_addr
             )
         )
 

@@ -23,6 +23,7 @@ from rocketq.common.exceptions import RocketqError, TopicNotExistError
 from rocketq.common.message import MASTER_ID, PERM_READ, PERM_WRITE, MessageQueue
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.route_data import TopicRouteData
+from rocketq.remoting.tls import ClientSecurity
 from rocketq.remoting.transport import Connection, Handler
 from rocketq.sdk.client_wire import (
     CONSUMER_REQUEST_CODES,
@@ -120,6 +121,8 @@ class ClientInstance:
         poll_name_server_interval: Seconds between route refreshes.
         heartbeat_interval: Seconds between heartbeats to every broker.
         timeout: Seconds each request may take.
+        security: TLS and request signing for every connection, to nameservers and
+            brokers (see :func:`rocketq.sdk.security.client_security`); None: neither.
 
     Attributes:
         client_id: The client's id.
@@ -147,12 +150,13 @@ class ClientInstance:
         poll_name_server_interval: float = 30.0,
         heartbeat_interval: float = 30.0,
         timeout: float = 3.0,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.client_id = client_id or new_client_id()
-        self.nameserver = NameServerClient(namesrv, timeout=timeout)
+        self.nameserver = NameServerClient(namesrv, timeout=timeout, security=security)
         handlers: dict[int, Handler] = {code: self._notice for code in NOTICE_CODES}
         handlers.update({code: self._consumer_request for code in CONSUMER_REQUEST_CODES})
-        self.brokers = BrokerConnections(handlers)
+        self.brokers = BrokerConnections(handlers, security=security)
         self.brokers.remoting.on_connect = self._connected
         self.timeout = timeout
         self.poll_interval = poll_name_server_interval

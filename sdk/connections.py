@@ -29,6 +29,7 @@ from rocketq.remoting.route_data import (
     parse_cluster_info,
     parse_route,
 )
+from rocketq.remoting.tls import ClientSecurity
 from rocketq.remoting.transport import Handler, RemotingClient
 from rocketq.sdk.client_wire import parse_offset
 from rocketq.sdk.wire import PullReply, SendReply, parse_pull, parse_send
@@ -47,13 +48,16 @@ def parse_addrs(namesrv: str) -> list[str]:
 
 class NameServerClient:
     """Asks any live nameserver over RocketMQ's remoting protocol; a failure moves on to
-    the next address."""
+    the next address. ``security`` signs every request and connects over TLS when it
+    says so."""
 
-    def __init__(self, namesrv: str, *, timeout: float = 3.0) -> None:
+    def __init__(
+        self, namesrv: str, *, timeout: float = 3.0, security: ClientSecurity | None = None
+    ) -> None:
         self.addrs = parse_addrs(namesrv)
         self.timeout = timeout
         self._index = random.randrange(len(self.addrs))
-        self.remoting = RemotingClient()
+        self.remoting = RemotingClient(security=security)
 
     async def _ask(
         self, what: str, code: int, ext: dict[str, str] | None = None
@@ -149,10 +153,16 @@ class BrokerClient:
 class BrokerConnections:
     """Every broker a client talks to, over one RemotingClient: a connection per broker,
     opened on first use and again after it breaks. ``handlers`` answer what the brokers
-    send the client (their notices)."""
+    send the client (their notices); ``security`` signs every request and connects over
+    TLS when it says so."""
 
-    def __init__(self, handlers: dict[int, Handler] | None = None) -> None:
-        self.remoting = RemotingClient(handlers)
+    def __init__(
+        self,
+        handlers: dict[int, Handler] | None = None,
+        *,
+        security: ClientSecurity | None = None,
+    ) -> None:
+        self.remoting = RemotingClient(handlers, security=security)
         self._clients: dict[str, BrokerClient] = {}
 
     def get(self, addr: str) -> BrokerClient:

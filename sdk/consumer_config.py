@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocketq.sdk.message_body import MAX_BODY_INFLATE_RATIO, MAX_MESSAGE_SIZE, check_limits
+from rocketq.sdk.security import SecurityConfig
 
 
 @dataclass(frozen=True, slots=True)
-class ConsumerConfig:
+class ConsumerConfig(SecurityConfig):
     """A push consumer's settings: RocketMQ's DefaultMQPushConsumer ones, snake_case, with
     its defaults; every duration is in seconds (a float).
 
@@ -58,6 +59,16 @@ class ConsumerConfig:
         max_body_inflate_ratio: See ``max_message_size``.
         check_crc: Check each body's CRC. A message failing it, or the inflation cap, goes
             to ``%DLQ%<group>`` as stored (see :mod:`rocketq.sdk.message_body`).
+        access_key: The access key requests are signed with (see
+            :class:`~rocketq.sdk.security.SecurityConfig`); None: ``ROCKETQ_ACCESS_KEY`` or
+            the credentials file.
+        secret_key: Its secret key; None: ``ROCKETQ_SECRET_KEY`` or the credentials file.
+        credentials_file: A TOML file of ``access_key`` and ``secret_key``.
+        tls: Connect over TLS.
+        tls_ca_file: The CA certificates a server's certificate must chain to.
+        tls_cert_file: A client certificate, for servers that ask for one.
+        tls_key_file: The private key of ``tls_cert_file``.
+        tls_verify_hostname: Check that a server's certificate names its address.
     """
 
     allocate_strategy: str = "AVG"
@@ -97,7 +108,7 @@ class ConsumerConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class PullConsumerConfig:
+class PullConsumerConfig(SecurityConfig):
     """A lite pull consumer's settings (RocketMQ's DefaultLitePullConsumer ones, snake_case);
     every duration is in seconds (a float).
 
@@ -120,6 +131,16 @@ class PullConsumerConfig:
         max_body_inflate_ratio: See ``max_message_size``.
         check_crc: Check each body's CRC. A message failing it, or the inflation cap, is
             raised from ``poll()`` as a BadMessageError, and skipped.
+        access_key: The access key requests are signed with (see
+            :class:`~rocketq.sdk.security.SecurityConfig`); None: ``ROCKETQ_ACCESS_KEY`` or
+            the credentials file.
+        secret_key: Its secret key; None: ``ROCKETQ_SECRET_KEY`` or the credentials file.
+        credentials_file: A TOML file of ``access_key`` and ``secret_key``.
+        tls: Connect over TLS.
+        tls_ca_file: The CA certificates a server's certificate must chain to.
+        tls_cert_file: A client certificate, for servers that ask for one.
+        tls_key_file: The private key of ``tls_cert_file``.
+        tls_verify_hostname: Check that a server's certificate names its address.
     """
 
     allocate_strategy: str = "AVG"

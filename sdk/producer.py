@@ -44,6 +44,7 @@ from rocketq.sdk.client import ClientInstance, local_ip, producer_heartbeat, pub
 from rocketq.sdk.fault_tolerance import MQFaultStrategy, TopicPublishInfo
 from rocketq.sdk.metrics import MetricsOption, client_metrics
 from rocketq.sdk.queue_selectors import MessageQueueSelector, java_string_hash, select_by_hash
+from rocketq.sdk.security import SecurityConfig, client_security, security_settings
 from rocketq.sdk.send_encoding import BATCH_LIMIT, Encoded, encode, estimated_size, split_batches
 from rocketq.sdk.settings import make_config, resolve_namesrv
 from rocketq.sdk.trace import TraceDispatcher, publish_event
@@ -131,7 +132,7 @@ class SendResult:
 
 
 @dataclass(frozen=True, slots=True)
-class ProducerConfig:
+class ProducerConfig(SecurityConfig):
     """A producer's settings: RocketMQ's DefaultMQProducer ones, snake_case; every
     duration is in seconds (a float).
 
@@ -153,6 +154,16 @@ class ProducerConfig:
         enable_trace: Write a trace event per message sent to ``trace_topic`` (see
             :mod:`rocketq.sdk.trace`).
         trace_topic: The topic trace events go to.
+        access_key: The access key requests are signed with (see
+            :class:`~rocketq.sdk.security.SecurityConfig`); None: ``ROCKETQ_ACCESS_KEY`` or
+            the credentials file.
+        secret_key: Its secret key; None: ``ROCKETQ_SECRET_KEY`` or the credentials file.
+        credentials_file: A TOML file of ``access_key`` and ``secret_key``.
+        tls: Connect over TLS.
+        tls_ca_file: The CA certificates a server's certificate must chain to.
+        tls_cert_file: A client certificate, for servers that ask for one.
+        tls_key_file: The private key of ``tls_cert_file``.
+        tls_verify_hostname: Check that a server's certificate names its address.
     """
 
     send_timeout: float = 10.0
@@ -198,7 +209,8 @@ class Producer:
 
     Raises:
         TypeError: ``config`` and ``settings`` together, or an unknown setting.
-        ConfigError: No nameserver address.
+        ConfigError: No nameserver address, half a key pair, an unreadable credentials
+            file, or a TLS file that is missing or does not load.
 
     Attributes:
         group: The producer group.
@@ -228,6 +240,7 @@ class Producer:
             self.namesrv,
             poll_name_server_interval=self.config.poll_name_server_interval,
             heartbeat_interval=self.config.heartbeat_broker_interval,
+            security=client_security(self.config, type(self).__name__),
         )
         self.client.heartbeat = lambda: producer_heartbeat(self.client.client_id, self.group)
         self.fault = MQFaultStrategy(
@@ -251,7 +264,7 @@ class Producer:
             raise ClientStateError("a producer needs a group name")
         await self.client.start()
         if self.config.enable_trace and self.tracer is None:
-            writer = Producer(TRACE_PRODUCER_GROUP, self.namesrv)
+            writer = Producer(TRACE_PRODUCER_GROUP, self.namesrv, **security_settings(self.config))
             self.tracer = TraceDispatcher(writer, topic=self.config.trace_topic)
             await self.tracer.start()
         self._running = True

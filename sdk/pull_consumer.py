@@ -47,6 +47,7 @@ from rocketq.sdk.metrics import MetricsOption, client_metrics
 from rocketq.sdk.offset_store import LocalFileOffsetStore, RemoteOffsetStore
 from rocketq.sdk.rebalance import STRATEGIES
 from rocketq.sdk.running_info import ConsumerRunningInfo, ProcessQueueInfo
+from rocketq.sdk.security import client_security
 from rocketq.sdk.settings import make_config, resolve_namesrv
 from rocketq.sdk.wire import PullOutcome
 
@@ -92,7 +93,8 @@ class PullConsumer:
 
     Raises:
         TypeError: ``config`` and ``settings`` together, or an unknown setting.
-        ConfigError: No nameserver address, or a setting out of range.
+        ConfigError: No nameserver address, a setting out of range, half a key pair, an
+            unreadable credentials file, or a TLS file that is missing or does not load.
 
     Attributes:
         group: The consumer group.
@@ -127,7 +129,9 @@ class PullConsumer:
         self.config = make_config(PullConsumerConfig, config, settings, "PullConsumer")
         self.namesrv = resolve_namesrv(namesrv, "PullConsumer")
         self._metrics = client_metrics(metrics)
-        self.client = ClientInstance(self.namesrv)
+        self.client = ClientInstance(
+            self.namesrv, security=client_security(self.config, "PullConsumer")
+        )
         self.client.heartbeat = self._heartbeat_data
         self.client.on_event = self._on_event
         self.client.on_request = self._broker_request

@@ -65,6 +65,7 @@ from rocketq.sdk.running_info import (
     ConsumeMessageDirectlyResult,
     ConsumerRunningInfo,
 )
+from rocketq.sdk.security import client_security, security_settings
 from rocketq.sdk.settings import make_config, resolve_namesrv
 from rocketq.sdk.trace import TraceDispatcher
 
@@ -124,7 +125,8 @@ class PushConsumer:
 
     Raises:
         TypeError: ``config`` and ``settings`` together, or an unknown setting.
-        ConfigError: No nameserver address, or a setting out of range.
+        ConfigError: No nameserver address, a setting out of range, half a key pair, an
+            unreadable credentials file, or a TLS file that is missing or does not load.
         ClientStateError: An orderly broadcasting consumer, or an unknown strategy.
 
     Attributes:
@@ -184,6 +186,7 @@ class PushConsumer:
             self.namesrv,
             poll_name_server_interval=self.config.poll_name_server_interval,
             heartbeat_interval=self.config.heartbeat_broker_interval,
+            security=client_security(self.config, "PushConsumer"),
         )
         self.client.heartbeat = self._heartbeat_data
         self.client.on_event = self._on_event
@@ -286,7 +289,7 @@ class PushConsumer:
         self.started_ms = int(time.time() * 1000)
         await self.client.start()
         if self.config.enable_trace and self.tracer is None:
-            writer = Producer(TRACE_PRODUCER_GROUP, self.namesrv)
+            writer = Producer(TRACE_PRODUCER_GROUP, self.namesrv, **security_settings(self.config))
             self.tracer = TraceDispatcher(writer, topic=self.config.trace_topic)
             await self.tracer.start()
         self.running = True

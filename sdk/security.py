@@ -1,0 +1,159 @@
+"""Who a client is and how it reaches the cluster: the credentials it signs every request
+with and the TLS it connects over, as the settings every SDK client shares
+(:class:`SecurityConfig`: ``access_key``, ``secret_key``, ``credentials_file``, ``tls``,
+``tls_ca_file``, ``tls_cert_file``, ``tls_key_file``, ``tls_verify_hostname``).
+
+Credentials come from the first place that has them (``rocketq.auth.credentials``): the
+settings, then the ``ROCKETQ_ACCESS_KEY`` / ``ROCKETQ_SECRET_KEY`` environment variables,
+then a TOML credentials file (``credentials_file``, else ``ROCKETQ_CREDENTIALS_FILE``, else
+``~/.rocketq/credentials`` when it exists). With credentials, every request to a nameserver
+or a broker carries ``AccessKey`` and ``Signature`` as RocketMQ's ACL clients sign them; a
+server that refuses a request answers ``NO_PERMISSION``, raised as
+:class:`~rocketq.common.exceptions.NoPermissionError`.
+
+Everything is checked when the client is made: half a key pair, an unreadable credentials
+file, or a CA, certificate or key file that is missing or does not load is a
+:class:`~rocketq.common.exceptions.ConfigError` naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import ssl
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from rocketq.auth.credentials import Credentials, load_credentials
+from rocketq.common.exceptions import ConfigError
+from rocketq.remoting.tls import ClientSecurity, client_context
+
+SECURITY_SETTINGS: Final = (
+    "access_key",
+    "secret_key",
+    "credentials_file",
+    "tls",
+    "tls_ca_file",
+    "tls_cert_file",
+    "tls_key_file",
+    "tls_verify_hostname",
+)
+"""The names of the settings every client takes for credentials and TLS."""
+
+
+@dataclass(frozen=True, slots=True)
+class SecurityConfig:
+    """The credential and TLS settings every client takes (the producer's, the consumers'
+    and the admin's configs include them).
+
+    Attributes:
+        access_key: The access key requests are signed with; None: from
+            ``ROCKETQ_ACCESS_KEY`` or the credentials file.
+        secret_key: Its secret key (never shown by ``repr``); None: from
+            ``ROCKETQ_SECRET_KEY`` or the credentials file.
+        credentials_file: A TOML file with ``access_key = "..."`` and
+            ``secret_key = "..."``; None: ``ROCKETQ_CREDENTIALS_FILE``, else
+            ``~/.rocketq/credentials`` when it exists.
+        tls: Connect to nameservers and brokers over TLS.
+        tls_ca_file: The CA certificates (PEM) a server's certificate must chain to; empty:
+            the system's.
+        tls_cert_file: A client certificate (PEM) for servers that ask for one (mTLS).
+        tls_key_file: The private key of ``tls_cert_file``.
+        tls_verify_hostname: Check that a server's certificate names the host connected
+            to (its address as the nameserver gives it, usually an IP address).
+    """
+
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+    credentials_file: str | None = None
+    tls: bool = False
+    tls_ca_file: str = ""
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    tls_verify_hostname: bool = True
+
+
+def security_settings(config: object) -> dict[str, Any]:
+    """The credential and TLS settings of a client's config, as keyword settings for
+    another client (a tracing consumer's trace producer signs as its consumer does)."""
+    return {name: getattr(config, name) for name in SECURITY_SETTINGS}
+
+
+def resolve_credentials(config: object, owner: str) -> Credentials | None:
+    """The credentials a client of kind ``owner`` signs with (None: it does not sign).
+
+    Raises:
+        ConfigError: Half a key pair, or a credentials file that cannot be read.
+    """
+    try:
+        return load_credentials(
+            getattr(config, "access_key", None),
+            getattr(config, "secret_key", None),
+            getattr(config, "credentials_file", None),
+        )
+    except ValueError as exc:
+        raise ConfigError(f"{owner}: {exc}") from None
+
+
+def _readable(path: str, setting: str, owner: str) -> None:
+    if not os.path.isfile(path):
+        raise ConfigError(f"{owner}: {setting} {path!r} does not exist or is not a file")
+    if not os.access(path, os.R_OK):
+        raise ConfigError(f"{owner}: {setting} {path!r} is not readable")
+
+
+def tls_context(config: object, owner: str) -> ssl.SSLContext | None:
+    """The TLS context a client of kind ``owner`` connects with (None: plaintext).
+
+    Raises:
+        ConfigError: A TLS file set without ``tls``, or missing, or not a certificate or key.
+    """
+    files = {
+        name: str(getattr(config, name, "") or "")
+        for name in ("tls_ca_file", "tls_cert_file", "tls_key_file")
+    }
+    if not getattr(config, "tls", False):
+        given = [name for name, path in files.items() if path]
+        if given:
+            raise ConfigError(
+                f"{owner}: {', '.join(given)} set but tls is off; pass tls=True to connect over TLS"
+            )
+        return None
+    for name, path in files.items():
+        if path:
+            _readable(path, name, owner)
+    if bool(files["tls_cert_file"]) != bool(files["tls_key_file"]):
+        raise ConfigError(
+            f"{owner}: a client certificate needs both tls_cert_file and tls_key_file"
+        )
+    try:
+        return client_context(
+            files["tls_ca_file"],
+            files["tls_cert_file"],
+            files["tls_key_file"],
+            bool(getattr(config, "tls_verify_hostname", True)),
+        )
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        names = ", ".join(f"{n}={p!r}" for n, p in files.items() if p) or "the system CAs"
+        raise ConfigError(f"{owner}: the TLS files do not load ({names}): {exc}") from None
+
+
+def client_security(config: object, owner: str) -> ClientSecurity | None:
+    """What a client of kind ``owner`` adds to its connections: TLS and request signing as
+    its config and the environment ask (None: neither).
+
+    Raises:
+        ConfigError: See :func:`resolve_credentials` and :func:`tls_context`.
+    """
+    context = tls_context(config, owner)
+    credentials = resolve_credentials(config, owner)
+    if context is None and credentials is None:
+        return None
+    return ClientSecurity(ssl=context, sign=credentials.sign if credentials else None)
+
+
+def security_config(settings: dict[str, Any]) -> SecurityConfig:
+    """A :class:`SecurityConfig` of the security settings among ``settings`` (the others
+    are left out)."""
+    names = {f.name for f in dataclasses.fields(SecurityConfig)}
+    return SecurityConfig(**{k: v for k, v in settings.items() if k in names})
