@@ -15,6 +15,19 @@ frame for IDLE_HEARTBEATS heartbeat intervals (at least IDLE_FLOOR s) is dropped
 link carries a keepalive when it has nothing else to carry, so none that is healthy goes
 quiet. A frame that does not decode, or names a sender that is not a member, closes that
 connection only.
+
+Who may speak: given ``inner`` credentials (or a port whose TLS requires client
+certificates), a link proves once, at its start, which member it comes from: with a signed
+handshake frame (:class:`~replication.raft.wire.Handshake`, checked against the
+credentials, the timestamp window and the signatures seen before), or with the client
+certificate the port verified (whose common name, when it is a member's id, names that
+member; else the link's first frame does). From then on every frame's sender (the vote's
+candidate or voter, the append's leader or follower) must be that member: a frame naming
+another (``raft_forged_sender``), or any frame before the link proved itself
+(``raft_unauthenticated``), is dropped with the connection. Without credentials or
+required certificates, frames are taken as before. Given ``tls`` (a
+:class:`~remoting.tls.ServerTls`) the port serves TLS in its mode and, given ``ssl``, the
+links to peers are made in TLS (:mod:`~replication.ha.secure`).
 """
 
 from __future__ import annotations
@@ -27,13 +40,24 @@ import random
 import socket
 import time
 from collections.abc import Callable
+from ssl import SSLContext
 from typing import cast
 
+from rocketq.auth.credentials import Credentials
 from rocketq.common.aio import cancel_all
 from rocketq.common.config import ServerBoundsConfig
 from rocketq.common.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.remoting.bounds import BAD_FRAME, FRAME_TOO_LARGE
-from rocketq.replication.ha.master import HELLO_TIMEOUT, PortGuard
+from rocketq.remoting.tls import ServerTls
+from rocketq.replication.ha.master import HELLO_TIMEOUT, PortGuard, listen_socket
+from rocketq.replication.ha.secure import (
+    FORGED_SENDER,
+    UNAUTHENTICATED,
+    SeenSignatures,
+    requires_client_cert,
+    serve,
+    tls_identity,
+)
 from rocketq.replication.raft.node import (
     HardStateStore,
     Message,
@@ -42,7 +66,19 @@ from rocketq.replication.raft.node import (
     RaftNode,
     Role,
 )
-from rocketq.replication.raft.wire import FRAME, MAX_FRAME, PB, Encoder, decode
+from rocketq.replication.raft.wire import (
+    FRAME,
+    HELLO,
+    MAX_FRAME,
+    PB,
+    Encoder,
+    Handshake,
+    check_handshake,
+    decode,
+    decode_handshake,
+    encode_handshake,
+    sign_handshake,
+)
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +113,11 @@ class _Inbound(asyncio.Protocol):
         self.server = server
         self.guard = server.guard
         self.sender = ""
+        # The member this link proved to come from ("" until then, or when nothing is
+        # proved: no credentials), and whether it proved it (a handshake, a certificate).
+        self.bound = ""
+        self.authenticated = False
+        self.tls_identity: str | None = None
         self.transport: asyncio.Transport | None = None
         self.address = ""
         self.peer = ""
@@ -98,6 +139,11 @@ class _Inbound(asyncio.Protocol):
             self.transport = None
             return
         self.server._inbound.add(self)
+        self.tls_identity = tls_identity(transport)
+        if self.tls_identity is not None:
+            self.authenticated = True
+            if self.tls_identity in self.server.peers:
+                self.bound = self.tls_identity
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -130,8 +176,10 @@ class _Inbound(asyncio.Protocol):
             self.guard.grew(self, len(data))
             return
         pos = 0
-        node = self.server.node
-        members = self.server.peers
+        server = self.server
+        node = server.node
+        members = server.peers
+        secured = server.secured
         try:
             while len(buf) - pos >= FRAME.size:
                 size, kind = FRAME.unpack_from(buf, pos)
@@ -143,12 +191,48 @@ class _Inbound(asyncio.Protocol):
                 if len(buf) < end:
                     self._need = end - pos
                     break
+                if kind == HELLO:
+                    with memoryview(buf) as view, view[pos + FRAME.size : end] as body:
+                        handshake = decode_handshake(body)
+                    pos = end
+                    why = server.handshake_refusal(handshake)
+                    if why is None and handshake.member not in members:
+                        why = "it is not a member of this group"
+                    if why is None and self.bound and handshake.member != self.bound:
+                        why = f"this link proved it comes from {self.bound}"
+                    if why is not None:
+                        what = f"a raft handshake from {handshake.member!r} refused: {why}"
+                        self._refuse(before, UNAUTHENTICATED, what)
+                        return
+                    self.bound = handshake.member
+                    self.authenticated = self.authenticated or server.inner is not None
+                    self.guard.identified(self)
+                    self.active = True
+                    continue
                 with memoryview(buf) as view, view[pos + FRAME.size : end] as body:
                     sender, msg = decode(kind, body)
                 pos = end
                 if sender not in members:
                     self._refuse(before, BAD_FRAME, f"a raft frame from {sender!r}, not a member")
                     return
+                if secured:
+                    if not self.authenticated:
+                        self._refuse(
+                            before,
+                            UNAUTHENTICATED,
+                            f"a raft frame from {sender!r} on a link that has not proved "
+                            "which member it comes from (no handshake, no client certificate)",
+                        )
+                        return
+                    if not self.bound:
+                        self.bound = sender  # (a certificate that names no member)
+                    elif sender != self.bound:
+                        self._refuse(
+                            before,
+                            FORGED_SENDER,
+                            f"a raft frame naming {sender!r} on the link of {self.bound}",
+                        )
+                        return
                 if not self.sender:
                     self.guard.identified(self)
                 self.sender = sender
@@ -190,13 +274,26 @@ class RaftServer:
         on_role: Callable[[Role, int, str | None], None] | None = None,
         bounds: ServerBoundsConfig | None = None,
         hello_timeout: float = HELLO_TIMEOUT,
+        inner: Credentials | None = None,
+        tls: ServerTls | None = None,
+        ssl: SSLContext | None = None,
     ) -> None:
         """``bounds``: the broker's server bounds, which the Raft port keeps too (its caps
         at most RAFT_MAX_CONNECTIONS and RAFT_MAX_CONNECTIONS_PER_ADDRESS, a frame up to
         the wire's MAX_FRAME); a connection with no frame for IDLE_HEARTBEATS heartbeat
         intervals (at least IDLE_FLOOR s), or none at all in ``hello_timeout`` s, is
-        dropped."""
+        dropped. ``inner``: the credentials links between members are signed with (None:
+        not signed, frames taken as before); ``tls``: the port serves TLS in its mode;
+        ``ssl``: the links to peers are made in TLS (None: plaintext)."""
         self.node_id = node_id
+        self.inner = inner
+        self.tls = tls if tls is not None and tls.enabled else None
+        self.ssl = ssl
+        # Links must prove which member they come from.
+        self.secured = inner is not None or requires_client_cert(self.tls)
+        self._seen = SeenSignatures()
+        self._accept: asyncio.Task[None] | None = None
+        self._sock: socket.socket | None = None
         self.bind = bind
         self.peers = dict(peers)
         self.node = RaftNode(
@@ -239,6 +336,16 @@ class RaftServer:
         self._inbound: set[_Inbound] = set()
         self.server: asyncio.Server | None = None
         self.port = 0
+
+    def handshake_refusal(self, handshake: Handshake) -> str | None:
+        """Why a link's handshake is refused (None: taken; unchecked without credentials)."""
+        inner = self.inner
+        if inner is None:
+            return None
+        why = check_handshake(handshake, self.node_id, inner)
+        if why is None and not self._seen.first_use(handshake.signature):
+            why = "its signature was used before (a handshake played again)"
+        return why
 
     # -- Transport ---------------------------------------------------------------------
 
@@ -283,15 +390,28 @@ class RaftServer:
         host, _, port = self.bind.rpartition(":")
         loop = asyncio.get_running_loop()
         try:
-            self.server = await loop.create_server(
-                lambda: _Inbound(self), host, int(port), reuse_address=True
-            )
+            if self.tls is None:
+                self.server = await loop.create_server(
+                    lambda: _Inbound(self), host, int(port), reuse_address=True
+                )
+                self.port = self.server.sockets[0].getsockname()[1]
+            else:
+                self._sock = listen_socket(host, int(port))
+                self.port = self._sock.getsockname()[1]
+                self._accept = loop.create_task(
+                    serve(
+                        self._sock,
+                        lambda: _Inbound(self),
+                        self.tls,
+                        self.guard,
+                        handshake_timeout=self.guard.hello_timeout,
+                    )
+                )
         except OSError:
             raise OSError(
                 f"cannot listen on {self.bind} for Raft; is another member running there? "
                 "set the member's port in dledger_peers"
             ) from None
-        self.port = self.server.sockets[0].getsockname()[1]
         self.guard.start()
         self._tasks = [loop.create_task(self._ticker()), loop.create_task(self._keepalives())]
         self._tasks += [loop.create_task(self._sender(p)) for p in self.peers]
@@ -300,11 +420,18 @@ class RaftServer:
         await cancel_all(self._tasks)
         self._tasks = []
         await self.guard.stop()
+        if self._accept is not None:
+            await cancel_all([self._accept])
+            self._accept = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
         if self.server is not None:
             self.server.close()
-            for inbound in list(self._inbound):
-                if inbound.transport is not None:
-                    inbound.transport.close()
+        for inbound in list(self._inbound):
+            if inbound.transport is not None:
+                inbound.transport.close()
+        if self.server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.server.wait_closed(), 1.0)
             self.server = None
@@ -332,7 +459,13 @@ class RaftServer:
             link = _Outbound(loop)
             try:
                 t, _ = await asyncio.wait_for(
-                    loop.create_connection(lambda link=link: link, host, int(port)),  # type: ignore[misc]
+                    loop.create_connection(
+                        lambda link=link: link,
+                        host,
+                        int(port),
+                        ssl=self.ssl,
+                        server_hostname=host if self.ssl is not None else None,
+                    ),
                     CONNECT_TIMEOUT,
                 )
                 transport = t
@@ -340,8 +473,11 @@ class RaftServer:
                 if sock is not None:
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                     sock.setsockopt(socket.IPPROTO_TCP, TCP_USER_TIMEOUT, self._user_timeout_ms)
-                self._links[peer] = cast(asyncio.WriteTransport, t)
-                self._links[peer].write(self._keepalive)  # says who is connecting
+                out = cast(asyncio.WriteTransport, t)
+                if self.inner is not None:  # proves who is connecting
+                    out.write(encode_handshake(sign_handshake(self.node_id, peer, self.inner)))
+                out.write(self._keepalive)  # says who is connecting
+                self._links[peer] = out
                 await link.closed  # set at once if the peer hung up already
             except asyncio.CancelledError:
                 raise

@@ -7,6 +7,13 @@ byte, then the body:
 - ``ACK`` (an AppendResponse): ``>q?qqBB`` term, success, match index, conflict index,
   sender length and reason length, then the sender id and the reason.
 - ``PB``: a ``RaftMessage`` protobuf, for the rare messages (votes, TimeoutNow).
+- ``HELLO`` (a :class:`Handshake`, the first frame on a link when the members hold inner
+  credentials): ``>q16sBB`` timestamp (ms since the epoch), nonce (16 random bytes), member
+  id length and access key length, the member id and the access key (UTF-8), then the
+  signature's length (1) and the signature (ASCII): base64(HMAC-SHA1(secret key, "RQRAFT",
+  the body up to the signature's length, then the receiving member's id length (1) and
+  id)). Naming the receiver keeps a handshake from being played to another member; the
+  receiver refuses a timestamp more than five minutes off and a signature seen before.
 
 Appends and their answers are a few struct packs instead of protobuf objects per entry;
 the leader sends the same append to followers at the same position, so its frame is
@@ -15,12 +22,17 @@ encoded once for all of them (:class:`Encoder`).
 
 from __future__ import annotations
 
+import os
 import struct
+from dataclasses import dataclass, replace
 from typing import Final
 
 from google.protobuf.message import DecodeError
 
+from rocketq.auth.credentials import Credentials
+from rocketq.auth.signature import hmac_sha1_base64, signatures_match
 from rocketq.common.proto.rocketq.v1 import rocketq_pb2 as pb
+from rocketq.replication.ha.secure import NONCE_SIZE, now_ms, stale
 from rocketq.replication.raft.node import (
     AppendRequest,
     AppendResponse,
@@ -36,9 +48,12 @@ MAX_FRAME: Final = 64 * 1024 * 1024
 PB: Final = 0
 APPEND: Final = 1
 ACK: Final = 2
+HELLO: Final = 3
 APPEND_HEAD: Final = struct.Struct(">qqqqIB")
 ENTRY_HEAD: Final = struct.Struct(">qI")
 ACK_HEAD: Final = struct.Struct(">q?qqBB")
+HELLO_HEAD: Final = struct.Struct(f">q{NONCE_SIZE}sBB")
+HELLO_DOMAIN: Final = b"RQRAFT"
 
 
 class FrameError(ValueError):
@@ -177,3 +192,94 @@ class Encoder:
             self._last, self._last_frame = msg, frame
             return frame
         return encode(self.sender, msg)
+
+
+@dataclass(frozen=True, slots=True)
+class Handshake:
+    """The first frame of a link between members that hold inner credentials: who is
+    connecting, signed."""
+
+    member: str
+    timestamp_ms: int
+    nonce: bytes
+    access_key: str
+    signature: str = ""
+
+
+def _signed_part(h: Handshake) -> bytes:
+    """The handshake's body up to its signature's length."""
+    who, key = h.member.encode(), h.access_key.encode()
+    if len(who) > 255 or len(key) > 255:
+        raise FrameError("a member id or access key over 255 bytes in a raft handshake")
+    if len(h.nonce) != NONCE_SIZE:
+        raise FrameError(f"a raft handshake's nonce has {NONCE_SIZE} bytes")
+    return HELLO_HEAD.pack(h.timestamp_ms, h.nonce, len(who), len(key)) + who + key
+
+
+def _content(h: Handshake, receiver: str) -> bytes:
+    to = receiver.encode()[:255]
+    return HELLO_DOMAIN + _signed_part(h) + bytes([len(to)]) + to
+
+
+def sign_handshake(
+    member: str,
+    receiver: str,
+    credentials: Credentials,
+    *,
+    timestamp_ms: int | None = None,
+    nonce: bytes | None = None,
+) -> Handshake:
+    """``member``'s handshake for a link to ``receiver``, stamped now (or at
+    ``timestamp_ms``) with a fresh random nonce and signed with ``credentials``."""
+    h = Handshake(
+        member,
+        now_ms() if timestamp_ms is None else timestamp_ms,
+        os.urandom(NONCE_SIZE) if nonce is None else nonce,
+        credentials.access_key,
+    )
+    return replace(h, signature=hmac_sha1_base64(credentials.secret_key, _content(h, receiver)))
+
+
+def encode_handshake(h: Handshake) -> bytes:
+    """The handshake as one whole frame, size field included."""
+    sig = h.signature.encode("ascii")
+    if len(sig) > 255:
+        raise FrameError(f"a raft handshake's signature of {len(sig)} bytes (max 255)")
+    return _framed(HELLO, [_signed_part(h), bytes([len(sig)]), sig])
+
+
+def decode_handshake(body: memoryview | bytes) -> Handshake:
+    """The handshake in a HELLO frame's body; FrameError for bytes that are not one."""
+    try:
+        timestamp_ms, nonce, who_len, key_len = HELLO_HEAD.unpack_from(body)
+        pos = HELLO_HEAD.size
+        member = str(body[pos : pos + who_len], "utf-8")
+        pos += who_len
+        access_key = str(body[pos : pos + key_len], "utf-8")
+        pos += key_len
+        if pos >= len(body):
+            raise FrameError("a raft handshake cut short")
+        sig_len = body[pos]
+        pos += 1
+        if pos + sig_len != len(body):
+            raise FrameError("a raft handshake of the wrong size")
+        signature = str(body[pos : pos + sig_len], "ascii")
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise FrameError(f"a malformed raft handshake: {exc}") from None
+    if not member or not access_key:
+        raise FrameError("a raft handshake without a member id or an access key")
+    return Handshake(member, timestamp_ms, bytes(nonce), access_key, signature)
+
+
+def check_handshake(
+    h: Handshake, receiver: str, credentials: Credentials, now: int | None = None
+) -> str | None:
+    """Why member ``receiver``, holding ``credentials``, refuses this handshake, or None
+    when it is signed with them for ``receiver`` within the timestamp window (the caller
+    checks it is not a replay)."""
+    if h.access_key != credentials.access_key:
+        return f"it is signed with access key {h.access_key!r}, not this group's"
+    expected = hmac_sha1_base64(credentials.secret_key, _content(h, receiver))
+    if not signatures_match(expected, h.signature):
+        return "its signature does not match (another secret key, or meant for another member?)"
+    return stale(h.timestamp_ms, now_ms() if now is None else now)
