@@ -15,6 +15,11 @@ threads (a connection accepted while all are busy is answered 503 and closed at 
 request must arrive whole within ``metrics_http_timeout_seconds`` and each write of the
 answer must finish within it too, so a slowloris holds a worker for that long at most.
 What was cut off is counted in :attr:`MetricsServer.rejected` by reason.
+
+Given a :class:`~rocketq.remoting.tls.ServerTls`, the port speaks HTTPS only: each accepted
+connection gets the certificate current at that moment (a rotated certificate serves the
+next scrape), and a handshake that fails, such as plain HTTP sent to the port, closes the
+connection (counted as ``tls_handshake``).
 """
 
 from __future__ import annotations
@@ -27,13 +32,30 @@ import io
 import logging
 import queue
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+
+class ServerTls(Protocol):
+    """What the port reads of :class:`rocketq.remoting.tls.ServerTls` (common sits below
+    remoting, so it names the shape, not the class)."""
+
+    @property
+    def enabled(self) -> bool: ...
+
+    @property
+    def context(self) -> ssl.SSLContext: ...
+
+
+class _HandshakeFailedError(Exception):
+    """The TLS handshake of an accepted connection failed."""
+
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +69,7 @@ MAX_REQUEST_HEAD: Final = 16 * 1024
 WORKERS_BUSY: Final = "workers_busy"
 TIMEOUT: Final = "timeout"
 TOO_LARGE: Final = "too_large"
+TLS_HANDSHAKE: Final = "tls_handshake"
 _BUSY_ANSWER: Final = (
     b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
     b"Content-Length: 32\r\nConnection: close\r\n\r\nbusy: every worker is answering\n"
@@ -106,6 +129,7 @@ class _Server(WSGIServer):
     # A restarted process takes its port back at once (TIME_WAIT of its last scrapes).
     allow_reuse_address = True
     request_timeout = 10.0
+    tls: ServerTls | None = None
 
     def bound(self, workers: int, timeout: float) -> None:
         self.workers = workers
@@ -115,6 +139,8 @@ class _Server(WSGIServer):
         self._jobs: queue.SimpleQueue[tuple[socket.socket, Any] | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self.rejected = {WORKERS_BUSY: 0, TIMEOUT: 0, TOO_LARGE: 0}
+        if self.tls is not None:
+            self.rejected[TLS_HANDSHAKE] = 0
         self._count_lock = threading.Lock()
         self._logged: dict[tuple[str, str], float] = {}
         self.busy = 0  # connections a worker holds or will take next
@@ -154,9 +180,10 @@ class _Server(WSGIServer):
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self._slots.acquire(blocking=False):
             self.count(WORKERS_BUSY, client_address)
-            with contextlib.suppress(OSError):
-                request.setblocking(False)
-                request.send(_BUSY_ANSWER)
+            if self.tls is None:  # over TLS it would take a handshake: just close
+                with contextlib.suppress(OSError):
+                    request.setblocking(False)
+                    request.send(_BUSY_ANSWER)
             self.shutdown_request(request)
             return
         with self._count_lock:
@@ -170,7 +197,11 @@ class _Server(WSGIServer):
                 return
             request, client_address = job
             try:
+                if self.tls is not None:
+                    request = self._secure(request)
                 self.finish_request(request, client_address)
+            except _HandshakeFailedError:
+                self.count(TLS_HANDSHAKE, client_address)
             except TimeoutError:
                 self.count(TIMEOUT, client_address)
             except OSError:
@@ -182,6 +213,29 @@ class _Server(WSGIServer):
                 with self._count_lock:
                     self.busy -= 1
                 self._slots.release()
+
+    def _secure(self, request: socket.socket) -> ssl.SSLSocket:
+        """The accepted connection over TLS with the current certificate (each step of the
+        handshake within the request timeout). TimeoutError, or _HandshakeFailedError when
+        the handshake fails (plain HTTP, an unknown CA...); the connection is closed."""
+        assert self.tls is not None
+        request.settimeout(self.request_timeout)
+        try:
+            secured = self.tls.context.wrap_socket(
+                request, server_side=True, do_handshake_on_connect=False
+            )
+        except (OSError, ValueError) as exc:
+            request.close()
+            raise _HandshakeFailedError(str(exc)) from None
+        try:
+            secured.do_handshake()
+        except TimeoutError:
+            secured.close()
+            raise
+        except OSError as exc:  # ssl.SSLError too
+            secured.close()
+            raise _HandshakeFailedError(str(exc)) from None
+        return secured
 
 
 class _Server6(_Server):
@@ -206,6 +260,7 @@ class MetricsServer:
         what: str = "",
         workers: int = 4,
         timeout: float = 10.0,
+        tls: ServerTls | None = None,
     ) -> None:
         self.registry = registry
         self.readiness = readiness
@@ -220,6 +275,7 @@ class MetricsServer:
                 "to a free port (0 turns the metrics server off) or metrics_bind_address"
             ) from None
         self._server.set_app(self._app)
+        self._server.tls = tls if tls is not None and tls.enabled else None
         self._server.bound(workers, timeout)
         self.port: int = self._server.server_port
         self._thread: threading.Thread | None = None

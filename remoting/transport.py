@@ -28,6 +28,13 @@ connection holds at most its budget and one frame, the server its budget, one fr
 64 KiB per connection (a small request is read even over the total budget, so a client
 asking for a route is still answered). The time a paused connection is not read counts
 neither towards its idle time nor its frame's read timeout.
+
+Security (``remoting/tls.py``): a server's ``access`` check sees every request it has a
+handler for before the handler does (one attribute test per request when there is none);
+a client's :class:`~rocketq.remoting.tls.ClientSecurity` wraps its connections in TLS and
+signs every request they send. A TLS server accepts sockets itself and tells TLS from
+plaintext by the first byte, so that each connection gets the certificate current when it
+arrives; :attr:`Connection.tls_identity` names the client certificate it verified.
 """
 
 from __future__ import annotations
@@ -386,7 +393,8 @@ class Connection(asyncio.Protocol):
         if refusal is None:
             return False
         if not cmd.is_oneway:
-            self._write(refusal)
+            with contextlib.suppress(ConnectBrokerError):  # closed meanwhile: nobody to tell
+                self._write(refusal)
         return True
 
     async def _finish(self, cmd: RemotingCommand, pending: Awaitable[Result], size: int) -> None:
