@@ -6,6 +6,7 @@ cluster calls use."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import hmac
 import logging
@@ -227,6 +228,14 @@ class ClusterClient:
     tls_key_file: str | None = None
     tls_verify_hostname: bool = True
 
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> ClusterClient:
+        """From SDK client keyword settings (the CLI's credential and TLS options); empty
+        strings count as not given, unknown keys are ignored."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        given = {k: v for k, v in settings.items() if k in fields and v != ""}
+        return cls(**given)
+
     def credentials(self, environ: Mapping[str, str] | None = None) -> Credentials | None:
         """The credentials the console signs with; None when nothing is configured.
         Raises ValueError for half a pair or a bad credentials file."""
@@ -247,7 +256,7 @@ class ClusterClient:
             out["tls"] = True
             out["tls_verify_hostname"] = self.tls_verify_hostname
             for key in ("tls_ca_file", "tls_cert_file", "tls_key_file"):
-                if (value := getattr(self, key)) is not None:
+                if value := getattr(self, key):
                     out[key] = value
         return out
 

@@ -185,6 +185,15 @@ def test_a_console_that_signs_its_calls_requires_users(users_file: Path) -> None
     creds = ClusterClient().credentials(environ=env)
     assert creds is not None and creds.access_key == "ak"
     assert ClusterClient().sdk_settings(None) == {}
+    # The CLI's credential and TLS options, as the SDK's keyword settings.
+    cli = {"access_key": None, "tls": True, "tls_ca_file": "", "tls_verify_hostname": False}
+    assert ClusterClient.from_settings({**cli, "unknown": 1}) == ClusterClient(
+        tls=True, tls_verify_hostname=False
+    )
+    assert ClusterClient(tls=True, tls_verify_hostname=False).sdk_settings(None) == {
+        "tls": True,
+        "tls_verify_hostname": False,
+    }
     with pytest.raises(ValueError):
         ClusterClient(access_key="only-half").credentials(environ={})
 
