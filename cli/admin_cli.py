@@ -16,6 +16,7 @@ import typer
 from rocketq.cli import cluster_list as listing
 from rocketq.cli import consumer_status as status
 from rocketq.cli.options import DEFAULT_NAMESRV as DEFAULT_NAMESRV  # for dlq_cli too
+from rocketq.cli.options import security_settings
 from rocketq.common import times
 from rocketq.common.aio import wait_event
 from rocketq.common.message import message_doc
@@ -76,7 +77,7 @@ def to_jsonable(obj: Any) -> Any:
 async def _with_admin(namesrv: str, fn: Callable[[Any], Awaitable[T]]) -> T:
     from rocketq.sdk.admin import Admin
 
-    async with Admin(namesrv) as admin:
+    async with Admin(namesrv, **security_settings()) as admin:
         return await fn(admin)
 
 
@@ -222,7 +223,7 @@ async def _transfer_leader(namesrv: str, group: str, to: str, timeout: float) ->
         ]
 
     deadline = time.monotonic() + timeout
-    async with Admin(namesrv) as admin:
+    async with Admin(namesrv, **security_settings()) as admin:
         group_members = members(await admin.cluster_list())
         if not any("raftSelfId" in b.runtime for b in group_members):
             raise RocketqSystemError(
@@ -537,7 +538,7 @@ def send_cmd(
     async def go() -> None:
         from rocketq import Message, Producer
 
-        async with Producer(group=group, namesrv=namesrv) as producer:
+        async with Producer(group=group, namesrv=namesrv, **security_settings()) as producer:
             for i in range(count):
                 text = body if count == 1 else f"{body} #{i}"
                 r = await producer.send(
@@ -578,6 +579,7 @@ def consume_cmd(
             group,
             namesrv,
             consume_from=ConsumeFrom.FIRST_OFFSET if from_first else ConsumeFrom.LAST_OFFSET,
+            **security_settings(),
         )
         consumer.subscribe(topic, expression)
 

@@ -392,13 +392,19 @@ def cluster_status(
 # -- admin, send, consume (cli/admin_cli.py) --------------------------------------------
 
 from rocketq.cli.admin_cli import admin_app, consume_cmd, send_cmd  # noqa: E402
+from rocketq.cli.auth_cli import acl_app, user_app  # noqa: E402
 from rocketq.cli.dlq_cli import dlq_app, resend_message  # noqa: E402
+from rocketq.cli.options import secure_commands, secured  # noqa: E402
 
 admin_app.command("resend-message")(resend_message)
 admin_app.add_typer(dlq_app, name="dlq")
+admin_app.add_typer(user_app, name="user")
+admin_app.add_typer(acl_app, name="acl")
+# Every command that talks to a cluster takes --access-key, --tls ... (cli/options.py).
+secure_commands(admin_app)
 app.add_typer(admin_app, name="admin")
-app.command("send")(send_cmd)
-app.command("consume")(consume_cmd)
+app.command("send")(secured(send_cmd))
+app.command("consume")(secured(consume_cmd))
 
 
 # -- benchmarks (cli/bench_cli.py) ------------------------------------------------------
