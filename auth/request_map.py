@@ -14,9 +14,10 @@ Names are read from the same header fields (and, for the heartbeat and the queue
 bodies, from the same JSON body, with the same decoder) as the handler reads them, so the
 resource checked is the one the handler acts on. A retry topic (``%RETRY%<group>``) stands
 for its consumer group: a request on ``%RETRY%g`` needs Sub on ``Group:g`` (Pub and Sub on
-the topic become Sub on the group; an admin action stays that action, on the group). A
-request whose header or body is too damaged to name its resources needs a super user (its
-handler would refuse it anyway); an unknown code needs a super user.
+the topic become Sub on the group; an admin action stays that action, on the group), and a
+group name with that prefix is the group after it (as RocketMQ reads one). A request whose
+header or body is too damaged to name its resources needs a super user (its handler would
+refuse it anyway); an unknown code needs a super user.
 
 "Cluster" below is ``Cluster:<the broker's cluster name>`` (the ``cluster`` argument of
 :func:`broker_requirement`).
@@ -71,6 +72,11 @@ Broker, administration (POLICY):
   AUTH_DELETE_ACL: Update on Cluster; AUTH_GET_USER, AUTH_LIST_USER, AUTH_GET_ACL,
   AUTH_LIST_ACL: Get on Cluster (as RocketMQ).
 
+Broker, node to node (SUPER: super users and nodes signing with the inner credentials):
+
+- GET_AUTH_METADATA (rocketq's: a replica's copy of its master's users, with their
+  secrets, and ACL policies).
+
 Nameserver:
 
 - OPEN (anyone): GET_ROUTEINFO_BY_TOPIC and GET_BROKER_CLUSTER_INFO, the reads every
@@ -99,6 +105,7 @@ __all__ = [
     "AUTH_CODES",
     "BROKER_CODES",
     "CLIENT_INNER_PRODUCER",
+    "GET_AUTH_METADATA",
     "NAMESERVER_CODES",
     "broker_requirement",
     "nameserver_requirement",
@@ -107,6 +114,9 @@ __all__ = [
 RETRY_PREFIX: Final = "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX
 # The producer group every RocketMQ 4.x client registers for its own inner producer.
 CLIENT_INNER_PRODUCER: Final = "CLIENT_INNER_PRODUCER"
+
+# rocketq's request for a broker's users and ACL policies (RocketqRequestCode.GET_AUTH_METADATA).
+GET_AUTH_METADATA: Final = 30002
 
 SUPER: Final = Requirement(Gate.SUPER)
 USER: Final = Requirement(Gate.USER)
@@ -139,12 +149,15 @@ def _topic(name: str, action: Action) -> Need:
     """``action`` on a topic; a retry topic stands for its group (Pub and Sub become Sub on
     the group, other actions stay)."""
     if name.startswith(RETRY_PREFIX):
-        group = _name(name[len(RETRY_PREFIX) :])
-        return Resource.group(group), Action.SUB if action in (Action.PUB, Action.SUB) else action
+        return _group(name, Action.SUB if action in (Action.PUB, Action.SUB) else action)
     return Resource.topic(name), action
 
 
 def _group(name: str, action: Action) -> Need:
+    """``action`` on a group; a name with the retry prefix is the group after it (as
+    RocketMQ's Resource.ofGroup reads one)."""
+    if name.startswith(RETRY_PREFIX):
+        name = _name(name[len(RETRY_PREFIX) :])
     return Resource.group(name), action
 
 
@@ -172,6 +185,10 @@ def _array(doc: Mapping[str, Any], key: str) -> list[Any]:
 
 
 # -- broker rules --------------------------------------------------------------------------
+
+
+def _super(ext: Mapping[str, str], cmd: RemotingCommand, cluster: str) -> Requirement:
+    return SUPER
 
 
 def _on_cluster(action: Action) -> _Rule:
@@ -316,6 +333,8 @@ _BROKER_RULES: Final[dict[int, _Rule]] = {
     RequestCode.AUTH_DELETE_ACL: _on_cluster(Action.UPDATE),
     RequestCode.AUTH_GET_ACL: _on_cluster(Action.GET),
     RequestCode.AUTH_LIST_ACL: _on_cluster(Action.GET),
+    # node to node
+    GET_AUTH_METADATA: _super,
 }
 
 _NAMESERVER_GATES: Final[dict[int, Requirement]] = {
