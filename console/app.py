@@ -136,6 +136,7 @@ async def cluster_error(request: Request, exc: Exception) -> Response:
 
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+SESSION_SECONDS = 12 * 3600  # a session idle this long is logged out
 
 
 def allowed_hosts_for(bind: str, extra: Sequence[str] = ()) -> list[str]:
@@ -219,10 +220,11 @@ def create_app(
             session_cookie="rocketq_console",
             same_site="strict",
             https_only=https,
+            max_age=SESSION_SECONDS,
         ),
     ]
-    if login_on:
-        middleware.append(Middleware(LoginRequired))
+    if users is not None:
+        middleware.append(Middleware(LoginRequired, users=users))
     app = Starlette(
         routes=routes,
         middleware=middleware,

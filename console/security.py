@@ -186,18 +186,21 @@ def anonymous_allowed(path: str) -> bool:
 
 class LoginRequired:
     """ASGI middleware (inside the session middleware): with login on, every request but
-    :func:`anonymous_allowed`'s needs a logged-in session; the JSON API answers 401, a page
-    sends the browser to the login page and back afterwards."""
+    :func:`anonymous_allowed`'s needs a session logged in as one of ``users`` (a user
+    taken out of the users file is out at the console's next start, whatever cookie they
+    keep); the JSON API answers 401, a page sends the browser to the login page and back
+    afterwards."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, users: Users) -> None:
         self.app = app
+        self.users = users
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or anonymous_allowed(scope["path"]):
             await self.app(scope, receive, send)
             return
         session = scope.get("session") or {}
-        if isinstance(session.get("user"), str):
+        if session.get("user") in self.users.hashes:
             await self.app(scope, receive, send)
             return
         path: str = scope["path"]

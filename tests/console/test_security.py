@@ -602,3 +602,20 @@ def test_changes_on_the_acl_page_need_the_csrf_token(users_file: Path) -> None:
     assert c.post("/acl/users", data={**body, "csrf_token": "forged"}).status_code == 403
     assert c.delete("/api/users/alice", headers={CSRF_HEADER: "forged"}).status_code == 403
     assert fake.calls == []
+
+
+def test_a_user_taken_out_of_the_users_file_is_out_whatever_cookie_they_keep(
+    users_file: Path, tmp_path: Path
+) -> None:
+    before = TestClient(create_app(NS, users_file, secret="kept"), base_url=LOCAL)
+    log_in(before, "bob", "builder")
+    assert before.get("/api/session").json()["user"] == "bob"
+    fewer = tmp_path / "users"
+    fewer.write_text(f"alice:{hash_password(PASSWORD)}\n")
+    after = TestClient(create_app(NS, fewer, secret="kept"), base_url=LOCAL)
+    after.cookies.update(before.cookies)
+    assert after.get("/api/session").status_code == 401
+    # The same cookie on a console that still lists bob is a valid session.
+    again = TestClient(create_app(NS, users_file, secret="kept"), base_url=LOCAL)
+    again.cookies.update(before.cookies)
+    assert again.get("/api/session").json()["user"] == "bob"
