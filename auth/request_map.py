@@ -41,7 +41,9 @@ Broker, messages (POLICY):
   the half message) and may end its transactions. A heartbeat naming no group: any user.
 - LOCK_BATCH_MQ, UNLOCK_BATCH_MQ (the body's group and queues): Sub on the group and on
   each queue's topic.
-- CONSUMER_SEND_MSG_BACK: Sub on the group (``group``), and on ``originTopic`` when given.
+- CONSUMER_SEND_MSG_BACK: Sub on the group (``group``), and on ``originTopic`` when given
+  (the broker copies the message at ``offset`` onto the group's retry topic; that it be a
+  message of ``originTopic`` is for the broker to check).
 - END_TRANSACTION: Pub on the topic when the header names one (5.x clients) and Pub on
   the producer group (``producerGroup``; the broker ends only a half message of that
   group). RocketMQ checks the topic only, and nothing for a 4.x client's header.
