@@ -11,17 +11,17 @@ A server's :class:`ServerTls` is one of RocketMQ's modes:
 - ``enforcing``: TLS only; a plaintext connection is closed.
 
 Its :attr:`ServerTls.context` is rebuilt from the certificate, key and trust files when
-they change (checked at most every ``reload_interval`` seconds as connections arrive, and by
-:meth:`ServerTls.watch` while a server runs); a connection keeps the context it was
-accepted with, so rotating a certificate drops nothing. A file that does not load is logged
-and the previous context stays in use.
+their contents change (checked at most every ``reload_interval`` seconds as connections
+arrive, and by :meth:`ServerTls.watch` while a server runs); a connection keeps the context
+it was accepted with, so rotating a certificate drops nothing. Files that do not load are
+logged and the previous context stays in use.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
-import os
 import ssl
 import threading
 import time
@@ -41,11 +41,15 @@ CLIENT_AUTH: Final = {
     "optional": ssl.CERT_OPTIONAL,
     "require": ssl.CERT_REQUIRED,
 }
+# The most bytes of a certificate, key or trust file compared to see whether it changed.
+MAX_PEM: Final = 4 * 1024 * 1024
 # The first byte of a TLS record carrying a handshake (a ClientHello).
 HANDSHAKE: Final = 0x16
 
-# (mtime_ns, size) of each file a context is built from; None for a file that is missing.
-_Stamp: TypeAlias = tuple[tuple[int, int] | None, ...]
+# The digest of each file a context is built from; None for a file that cannot be read.
+# (Contents, not modification times: a file rewritten within the file system's clock tick
+# at the same size would look unchanged.)
+_Stamp: TypeAlias = tuple[bytes | None, ...]
 
 
 @dataclass(frozen=True)
@@ -59,14 +63,13 @@ class ClientSecurity:
 
 
 def _stamp(paths: tuple[str, ...]) -> _Stamp:
-    stamps: list[tuple[int, int] | None] = []
+    stamps: list[bytes | None] = []
     for path in paths:
         try:
-            st = os.stat(path)
+            with open(path, "rb") as f:
+                stamps.append(hashlib.blake2b(f.read(MAX_PEM)).digest())
         except OSError:
             stamps.append(None)
-        else:
-            stamps.append((st.st_mtime_ns, st.st_size))
     return tuple(stamps)
 
 
@@ -105,6 +108,9 @@ class ServerTls:
         self._lock = threading.Lock()  # the metrics port reads the context from threads
         self._checked = time.monotonic()
         self._stamp = _stamp(self._paths)
+        # Files that did not load (as they were then), and whether that was logged.
+        self._failed: _Stamp | None = None
+        self._reported = False
         self._context: ssl.SSLContext | None = None
         if mode != "disabled":
             if not cert or not key:
@@ -129,23 +135,29 @@ class ServerTls:
 
     def check(self) -> bool:
         """Rebuild the context if a file changed since it was last loaded; True if it was.
-        A file that does not load is logged and the current context kept."""
+        Files that do not load are tried again at each check and the current context kept;
+        they are logged once they stay unchanged and bad for a check (a certificate whose
+        key is not written yet is a rotation under way, not an error)."""
         with self._lock:
             self._checked = time.monotonic()
             stamp = _stamp(self._paths)
             if stamp == self._stamp or self.mode == "disabled":
                 return False
-            self._stamp = stamp  # a bad file is reported once, until it changes again
             try:
                 ctx = self._build()
             except (OSError, ValueError) as exc:
-                log.error(
-                    "TLS: the changed certificate files (%s) do not load, so the previous "
-                    "certificate stays in use: %s",
-                    ", ".join(self._paths),
-                    exc,
-                )
+                if stamp != self._failed:
+                    self._failed, self._reported = stamp, False
+                elif not self._reported:
+                    self._reported = True
+                    log.error(
+                        "TLS: the changed certificate files (%s) do not load, so the "
+                        "previous certificate stays in use: %s",
+                        ", ".join(self._paths),
+                        exc,
+                    )
                 return False
+            self._stamp, self._failed = stamp, None
             self._context = ctx
             self.reloads += 1
         log.info("TLS: loaded the changed certificate files (%s)", ", ".join(self._paths))

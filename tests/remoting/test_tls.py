@@ -457,3 +457,31 @@ async def test_metrics_over_https(certs: Certs) -> None:
         assert await asyncio.to_thread(get, "https", "/healthz") == (200, b"ok\n")
     finally:
         await server.stop()
+
+
+def test_a_rotation_half_written_is_not_an_error_and_a_bad_file_is_logged_once(
+    certs: Certs, caplog: pytest.LogCaptureFixture
+) -> None:
+    tls = ServerTls("enforcing", certs.server.cert, certs.server.key, reload_interval=3600)
+    first = tls.context
+    caplog.set_level(logging.ERROR)
+    # Rewritten with the same bytes: nothing to reload.
+    Path(certs.server.cert).write_bytes(Path(certs.server.cert).read_bytes())
+    assert tls.check() is False and tls.context is first
+    # The new certificate is written, its key not yet: the old context stays, quietly.
+    leaf = certs.authority.issue_cert("127.0.0.1", common_name="server-2")
+    Path(certs.server.cert).write_bytes(b"".join(b.bytes() for b in leaf.cert_chain_pems))
+    assert tls.check() is False
+    assert tls.context is first
+    assert not caplog.records
+    # Then the key: the next check loads both.
+    Path(certs.server.key).write_bytes(leaf.private_key_pem.bytes())
+    assert tls.check() is True
+    second = tls.context
+    assert second is not first and tls.reloads == 1
+    # A key that stays bad: logged once, however many checks see it.
+    Path(certs.server.key).write_text("not a key\n")
+    for _ in range(4):
+        assert tls.check() is False
+    assert tls.context is second
+    assert len([r for r in caplog.records if "do not load" in r.getMessage()]) == 1
