@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from rocketq.common import times
-from rocketq.common.exceptions import RocketqError
+from rocketq.common.exceptions import ConfigError, RocketqError
+from rocketq.sdk.security import SecurityConfig, client_security
 
 EARLIEST: Final = -2
 LATEST: Final = -1
@@ -125,6 +126,7 @@ class ReadOptions:
     group: str | None
     partition_offsets: int
     read_timeout: float  # seconds a task waits for an unreachable queue
+    security: SecurityConfig = field(default_factory=SecurityConfig)  # credentials and TLS
 
     @property
     def pull_group(self) -> str:
@@ -194,6 +196,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         group=str(group).strip() if group and str(group).strip() else None,
         partition_offsets=partition_offsets,
         read_timeout=float(read_timeout),
+        security=parse_security_options(options),
     )
 
 
@@ -220,6 +223,7 @@ class WriteOptions:
     batch_size: int
     in_flight: int
     send_timeout_ms: int
+    security: SecurityConfig = field(default_factory=SecurityConfig)  # credentials and TLS
 
 
 def parse_write_options(options: Mapping[str, str], columns: list[str]) -> WriteOptions:
@@ -245,4 +249,47 @@ def parse_write_options(options: Mapping[str, str], columns: list[str]) -> Write
         batch_size=batch_size,
         in_flight=in_flight,
         send_timeout_ms=timeout,
+        security=parse_security_options(options),
     )
+
+
+def _text(options: Mapping[str, str], name: str) -> str:
+    return str(options.get(name, "") or "").strip()
+
+
+def parse_security_options(options: Mapping[str, str]) -> SecurityConfig:
+    """The credentials and TLS of a read or a write: options ``accessKey`` and
+    ``secretKey`` (else ``ROCKETQ_ACCESS_KEY`` / ``ROCKETQ_SECRET_KEY`` where the task
+    runs), ``credentialsFile``, ``tls``, ``tlsCaFile``, ``tlsCertFile``, ``tlsKeyFile`` and
+    ``tlsVerifyHostname``; checked on the driver (half a key pair, a TLS file missing)."""
+    config = SecurityConfig(
+        access_key=_text(options, "accessKey") or None,
+        secret_key=_text(options, "secretKey") or None,
+        credentials_file=_text(options, "credentialsFile") or None,
+        tls=_bool(options, "tls", False),
+        tls_ca_file=_text(options, "tlsCaFile"),
+        tls_cert_file=_text(options, "tlsCertFile"),
+        tls_key_file=_text(options, "tlsKeyFile"),
+        tls_verify_hostname=_bool(options, "tlsVerifyHostname", True),
+    )
+    try:
+        client_security(config, "the rocketq data source")
+    except ConfigError as exc:
+        raise SparkOptionError(_spark_names(str(exc))) from None
+    return config
+
+
+_SPARK_NAMES: Final = {
+    "tls_ca_file": "tlsCaFile",
+    "tls_cert_file": "tlsCertFile",
+    "tls_key_file": "tlsKeyFile",
+    "tls=True": "tls=true",
+    "tls is off": "option tls is not true",
+}
+
+
+def _spark_names(message: str) -> str:
+    """An SDK settings message with the data source's option names."""
+    for sdk_name, spark_name in _SPARK_NAMES.items():
+        message = message.replace(sdk_name, spark_name)
+    return message

@@ -37,6 +37,7 @@ from rocketq.sdk.client_wire import (
     update_offset_request,
 )
 from rocketq.sdk.message_body import MAX_BODY_INFLATE_RATIO, MAX_MESSAGE_SIZE, check_messages
+from rocketq.sdk.security import SecurityConfig, client_security
 from rocketq.sdk.spark.options import Offsets, QueueId, queue_label
 from rocketq.sdk.wire import PullOutcome, PullReply, pull_request
 
@@ -78,11 +79,16 @@ def _transient(exc: RocketqError) -> bool:
     return exc.retriable or isinstance(exc, (ConnectBrokerError, RequestTimeoutError))
 
 
-def blocking(namesrv: str, fn: Callable[[QueueClient], Awaitable[T]]) -> T:
-    """Run ``fn`` with a client of its own, on the SDK's background event loop."""
+def blocking(
+    namesrv: str,
+    fn: Callable[[QueueClient], Awaitable[T]],
+    security: SecurityConfig | None = None,
+) -> T:
+    """Run ``fn`` with a client of its own (signing and TLS as ``security`` says), on the
+    SDK's background event loop."""
 
     async def main() -> T:
-        client = QueueClient(namesrv)
+        client = QueueClient(namesrv, security=security)
         try:
             return await fn(client)
         finally:
@@ -92,8 +98,14 @@ def blocking(namesrv: str, fn: Callable[[QueueClient], Awaitable[T]]) -> T:
 
 
 class QueueClient:
-    def __init__(self, namesrv: str, *, timeout: float = 5.0) -> None:
-        self.client = ClientInstance(namesrv, timeout=timeout)
+    def __init__(
+        self, namesrv: str, *, timeout: float = 5.0, security: SecurityConfig | None = None
+    ) -> None:
+        self.client = ClientInstance(
+            namesrv,
+            timeout=timeout,
+            security=client_security(security or SecurityConfig(), "the rocketq data source"),
+        )
         self.timeout = timeout
 
     async def close(self) -> None:
@@ -362,12 +374,14 @@ def read_range(
     q: QueueId,
     start: int,
     end: int,
+    *,
+    security: SecurityConfig | None = None,
     **settings: Any,
 ) -> Iterator[pa.RecordBatch]:
     """A queue's offsets [start, end) as record batches (blocking; for a Spark task)."""
 
     async def make() -> QueueClient:
-        return QueueClient(namesrv)
+        return QueueClient(namesrv, security=security)
 
     client = run_blocking(make())
     loop = background_loop()

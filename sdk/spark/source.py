@@ -115,6 +115,7 @@ class _Reading:
             expression_type=o.expression_type,
             fail_on_data_loss=o.fail_on_data_loss,
             timeout=o.read_timeout,
+            security=o.security,
         )
 
 
@@ -197,7 +198,7 @@ class RocketqReader(_Reading, DataSourceReader):
             start = _check_loss(start, lows, opts.fail_on_data_loss)
             return {q: (start[q], end[q]) for q in highs if start[q] < end[q]}
 
-        return plan(blocking(opts.namesrv, ranges), opts.partition_offsets)
+        return plan(blocking(opts.namesrv, ranges, opts.security), opts.partition_offsets)
 
 
 class RocketqStreamReader(_Reading, DataSourceStreamReader):
@@ -218,7 +219,7 @@ class RocketqStreamReader(_Reading, DataSourceStreamReader):
                 return await _starting(client, opts, lows)
             return _resolve(opts.starting, lows, highs, EARLIEST)
 
-        start = blocking(opts.namesrv, initial)
+        start = blocking(opts.namesrv, initial, opts.security)
         self._known = start
         return encode_offsets(start)
 
@@ -234,7 +235,7 @@ class RocketqStreamReader(_Reading, DataSourceStreamReader):
         async def latest(client: QueueClient) -> tuple[Offsets, Offsets]:
             return await _bounds(client, opts.topics)
 
-        lows, highs = blocking(opts.namesrv, latest)
+        lows, highs = blocking(opts.namesrv, latest, opts.security)
         # A broker that does not answer keeps its queues where they were.
         merged = {**self._latest, **highs}
         self._latest = merged
@@ -271,7 +272,7 @@ class RocketqStreamReader(_Reading, DataSourceStreamReader):
             await client.queues(opts.topics)
             return await client.offsets(sorted(finish), "GetMinOffset")
 
-        lows = blocking(opts.namesrv, low)
+        lows = blocking(opts.namesrv, low, opts.security)
         for q in new:
             begin[q] = lows.get(q, 0)
             log.info("%s appeared: read from offset %d", queue_label(q), begin[q])
@@ -292,7 +293,7 @@ class RocketqStreamReader(_Reading, DataSourceStreamReader):
             await client.commit(group, offsets)
 
         try:
-            blocking(self.opts.namesrv, store)
+            blocking(self.opts.namesrv, store, self.opts.security)
         except Exception as exc:  # progress for monitoring only: never fail the query
             log.warning("committing the stream's offsets to group %s failed: %s", group, exc)
 

@@ -25,6 +25,7 @@ from rocketq.common.exceptions import RocketqError
 from rocketq.common.message import SYSTEM_PROPERTY_NAMES, Message
 from rocketq.sdk.background_loop import run_blocking
 from rocketq.sdk.producer import Producer
+from rocketq.sdk.security import security_settings
 from rocketq.sdk.spark.options import WriteOptions
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,7 @@ class _Sender:
             opts.namesrv,
             send_timeout=opts.send_timeout_ms / 1000,
             send_latency_fault_enable=False,
+            **security_settings(opts.security),
         )
         await producer.start()
         return cls(opts, producer)

@@ -54,6 +54,8 @@ BODY_KEYS = [
     "brokerDatas", "brokerAddrs", "brokerOffset", "consumerOffset", "lastTimestamp",
     "minOffset", "maxOffset", "topic", "brokerName", "queueId", "clientId", "language",
     "version", "subString", "order", "group", "consumeResult", "spentTimeMills", "remark",
+    "username", "password", "userType", "userStatus", "subject", "policies", "policyType",
+    "entries", "resource", "actions", "sourceIps", "decision",
 ]  # fmt: skip
 
 json_values = st.recursive(
@@ -207,6 +209,16 @@ def calls(rig: Rig) -> dict[str, Callable[[], Awaitable[Any]]]:
         "broker_config": lambda: admin.broker_config(addr),
         "transfer_leader": lambda: admin.transfer_leader(addr, "n1"),
         "cluster_list": admin.cluster_list,
+        "create_user": lambda: admin.create_user("u", "p"),
+        "update_user": lambda: admin.update_user("u", user_status="disable"),
+        "delete_user": lambda: admin.delete_user("u"),
+        "get_user": lambda: admin.get_user("u"),
+        "list_users": admin.list_users,
+        "create_acl": lambda: admin.create_acl("User:u", "Topic:T", "Pub"),
+        "update_acl": lambda: admin.update_acl("User:u", ["Topic:T", "Group:G"], ["Sub"]),
+        "delete_acl": lambda: admin.delete_acl("User:u", "Topic:T"),
+        "get_acl": lambda: admin.get_acl("User:u"),
+        "list_acls": admin.list_acls,
         "send": lambda: rig.producer.send(Message("T", b"x")),
         "send_batch": lambda: rig.producer.send_batch([Message("T", b"x"), Message("T", b"y")]),
         "send_to_queue": lambda: rig.producer.send(
@@ -218,11 +230,12 @@ def calls(rig: Rig) -> dict[str, Callable[[], Awaitable[Any]]]:
 CALL_NAMES = [
     "broker_addrs", "broker_config", "cluster_list", "consume_message_directly",
     "consume_tps", "consumer_connections", "consumer_progress", "consumer_running_info",
-    "delete_topic", "dlq_messages", "group_config", "group_list", "message_track",
-    "messages_by_time", "query_msg_by_id", "query_msg_by_key", "query_msg_by_offset",
-    "resend_message", "reset_offset_by_time", "send", "send_batch", "send_to_queue",
-    "topic_consumers", "topic_list", "topic_route", "topic_status", "trace",
-    "transfer_leader", "update_sub_group", "update_topic",
+    "create_acl", "create_user", "delete_acl", "delete_topic", "delete_user", "dlq_messages",
+    "get_acl", "get_user", "group_config", "group_list", "list_acls", "list_users",
+    "message_track", "messages_by_time", "query_msg_by_id", "query_msg_by_key",
+    "query_msg_by_offset", "resend_message", "reset_offset_by_time", "send", "send_batch",
+    "send_to_queue", "topic_consumers", "topic_list", "topic_route", "topic_status", "trace",
+    "transfer_leader", "update_acl", "update_sub_group", "update_topic", "update_user",
 ]  # fmt: skip
 
 
