@@ -15,7 +15,13 @@ from starlette.testclient import TestClient
 from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 from rocketq.cluster.pids import wait_until
 from rocketq.console.app import create_app
-from rocketq.console.security import CSRF_HEADER, Users, hash_password, verify_password
+from rocketq.console.security import (
+    CSRF_HEADER,
+    ClusterClient,
+    Users,
+    hash_password,
+    verify_password,
+)
 from tests.integration.conftest import SMALL_STORE
 
 
@@ -338,6 +344,25 @@ def test_with_users_every_change_route_is_refused_without_a_session_or_token(
                 r = c.request(method, path, data={"csrf_token": "forged"})
             assert r.status_code == 403, (path, r.text)
     assert "ConsoleLocked" not in str(client.get("/api/topics").json())  # nothing was made
+
+
+def test_a_console_with_credentials_signs_its_calls_behind_a_login(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    users_file = tmp_path / "users"
+    users_file.write_text(f"carol:{hash_password('pw')}\n")
+    keys = ClusterClient(access_key="console", secret_key="console-secret")
+    app = create_app(cluster.namesrv_addr, users_file, cluster_client=keys)
+    with TestClient(app, base_url=LOCAL) as c:
+        assert c.get("/api/cluster").status_code == 401
+        log_in(c, "carol", "pw")
+        assert app.state.admin.security.access_key == "console"
+        data = c.get("/api/cluster").json()
+        assert sorted(b["broker_name"] for b in data["brokers"]) == ["broker-a", "broker-b"]
+        api_post(c, "/api/topics", {"topic": "ConsoleSigned", "read_queue_nums": 1})
+        sent = api_post(c, "/api/topics/ConsoleSigned/messages", {"body": "signed"})
+        assert sent.json()["status"] == "SEND_OK"  # type: ignore[attr-defined]
+        assert app.state.producer.config.access_key == "console"
 
 
 def test_a_bad_users_file_is_refused(tmp_path: Path) -> None:
