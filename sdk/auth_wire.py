@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from rocketq.auth.model import Action, Decision
+from rocketq.auth.model import Action, Decision, Resource, Subject
 from rocketq.common.exceptions import ConfigError
 from rocketq.remoting import fastjson
 from rocketq.remoting.answer import check, malformed, text_field
@@ -33,8 +33,6 @@ DECISIONS: Final = tuple(d.value for d in Decision)
 """A policy entry's decisions: ``Allow`` or ``Deny`` (Deny wins)."""
 ACTIONS: Final = tuple(a.value for a in Action if a is not Action.ANY)
 """The actions a policy entry may name."""
-RESOURCE_TYPES: Final = ("Cluster", "Namespace", "Topic", "Group")
-"""The kinds of resource a policy entry names, as ``Kind:name``; ``*`` alone is anything."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,24 +138,20 @@ def actions(values: Iterable[str]) -> tuple[str, ...]:
 
 def resource(value: str) -> str:
     """A resource as RocketMQ writes it: ``Kind:name`` (``Topic:orders``, ``Group:g*``,
-    ``Cluster:c``) or ``*``; the kind's case is fixed (ConfigError for anything else)."""
-    text = value.strip()
-    if text == "*":
-        return text
-    kind, sep, name = text.partition(":")
-    if not sep or not name:
-        raise ConfigError(
-            f"resource {value!r} is not Kind:name (e.g. Topic:orders, Group:g1, Topic:order*) or *"
-        )
-    return f"{_one_of(kind, RESOURCE_TYPES, 'resource type')}:{name}"
+    ``Cluster:c``) or ``*``, read as the brokers read it (``rocketq.auth.model``); the
+    kind's case is fixed (ConfigError for anything else)."""
+    try:
+        return Resource.parse(value).key
+    except ValueError as exc:
+        raise ConfigError(f"{exc} (e.g. Topic:orders, Group:g1, Topic:order*, *)") from None
 
 
 def subject(value: str) -> str:
     """A subject as RocketMQ writes it: ``User:name`` (ConfigError for anything else)."""
-    kind, sep, name = value.strip().partition(":")
-    if not sep or not name or kind.lower() != "user":
-        raise ConfigError(f"subject {value!r} is not User:name (e.g. User:alice)")
-    return f"User:{name}"
+    try:
+        return Subject.parse(value.strip()).key
+    except ValueError as exc:
+        raise ConfigError(f"{exc} (e.g. User:alice)") from None
 
 
 # -- requests -----------------------------------------------------------------------------
