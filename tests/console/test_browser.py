@@ -12,6 +12,7 @@ dashboard tests write the README's screenshots into ``docs/``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -28,10 +29,12 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select
+from starlette.applications import Starlette
 
 from rocketq import Message, Producer
 from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 from rocketq.console.app import create_app
+from rocketq.console.security import hash_password
 from rocketq.sdk.admin import Admin
 from rocketq.sdk.background_loop import run_blocking
 from tests.dead_letters import consume_fixed, fill_dlq
@@ -53,6 +56,7 @@ DLQ_GROUP = "cg-browser-dlq"
 DLQ_TOPIC = "BrowserPay"
 LAG_GROUP = "cg-browser-lag"
 LAG_TOPIC = "BrowserLag"
+LOGIN_PASSWORD = "wonderland"
 
 
 # -- fixtures ----------------------------------------------------------------------------
@@ -69,14 +73,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         yield started
 
 
-@pytest.fixture(scope="module")
-def console(cluster: LocalCluster) -> Iterator[str]:
-    """The console's base URL: uvicorn in a thread on a socket bound here (no port race)."""
+@contextlib.contextmanager
+def served(app: Starlette, host: str = "127.0.0.1") -> Iterator[str]:
+    """``app`` under uvicorn in a thread on a socket bound here (no port race) -> its base
+    URL, named with ``host``."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    app = create_app(cluster.namesrv_addr, sample_interval=SAMPLE_INTERVAL)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name="console", daemon=True
@@ -84,11 +88,28 @@ def console(cluster: LocalCluster) -> Iterator[str]:
     thread.start()
     try:
         wait_for(lambda: server.started, "the console to start")
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://{host}:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+@pytest.fixture(scope="module")
+def console(cluster: LocalCluster) -> Iterator[str]:
+    """The console's base URL (login off)."""
+    with served(create_app(cluster.namesrv_addr, sample_interval=SAMPLE_INTERVAL)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def login_console(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A second console, with login on (user alice), reached as ``localhost`` so that its
+    cookie is not the first console's (cookies are per host name, not per port)."""
+    users = tmp_path_factory.mktemp("console-login") / "users"
+    users.write_text(f"alice:{hash_password(LOGIN_PASSWORD)}\n")
+    with served(create_app(cluster.namesrv_addr, users), host="localhost") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -326,3 +347,31 @@ def test_the_dashboard_draws_its_charts(browser: WebDriver, console: str) -> Non
         )
         assert length > 0 and stroke not in ("none", "") and width > 0, (length, stroke, width)
     keep_screenshot(browser, "console-dashboard.png")
+
+
+def test_with_login_a_page_asks_for_it_first_and_comes_back(
+    browser: WebDriver, login_console: str
+) -> None:
+    try:
+        browser.get(login_console + "/topics?kind=system")
+        wait_for(lambda: "/login?next=" in browser.current_url, "the login page")
+        assert browser.title.startswith("Log in")
+        form = post_form(browser, "/login")
+        form.find_element(By.NAME, "username").send_keys("alice")
+        form.find_element(By.NAME, "password").send_keys("wrong")
+        submit(browser, form)
+        assert "Wrong name or password" in browser.find_element(By.CLASS_NAME, "notice").text
+        form = post_form(browser, "/login")
+        form.find_element(By.NAME, "username").send_keys("alice")
+        form.find_element(By.NAME, "password").send_keys(LOGIN_PASSWORD)
+        submit(browser, form)
+        assert browser.current_url == f"{login_console}/topics?kind=system"
+        assert "TBW102" in browser.find_element(By.TAG_NAME, "table").text
+        browser.get(login_console + "/acl")
+        assert browser.find_element(By.TAG_NAME, "h1").text == "Users & ACL"
+        assert browser.find_elements(By.ID, "create-user")
+        submit(browser, post_form(browser, "/logout"))
+        browser.get(login_console + "/")
+        wait_for(lambda: "/login" in browser.current_url, "the login page after the logout")
+    finally:
+        browser.delete_all_cookies()
