@@ -90,12 +90,16 @@ async def login_post(request: Request) -> Response:
         )
         response.headers.update(retry_after_header(wait))
         return response
+    # Counted as a failure before the check, so that attempts sent at the same time cannot
+    # all pass the limit while their passwords are checked; taken back on success.
+    limiter.failed(*keys)
     if users is None or not await users.check_async(name, password):
-        limiter.failed(*keys)
         return render(
             request, "login.html", {"next": target, "message": "Wrong name or password."}, 401
         )
-    limiter.forget(keys[1])
+    address, user = keys
+    limiter.take_back(address)
+    limiter.forget(user)
     request.session.clear()
     request.session["user"] = name
     return RedirectResponse(target, status_code=303)

@@ -158,6 +158,15 @@ class LoginLimiter:
         """Clear a key's failures (a user who logged in)."""
         self._failures.pop(key, None)
 
+    def take_back(self, key: str) -> None:
+        """Uncount a key's latest failure: an attempt counted before its check (so that
+        attempts made at the same time cannot pass the limit) that then succeeded."""
+        times = self._failures.get(key)
+        if times:
+            times.pop()
+            if not times:
+                del self._failures[key]
+
 
 def limiter_keys(request: Request, name: str) -> tuple[str, str]:
     """The keys a login attempt counts against: its client address and the user name."""

@@ -321,6 +321,52 @@ async def test_scrypt_runs_in_a_worker_thread_and_the_loop_keeps_serving(
     assert seen == {"on_loop": False, "released": True}
 
 
+async def test_attempts_sent_at_the_same_time_cannot_pass_the_limit(
+    users_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checking = threading.Semaphore(0)
+    release = threading.Event()
+    real = security.verify_password
+
+    def held_verify(password: str, stored: str) -> bool:
+        checking.release()
+        release.wait(10)
+        return real(password, stored)
+
+    monkeypatch.setattr(security, "verify_password", held_verify)
+    app = create_app(NS, users_file)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url=LOCAL) as c:
+        page = await c.get("/login")
+        token = re.search(r'name="csrf-token" content="([^"]+)"', page.text)
+        assert token is not None
+        form = {"username": "alice", "password": "guess", "csrf_token": token.group(1)}
+        tasks = [asyncio.create_task(c.post("/login", data=form)) for _ in range(10)]
+        # Five checks are held in their threads; the other five are refused at once.
+        pending: set[asyncio.Task[httpx.Response]] = set(tasks)
+        while len(pending) > 5:
+            _, pending = await asyncio.wait(pending, timeout=10, return_when="FIRST_COMPLETED")
+            assert pending, "every attempt finished while five checks were held"
+        assert all(t.result().status_code == 429 for t in tasks if t.done())
+        release.set()
+        statuses = sorted(r.status_code for r in await asyncio.gather(*tasks))
+    assert statuses == [401] * 5 + [429] * 5
+    assert [checking.acquire(blocking=False) for _ in range(6)] == [True] * 5 + [False]
+
+
+def test_a_login_takes_back_its_address_count_and_clears_the_name(users_file: Path) -> None:
+    clock = FakeClock()
+    limiter = LoginLimiter(clock=clock)
+    c = TestClient(create_app(NS, users_file, login_limiter=limiter), base_url=LOCAL)
+    for _ in range(4):
+        assert attempt(c, "alice", "guess").status_code == 401
+    assert attempt(c, "alice", PASSWORD).status_code == 303
+    address, user = "address:testclient", "user:alice"
+    assert len(limiter._failures[address]) == 4 and user not in limiter._failures
+    assert attempt(c, "bob", "guess").status_code == 401  # the fifth failure of the address
+    assert attempt(c, "bob", "builder").status_code == 429
+
+
 # -- HTTPS ---------------------------------------------------------------------------------
 
 
