@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hashlib
 import hmac
 import logging
@@ -59,6 +60,12 @@ def verify_password(password: str, stored: str) -> bool:
     return hmac.compare_digest(got.hex(), digest)
 
 
+@functools.cache
+def _unknown_user_hash() -> str:
+    """A hash no password matches in practice, checked for names that are not users."""
+    return hash_password(secrets.token_hex(16))
+
+
 @dataclass(frozen=True)
 class Users:
     """name -> scrypt hash, from a file of ``name:hash`` lines (``#`` starts a comment)."""
@@ -83,8 +90,8 @@ class Users:
 
     def check(self, name: str, password: str) -> bool:
         stored = self.hashes.get(name)
-        if stored is None:  # spend the same time as a wrong password
-            verify_password(password, hash_password("", salt=b"0" * 16))
+        if stored is None:  # spend the same time as a wrong password: one scrypt
+            verify_password(password, _unknown_user_hash())
             return False
         return verify_password(password, stored)
 

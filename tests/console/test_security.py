@@ -665,3 +665,21 @@ def test_a_user_taken_out_of_the_users_file_is_out_whatever_cookie_they_keep(
     again = TestClient(create_app(NS, users_file, secret="kept"), base_url=LOCAL)
     again.cookies.update(before.cookies)
     assert again.get("/api/session").json()["user"] == "bob"
+
+
+def test_an_unknown_name_costs_one_scrypt_like_a_wrong_password(
+    users_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    users = security.Users.load(users_file)
+    users.check("nobody", "x")  # the first one may make the stand-in hash
+    calls: list[int] = []
+    real = security.hashlib.scrypt
+
+    def counted(*args: Any, **kwargs: Any) -> bytes:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(security.hashlib, "scrypt", counted)
+    assert not users.check("nobody", "x") and len(calls) == 1
+    assert not users.check("alice", "x") and len(calls) == 2
+    assert users.check("alice", PASSWORD) and len(calls) == 3
