@@ -1,0 +1,392 @@
+"""The check a server runs on every request before its handler: who sent it
+(authentication) and whether they may (authorization).
+
+**Authentication** (``authentication=True``) reads the request's ``AccessKey`` and
+``Signature`` ext fields and recomputes the signature as RocketMQ 4.x clients make it
+(``rocketq.auth.signature``) with the secret of the user of that name (its password), or
+with the node's inner credentials. A request without an ``AccessKey`` is refused unless its
+requirement's gate is ``OPEN``; an unknown or disabled user or a signature that does not
+match is refused with ``NO_PERMISSION`` (16) and a remark starting "authentication failed"
+that names the access key, never a secret. Clients up to 4.9.3 leave the
+``_UNIQUE_KEY_QUERY`` field out of what they sign; for requests of those versions the
+signature without it is accepted too (as RocketMQ does). A connection with a verified client
+certificate and no ``AccessKey`` is the user named by the certificate's common name (super
+when that name is in ``super_users``).
+
+**Authorization** (``authorization=True``) applies the request's requirement
+(``rocketq.auth.request_map``): ``Gate.OPEN`` anyone; ``Gate.USER`` any authenticated
+sender; ``Gate.SUPER`` super users, the names in ``super_users`` and the inner credentials;
+``Gate.POLICY`` those, and a normal user whose ACL allows every (resource, action) the
+requirement lists from the sender's address. A policy decides as RocketMQ 5.3's
+``AclAuthorizationHandler``: the entries of the custom policy that match the resource, the
+action and the source IP; when none do, those of the default policy; of the matching
+entries the most specific resource wins (a literal name over a prefix, a longer prefix over
+a shorter one, ``Topic:*`` over ``*``), and among equally specific ones Deny wins. No
+matching entry: refused.
+
+**Authorization without authentication** follows RocketMQ (its
+``DefaultAuthorizationContextBuilder`` takes the subject from the ``AccessKey`` field as
+sent, and its ``UserAuthorizationHandler`` requires that user to exist): the claimed access
+key is the subject and its signature is not checked, so this mode only sorts honest clients
+on a trusted network. A request that needs a subject and carries no ``AccessKey`` is refused.
+Two things are stricter than RocketMQ: a disabled user is refused, and a claim to be a
+super user (a Super user, a name in ``super_users``, the inner access key) counts only
+with a signature that matches.
+
+Requests from an address matching a global whitelist pattern (ACL 1.0's
+``globalWhiteRemoteAddresses``) pass without any check, as in ACL 1.0.
+
+The hot path reads no JSON and computes one HMAC; users are dict lookups and each user's
+policies are compiled once into an index, rebuilt when the metadata's version changes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from rocketq.auth.credentials import Credentials
+from rocketq.auth.metadata import AuthMetadata
+from rocketq.auth.model import (
+    Acl,
+    Action,
+    Decision,
+    Gate,
+    IpAddress,
+    IpTest,
+    PolicyType,
+    Requirement,
+    Resource,
+    ResourcePattern,
+    ResourceType,
+    User,
+    compile_source_ips,
+    peer_address,
+)
+from rocketq.auth.signature import (
+    ACCESS_KEY,
+    SIGNATURE,
+    UNIQUE_MSG_QUERY_FLAG,
+    compute_signature,
+    signatures_match,
+)
+from rocketq.remoting.codes import MQVersion, ResponseCode
+from rocketq.remoting.command import RemotingCommand
+
+log = logging.getLogger(__name__)
+
+# Clients at or below 4.9.3 sign without the _UNIQUE_KEY_QUERY field.
+_OLD_SIGNER_VERSION: Final = MQVersion.V4_9_4 - 1
+_SKIP_OLD: Final = (SIGNATURE, UNIQUE_MSG_QUERY_FLAG)
+_REFUSE_UNKNOWN: Final = Requirement(Gate.SUPER)
+
+
+def _show(name: str) -> str:
+    """A name from the outside world, safe and short enough for a remark."""
+    return repr(name if len(name) <= 64 else name[:64] + "...")
+
+
+@dataclass(frozen=True, slots=True)
+class _Who:
+    """An authenticated sender."""
+
+    name: str
+    super: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """A policy entry compiled for matching."""
+
+    actions: frozenset[Action]
+    every_action: bool
+    ips: IpTest | None  # None: from anywhere
+    deny: bool
+
+    def applies(self, action: Action, addr: IpAddress | None) -> bool:
+        if not (self.every_action or action in self.actions or action is Action.ANY):
+            return False
+        if self.ips is None:
+            return True
+        return addr is not None and self.ips(addr)
+
+
+class _PolicyIndex:
+    """One policy's entries grouped by how specific their resource is, most specific first:
+    literal names, prefixes (longest first), a type's ``*``, then ``*``."""
+
+    __slots__ = ("any", "literal", "prefixed", "star")
+
+    def __init__(self) -> None:
+        self.literal: dict[tuple[ResourceType, str], list[_Entry]] = {}
+        self.prefixed: dict[ResourceType, list[tuple[str, list[_Entry]]]] = {}
+        self.any: dict[ResourceType, list[_Entry]] = {}
+        self.star: list[_Entry] = []
+
+    def add(self, resource: Resource, entry: _Entry) -> None:
+        if resource.type is ResourceType.ANY:
+            self.star.append(entry)
+        elif resource.pattern is ResourcePattern.ANY:
+            self.any.setdefault(resource.type, []).append(entry)
+        elif resource.pattern is ResourcePattern.PREFIXED:
+            groups = self.prefixed.setdefault(resource.type, [])
+            for prefix, entries in groups:
+                if prefix == resource.name:
+                    entries.append(entry)
+                    break
+            else:
+                groups.append((resource.name, [entry]))
+                groups.sort(key=lambda group: -len(group[0]))
+        else:
+            self.literal.setdefault((resource.type, resource.name), []).append(entry)
+
+    def decide(self, wanted: Resource, action: Action, addr: IpAddress | None) -> Decision | None:
+        """The decision of the most specific matching entries (Deny among equals), or None
+        when no entry matches."""
+        found = self._first(self.literal.get((wanted.type, wanted.name), ()), action, addr)
+        if found is not None:
+            return found
+        groups = self.prefixed.get(wanted.type, ())
+        length = -1
+        matched: list[_Entry] = []
+        for prefix, entries in groups:
+            if len(prefix) != length:
+                found = self._first(matched, action, addr)
+                if found is not None:
+                    return found
+                matched, length = [], len(prefix)
+            if wanted.name.startswith(prefix):
+                matched.extend(entries)
+        found = self._first(matched, action, addr)
+        if found is not None:
+            return found
+        found = self._first(self.any.get(wanted.type, ()), action, addr)
+        if found is not None:
+            return found
+        return self._first(self.star, action, addr)
+
+    @staticmethod
+    def _first(
+        entries: Sequence[_Entry], action: Action, addr: IpAddress | None
+    ) -> Decision | None:
+        decision = None
+        for entry in entries:
+            if entry.applies(action, addr):
+                if entry.deny:
+                    return Decision.DENY
+                decision = Decision.ALLOW
+        return decision
+
+
+class _CompiledAcl:
+    """A user's custom and default policies, compiled."""
+
+    __slots__ = ("custom", "default", "needs_address")
+
+    def __init__(self, acl: Acl | None) -> None:
+        self.custom = _PolicyIndex()
+        self.default = _PolicyIndex()
+        self.needs_address = False
+        if acl is None:
+            return
+        for policy in acl.policies:
+            index = self.custom if policy.policy_type is PolicyType.CUSTOM else self.default
+            for e in policy.entries:
+                ips = compile_source_ips(e.source_ips) if e.source_ips else None
+                self.needs_address = self.needs_address or ips is not None
+                compiled = _Entry(
+                    frozenset(e.actions), Action.ALL in e.actions, ips, e.decision is Decision.DENY
+                )
+                index.add(e.resource, compiled)
+
+    def decide(self, wanted: Resource, action: Action, addr: IpAddress | None) -> Decision | None:
+        decision = self.custom.decide(wanted, action, addr)
+        if decision is None:
+            decision = self.default.decide(wanted, action, addr)
+        return decision
+
+
+class AccessControl:
+    """Authentication and authorization of the requests one server answers; see the module
+    docstring for the rules. ``requirement`` says what each request needs (the request map);
+    ``inner`` are the credentials the cluster's nodes sign their own requests with (a super
+    identity); ``super_users`` are names treated as super users; ``whitelist`` holds source
+    IP patterns whose requests pass unchecked (ACL 1.0's global whitelist)."""
+
+    def __init__(
+        self,
+        *,
+        authentication: bool,
+        authorization: bool,
+        metadata: AuthMetadata | None,
+        requirement: Callable[[RemotingCommand], Requirement],
+        inner: Credentials | None = None,
+        super_users: Collection[str] = (),
+        whitelist: Sequence[str] = (),
+    ) -> None:
+        self.authentication = authentication
+        self.authorization = authorization
+        self.metadata = metadata
+        self._requirement = requirement
+        self.inner = inner
+        self.super_users = frozenset(super_users)
+        self._whitelist: IpTest | None = compile_source_ips(whitelist) if whitelist else None
+        self._compiled: dict[str, _CompiledAcl] = {}
+        self._compiled_version = -1
+
+    # -- the check -----------------------------------------------------------------------
+
+    def check(
+        self, cmd: RemotingCommand, peer_ip: str, tls_identity: str | None = None
+    ) -> RemotingCommand | None:
+        """None when the request may go on to its handler; else the refusal to answer it
+        with (``NO_PERMISSION``, a remark saying why)."""
+        if not (self.authentication or self.authorization):
+            return None
+        if self._whitelist is not None:
+            addr = peer_address(peer_ip)
+            if addr is not None and self._whitelist(addr):
+                return None
+        try:
+            need = self._requirement(cmd)
+        except Exception:  # a request map that fails must not let the request through
+            log.exception("the requirement of request code %s could not be read", cmd.code)
+            need = _REFUSE_UNKNOWN
+        ext = cmd.ext
+        access_key = ext.get(ACCESS_KEY) if ext else None
+        who: _Who | str
+        if access_key:
+            assert ext is not None
+            who = self._sender(cmd, ext, access_key)
+        elif tls_identity:
+            who = self._certificate(tls_identity)
+        elif need.gate is Gate.OPEN:
+            return None
+        elif self.authentication:
+            who = (
+                "authentication failed: the request carries no AccessKey; sign it with a "
+                "user's access key and secret key"
+            )
+        else:
+            who = (
+                "authorization failed: the request carries no AccessKey to say which user sends it"
+            )
+        if isinstance(who, str):
+            return self._refuse(cmd, who)
+        if not self.authorization or who.super or need.gate in (Gate.OPEN, Gate.USER):
+            return None
+        if need.gate is Gate.SUPER:
+            return self._refuse(
+                cmd,
+                f"authorization failed: User:{who.name} is not a super user; "
+                "this request needs one",
+            )
+        return self._authorize(cmd, who, need, peer_ip)
+
+    def identity(self, cmd: RemotingCommand) -> str | None:
+        """The access key a request is signed with when its signature verifies (with a
+        user's secret or the inner credentials), else None; None when authentication is
+        off."""
+        if not self.authentication:
+            return None
+        ext = cmd.ext
+        access_key = ext.get(ACCESS_KEY) if ext else None
+        if not access_key or ext is None:
+            return None
+        who = self._sender(cmd, ext, access_key)
+        return None if isinstance(who, str) else who.name
+
+    # -- authentication ------------------------------------------------------------------
+
+    def _verify(self, cmd: RemotingCommand, ext: Mapping[str, str], secret: str) -> bool:
+        given = ext.get(SIGNATURE)
+        if not given:
+            return False
+        if signatures_match(compute_signature(secret, ext, cmd.body), given):
+            return True
+        if UNIQUE_MSG_QUERY_FLAG in ext and cmd.version <= _OLD_SIGNER_VERSION:
+            expected = compute_signature(secret, ext, cmd.body, skip=_SKIP_OLD)
+            return signatures_match(expected, given)
+        return False
+
+    def _user(self, name: str) -> User | None:
+        return None if self.metadata is None else self.metadata.get_user(name)
+
+    def _sender(self, cmd: RemotingCommand, ext: Mapping[str, str], access_key: str) -> _Who | str:
+        """Who sent a request carrying this access key, or why they are refused."""
+        inner = self.inner
+        verify = self.authentication
+        if inner is not None and access_key == inner.access_key:
+            if self._verify(cmd, ext, inner.secret_key):
+                return _Who(access_key, True)
+            return (
+                f"authentication failed: the signature of access key {_show(access_key)} "
+                "does not match"
+            )
+        user = self._user(access_key)
+        if user is None:
+            return f"authentication failed: access key {_show(access_key)} is not a user"
+        if not user.enabled:
+            return f"authentication failed: user {_show(access_key)} is disabled"
+        is_super = user.is_super or access_key in self.super_users
+        if verify or is_super:
+            if SIGNATURE not in ext:
+                return (
+                    f"authentication failed: the request of access key {_show(access_key)} "
+                    "carries no Signature"
+                )
+            if not self._verify(cmd, ext, user.password):
+                return (
+                    f"authentication failed: the signature of access key {_show(access_key)} "
+                    "does not match (check the secret key)"
+                )
+        return _Who(access_key, is_super)
+
+    def _certificate(self, name: str) -> _Who | str:
+        """The sender of a connection with a verified client certificate of that name."""
+        if name in self.super_users or (self.inner is not None and name == self.inner.access_key):
+            return _Who(name, True)
+        user = self._user(name)
+        if user is None:
+            return f"authentication failed: certificate name {_show(name)} is not a user"
+        if not user.enabled:
+            return f"authentication failed: user {_show(name)} is disabled"
+        return _Who(name, user.is_super)
+
+    # -- authorization -------------------------------------------------------------------
+
+    def _compiled_acl(self, name: str) -> _CompiledAcl:
+        metadata = self.metadata
+        version = -1 if metadata is None else metadata.version
+        if version != self._compiled_version:
+            self._compiled.clear()
+            self._compiled_version = version
+        compiled = self._compiled.get(name)
+        if compiled is None:
+            acl = None if metadata is None else metadata.acl_of(name)
+            compiled = self._compiled[name] = _CompiledAcl(acl)
+        return compiled
+
+    def _authorize(
+        self, cmd: RemotingCommand, who: _Who, need: Requirement, peer_ip: str
+    ) -> RemotingCommand | None:
+        compiled = self._compiled_acl(who.name)
+        addr = peer_address(peer_ip) if compiled.needs_address else None
+        for resource, action in need.needs:
+            decision = compiled.decide(resource, action, addr)
+            if decision is Decision.ALLOW:
+                continue
+            why = "no matched policies" if decision is None else "the decision is deny"
+            return self._refuse(
+                cmd,
+                f"authorization failed: User:{who.name} has no permission to {action.value} "
+                f"on {resource.key} from {peer_ip or 'an unknown address'} ({why})",
+            )
+        return None
+
+    @staticmethod
+    def _refuse(cmd: RemotingCommand, why: str) -> RemotingCommand:
+        log.debug("refused request code %s: %s", cmd.code, why)
+        return cmd.response(ResponseCode.NO_PERMISSION, remark=why)
