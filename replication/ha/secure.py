@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import socket
 import ssl
@@ -32,6 +33,8 @@ from rocketq.remoting.tls import HANDSHAKE, ServerTls, peer_identity
 
 log = logging.getLogger(__name__)
 
+ACCEPT_RETRY_DELAY: Final = 0.5  # s, when accept fails for want of descriptors or memory
+_ACCEPT_PAUSE: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 MAX_SKEW_MS: Final = 5 * 60 * 1000  # a signed hello's timestamp is within this of ours
 NONCE_SIZE: Final = 16
 # Reasons the replication ports count (with their ha_/raft_ prefix).
@@ -145,7 +148,13 @@ async def serve(
     waiting: dict[asyncio.Task[None], socket.socket] = {}
     try:
         while True:
-            client, addr = await loop.sock_accept(sock)
+            try:
+                client, addr = await loop.sock_accept(sock)
+            except OSError as exc:  # out of descriptors or memory, a peer gone already
+                if exc.errno in _ACCEPT_PAUSE:
+                    log.error("cannot accept connections (%s); trying again in a moment", exc)
+                    await asyncio.sleep(ACCEPT_RETRY_DELAY)
+                continue
             client.setblocking(False)
             peer = (
                 _Peer(str(addr[0]), f"{addr[0]}:{addr[1]}")

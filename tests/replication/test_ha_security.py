@@ -78,7 +78,7 @@ async def refused(port: int, raw: bytes) -> bytes:
 
 
 async def test_forged_hellos_are_refused_while_a_real_slave_replicates(
-    tmp_path: Path, store_factory: Callable[..., Any]
+    tmp_path: Path, store_factory: Callable[..., Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     master_store: MessageStore = await store_factory(tmp_path / "m")
     slave_store: MessageStore = await store_factory(tmp_path / "s")
@@ -129,6 +129,9 @@ async def test_forged_hellos_are_refused_while_a_real_slave_replicates(
         )
         assert log_bytes(slave_store) == log_bytes(master_store)
         assert list(master.slaves.values()) == [real]
+        # Logged once for the address within the minute, however many were refused.
+        lines = [r for r in caplog.records if "[ha_unauthenticated]" in r.getMessage()]
+        assert len(lines) == 1, [r.getMessage() for r in lines]
     finally:
         await slave.stop()
         await master.stop()
@@ -300,4 +303,29 @@ async def test_a_client_certificate_proves_the_slave(
         assert master.guard.rejected["ha_tls_handshake"] >= 1
     finally:
         await slave.stop()
+        await master.stop()
+
+
+async def test_a_silent_connection_to_a_tls_port_is_closed(
+    tmp_path: Path, store_factory: Callable[..., Any]
+) -> None:
+    """A connection that never begins its handshake is closed after the hello timeout and
+    counted; the port goes on serving."""
+    certs = make_certs(tmp_path / "certs")
+    tls = ServerTls("enforcing", certs.server.cert, certs.server.key)
+    master, port = await start_master(
+        await store_factory(tmp_path / "m"), tls=tls, hello_timeout=0.3
+    )
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+        assert master.guard.rejected["ha_tls_handshake"] == 1
+        slave = slave_of(await store_factory(tmp_path / "s"), port, ssl=client_context(certs.ca))
+        slave.start()
+        try:
+            await wait_until(lambda: len(master.slaves) == 1, "a slave over TLS")
+        finally:
+            await slave.stop()
+    finally:
+        writer.close()
         await master.stop()
