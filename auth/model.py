@@ -9,6 +9,7 @@ A resource is written as RocketMQ writes it: ``Topic:orders`` (one topic), ``Top
 from __future__ import annotations
 
 import enum
+import functools
 import ipaddress
 import json
 from collections.abc import Callable, Iterable, Sequence
@@ -600,6 +601,7 @@ IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IpTest = Callable[[IpAddress], bool]
 
 
+@functools.lru_cache(maxsize=4096)
 def peer_address(peer_ip: str) -> IpAddress | None:
     """A peer's address as a connection reports it (an IPv4-mapped IPv6 address counts as
     its IPv4 address; a zone or brackets are dropped); None when it is not an address."""
