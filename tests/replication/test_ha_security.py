@@ -7,6 +7,7 @@ over TLS (enforcing, permissive, client certificates)."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -329,3 +330,54 @@ async def test_a_silent_connection_to_a_tls_port_is_closed(
     finally:
         writer.close()
         await master.stop()
+
+
+async def test_a_rotated_certificate_serves_new_links_and_keeps_the_open_one(
+    tmp_path: Path, store_factory: Callable[..., Any]
+) -> None:
+    """The master's certificate files replaced by another CA's: the slave connected before
+    goes on replicating; a new connection gets the new certificate."""
+    old, new = make_certs(tmp_path / "old"), make_certs(tmp_path / "new")
+    cert, key = tmp_path / "ha.crt", tmp_path / "ha.key"
+    cert.write_bytes(Path(old.server.cert).read_bytes())
+    key.write_bytes(Path(old.server.key).read_bytes())
+    tls = ServerTls("enforcing", str(cert), str(key), reload_interval=0.05)
+    master_store: MessageStore = await store_factory(tmp_path / "m")
+    slave_store: MessageStore = await store_factory(tmp_path / "s")
+    master, port = await start_master(master_store, tls=tls)
+    slave = slave_of(slave_store, port, ssl=client_context(old.ca))
+    slave.start()
+    try:
+        await wait_until(lambda: len(master.slaves) == 1, "the slave to connect")
+        await replicates(master, master_store)
+        link = list(master.slaves)
+        cert.write_bytes(Path(new.server.cert).read_bytes() + b"\n")
+        key.write_bytes(Path(new.server.key).read_bytes())
+
+        async def new_certificate_served() -> bool:
+            try:
+                _, writer = await asyncio.open_connection(
+                    "127.0.0.1", port, ssl=client_context(new.ca)
+                )
+            except (ssl.SSLError, ConnectionError):
+                return False
+            writer.close()
+            return True
+
+        await wait_until(new_certificate_served, "the new certificate to be served")
+        with pytest.raises(ssl.SSLError):
+            await asyncio.open_connection("127.0.0.1", port, ssl=client_context(old.ca))
+        assert tls.reloads == 1
+        await replicates(master, master_store)  # over the link opened before
+        assert list(master.slaves) == link
+        assert await _caught_up(slave_store, master_store)
+    finally:
+        await slave.stop()
+        await master.stop()
+
+
+async def _caught_up(slave_store: MessageStore, master_store: MessageStore) -> bool:
+    await wait_until(
+        lambda: slave_store.max_phy_offset == master_store.max_phy_offset, "the same end"
+    )
+    return log_bytes(slave_store) == log_bytes(master_store)
