@@ -54,16 +54,12 @@ from rocketq.auth.model import (
     Action,
     Decision,
     Gate,
-    IpAddress,
-    IpTest,
     PolicyType,
     Requirement,
     Resource,
     ResourcePattern,
     ResourceType,
     User,
-    compile_source_ips,
-    peer_address,
 )
 from rocketq.auth.signature import (
     ACCESS_KEY,
@@ -72,6 +68,7 @@ from rocketq.auth.signature import (
     compute_signature,
     signatures_match,
 )
+from rocketq.auth.source_ip import IpAddress, IpTest, compile_source_ips, peer_address
 from rocketq.remoting.codes import MQVersion, ResponseCode
 from rocketq.remoting.command import RemotingCommand
 

@@ -38,8 +38,8 @@ from rocketq.auth.model import (
     Subject,
     User,
     UserType,
-    compile_source_ip,
 )
+from rocketq.auth.source_ip import compile_source_ip
 
 MAX_FILE_CHARS: Final = 8 * 1024 * 1024
 RETRY_GROUP_PREFIX: Final = "%RETRY%"
