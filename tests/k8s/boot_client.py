@@ -5,24 +5,35 @@ name, from a network namespace of its own, and prints one JSON line of what it d
         -> {"acked": [bodies the brokers acknowledged], "failed": n}
     python boot_client.py consume NAMESRV TOPIC GROUP SECONDS BODY...
         -> {"consumed": [bodies]}  (stops once every BODY was seen, or after SECONDS)
+
+Credentials come from ROCKETQ_ACCESS_KEY and ROCKETQ_SECRET_KEY (the SDK reads them);
+BOOT_TLS_CA_FILE, when set, makes every connection TLS checked against that CA (not the
+host name: brokers are reached at their pod IPs).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
+from typing import Any
 
 from rocketq import ConsumeFrom, Message, Producer
 from rocketq.sdk.pull_consumer import PullConsumer
+
+
+def tls_settings() -> dict[str, Any]:
+    ca = os.environ.get("BOOT_TLS_CA_FILE")
+    return {"tls": True, "tls_ca_file": ca, "tls_verify_hostname": False} if ca else {}
 
 
 async def send(namesrv: str, topic: str, first: int, count: int, seconds: float) -> None:
     acked: list[str] = []
     failed = 0
     deadline = time.monotonic() + seconds
-    async with Producer("boot-producer", namesrv) as producer:
+    async with Producer("boot-producer", namesrv, **tls_settings()) as producer:
         for i in range(first, first + count):
             body = f"m-{i}"
             while True:
@@ -45,7 +56,7 @@ async def send(namesrv: str, topic: str, first: int, count: int, seconds: float)
 async def consume(namesrv: str, topic: str, group: str, seconds: float, want: set[str]) -> None:
     seen: list[str] = []
     deadline = time.monotonic() + seconds
-    consumer = PullConsumer(group, namesrv, consume_from=ConsumeFrom.FIRST_OFFSET)
+    consumer = PullConsumer(group, namesrv, consume_from=ConsumeFrom.FIRST_OFFSET, **tls_settings())
     consumer.subscribe(topic, "*")
     async with consumer:
         while not want <= set(seen) and time.monotonic() < deadline:

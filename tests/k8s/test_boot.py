@@ -5,25 +5,34 @@ hosts file. Once every readiness probe passes, a client pod sends through the na
 Service's name; the leader pod's process is SIGKILLed and started again as its
 StatefulSet would; every acknowledged message must then be consumed.
 
+The same release runs secured too: auth on (the super user and inner credentials in
+Secrets the chart makes) and TLS enforcing on every port with a certificate from a test CA
+(trustme) in the TLS Secret. There the client signs as the super user over TLS, and a
+client without credentials, or without TLS, is refused.
+
 Needs root (network namespaces); CI runs as root. What it cannot show: a real scheduler,
 real volumes, kube-proxy and cluster DNS (the hosts files stand in for them).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 import signal
+import ssl
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trustme
 import yaml
 
 from rocketq.chaos.netns import NetnsLab, netns_unavailable_reason
@@ -35,6 +44,17 @@ RELEASE = "rocketq"
 NAMESPACE = "rocketq"
 TOPIC = "BootTopic"
 VALUES: dict[str, Any] = {"broker": {"replication": "raft", "groups": 1}}
+SUPER_USER = {"username": "boot-admin", "password": "boot-admin-secret"}
+TLS_SECRET = "rocketq-boot-tls"
+SECURED: dict[str, Any] = {
+    **VALUES,
+    "auth": {
+        "enabled": True,
+        "superUser": SUPER_USER,
+        "innerCredentials": {"accessKey": "boot-inner", "secretKey": "boot-inner-secret"},
+    },
+    "tls": {"enabled": True, "mode": "enforcing", "existingSecret": TLS_SECRET},
+}
 
 
 def render(values: dict[str, Any]) -> list[dict[str, Any]]:
@@ -88,33 +108,87 @@ def nameserver_address(objects: list[dict[str, Any]], pods: list[Pod]) -> str:
     raise AssertionError("no nameserver client Service rendered")
 
 
-@pytest.fixture
-def booted(tmp_path: Path) -> Iterator[tuple[list[dict[str, Any]], list[Pod], Kubelet, NetnsLab]]:
+def tls_secret(pods: list[Pod], services: list[str], ca: trustme.CA) -> dict[str, Any]:
+    """The TLS Secret a cluster's admin would make: one certificate naming every pod (by
+    name and IP) and Service, tls.crt, tls.key and the CA's ca.crt."""
+    names = [pod.fqdn for pod in pods] + [pod.host.ip for pod in pods]
+    names += [f"{svc}.{NAMESPACE}.svc.cluster.local" for svc in services]
+    cert = ca.issue_cert(*names, common_name="rocketq-boot")
+    data = {
+        "tls.crt": b"".join(pem.bytes() for pem in cert.cert_chain_pems),
+        "tls.key": cert.private_key_pem.bytes(),
+        "ca.crt": ca.cert_pem.bytes(),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": {"name": TLS_SECRET, "namespace": NAMESPACE},
+        "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
+    }
+
+
+@dataclass
+class Booted:
+    """A booted release: its objects and pods, the kubelet running them, the lab, and
+    what a client needs for it (the CA file with TLS on, the super user with auth on)."""
+
+    objects: list[dict[str, Any]]
+    pods: list[Pod]
+    kubelet: Kubelet
+    lab: NetnsLab
+    ca_file: Path | None = None
+    credentials: dict[str, str] = field(default_factory=dict)
+
+
+@pytest.fixture(params=["plain", "secured"])
+def booted(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Booted]:
     need_root()
-    objects = render(VALUES)
+    secured = request.param == "secured"
+    objects = render(SECURED if secured else VALUES)
     statefulsets = [o for o in objects if o["kind"] == "StatefulSet"]
     replicas = sum(int(s["spec"]["replicas"]) for s in statefulsets)
     with NetnsLab(replicas + 1) as lab:
         pods = pods_of(objects, NAMESPACE, lab, tmp_path)
-        kubelet = Kubelet(objects)
-        text = hosts_file(pods, cluster_ip_services(objects, pods))
+        services = cluster_ip_services(objects, pods)
+        boot = Booted(objects, pods, Kubelet(objects), lab)
+        if secured:
+            ca = trustme.CA()
+            boot.kubelet = Kubelet([*objects, tls_secret(pods, list(services), ca)])
+            boot.ca_file = tmp_path / "client-ca.crt"
+            ca.cert_pem.write_to_path(boot.ca_file)
+            boot.credentials = dict(SUPER_USER)
+        text = hosts_file(pods, services)
         hosts = lab.hosts
         try:
             for host in hosts:
                 write_hosts(host, text)
             for pod in pods:
-                kubelet.start(pod)
-            yield objects, pods, kubelet, lab
+                boot.kubelet.start(pod)
+            yield boot
         finally:
             for pod in pods:
-                kubelet.kill(pod)
+                boot.kubelet.kill(pod)
             remove_hosts(hosts)
 
 
-def client(lab: NetnsLab, *args: str, timeout: float = 120.0) -> dict[str, Any]:
-    """boot_client.py in the client pod (the lab's last host); its JSON line."""
-    host = lab.hosts[-1]
+def client(
+    boot: Booted,
+    *args: str,
+    timeout: float = 120.0,
+    credentials: bool = True,
+    tls: bool = True,
+) -> dict[str, Any]:
+    """boot_client.py in the client pod (the lab's last host); its JSON line. With auth
+    on it signs as the super user and with TLS on it connects over TLS, unless told not
+    to (``credentials``, ``tls``)."""
+    host = boot.lab.hosts[-1]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/tmp"}
+    if credentials and boot.credentials:
+        env["ROCKETQ_ACCESS_KEY"] = boot.credentials["username"]
+        env["ROCKETQ_SECRET_KEY"] = boot.credentials["password"]
+    if tls and boot.ca_file is not None:
+        env["BOOT_TLS_CA_FILE"] = str(boot.ca_file)
     done = subprocess.run(
         [*host.exec_prefix(), sys.executable, str(CLIENT), *args],
         capture_output=True,
@@ -128,15 +202,18 @@ def client(lab: NetnsLab, *args: str, timeout: float = 120.0) -> dict[str, Any]:
     return doc
 
 
-def leader(pods: list[Pod]) -> Pod:
-    """The broker pod whose metrics say it leads its Raft group."""
+def leader(pods: list[Pod], ca_file: Path | None) -> Pod:
+    """The broker pod whose metrics say it leads its Raft group (over HTTPS, checked
+    against the CA, once TLS is on)."""
     found = re.compile(r"^rocketq_raft_leader\{[^}]*\} 1\.0$", re.M)
+    context = None if ca_file is None else ssl.create_default_context(cafile=str(ca_file))
+    scheme = "http" if ca_file is None else "https"
     for pod in pods:
         if "broker" not in pod.name or not pod.alive():
             continue
-        port = pod.port("metrics")
+        url = f"{scheme}://{pod.host.ip}:{pod.port('metrics')}/metrics"
         try:
-            with urllib.request.urlopen(f"http://{pod.host.ip}:{port}/metrics", timeout=2) as r:
+            with urllib.request.urlopen(url, timeout=2, context=context) as r:
                 if found.search(r.read().decode()):
                     return pod
         except OSError:
@@ -144,20 +221,26 @@ def leader(pods: list[Pod]) -> Pod:
     raise AssertionError("no broker pod leads")
 
 
-def test_the_rendered_raft_release_boots_fails_over_and_loses_nothing(
-    booted: tuple[list[dict[str, Any]], list[Pod], Kubelet, NetnsLab],
-) -> None:
-    objects, pods, kubelet, lab = booted
+def test_the_rendered_raft_release_boots_fails_over_and_loses_nothing(booted: Booted) -> None:
+    pods, kubelet = booted.pods, booted.kubelet
     kubelet.wait_ready(pods, timeout=90)
-    namesrv = nameserver_address(objects, pods)
-    first = client(lab, "send", namesrv, TOPIC, "0", "100", "60")
+    namesrv = nameserver_address(booted.objects, pods)
+    if booted.credentials:
+        # Auth on: a client without credentials gets nothing acknowledged.
+        refused = client(booted, "send", namesrv, TOPIC, "-1", "1", "5", credentials=False)
+        assert refused["acked"] == [] and refused["failed"] == 1
+    if booted.ca_file is not None:
+        # TLS enforcing: a plaintext client, even with credentials, neither.
+        refused = client(booted, "send", namesrv, TOPIC, "-2", "1", "5", tls=False)
+        assert refused["acked"] == [] and refused["failed"] == 1
+    first = client(booted, "send", namesrv, TOPIC, "0", "100", "60")
     assert first["failed"] == 0 and len(first["acked"]) == 100
 
-    victim = leader(pods)
+    victim = leader(pods, booted.ca_file)
     kubelet.kill(victim, signal.SIGKILL)
     killed_at = time.monotonic()
     # Sends go on through the failover: the survivors elect a leader.
-    second = client(lab, "send", namesrv, TOPIC, "100", "100", "60")
+    second = client(booted, "send", namesrv, TOPIC, "100", "100", "60")
     assert len(second["acked"]) > 0
     # The StatefulSet starts the pod again: same name, same volumes.
     kubelet.start(victim)
@@ -165,7 +248,7 @@ def test_the_rendered_raft_release_boots_fails_over_and_loses_nothing(
     print(f"leader {victim.name} killed; ready again {time.monotonic() - killed_at:.1f} s later")
 
     acked = first["acked"] + second["acked"]
-    got = client(lab, "consume", namesrv, TOPIC, "boot-consumer", "60", *acked)
+    got = client(booted, "consume", namesrv, TOPIC, "boot-consumer", "60", *acked)
     missing = set(acked) - set(got["consumed"])
     assert not missing, (
         f"{len(missing)} acknowledged messages were not consumed: {sorted(missing)[:10]}"
