@@ -15,12 +15,12 @@ $(BIN)/python:
 
 # `make run` starts the console too: the core and the console extra.
 $(STAMP_RUN): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[console]"
+	$(BIN)/python -m pip install --quiet -e ".[console,tls]"
 	touch $@
 
 # `make test`: every extra the tests import and the dev group (lint, test and proto tools).
 $(STAMP_DEV): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[console,spark,bench,chart,fuzz]" --group dev
+	$(BIN)/python -m pip install --quiet -e ".[console,spark,bench,chart,fuzz,tls]" --group dev
 	touch $@ $(STAMP_RUN)
 
 venv: $(STAMP_DEV)

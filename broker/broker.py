@@ -4,12 +4,16 @@ its registration with the nameservers. ``await Broker(...).start()``; ``await st
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import socket
 import time
 from dataclasses import replace
 from pathlib import Path
 
+from rocketq.auth.metadata import AuthMetadata
+from rocketq.auth.request_map import broker_requirement
+from rocketq.auth.server_security import ServerSecurity, server_security
 from rocketq.broker.config import BrokerConfig, parse_delay_levels
 from rocketq.broker.consumer_manager import ConsumerManager
 from rocketq.broker.consumer_offset import ConsumerOffsetManager
@@ -30,11 +34,13 @@ from rocketq.broker.timer import TIMER_TOPIC_BYTES, TimerMessageStore
 from rocketq.broker.topic_config import TopicConfigManager
 from rocketq.broker.transaction import TransactionalMessageService
 from rocketq.broker.wire.admin import AdminRequests
+from rocketq.broker.wire.auth import AuthRequests
 from rocketq.broker.wire.client import ClientRequests
 from rocketq.broker.wire.pull import PullRequests
 from rocketq.broker.wire.send import SendRequests
 from rocketq.common.aio import cancel_all
 from rocketq.common.config import StoreConfig
+from rocketq.common.exceptions import ConfigError
 from rocketq.common.message import SCHEDULE_TOPIC, TIMER_TOPIC, TopicConfig
 from rocketq.common.metrics import Base, bounds_collector
 from rocketq.common.metrics_server import MetricsServer
@@ -45,6 +51,22 @@ from rocketq.replication.ha.slave import HASlave
 from rocketq.storage.message_store import MessageStore
 
 log = logging.getLogger(__name__)
+
+
+def check_nodes_prove_identity(config: BrokerConfig, security: ServerSecurity) -> None:
+    """With authentication on, the HA and Raft ports must know who connects: the inner
+    credentials sign the hellos and handshakes, or TLS requires a client certificate;
+    without either they would stream the CommitLog to anyone."""
+    if not config.authentication_enabled or security.inner is not None:
+        return
+    if security.tls is not None and config.tls_server_need_client_auth == "require":
+        return
+    raise ConfigError(
+        "authentication_enabled is on but neither inner_client_authentication_credentials "
+        'nor tls_server_need_client_auth = "require" is set: the HA and Raft ports could '
+        "not tell this group's members from anyone; set inner_client_authentication_credentials "
+        '= {"accessKey": "...", "secretKey": "..."} (the same on every node)'
+    )
 
 
 class Broker:
@@ -94,6 +116,23 @@ class Broker:
             config = replace(config, ha_listen_port=self.ha_socket.getsockname()[1])
         if store_config.store_host == StoreConfig().store_host:
             store_config = replace(store_config, store_host=config.broker_addr)
+        # Users and ACL policies live beside the topics; the security keys become the
+        # access check, the ports' TLS and how this broker's own calls are signed.
+        self.auth_metadata = AuthMetadata(Path(store_config.config_dir))
+        try:
+            self.security = server_security(
+                config,
+                self.auth_metadata,
+                functools.partial(broker_requirement, cluster=config.broker_cluster_name),
+            )
+            check_nodes_prove_identity(config, self.security)
+        except BaseException:
+            if self.ha_socket is not None:
+                self.ha_socket.close()
+            self.remoting_socket.close()
+            raise
+        self.client_security = self.security.client
+        self.inner_credentials = self.security.inner
         # Counted only with a metrics server to show it.
         self.metrics = BrokerCounters() if given.metrics_enabled else None
         self.metrics_server: MetricsServer | None = None
@@ -108,6 +147,7 @@ class Broker:
                     what="broker",
                     workers=config.metrics_http_workers,
                     timeout=config.metrics_http_timeout_seconds,
+                    tls=self.security.metrics_tls,
                 )
                 # What the bounds of the remoting and metrics ports refused.
                 self.metrics_server.registry.register(
@@ -191,6 +231,7 @@ class Broker:
             identity=self._identity,
             topics=self.topics,
             period_ms=config.register_name_server_period,
+            security=self.client_security,
         )
         self.topics.on_change = self.registration.register_now
         self.topics.on_put = self._prepare_queues
@@ -206,6 +247,8 @@ class Broker:
                 broker_id=config.broker_id,
                 report_interval=config.ha_send_heartbeat_interval / 1000,
                 on_lost=self.registration.register_now,
+                inner=self.inner_credentials,
+                ssl=self.client_security.ssl if self.client_security is not None else None,
             )
         else:
             self.ha_master = HAMaster(
@@ -214,6 +257,8 @@ class Broker:
                 on_slave=self._slave_connected,
                 bounds=config,  # the HA port keeps the broker's server bounds too
                 heartbeat_interval=config.ha_send_heartbeat_interval / 1000,
+                inner=self.inner_credentials,
+                tls=self.security.tls,
             )
         self.send.ha = self.ha_master if config.broker_role == "SYNC_MASTER" else None
         self.sync = SlaveSynchronizer(self)
@@ -230,12 +275,15 @@ class Broker:
                 **PullRequests(self).handlers(),
                 **self.clients.handlers(),
                 **AdminRequests(self).handlers(),
+                **AuthRequests(self, self.auth_metadata).handlers(),
             },
             on_close=self.clients.connection_closed,
             # What the sends of one read appended leaves for the slave or the Raft
             # followers at once, in one write (MessageStore.settle), not once per send.
             after_read=self.store.settle,
             bounds=config,
+            access=self.security.hook,
+            tls=self.security.tls,
         )
         # What the HA and Raft ports refuse counts in rocketq_remoting_rejected_total
         # with the remoting port's, its reasons prefixed ha_ and raft_.
@@ -312,6 +360,8 @@ class Broker:
         )
 
     def _load_configs(self) -> None:
+        self.auth_metadata.load()
+        self.security.seed()
         self.topics.load()
         self.groups.load()
         self.offsets.load()

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from rocketq.auth.credentials import Credentials
+from rocketq.auth.metadata import AuthMetadata
+from rocketq.auth.server_security import ServerSecurity
 from rocketq.broker.config import BrokerConfig
 from rocketq.broker.consumer_manager import ConsumerManager
 from rocketq.broker.consumer_offset import ConsumerOffsetManager
@@ -21,6 +24,7 @@ from rocketq.broker.subscription_group import SubscriptionGroupManager
 from rocketq.broker.timer import TimerMessageStore
 from rocketq.broker.topic_config import TopicConfigManager
 from rocketq.common.config import StoreConfig
+from rocketq.remoting.tls import ClientSecurity
 from rocketq.storage.message_store import MessageStore
 
 
@@ -40,3 +44,13 @@ class BrokerHost(Protocol):
     timer: TimerMessageStore
     registration: NameServerRegistration
     boot_time: float
+    # How the broker's own calls to other nodes are signed and encrypted (its inner
+    # credentials, its TLS client settings); None: plain and unsigned.
+    client_security: ClientSecurity | None
+    # The broker's security keys as applied (the access check, the ports' TLS).
+    security: ServerSecurity
+    # The credentials the cluster's nodes sign their own calls with.
+    inner_credentials: Credentials | None
+    # Users and ACL policies (kept whether or not auth is on, so that they can be made
+    # before it is turned on).
+    auth_metadata: AuthMetadata

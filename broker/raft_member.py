@@ -115,6 +115,11 @@ class RaftMember:
             on_commit=self._on_commit,
             on_role=self._on_role,
             bounds=cfg,  # the Raft port keeps the broker's server bounds too
+            # Links between members are signed with the inner credentials and encrypted
+            # as the broker's ports are.
+            inner=broker.inner_credentials,
+            tls=broker.security.tls,
+            ssl=broker.client_security.ssl if broker.client_security is not None else None,
         )
         self.node = self.server.node
         self.preferred = cfg.dledger_preferred_leader_id

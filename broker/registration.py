@@ -36,6 +36,7 @@ from rocketq.common.message import TopicConfig
 from rocketq.remoting.codes import RequestCode, ResponseCode, SerializeType
 from rocketq.remoting.command import RemotingCommand, encode
 from rocketq.remoting.register_body import crc32, encode_body
+from rocketq.remoting.tls import ClientSecurity
 from rocketq.remoting.transport import Connection, connect
 
 log = logging.getLogger(__name__)
@@ -118,8 +119,11 @@ class NameServerRegistration:
         identity: Callable[[], dict[str, str]],
         topics: TopicTable,
         period_ms: int,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.addrs = addrs
+        # Signs the registrations with the broker's inner credentials, over TLS if set.
+        self.security = security
         self.identity = identity
         self.topics = topics
         self.period = max(10.0, min(period_ms / 1000, 60.0))
@@ -194,7 +198,11 @@ class NameServerRegistration:
             try:
                 # A closed connection wakes the loop: it reconnects now, not after a period.
                 link.conn = await connect(
-                    addr, {}, timeout=REGISTER_TIMEOUT, on_close=lambda _: link.wake.set()
+                    addr,
+                    {},
+                    timeout=REGISTER_TIMEOUT,
+                    on_close=lambda _: link.wake.set(),
+                    security=self.security,
                 )
                 link.wake.clear()  # a new connection starts with the full table anyway
                 while not self._stopping:
@@ -327,7 +335,7 @@ class NameServerRegistration:
         cmd = RemotingCommand(RequestCode.UNREGISTER_BROKER, dict(ext))
         conn = link.conn if link.conn is not None and link.conn.is_open else None
         if conn is None:
-            conn = await connect(link.addr, {}, timeout=3.0)
+            conn = await connect(link.addr, {}, timeout=3.0, security=self.security)
         try:
             await conn.invoke(cmd, 3.0)
         finally:

@@ -3,7 +3,9 @@
 Every ``slave_sync_interval`` (10 s) a slave fetches its master's topic configs, consumer
 offsets, delay offsets and subscription group configs (GET_ALL_TOPIC_CONFIG,
 GET_ALL_CONSUMER_OFFSET, GET_ALL_DELAY_OFFSET and GET_ALL_SUBSCRIPTIONGROUP_CONFIG, as
-RocketMQ's slaves ask), so it can serve consumers when the master is away. Consumer offsets
+RocketMQ's slaves ask), so it can serve consumers when the master is away; with users and
+ACL policies on, those too (rocketq's GET_AUTH_METADATA), so that a replica checks requests
+as its master does. The calls are signed with the broker's inner credentials. Consumer offsets
 merge by taking the larger one: offsets consumers commit to the slave while the master is
 gone are kept, and the master takes them back when the slave reconnects
 (:meth:`SlaveSynchronizer.take_back_offsets`).
@@ -21,8 +23,9 @@ from typing import TYPE_CHECKING, Any, Final
 from rocketq.broker.config_json import group_of, topic_of
 from rocketq.common.exceptions import RocketqError, for_code
 from rocketq.remoting import fastjson
-from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.remoting.codes import RequestCode, ResponseCode, RocketqRequestCode
 from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.tls import ClientSecurity
 from rocketq.remoting.transport import connect
 
 if TYPE_CHECKING:
@@ -46,11 +49,21 @@ class MasterState:
     offsets: dict[str, Any]
     delay: dict[str, Any]
     groups: dict[str, Any]
+    # The users and ACL policies (GET_AUTH_METADATA's body), when asked for.
+    auth: bytes | None = None
 
 
-async def fetch_state(addr: str, timeout: float = 5.0) -> MasterState:
-    """A broker's topic configs, consumer offsets, delay offsets and group configs."""
-    conn = await connect(addr, {}, timeout=timeout)
+async def fetch_state(
+    addr: str,
+    timeout: float = 5.0,
+    security: ClientSecurity | None = None,
+    *,
+    with_auth: bool = False,
+) -> MasterState:
+    """A broker's topic configs, consumer offsets, delay offsets and group configs, and
+    with ``with_auth`` its users and ACL policies (asked with the broker's inner
+    credentials, over TLS if set: ``security``)."""
+    conn = await connect(addr, {}, timeout=timeout, security=security)
     try:
         docs = []
         for code in SYNC_REQUESTS:
@@ -61,9 +74,18 @@ async def fetch_state(addr: str, timeout: float = 5.0) -> MasterState:
             if not isinstance(doc, dict):
                 raise ValueError(f"the answer to request {code} is not a JSON object")
             docs.append(doc)
+        auth = None
+        if with_auth:
+            answer = await conn.invoke(
+                RemotingCommand(RocketqRequestCode.GET_AUTH_METADATA), timeout
+            )
+            if answer.code != ResponseCode.SUCCESS:
+                raise for_code(answer.code)(answer.remark or f"response code {answer.code}")
+            auth = bytes(answer.body or b"")
     finally:
         conn.close()
-    return MasterState(*docs)
+    topics, offsets, delay, groups = docs
+    return MasterState(topics, offsets, delay, groups, auth)
 
 
 class SlaveSynchronizer:
@@ -115,7 +137,11 @@ class SlaveSynchronizer:
             await asyncio.sleep(interval / 1000 if done else min(1.0, interval / 1000))
 
     async def _fetch(self, addr: str) -> MasterState:
-        return await fetch_state(addr)
+        return await fetch_state(
+            addr,
+            security=self.b.client_security,
+            with_auth=True,
+        )
 
     async def sync_once(self) -> bool:
         """Copy the master's state now; False when the master is not known yet."""
@@ -150,6 +176,8 @@ class SlaveSynchronizer:
             int(k): int(v) for k, v in (data.delay.get("offsetTable") or {}).items()
         }
         b.schedule.persist()
+        if data.auth is not None and data.auth != b.auth_metadata.snapshot():
+            b.auth_metadata.restore(data.auth)  # unchanged: nothing written
         self.merge_offsets(data)
 
     def merge_offsets(self, data: MasterState) -> int:

@@ -28,11 +28,20 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, get_args
 
 from rocketq.cluster.pids import POLL_INTERVAL, is_ours, proc_stat, tail, wait_until
+from rocketq.cluster.security import (
+    ClusterCertificates,
+    ClusterSecrets,
+    cluster_certificates,
+    cluster_secrets,
+)
 from rocketq.common.exceptions import ConfigError, RocketqError
 from rocketq.common.json_file import read_json, write_json_atomic
+
+if TYPE_CHECKING:
+    from rocketq.remoting.tls import ClientSecurity
 
 Replication = Literal["none", "ha", "raft"]
 Role = Literal["nameserver", "broker"]
@@ -66,6 +75,11 @@ class ClusterSpec:
     # The port the first nameserver listens on if it is free (another free port if it is
     # not: LocalCluster.namesrv_port_busy says so); None: a free port, as for the others.
     namesrv_port: int | None = None
+    # Authentication and authorization on every node, with a super user and inner
+    # credentials made once in <data_dir>/secrets (cluster/security.py).
+    auth: bool = False
+    # TLS only on every remoting port, with certificates made once in <data_dir>/tls.
+    tls: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_dir", Path(self.data_dir).absolute())
@@ -205,13 +219,17 @@ class ClusterStatus:
         }
 
 
-def _fetch_cluster_info(addr: str, timeout: float = 2.0) -> dict[str, dict[int, str]]:
+def _fetch_cluster_info(
+    addr: str, timeout: float = 2.0, security: ClientSecurity | None = None
+) -> dict[str, dict[int, str]]:
     from rocketq.remoting.codes import RequestCode, ResponseCode
     from rocketq.remoting.command import RemotingCommand
     from rocketq.remoting.route_data import parse_cluster_info
     from rocketq.remoting.transport import request_blocking
 
-    answer = request_blocking(addr, RemotingCommand(RequestCode.GET_BROKER_CLUSTER_INFO), timeout)
+    answer = request_blocking(
+        addr, RemotingCommand(RequestCode.GET_BROKER_CLUSTER_INFO), timeout, security=security
+    )
     if answer.code != ResponseCode.SUCCESS:
         raise ConnectionError(f"nameserver {addr} answered {answer.code}: {answer.remark}")
     info = parse_cluster_info(answer.body or b"{}")
@@ -277,8 +295,54 @@ class LocalCluster:
             for g in map(broker_group_name, range(spec.brokers))
             for i in ids
         ]
+        self.secrets: ClusterSecrets | None = None
+        self.certs: ClusterCertificates | None = None
+        self._security: ClientSecurity | None = None
+        self._prepare_security()
+
+    def _prepare_security(self) -> None:
+        if self.spec.auth:
+            self.secrets = cluster_secrets(self.data_dir)
+        if self.spec.tls:
+            self.certs = cluster_certificates(self.data_dir)
 
     # ---------------------------------------------------------------- handles
+
+    def client_settings(self) -> dict[str, Any]:
+        """The SDK settings a client of this cluster needs besides ``namesrv``: the super
+        user's credentials with auth, the cluster's CA with TLS."""
+        settings: dict[str, Any] = {}
+        if self.secrets is not None:
+            settings |= {"access_key": self.secrets.username, "secret_key": self.secrets.password}
+        if self.certs is not None:
+            settings |= {"tls": True, "tls_ca_file": str(self.certs.ca_file)}
+        return settings
+
+    def client_env(self) -> dict[str, str]:
+        """The environment a CLI or SDK process needs for this cluster (as
+        ``rocketq cluster up`` prints it)."""
+        env = {"NAMESRV_ADDR": self.namesrv_addr}
+        if self.secrets is not None:
+            env["ROCKETQ_CREDENTIALS_FILE"] = str(self.secrets.admin_file)
+        if self.certs is not None:
+            env |= {"ROCKETQ_TLS": "true", "ROCKETQ_TLS_CA_FILE": str(self.certs.ca_file)}
+        return env
+
+    def client_security(self) -> ClientSecurity | None:
+        """How the launcher's own requests reach the cluster (signed, over TLS)."""
+        from rocketq.auth.credentials import Credentials
+        from rocketq.remoting.tls import ClientSecurity, client_context
+
+        if self.secrets is None and self.certs is None:
+            return None
+        if self._security is not None:
+            return self._security
+        sign = None
+        if self.secrets is not None:
+            sign = Credentials(self.secrets.username, self.secrets.password).sign
+        ssl = client_context(str(self.certs.ca_file)) if self.certs is not None else None
+        self._security = ClientSecurity(ssl=ssl, sign=sign)
+        return self._security
 
     @property
     def nodes(self) -> list[Node]:
@@ -419,6 +483,8 @@ class LocalCluster:
                 "--set", f"dledger_peers={self.raft_peers(node)}",
                 "--set", f"dledger_self_id={raft_member_id(node)}",
             ]  # fmt: skip
+        if self.certs is not None:
+            settings = {**self.certs.node_settings(), **settings}
         for key, value in settings.items():
             cmd += ["--set", f"{key}={value}"]
         if node.role == "broker" and node.broker_id > 0 and self.spec.replication != "raft":
@@ -432,8 +498,12 @@ class LocalCluster:
         # the editable install of a checkout), whatever its working directory.
         with node.out.open("wb") as out, node.log.open("ab") as err:
             offset = err.tell()
+            env = None
+            if self.secrets is not None:
+                env = {**os.environ, **self.secrets.node_env()}
             proc = subprocess.Popen(
                 self._command(node),
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
@@ -516,7 +586,7 @@ class LocalCluster:
 
     def _registered(self, brokers: list[Node], nameserver: Node) -> bool:
         try:
-            info = _fetch_cluster_info(nameserver.addr)
+            info = _fetch_cluster_info(nameserver.addr, security=self.client_security())
         except Exception:  # not answering yet is "not registered yet"
             return False
         if self.spec.replication == "raft":
@@ -605,7 +675,8 @@ class LocalCluster:
             if not self._alive(ns):
                 continue
             try:
-                return ClusterStatus(nodes, _fetch_cluster_info(ns.addr), ns.addr)
+                info = _fetch_cluster_info(ns.addr, security=self.client_security())
+                return ClusterStatus(nodes, info, ns.addr)
             except Exception:  # not answering: try the next nameserver
                 continue
         return ClusterStatus(nodes, None, None)

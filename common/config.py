@@ -40,6 +40,21 @@ if TYPE_CHECKING:
 T = TypeVar("T", bound="DataclassInstance")
 
 ENV_PREFIX: Final = "ROCKETQ_"
+# The clients' variables (the SDK and the CLI read them: credentials and TLS), which a
+# server started from the same shell inherits: never a server's keys, never an error.
+CLIENT_ENV: Final = frozenset(
+    {
+        "ROCKETQ_ACCESS_KEY",
+        "ROCKETQ_SECRET_KEY",
+        "ROCKETQ_SECURITY_TOKEN",
+        "ROCKETQ_CREDENTIALS_FILE",
+        "ROCKETQ_TLS",
+        "ROCKETQ_TLS_CA_FILE",
+        "ROCKETQ_TLS_CERT_FILE",
+        "ROCKETQ_TLS_KEY_FILE",
+        "ROCKETQ_CONSOLE_SECRET",
+    }
+)
 _TRUE: Final = frozenset({"true", "1", "yes"})
 _FALSE: Final = frozenset({"false", "0", "no"})
 
@@ -275,7 +290,7 @@ def load_configs(
 
     environ = os.environ if env is None else env
     for var, raw in environ.items():
-        if not var.startswith(ENV_PREFIX):
+        if not var.startswith(ENV_PREFIX) or var in CLIENT_ENV:
             continue
         key = var[len(ENV_PREFIX) :].lower()
         where = f"environment variable {var}"

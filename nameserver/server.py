@@ -7,6 +7,8 @@ import contextlib
 import logging
 from pathlib import Path
 
+from rocketq.auth.request_map import nameserver_requirement
+from rocketq.auth.server_security import MemoryAuthMetadata, server_security
 from rocketq.common.metrics_server import MetricsServer
 from rocketq.nameserver.config import NameServerConfig
 from rocketq.nameserver.kv_config import KVConfigManager
@@ -28,6 +30,12 @@ class NameServer:
         self.routes = RouteInfoManager()
         self.kv = KVConfigManager(Path(config.kv_config_path))
         self.service = NameServerProcessor(config, self.routes, self.kv)
+        # Who may call it: its init user, the inner credentials and an ACL 1.0 file's
+        # accounts (kept in memory: brokers hold the cluster's users), and its TLS.
+        self.security = server_security(config, MemoryAuthMetadata(), nameserver_requirement)
+        self.security.seed()
+        if config.authentication_enabled:
+            self.service.identity_of = self.security.identity
         self.server: RemotingServer | None = None
         self.port = 0
         self._scan_task: asyncio.Task[None] | None = None
@@ -50,6 +58,7 @@ class NameServer:
                 what="nameserver",
                 workers=config.metrics_http_workers,
                 timeout=config.metrics_http_timeout_seconds,
+                tls=self.security.metrics_tls,
             )
 
     def _readiness(self) -> tuple[bool, str]:
@@ -60,7 +69,11 @@ class NameServer:
             await self.metrics_server.start()
         self.kv.load()
         self.server = RemotingServer(
-            self.service.handlers(), on_close=self.service.connection_closed, bounds=self.config
+            self.service.handlers(),
+            on_close=self.service.connection_closed,
+            bounds=self.config,
+            access=self.security.hook,
+            tls=self.security.tls,
         )
         try:
             self.port = await self.server.start(self.config.bind_address, self.config.listen_port)

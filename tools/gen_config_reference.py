@@ -57,8 +57,7 @@ SECTIONS: Final = (
         "Security (nameserver and broker)",
         "rocketq.common.config",
         "ServerSecurityConfig",
-        "Authentication, authorization and TLS, in `nameserver.toml` and `broker.toml` "
-        "alike.",
+        "Authentication, authorization and TLS, in `nameserver.toml` and `broker.toml` alike.",
         own_only=True,
     ),
     Section(

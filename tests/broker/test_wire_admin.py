@@ -73,7 +73,11 @@ def test_the_handlers_and_rocketqs_own_codes() -> None:
     }  # fmt: skip
     others = (SendRequests(nobody), PullRequests(nobody), ClientRequests(nobody))
     assert not admin & {code for o in others for code in o.handlers()}
-    assert RocketqRequestCode.NAMES == {30000: "TRANSFER_LEADER", 30001: "RESEND_MESSAGE"}
+    assert RocketqRequestCode.NAMES == {
+        30000: "TRANSFER_LEADER",
+        30001: "RESEND_MESSAGE",
+        30002: "GET_AUTH_METADATA",
+    }
     assert not set(RocketqRequestCode.NAMES) & set(RequestCode.NAMES)
     # int16 in the ROCKETMQ binary header
     assert all(code < 32768 for code in RocketqRequestCode.NAMES)

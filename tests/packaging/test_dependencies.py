@@ -37,6 +37,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "bench": ("rocketq.bench.peers.systems",),
     "chart": ("rocketq.bench.peers.chart", "rocketq.chaos.report"),
     "fuzz": ("rocketq.bench.fuzz.worker",),
+    "tls": ("rocketq.cluster.security",),
 }
 
 # Dependencies the code reaches through another package, each with the import of ours that

@@ -5,6 +5,9 @@
  *   node conformance.js NAMESRV SUFFIX
  *   ROCKETQ_NAMESRV=127.0.0.1:9876 CONFORMANCE_SUFFIX=run1 node conformance.js
  *
+ * With CONFORMANCE_ACCESS_KEY and CONFORMANCE_SECRET_KEY set, ali-ons signs every request
+ * (AccessKey, OnsChannel and Signature ext fields), as against a cluster with ACL on.
+ *
  * NAMESRV may list several addresses separated by ';'. SUFFIX makes the topic and group
  * names unique to a run. The topics must exist before the run (ali-ons cannot create
  * them: a route lookup answered TOPIC_NOT_EXIST fails the send), each with 2 queues:
@@ -40,6 +43,8 @@ const SUFFIX = process.argv[3] || process.env.CONFORMANCE_SUFFIX;
 const COUNT = Number(process.env.CONFORMANCE_COUNT || 8);
 const DELAY_LEVEL = Number(process.env.CONFORMANCE_DELAY_LEVEL || 2);
 const STEP_TIMEOUT_MS = Number(process.env.CONFORMANCE_STEP_TIMEOUT_MS || 30000);
+const ACCESS_KEY = process.env.CONFORMANCE_ACCESS_KEY || '';
+const SECRET_KEY = process.env.CONFORMANCE_SECRET_KEY || '';
 
 const TOPICS = {
   main: `AliOns_${SUFFIX}`,
@@ -121,7 +126,7 @@ const noHttp = {
   },
 };
 
-// No accessKey/secretKey: ali-ons then adds no AccessKey/Signature/OnsChannel fields.
+// Without accessKey/secretKey ali-ons adds no AccessKey/Signature/OnsChannel fields.
 // Shorter intervals than ali-ons's defaults (30 s routes and heartbeats, 10 s rebalance,
 // 5 s offset commits) so that the retry topic's route, created by the first heartbeat,
 // is picked up in about a second.
@@ -133,6 +138,10 @@ const COMMON = {
   rebalanceInterval: 1000,
   persistConsumerOffsetInterval: 1000,
 };
+if (ACCESS_KEY) {
+  COMMON.accessKey = ACCESS_KEY;
+  COMMON.secretKey = SECRET_KEY;
+}
 
 function onClientError(who) {
   return err => {
@@ -412,6 +421,7 @@ async function main() {
     event: 'config', ali_ons_version: aliOnsVersion, node_version: process.version,
     namesrv: COMMON.nameSrv, suffix: SUFFIX, topics: TOPICS, groups: GROUPS,
     count: COUNT, delay_level: DELAY_LEVEL, step_timeout_ms: STEP_TIMEOUT_MS,
+    signed: Boolean(ACCESS_KEY),
   });
   const producer = new Producer(Object.assign({}, COMMON, { producerGroup: GROUPS.producer }));
   producer.on('error', onClientError('producer'));
