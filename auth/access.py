@@ -4,9 +4,10 @@
 **Authentication** (``authentication=True``) reads the request's ``AccessKey`` and
 ``Signature`` ext fields and recomputes the signature as RocketMQ 4.x clients make it
 (``rocketq.auth.signature``) with the secret of the user of that name (its password), or
-with the node's inner credentials. A request without an ``AccessKey`` is refused unless its
-requirement's gate is ``OPEN``; an unknown or disabled user or a signature that does not
-match is refused with ``NO_PERMISSION`` (16) and a remark starting "authentication failed"
+with the node's inner credentials. A request whose requirement's gate is ``OPEN`` passes
+whatever it carries (it needs no identity: a route lookup signed with a user only the
+brokers know still works on a nameserver). Any other request without an ``AccessKey`` is
+refused; an unknown or disabled user or a signature that does not match is refused with ``NO_PERMISSION`` (16) and a remark starting "authentication failed"
 that names the access key, never a secret. Clients up to 4.9.3 leave the
 ``_UNIQUE_KEY_QUERY`` field out of what they sign; for requests of those versions the
 signature without it is accepted too (as RocketMQ does). A connection with a verified client
@@ -251,6 +252,8 @@ class AccessControl:
         except Exception:  # a request map that fails must not let the request through
             log.exception("the requirement of request code %s could not be read", cmd.code)
             need = _REFUSE_UNKNOWN
+        if need.gate is Gate.OPEN:
+            return None
         ext = cmd.ext
         access_key = ext.get(ACCESS_KEY) if ext else None
         who: _Who | str
@@ -259,8 +262,6 @@ class AccessControl:
             who = self._sender(cmd, ext, access_key)
         elif tls_identity:
             who = self._certificate(tls_identity)
-        elif need.gate is Gate.OPEN:
-            return None
         elif self.authentication:
             who = (
                 "authentication failed: the request carries no AccessKey; sign it with a "
@@ -272,7 +273,7 @@ class AccessControl:
             )
         if isinstance(who, str):
             return self._refuse(cmd, who)
-        if not self.authorization or who.super or need.gate in (Gate.OPEN, Gate.USER):
+        if not self.authorization or who.super or need.gate is Gate.USER:
             return None
         if need.gate is Gate.SUPER:
             return self._refuse(

@@ -110,18 +110,18 @@ EVERYONE = set(CALLERS)
 SIGNED = {"without", "with", "super", "inner"}
 MATRIX: dict[tuple[bool, bool], dict[int, set[str]]] = {
     (True, True): {
-        OPEN: {"none"} | SIGNED,
+        OPEN: EVERYONE,
         USER: SIGNED,
         SUPER: {"super", "inner"},
         PUB: {"with", "super", "inner"},
         SUB_BOTH: {"with", "super", "inner"},
     },
-    (True, False): {code: ({"none"} | SIGNED if code == OPEN else SIGNED) for code in REQUIREMENTS},
+    (True, False): {code: (EVERYONE if code == OPEN else SIGNED) for code in REQUIREMENTS},
     (False, False): {code: EVERYONE for code in REQUIREMENTS},
     # Authorization alone trusts the claimed access key (as RocketMQ does): a wrong secret
     # for alice still acts as alice; claims of super users must still verify.
     (False, True): {
-        OPEN: EVERYONE - {"unknown"},
+        OPEN: EVERYONE,
         USER: SIGNED | {"wrong_secret"},
         SUPER: {"super", "inner"},
         PUB: {"with", "wrong_secret", "super", "inner"},
