@@ -7,8 +7,9 @@
 with the node's inner credentials. A request whose requirement's gate is ``OPEN`` passes
 whatever it carries (it needs no identity: a route lookup signed with a user only the
 brokers know still works on a nameserver). Any other request without an ``AccessKey`` is
-refused; an unknown or disabled user or a signature that does not match is refused with ``NO_PERMISSION`` (16) and a remark starting "authentication failed"
-that names the access key, never a secret. Clients up to 4.9.3 leave the
+refused; so is an unknown or disabled user or a signature that does not match, with
+``NO_PERMISSION`` (16) and a remark starting "authentication failed" that names the access
+key, never a secret. Clients up to 4.9.3 leave the
 ``_UNIQUE_KEY_QUERY`` field out of what they sign; for requests of those versions the
 signature without it is accepted too (as RocketMQ does). A connection with a verified client
 certificate and no ``AccessKey`` is the user named by the certificate's common name (super
