@@ -279,7 +279,8 @@ class Kubelet:
         context = ssl._create_unverified_context() if scheme == "https" else None
         try:
             with urllib.request.urlopen(url, timeout=2, context=context) as resp:
-                return 200 <= resp.status < 400
+                status: int = resp.status
+                return 200 <= status < 400
         except (urllib.error.URLError, OSError):
             return False
 

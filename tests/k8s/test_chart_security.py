@@ -30,8 +30,6 @@ from tests.k8s.test_chart import (
     CASES,
     EXISTING_SECRETS,
     INNER,
-    NAMESPACE,
-    RELEASE,
     SUPER_USER,
     TLS_DIR,
     Release,
@@ -39,7 +37,7 @@ from tests.k8s.test_chart import (
     release_of,
     selects,
 )
-from tools.gen_manifests import CHART_DIR, load_chart, render_chart
+from tools.gen_manifests import CHART_DIR, NAMESPACE, RELEASE, load_chart, render_chart
 
 SECURED: Final = ("secured", "cert-manager")
 DOMAIN: Final = f"{NAMESPACE}.svc.cluster.local"
