@@ -9,6 +9,8 @@ import stat
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rocketq.auth.metadata import AuthMetadata, AuthMetadataError
 from rocketq.auth.model import (
@@ -223,3 +225,60 @@ def test_add_missing_keeps_existing_users(meta: AuthMetadata) -> None:
     assert meta.acl_of("bob") is not None
     assert meta.add_missing([User("bob", "pw")], []) == 0
     assert meta.ensure_user(User("carol", "pw")) and not meta.ensure_user(User("carol", "x"))
+
+
+snapshot_docs = st.fixed_dictionaries(
+    {},
+    optional={
+        "version": st.integers(-2, 5) | st.text(max_size=3) | st.none(),
+        "users": st.lists(
+            st.fixed_dictionaries(
+                {"username": st.sampled_from(["a", "b", "", 3])},
+                optional={
+                    "password": st.sampled_from(["pw", "", None, 1]),
+                    "userType": st.sampled_from(["Super", "normal", "x"]),
+                },
+            ),
+            max_size=3,
+        )
+        | st.integers(),
+        "acls": st.lists(
+            st.fixed_dictionaries(
+                {"subject": st.sampled_from(["User:a", "a", 1])},
+                optional={
+                    "policies": st.lists(
+                        st.fixed_dictionaries(
+                            {
+                                "entries": st.lists(
+                                    st.fixed_dictionaries(
+                                        {
+                                            "resource": st.sampled_from(["Topic:t", "*", "x"]),
+                                            "actions": st.sampled_from([["Pub"], [], ["Any"]]),
+                                            "decision": st.sampled_from(["Allow", "Deny", None]),
+                                        }
+                                    ),
+                                    max_size=2,
+                                )
+                            }
+                        ),
+                        max_size=2,
+                    )
+                },
+            ),
+            max_size=2,
+        ),
+    },
+)
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(snapshot_docs | st.binary(max_size=40).map(lambda b: b.decode("latin-1")))
+def test_restore_is_total_and_all_or_nothing(meta: AuthMetadata, doc: object) -> None:
+    data = (doc if isinstance(doc, str) else json.dumps(doc)).encode("utf-8", "replace")
+    before = (meta.snapshot(), meta.version)
+    try:
+        meta.restore(data)
+    except ValueError:
+        assert (meta.snapshot(), meta.version) == before
+        return
+    assert reloaded(meta).snapshot() == meta.snapshot()
