@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+from typing import Final
 
 from rocketq.common.exceptions import (
     ConfigError,
@@ -21,7 +22,7 @@ from rocketq.common.exceptions import (
 )
 from rocketq.remoting import fastjson
 from rocketq.remoting.answer import check as check_answer
-from rocketq.remoting.codes import RequestCode, SerializeType
+from rocketq.remoting.codes import RequestCode, ResponseCode, SerializeType
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.route_data import (
     ClusterInfo,
@@ -35,6 +36,21 @@ from rocketq.sdk.client_wire import parse_offset
 from rocketq.sdk.wire import PullReply, SendReply, parse_pull, parse_send
 
 log = logging.getLogger(__name__)
+
+
+UNSIGNED_HINT: Final = (
+    "this client sends no credentials; if the cluster requires them, give it access_key and "
+    "secret_key, or set ROCKETQ_ACCESS_KEY and ROCKETQ_SECRET_KEY"
+)
+"""What a NO_PERMISSION answer to a client that does not sign adds to the server's remark."""
+
+
+def explain_refusal(answer: RemotingCommand, security: ClientSecurity | None) -> RemotingCommand:
+    """``answer``, its remark saying that the client sent no credentials when it is a
+    NO_PERMISSION refusal of a request that was not signed."""
+    if answer.code == ResponseCode.NO_PERMISSION and (security is None or security.sign is None):
+        answer.remark = f"{answer.remark or 'no permission'} ({UNSIGNED_HINT})"
+    return answer
 
 
 def parse_addrs(namesrv: str) -> list[str]:
@@ -71,7 +87,7 @@ class NameServerClient:
                 errors.append(str(exc))
                 continue
             self._index = (self._index + i) % len(self.addrs)
-            return answer
+            return explain_refusal(answer, self.remoting.security)
         raise NoNameServerError(f"no nameserver answered {what}: " + "; ".join(errors))
 
     async def route(self, topic: str) -> TopicRouteData:
@@ -127,7 +143,8 @@ class BrokerClient:
         """The broker's answer, whatever its code; ConnectBrokerError when the connection
         cannot be opened or breaks, RequestTimeoutError after ``timeout`` seconds."""
         cmd.serialize_type = SerializeType.ROCKETMQ
-        return await self.remoting.invoke(self.addr, cmd, timeout)
+        answer = await self.remoting.invoke(self.addr, cmd, timeout)
+        return explain_refusal(answer, self.remoting.security)
 
     async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         """A SUCCESS answer; the error class of any other code."""

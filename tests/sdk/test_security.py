@@ -323,19 +323,27 @@ async def test_every_request_to_nameserver_and_broker_is_signed(server: Checking
 
 async def test_wrong_secret_is_no_permission(server: CheckingServer) -> None:
     async with Admin(server.addr, access_key="admin", secret_key="wrong") as admin:
-        with pytest.raises(NoPermissionError, match="signature check failed"):
+        with pytest.raises(NoPermissionError, match="signature check failed") as refused:
             await admin.delete_acl("User:alice", broker_addr=server.addr)
+        assert "no credentials" not in str(refused.value)
         with pytest.raises(NoPermissionError):
             await admin.client.nameserver.cluster_info()
     assert server.seen == []
     assert server.refused == [RequestCode.AUTH_DELETE_ACL, RequestCode.GET_BROKER_CLUSTER_INFO]
 
 
-async def test_unsigned_requests_are_refused(server: CheckingServer) -> None:
+async def test_unsigned_requests_are_refused_with_a_hint(server: CheckingServer) -> None:
     async with Admin(server.addr) as admin:
-        with pytest.raises(NoPermissionError):
+        with pytest.raises(NoPermissionError, match="this client sends no credentials") as broker:
             await admin.get_user("alice", broker_addr=server.addr)
-    assert server.refused == [RequestCode.AUTH_GET_USER]
+        with pytest.raises(NoPermissionError, match="set ROCKETQ_ACCESS_KEY and") as nameserver:
+            await admin.topic_list()
+    assert "signature check failed" in str(broker.value)
+    assert "signature check failed" in str(nameserver.value)
+    assert server.refused == [
+        RequestCode.AUTH_GET_USER,
+        RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+    ]
 
 
 async def test_tls_with_a_ca_file(certs: Certs) -> None:
