@@ -18,9 +18,11 @@ from typing import Any, Final
 import helm_python as helm
 import pytest
 import trustme
+from typer.testing import CliRunner
 
 from rocketq.auth.credentials import Credentials
 from rocketq.broker.config import load_broker_config, ordinal_settings
+from rocketq.cli.main import app
 from rocketq.common.config import load_config
 from rocketq.common.exceptions import ConfigError
 from rocketq.nameserver.config import NameServerConfig
@@ -547,3 +549,31 @@ def test_without_the_schema_auth_and_tls_are_still_checked(
         render_chart(values, chart=schemaless)
     for word in words:
         assert word in str(caught.value)
+
+
+# NOTES.txt.
+
+
+def test_notes_give_commands_the_cli_takes_with_auth_and_tls(
+    releases: dict[str, Release],
+) -> None:
+    notes = releases["secured"].notes
+    assert "Auth is on" in notes and f"Secret\n{RELEASE}-super-user" in notes
+    assert "TLS is enforcing" in notes
+    assert "get secret rocketq-tls -o jsonpath='{.data.ca\\.crt}'" in notes
+    commands = re.findall(r"sh -c 'rocketq (send|admin [a-z-]+) ([^']*)'", notes)
+    assert {c for c, _ in commands} == {"send", "admin cluster-list", "admin update-topic"}
+    for command, args in commands:
+        # The credentials come from the variables the chart gives the broker pods.
+        assert '--access-key "$RQ_SUPER_USER_NAME"' in args
+        assert '--secret-key "$RQ_SUPER_USER_PASSWORD"' in args
+        assert f"--tls-ca-file {TLS_DIR}/ca.crt" in args
+        sts = releases["secured"].one("StatefulSet", f"{RELEASE}-broker-a")
+        env = {e["name"] for e in container(sts)["env"]}
+        assert {"RQ_SUPER_USER_NAME", "RQ_SUPER_USER_PASSWORD"} <= env
+        done = CliRunner().invoke(app, [*command.split(), "--help"], env={"COLUMNS": "200"})
+        assert done.exit_code == 0, done.output
+        for option in re.findall(r"--[a-z-]+", args):
+            assert option in done.output, f"rocketq {command} has no {option}"
+    plain = releases["default"].notes
+    assert "sh -c" not in plain and "--tls" not in plain and "Auth is on" not in plain
