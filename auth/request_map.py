@@ -83,8 +83,11 @@ Nameserver:
 
 - OPEN (anyone): GET_ROUTEINFO_BY_TOPIC and GET_BROKER_CLUSTER_INFO, the reads every
   client makes to find brokers.
-- USER (any authenticated user): GET_ALL_TOPIC_LIST_FROM_NAMESERVER, GET_TOPICS_BY_CLUSTER,
-  GET_KV_CONFIG, GET_KVLIST_BY_NAMESPACE.
+- SUPER, reads: GET_ALL_TOPIC_LIST_FROM_NAMESERVER, GET_TOPICS_BY_CLUSTER, GET_KV_CONFIG,
+  GET_KVLIST_BY_NAMESPACE. A nameserver knows only the cluster's super user, its inner
+  credentials and an ACL 1.0 file's accounts (the brokers hold the users), so it could not
+  verify a normal user's signature; the admin tools that make these reads sign as a super
+  user.
 - SUPER (super users and brokers signing with the inner credentials): REGISTER_BROKER,
   UNREGISTER_BROKER, QUERY_DATA_VERSION (a broker's check that also keeps it alive in the
   routes), DELETE_TOPIC_IN_NAMESRV, PUT_KV_CONFIG, DELETE_KV_CONFIG.
@@ -342,10 +345,10 @@ _BROKER_RULES: Final[dict[int, _Rule]] = {
 _NAMESERVER_GATES: Final[dict[int, Requirement]] = {
     RequestCode.GET_ROUTEINFO_BY_TOPIC: OPEN,
     RequestCode.GET_BROKER_CLUSTER_INFO: OPEN,
-    RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: USER,
-    RequestCode.GET_TOPICS_BY_CLUSTER: USER,
-    RequestCode.GET_KV_CONFIG: USER,
-    RequestCode.GET_KVLIST_BY_NAMESPACE: USER,
+    RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: SUPER,
+    RequestCode.GET_TOPICS_BY_CLUSTER: SUPER,
+    RequestCode.GET_KV_CONFIG: SUPER,
+    RequestCode.GET_KVLIST_BY_NAMESPACE: SUPER,
     RequestCode.REGISTER_BROKER: SUPER,
     RequestCode.UNREGISTER_BROKER: SUPER,
     RequestCode.QUERY_DATA_VERSION: SUPER,

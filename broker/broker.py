@@ -306,7 +306,10 @@ class Broker:
     def _slave_connected(self, conn: SlaveConnection) -> None:
         """A slave (re)connected: take back the consumer offsets it kept while this master
         was away (consumers commit to the slave they read from)."""
-        if conn.broker_addr:
+        # With inner credentials, only a slave that proved who it is (a signed hello, a
+        # verified certificate) is called back: a forged hello names any address.
+        trusted = conn.authenticated or self.inner_credentials is None
+        if conn.broker_addr and trusted:
             task = asyncio.ensure_future(self.sync.take_back_offsets(conn.broker_addr))
             self._side_tasks.add(task)
             task.add_done_callback(self._side_tasks.discard)
