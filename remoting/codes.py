@@ -170,6 +170,10 @@ class RocketqRequestCode:
     # -> resp header: ``msgId`` (the copy's offset message id), ``queueOffset``,
     # ``commitLogOffset`` (where the copy was written).
     RESEND_MESSAGE: Final = 30001
+    # A replica's copy of its master's (or Raft leader's) users and ACL policies, asked
+    # with the inner credentials. No header. -> resp header ``version`` (the metadata's
+    # version), body: the users and ACLs as JSON (auth/metadata.py's snapshot).
+    GET_AUTH_METADATA: Final = 30002
 
     NAMES: ClassVar[dict[int, str]]
 
