@@ -120,8 +120,8 @@ RETRY_PREFIX: Final = "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX
 # The producer group every RocketMQ 4.x client registers for its own inner producer.
 CLIENT_INNER_PRODUCER: Final = "CLIENT_INNER_PRODUCER"
 
-# rocketq's request for a broker's users and ACL policies (RocketqRequestCode.GET_AUTH_METADATA).
-GET_AUTH_METADATA: Final = 30002
+# rocketq's request for a broker's users and ACL policies.
+GET_AUTH_METADATA: Final = RocketqRequestCode.GET_AUTH_METADATA
 
 SUPER: Final = Requirement(Gate.SUPER)
 USER: Final = Requirement(Gate.USER)
