@@ -13,6 +13,7 @@ COPY pyproject.toml README.md ./
 COPY rocketq/ rocketq/
 COPY common/ common/
 COPY remoting/ remoting/
+COPY auth/ auth/
 COPY cluster/ cluster/
 COPY cli/ cli/
 COPY nameserver/ nameserver/
