@@ -291,11 +291,14 @@ class SendProcessor:
         commit_log_offset: int,
         delay_level: int,
         max_reconsume_times: int,
+        *,
+        origin_topic: str | None = None,
     ) -> AppendResult:
         """A consumer gives a message back: to %RETRY%group with a delay level, or after
-        the group's max reconsume times to %DLQ%group."""
+        the group's max reconsume times to %DLQ%group. With ``origin_topic`` (checked when
+        authorization is on: the sender was allowed to read that topic and the group, not
+        the whole store), the message must be of that topic or the group's retry topic."""
         self._check_writable()
-        group_config = self.groups.find_or_create(group)
         view = self.store.message_by_offset(commit_log_offset)
         if view is None:
             raise QueryNotFoundError(
@@ -305,6 +308,12 @@ class SendProcessor:
             msg = decode_record(view)
         finally:
             view.release()
+        if origin_topic is not None and msg.topic not in (origin_topic, retry_topic(group)):
+            raise NoPermissionError(
+                f"the message at CommitLog offset {commit_log_offset} is not of topic "
+                f"{origin_topic!r} nor of group {group!r}'s retry topic"
+            )
+        group_config = self.groups.find_or_create(group)
         max_times = (
             max_reconsume_times if max_reconsume_times >= 0 else group_config.retry_max_times
         )

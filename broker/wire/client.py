@@ -369,11 +369,18 @@ class ClientRequests:
     async def send_back(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         started = time.perf_counter()
         try:
+            group = cmd.field("group")
+            origin = None
+            if self.b.config.authorization_enabled:
+                # The sender may read originTopic (or only the group's retries), not any
+                # message it names by offset.
+                origin = (cmd.ext or {}).get("originTopic") or retry_topic(group)
             await self.b.send.send_back(
-                cmd.field("group"),
+                group,
                 header_int(cmd, "offset"),
                 header_int(cmd, "delayLevel", 0),
                 header_int(cmd, "maxReconsumeTimes", -1),
+                origin_topic=origin,
             )
             answer = cmd.response(ResponseCode.SUCCESS)
         except Exception as exc:
