@@ -1,4 +1,6 @@
-"""``rocketq console``: the web console (console/) served by uvicorn."""
+"""``rocketq console``: the web console (console/) served by uvicorn, over HTTPS with a
+certificate; its own cluster calls signed and over TLS as every client command's are
+(:func:`rocketq.cli.options.secured` adds those options in ``cli/main.py``)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from rocketq.cli.options import fail
+from rocketq.cli.options import fail, security_settings
 
 
 def console_cmd(
@@ -17,6 +19,13 @@ def console_cmd(
     ] = "127.0.0.1:9876",
     bind: Annotated[str, typer.Option("--bind", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 8080,
+    allowed_hosts: Annotated[
+        list[str],
+        typer.Option(
+            "--allowed-hosts",
+            help="More host names the console answers to (repeatable; *.example.com, or *).",
+        ),
+    ] = [],  # noqa: B006 - typer reads the default
     users: Annotated[
         Path | None,
         typer.Option(
@@ -34,6 +43,21 @@ def console_cmd(
             help="Prompt for NAME's password, print the users-file line, and exit.",
         ),
     ] = None,
+    tls_cert: Annotated[
+        Path | None,
+        typer.Option(
+            "--tls-cert",
+            exists=True,
+            dir_okay=False,
+            help="Serve HTTPS with this certificate chain (PEM); needs --tls-key.",
+        ),
+    ] = None,
+    tls_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--tls-key", exists=True, dir_okay=False, help="The HTTPS certificate's key (PEM)."
+        ),
+    ] = None,
 ) -> None:
     """The web console: cluster, topics and more in the browser (RocketMQ Dashboard)."""
     from rocketq.cluster.console_launch import console_missing
@@ -49,15 +73,26 @@ def console_cmd(
 
     import logging
 
-    import uvicorn
+    from rocketq.console.app import serve
+    from rocketq.console.security import ClusterClient
 
-    from rocketq.console.app import create_app
-
-    try:
-        app = create_app(namesrv, users, secret=os.environ.get("ROCKETQ_CONSOLE_SECRET"))
-    except (OSError, ValueError) as exc:
-        raise fail(str(exc)) from None
+    if (tls_cert is None) != (tls_key is None):
+        raise fail("give both --tls-cert and --tls-key to serve HTTPS, or neither", 2)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     host = f"[{bind}]" if ":" in bind else bind
-    typer.echo(f"rocketq console on http://{host}:{port}/ (nameserver {namesrv})")
-    uvicorn.run(app, host=bind, port=port, log_level="info")
+    scheme = "https" if tls_cert is not None else "http"
+    typer.echo(f"rocketq console on {scheme}://{host}:{port}/ (nameserver {namesrv})")
+    try:
+        serve(
+            namesrv,
+            users,
+            bind=bind,
+            port=port,
+            allowed_hosts=allowed_hosts,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            cluster_client=ClusterClient.from_settings(security_settings()),
+            secret=os.environ.get("ROCKETQ_CONSOLE_SECRET"),
+        )
+    except (OSError, ValueError) as exc:
+        raise fail(str(exc)) from None

@@ -432,7 +432,7 @@ app.add_typer(pipeline_app, name="pipeline")
 
 from rocketq.cli.console_cli import console_cmd  # noqa: E402
 
-app.command("console")(console_cmd)
+app.command("console")(secured(console_cmd))
 
 
 if __name__ == "__main__":

@@ -295,3 +295,33 @@ def test_every_command_that_talks_to_a_cluster_has_the_options() -> None:
         missing = wanted - _options(path)
         assert not missing, f"{' '.join(path)} lacks {sorted(missing)}"
     assert "--access-key" not in _options(("nameserver",))
+
+
+def test_console_takes_the_options_and_serves_https(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from rocketq.console import app as console_app
+
+    served: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    monkeypatch.setattr(console_app, "serve", lambda *a, **kw: served.append((a, kw)))
+    cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
+    cert.write_text("cert")
+    key.write_text("key")
+    result = invoke(
+        "console", "-n", "ns:9876", "--bind", "0.0.0.0", "--port", "8443",
+        "--allowed-hosts", "console.example.com", "--allowed-hosts", "*.corp",
+        "--tls-cert", str(cert), "--tls-key", str(key),
+        "--access-key", "console", "--secret-key", "console-secret",
+        "--tls", "--tls-ca-file", "ca.pem",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "rocketq console on https://0.0.0.0:8443/" in result.output
+    [(args, kwargs)] = served
+    assert args == ("ns:9876", None)
+    assert kwargs["allowed_hosts"] == ["console.example.com", "*.corp"]
+    assert (kwargs["tls_cert"], kwargs["tls_key"]) == (cert, key)
+    client = kwargs["cluster_client"]
+    assert (client.access_key, client.secret_key) == ("console", "console-secret")
+    assert client.tls and client.tls_ca_file == "ca.pem"
+    half = invoke("console", "--tls-cert", str(cert))
+    assert half.exit_code == 2 and "both --tls-cert and --tls-key" in half.output
