@@ -65,8 +65,9 @@ Broker, administration (POLICY):
   GET_ALL_DELAY_OFFSET (the whole tables a slave copies and an admin lists),
   GET_BROKER_RUNTIME_INFO, GET_BROKER_CONFIG: Get on Cluster. RocketMQ leaves the first
   four unchecked (no resource named) and has no annotation for the last two.
-- UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (RocketMQ: unchecked), UNREGISTER_CLIENT (it
-  unregisters any client id, whatever group the header names), CONSUME_MESSAGE_DIRECTLY
+- UNREGISTER_CLIENT: any user; with auth on the broker unregisters only the client ids that
+  heartbeated over the same connection (a client leaving), never another client's.
+- UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (RocketMQ: unchecked), CONSUME_MESSAGE_DIRECTLY
   (it hands any stored message to a consumer), TRANSFER_LEADER and RESEND_MESSAGE
   (rocketq's own: Raft leadership, a stored message copied onto a group's retry topic):
   Update on Cluster.
@@ -323,7 +324,7 @@ _BROKER_RULES: Final[dict[int, _Rule]] = {
     RequestCode.GET_BROKER_RUNTIME_INFO: _on_cluster(Action.GET),
     RequestCode.GET_BROKER_CONFIG: _on_cluster(Action.GET),
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: _on_cluster(Action.UPDATE),
-    RequestCode.UNREGISTER_CLIENT: _on_cluster(Action.UPDATE),
+    RequestCode.UNREGISTER_CLIENT: lambda ext, cmd, cluster: USER,
     RequestCode.CONSUME_MESSAGE_DIRECTLY: _on_cluster(Action.UPDATE),
     RocketqRequestCode.TRANSFER_LEADER: _on_cluster(Action.UPDATE),
     RocketqRequestCode.RESEND_MESSAGE: _on_cluster(Action.UPDATE),

@@ -274,9 +274,16 @@ class ClientRequests:
         return None
 
     def unregister_client(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """A client leaves. With auth on, only a client id that heartbeated over this very
+        connection is unregistered (any user may leave, none may unregister another); the
+        answer is SUCCESS either way, as RocketMQ's."""
         client_id = cmd.field("clientID")
+        own = conn.attrs.get(CLIENT_IDS, set())
+        c = self.b.config
+        if (c.authentication_enabled or c.authorization_enabled) and client_id not in own:
+            return cmd.response(ResponseCode.SUCCESS)
         self.b.consumers.unregister_client(client_id, reason="it unregistered")
-        conn.attrs.get(CLIENT_IDS, set()).discard(client_id)
+        own.discard(client_id)
         return cmd.response(ResponseCode.SUCCESS)
 
     def consumer_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

@@ -357,3 +357,30 @@ def test_the_tables_cover_every_code_the_servers_answer() -> None:
 
     assert set(BROKER_TABLE) == set(BROKER_CODES)
     assert set(NAMESERVER_TABLE) == set(NAMESERVER_CODES)
+
+
+async def test_a_client_unregisters_itself_and_nobody_else(servers: Servers) -> None:
+    from rocketq.sdk.client_wire import unregister_request
+    from rocketq.sdk.wire import ConsumerData, SubscriptionData, heartbeat_request
+
+    addr = f"127.0.0.1:{servers.broker.remoting.port}"
+    alice = await connect(addr, {}, timeout=TIMEOUT, security=ClientSecurity(sign=ALICE.sign))
+    root = await connect(addr, {}, timeout=TIMEOUT, security=ClientSecurity(sign=ROOT.sign))
+    consumers = servers.broker.consumers
+    try:
+        beat = heartbeat_request(
+            "10.0.0.7@7", [], [ConsumerData(GROUP, subscriptions=(SubscriptionData(TOPIC),))]
+        )
+        assert (await alice.invoke(beat, TIMEOUT)).code == ResponseCode.SUCCESS
+        assert "10.0.0.7@7" in consumers.groups[GROUP].clients
+        leave = unregister_request("10.0.0.7@7", consumer_group=GROUP)
+        assert (await root.invoke(leave, TIMEOUT)).code == ResponseCode.SUCCESS
+        if servers.auth:  # another connection's client stays
+            assert "10.0.0.7@7" in consumers.groups[GROUP].clients
+            leave = unregister_request("10.0.0.7@7", consumer_group=GROUP)
+            assert (await alice.invoke(leave, TIMEOUT)).code == ResponseCode.SUCCESS
+        group = consumers.groups.get(GROUP)
+        assert group is None or "10.0.0.7@7" not in group.clients
+    finally:
+        alice.close()
+        root.close()

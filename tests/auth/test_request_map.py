@@ -304,7 +304,7 @@ BROKER_TABLE: Final[dict[int, tuple[RemotingCommand, Requirement]]] = {
     ),
     RequestCode.UNREGISTER_CLIENT: (
         cw.unregister_request("10.0.0.1@1", consumer_group=GROUP),
-        policy((cluster(), UPDATE)),
+        USER,
     ),
     RequestCode.CONSUME_MESSAGE_DIRECTLY: (
         aw.consume_message_directly_request(
