@@ -425,6 +425,7 @@ app.add_typer(chaos_app, name="chaos")
 
 from rocketq.cli.pipeline_cli import pipeline_app  # noqa: E402
 
+secure_commands(pipeline_app)
 app.add_typer(pipeline_app, name="pipeline")
 
 

@@ -16,7 +16,8 @@ from typing import Annotated, Any
 
 import typer
 
-from rocketq.cli.options import fail
+from rocketq.cli.options import fail, security_settings
+from rocketq.sdk.spark.options import security_options
 
 pipeline_app = typer.Typer(
     help="Archive a topic to Parquet/JSON files with Spark, and replay an archive into a topic.",
@@ -90,6 +91,7 @@ def archive(
             fmt="json" if fmt is ArchiveFormat.JSON else "parquet",
             checkpoint=checkpoint.absolute() if checkpoint is not None else None,
             trigger=trigger,
+            options=security_options(security_settings()),
         )
         typer.echo(f"archiving {topic} to {to} ({fmt.value}); Ctrl-C stops", err=True)
         # Wait in short steps: the signal handler runs between them, never inside a call
@@ -148,7 +150,13 @@ def replay(
     spark = session(f"rocketq-replay-{topic}", master=master)
     try:
         count = run_replay(
-            spark, namesrv=namesrv, source=source.absolute(), topic=topic, since=start, until=end
+            spark,
+            namesrv=namesrv,
+            source=source.absolute(),
+            topic=topic,
+            since=start,
+            until=end,
+            options=security_options(security_settings()),
         )
     except PipelineError as exc:
         raise fail(str(exc)) from None

@@ -279,6 +279,33 @@ def parse_security_options(options: Mapping[str, str]) -> SecurityConfig:
     return config
 
 
+SECURITY_OPTIONS: Final = {
+    "access_key": "accessKey",
+    "secret_key": "secretKey",
+    "credentials_file": "credentialsFile",
+    "tls": "tls",
+    "tls_ca_file": "tlsCaFile",
+    "tls_cert_file": "tlsCertFile",
+    "tls_key_file": "tlsKeyFile",
+    "tls_verify_hostname": "tlsVerifyHostname",
+}
+"""SDK client settings -> the data source's options of the same meaning."""
+
+
+def security_options(settings: Mapping[str, object]) -> dict[str, str]:
+    """SDK client settings (``access_key``, ``tls``, ...) as the data source's options
+    (``accessKey``, ``tls``, ...); settings left at their defaults are left out."""
+    out: dict[str, str] = {}
+    for name, option in SECURITY_OPTIONS.items():
+        value = settings.get(name)
+        if value is None or value == "" or (name == "tls" and value is False):
+            continue
+        if name == "tls_verify_hostname" and value is True:
+            continue
+        out[option] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return out
+
+
 _SPARK_NAMES: Final = {
     "tls_ca_file": "tlsCaFile",
     "tls_cert_file": "tlsCertFile",

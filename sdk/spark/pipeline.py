@@ -15,6 +15,7 @@ import logging
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -128,8 +129,11 @@ def start_archive(
     checkpoint: Path | None = None,
     trigger: str = "10s",
     starting_offsets: str = "earliest",
+    options: Mapping[str, str] | None = None,
 ) -> Any:
-    """Start the archive query; returns the StreamingQuery (stop it to end the archive)."""
+    """Start the archive query; returns the StreamingQuery (stop it to end the archive).
+    ``options`` go to the source as well (credentials and TLS: ``accessKey``, ``tls`` ...,
+    see :func:`rocketq.sdk.spark.options.security_options`)."""
     from pyspark.sql import functions as F  # noqa: N812
 
     if fmt not in ("parquet", "json"):
@@ -140,6 +144,7 @@ def start_archive(
         .option("namesrv", namesrv)
         .option("topic", topic)
         .option("startingOffsets", starting_offsets)
+        .options(**dict(options or {}))
         .load()
         .withColumn("date", F.date_format("store_timestamp", "yyyy-MM-dd"))
         .withColumn("hour", F.hour("store_timestamp"))
@@ -179,8 +184,10 @@ def replay(
     since: datetime | None = None,
     until: datetime | None = None,
     fmt: Format | None = None,
+    options: Mapping[str, str] | None = None,
 ) -> int:
-    """Send the archived messages stored in [since, until) to ``topic``; returns how many."""
+    """Send the archived messages stored in [since, until) to ``topic``; returns how many.
+    ``options`` go to the sink as well (credentials and TLS)."""
     from pyspark.sql import functions as F  # noqa: N812
 
     df = archived(spark, source, fmt)
@@ -200,6 +207,7 @@ def replay(
             out.write.format("rocketq")
             .option("namesrv", namesrv)
             .option("topic", topic)
+            .options(**dict(options or {}))
             .mode("append")
             .save()
         )

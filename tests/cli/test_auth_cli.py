@@ -291,7 +291,8 @@ def test_every_command_that_talks_to_a_cluster_has_the_options() -> None:
     assert ("admin", "dlq", "list") in admin and ("admin", "resend-message") in admin
     wanted = {opt for _, _, option in SECURITY_OPTIONS for opt in option.param_decls}
     wanted = {o for decl in wanted for o in decl.split("/")}
-    for path in [*admin, ("send",), ("consume",)]:
+    spark = [("pipeline", "archive"), ("pipeline", "replay")]
+    for path in [*admin, ("send",), ("consume",), ("console",), *spark]:
         missing = wanted - _options(path)
         assert not missing, f"{' '.join(path)} lacks {sorted(missing)}"
     assert "--access-key" not in _options(("nameserver",))

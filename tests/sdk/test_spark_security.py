@@ -16,6 +16,7 @@ from rocketq.sdk.spark.options import (
     SparkOptionError,
     parse_read_options,
     parse_write_options,
+    security_options,
 )
 from rocketq.sdk.spark.queues import QueueClient
 from tests.remoting.tls_certs import make_certs
@@ -72,3 +73,25 @@ def test_bad_options_are_refused_on_the_driver(tmp_path: Path) -> None:
         parse_read_options({**BASE, "tlsCaFile": missing}, streaming=False)
     with pytest.raises(SparkOptionError, match="option tls must be true or false"):
         parse_read_options({**BASE, "tls": "maybe"}, streaming=False)
+
+
+def test_client_settings_as_options_round_trip() -> None:
+    settings = {
+        "access_key": "ak",
+        "secret_key": "sk",
+        "credentials_file": None,
+        "tls": True,
+        "tls_ca_file": "/ca.pem",
+        "tls_cert_file": "",
+        "tls_key_file": "",
+        "tls_verify_hostname": False,
+    }
+    options = security_options(settings)
+    assert options == {
+        "accessKey": "ak",
+        "secretKey": "sk",
+        "tls": "true",
+        "tlsCaFile": "/ca.pem",
+        "tlsVerifyHostname": "false",
+    }
+    assert security_options({"tls": False, "tls_verify_hostname": True}) == {}
