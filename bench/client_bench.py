@@ -10,9 +10,10 @@ import contextlib
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rocketq.bench.report import MB, json_line, rate, summarize_ns, tps_line
 from rocketq.common.message import Message
@@ -66,10 +67,12 @@ class _Counters:
         return self.sent, self.failed, self.calls, self.total_ns
 
 
-async def ensure_topic(namesrv: str, topic: str, queues: int) -> None:
+async def ensure_topic(
+    namesrv: str, topic: str, queues: int, client: Mapping[str, Any] | None = None
+) -> None:
     from rocketq.sdk.admin import Admin
 
-    async with Admin(namesrv) as admin:
+    async with Admin(namesrv, **(client or {})) as admin:
         await admin.update_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
 
 
@@ -84,10 +87,15 @@ async def produce(
     messages: int,
     queues: int,
     echo: Callable[[str], None],
+    client: Mapping[str, Any] | None = None,
 ) -> dict[str, object]:
+    """Send ``size``-byte messages to ``topic`` from ``concurrency`` senders for
+    ``duration`` seconds (or ``messages`` in all); ``client`` holds the SDK settings the
+    producer and the admin calls take besides the nameserver (credentials, TLS)."""
     from rocketq import Producer
 
-    await ensure_topic(namesrv, topic, queues)
+    client = dict(client or {})
+    await ensure_topic(namesrv, topic, queues, client)
     body = os.urandom(size // 2).hex().encode()[:size].ljust(size, b"x")
     lat: list[int] = []
     c = _Counters()
@@ -95,11 +103,11 @@ async def produce(
     budget = messages if messages > 0 else None
 
     lags: list[int] = []
-    async with Producer(group="benchmark_producer", namesrv=namesrv) as producer:
+    async with Producer(group="benchmark_producer", namesrv=namesrv, **client) as producer:
         # One warm-up send opens the route and the broker stream outside the timed region.
         await producer.send(Message(topic, body))
-        await _wait_slaves_attached(namesrv, echo)
-        sampler = asyncio.ensure_future(_sample_lag(namesrv, lags))
+        await _wait_slaves_attached(namesrv, echo, client=client)
+        sampler = asyncio.ensure_future(_sample_lag(namesrv, lags, client))
 
         async def worker() -> None:
             nonlocal budget
@@ -164,7 +172,10 @@ async def produce(
 
 
 async def _wait_slaves_attached(
-    namesrv: str, echo: Callable[[str], None], timeout: float = 30.0
+    namesrv: str,
+    echo: Callable[[str], None],
+    timeout: float = 30.0,
+    client: Mapping[str, Any] | None = None,
 ) -> None:
     """With master/slave groups: wait until every master has its slave connected, so a
     SYNC_MASTER is measured replicating (not answering SLAVE_NOT_AVAILABLE at once while
@@ -172,7 +183,7 @@ async def _wait_slaves_attached(
     from rocketq.sdk.admin import Admin
 
     deadline = time.monotonic() + timeout
-    async with Admin(namesrv) as admin:
+    async with Admin(namesrv, **(client or {})) as admin:
         while True:
             brokers = await admin.cluster_list()
             groups = {b.broker_name for b in brokers if b.broker_id > 0}
@@ -189,12 +200,14 @@ async def _wait_slaves_attached(
             await asyncio.sleep(0.2)
 
 
-async def _sample_lag(namesrv: str, lags: list[int]) -> None:
+async def _sample_lag(
+    namesrv: str, lags: list[int], client: Mapping[str, Any] | None = None
+) -> None:
     """Every 200 ms: the largest replication lag (bytes) any master reports, if any has
     slaves."""
     from rocketq.sdk.admin import Admin
 
-    async with Admin(namesrv) as admin:
+    async with Admin(namesrv, **(client or {})) as admin:
         while True:
             try:
                 brokers = await admin.cluster_list()

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from rocketq.bench.report import BenchOptionError
-from rocketq.cli.options import MasterRole, Replication, fail
+from rocketq.cli.options import MasterRole, Replication, fail, secured, security_settings
 
 bench_app = typer.Typer(
     help="Benchmarks that print TPS, RT and p50/p99/p999 like RocketMQ's, or JSON.",
@@ -169,6 +169,7 @@ def _bench_target(
 
 
 @bench_app.command("produce")
+@secured
 def bench_produce(
     namesrv: Annotated[str | None, typer.Option("--namesrv", "-n", envvar="NAMESRV_ADDR")] = None,
     embedded: Annotated[bool, typer.Option(help="Start a local cluster for the run.")] = False,
@@ -197,17 +198,67 @@ def bench_produce(
         ),
     ] = False,
     rounds: Annotated[
-        int, typer.Option(min=1, help="--metrics-compare: clusters of each kind (median).")
+        int,
+        typer.Option(
+            min=1,
+            help="--metrics-compare: clusters of each kind; --compare-security: rounds over "
+            "the four clusters (medians).",
+        ),
     ] = 4,
     scrape_interval: Annotated[
         float, typer.Option(min=0.1, help="--metrics-compare: seconds between scrapes.")
     ] = 1.0,
+    compare_security: Annotated[
+        bool,
+        typer.Option(
+            "--compare-security",
+            help="--embedded: four clusters side by side (plain, auth, tls, auth_tls; with "
+            "--replication/--role, of that shape), each taking -c sends in flight (32 when -c "
+            "is 1) and one send at a time, in --rounds rounds; each one's msgs/s, p50/p99 and "
+            "ratio to plain.",
+        ),
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Send messages as fast as the given concurrency allows; TPS, RT, p50/p99/p999."""
+    """Send messages as fast as the given concurrency allows; TPS, RT, p50/p99/p999.
+
+    Against a secured cluster, give credentials and TLS with --access-key/--secret-key (or
+    ROCKETQ_ACCESS_KEY/ROCKETQ_SECRET_KEY or a credentials file) and --tls --tls-ca-file."""
     from rocketq.bench.client_bench import json_line, produce, run
     from rocketq.common.exceptions import RocketqError
 
+    if compare_security:
+        if not embedded:
+            raise fail("--compare-security starts its own clusters: add --embedded", 2)
+        if metrics_compare:
+            raise fail("--compare-security and --metrics-compare: one at a time", 2)
+        from rocketq.bench.security_bench import security_compare, table
+
+        shape = "lone"
+        if replication is Replication.HA:
+            shape = "sync_master" if role is MasterRole.SYNC_MASTER else "async_master"
+        elif replication is Replication.RAFT:
+            shape = "raft"
+        try:
+            result = security_compare(
+                shape=shape,
+                rounds=rounds,
+                size=size,
+                concurrency=concurrency if concurrency > 1 else 32,
+                batch=batch,
+                duration=duration,
+                queues=queues,
+                data_dir=str(data_dir) if data_dir else None,
+                echo=typer.echo,
+            )
+        except (RocketqError, OSError) as exc:
+            raise fail(str(exc)) from None
+        typer.echo("--- summary ---")
+        for line in table(result):
+            typer.echo(line)
+        if json_out:
+            typer.echo(json_line({"bench": "produce-security", **result}))
+        return
     if metrics_compare:
         if not embedded:
             raise fail("--metrics-compare starts its own clusters: add --embedded", 2)
@@ -244,6 +295,7 @@ def bench_produce(
                     messages=messages,
                     queues=queues,
                     echo=typer.echo,
+                    client=security_settings(),
                 )
             )
     except (RocketqError, OSError) as exc:
