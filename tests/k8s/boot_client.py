@@ -8,7 +8,8 @@ name, from a network namespace of its own, and prints one JSON line of what it d
 
 Credentials come from ROCKETQ_ACCESS_KEY and ROCKETQ_SECRET_KEY (the SDK reads them);
 BOOT_TLS_CA_FILE, when set, makes every connection TLS checked against that CA (not the
-host name: brokers are reached at their pod IPs).
+host name: brokers are reached at their pod IPs); BOOT_TLS_CERT_FILE and BOOT_TLS_KEY_FILE
+are the client certificate to show.
 """
 
 from __future__ import annotations
@@ -26,7 +27,13 @@ from rocketq.sdk.pull_consumer import PullConsumer
 
 def tls_settings() -> dict[str, Any]:
     ca = os.environ.get("BOOT_TLS_CA_FILE")
-    return {"tls": True, "tls_ca_file": ca, "tls_verify_hostname": False} if ca else {}
+    if not ca:
+        return {}
+    settings: dict[str, Any] = {"tls": True, "tls_ca_file": ca, "tls_verify_hostname": False}
+    if os.environ.get("BOOT_TLS_CERT_FILE"):
+        settings["tls_cert_file"] = os.environ["BOOT_TLS_CERT_FILE"]
+        settings["tls_key_file"] = os.environ["BOOT_TLS_KEY_FILE"]
+    return settings
 
 
 async def send(namesrv: str, topic: str, first: int, count: int, seconds: float) -> None:

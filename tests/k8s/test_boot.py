@@ -8,7 +8,8 @@ StatefulSet would; every acknowledged message must then be consumed.
 The same release runs secured too: auth on (the super user and inner credentials in
 Secrets the chart makes) and TLS enforcing on every port with a certificate from a test CA
 (trustme) in the TLS Secret. There the client signs as the super user over TLS, and a
-client without credentials, or without TLS, is refused.
+client without credentials, or without TLS, is refused. And with client certificates
+required on the remoting ports (mTLS), the client showing one of the CA's.
 
 Needs root (network namespaces); CI runs as root. What it cannot show: a real scheduler,
 real volumes, kube-proxy and cluster DNS (the hosts files stand in for them).
@@ -55,6 +56,8 @@ SECURED: dict[str, Any] = {
     },
     "tls": {"enabled": True, "mode": "enforcing", "existingSecret": TLS_SECRET},
 }
+MUTUAL: dict[str, Any] = {**SECURED, "tls": {**SECURED["tls"], "clientAuth": "require"}}
+RELEASES: dict[str, dict[str, Any]] = {"plain": VALUES, "secured": SECURED, "mtls": MUTUAL}
 
 
 def render(values: dict[str, Any]) -> list[dict[str, Any]]:
@@ -139,13 +142,16 @@ class Booted:
     lab: NetnsLab
     ca_file: Path | None = None
     credentials: dict[str, str] = field(default_factory=dict)
+    # A client certificate and its key, when the servers require one.
+    client_cert: tuple[Path, Path] | None = None
 
 
-@pytest.fixture(params=["plain", "secured"])
+@pytest.fixture(params=list(RELEASES))
 def booted(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Booted]:
     need_root()
-    secured = request.param == "secured"
-    objects = render(SECURED if secured else VALUES)
+    values = RELEASES[request.param]
+    secured = request.param != "plain"
+    objects = render(values)
     statefulsets = [o for o in objects if o["kind"] == "StatefulSet"]
     replicas = sum(int(s["spec"]["replicas"]) for s in statefulsets)
     with NetnsLab(replicas + 1) as lab:
@@ -158,6 +164,11 @@ def booted(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Booted]:
             boot.ca_file = tmp_path / "client-ca.crt"
             ca.cert_pem.write_to_path(boot.ca_file)
             boot.credentials = dict(SUPER_USER)
+            if values["tls"].get("clientAuth", "none") == "require":
+                mine = ca.issue_cert("boot-client", common_name="boot-client")
+                boot.client_cert = (tmp_path / "client.crt", tmp_path / "client.key")
+                mine.cert_chain_pems[0].write_to_path(boot.client_cert[0])
+                mine.private_key_pem.write_to_path(boot.client_cert[1])
         text = hosts_file(pods, services)
         hosts = lab.hosts
         try:
@@ -189,6 +200,8 @@ def client(
         env["ROCKETQ_SECRET_KEY"] = boot.credentials["password"]
     if tls and boot.ca_file is not None:
         env["BOOT_TLS_CA_FILE"] = str(boot.ca_file)
+    if tls and boot.client_cert is not None:
+        env["BOOT_TLS_CERT_FILE"], env["BOOT_TLS_KEY_FILE"] = map(str, boot.client_cert)
     done = subprocess.run(
         [*host.exec_prefix(), sys.executable, str(CLIENT), *args],
         capture_output=True,
