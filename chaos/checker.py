@@ -128,6 +128,9 @@ class CheckResult:
     # The workload window, Unix seconds.
     start_t: float = 0.0
     end_t: float = 0.0
+    # What the run's cluster required of its clients (from the ``run`` record's options:
+    # ``{"auth": bool, "tls": bool}``); None for a history without a ``run`` record.
+    security: dict[str, bool] | None = None
 
     @property
     def duplicate_rate(self) -> float:
@@ -291,8 +294,13 @@ def check(history: History, path: str = "") -> CheckResult:
 
     kinds = list(p.faults)
     lost_t = [p.ack_t[k] for k in lost_keys]
+    config = next((r.get("config") for r in history.of_type("run")), None)
+    security = None
+    if isinstance(config, dict):
+        security = {"auth": bool(config.get("auth")), "tls": bool(config.get("tls"))}
     return CheckResult(
         history=path,
+        security=security,
         sent=len(sent),
         acked=len(acked),
         received=len(p.first_receive),

@@ -12,7 +12,9 @@
 - ``restart``: SIGTERM the master/leader of a group (a graceful stop); start it again.
 - ``hostile``: a hostile neighbour (:mod:`rocketq.chaos.hostile`) sends every port of every
   live node mutated frames, bombs, floods and slow connections from threads of the harness;
-  the heal stops it and closes every socket it opened.
+  the heal stops it and closes every socket it opened. Against a cluster with TLS, half
+  of its connections to the TLS ports handshake first, so its frames reach the decoders
+  behind TLS (and, with auth on, the access check: they are never signed).
 
 Targets are drawn from the run's seeded random generator; the master of a group is the
 broker its nameservers list as broker id 0 (with Raft, the leader that registered).
@@ -170,7 +172,9 @@ class Faults:
             if node.metrics_port:
                 known[node.metrics_port] = "metrics"
             nodes.append(NodePorts(node.name, node.role, node.host, node.pid, known))
-        targets = targets_of(nodes)
+        # A cluster with TLS serves it on every remoting, HA and Raft port (not metrics).
+        tls_kinds = ("remoting", "ha", "raft") if c.certs is not None else ()
+        targets = targets_of(nodes, tls_kinds=tls_kinds)
         if not targets:
             raise ChaosError("no live node to send hostile traffic to")
         neighbour = Hostile(targets, seed=self.rng.randrange(2**31), limits=self.hostile_limits)

@@ -27,6 +27,14 @@ One thread a kind of traffic (:data:`TRAFFIC`; ``big`` has
   a second, on up to :attr:`HostileLimits.slowloris_sockets` connections, and requests
   with a header line past any limit.
 
+Against a cluster serving TLS (a :class:`Target` with ``tls``: the remoting, HA and Raft
+ports of a cluster started with TLS), half of the connections of ``frames``, ``lengths``,
+``bombs``, ``big`` and ``garbage`` complete a TLS handshake first (trusting any
+certificate, as a neighbour would) so that their bytes reach the decoders behind it, where
+a cluster with auth on refuses what they ask (they are never signed); the other half and
+every ``slow`` and ``flood`` connection stay plaintext and meet the port's TLS refusal.
+:attr:`TrafficStats.tls_handshakes` counts the handshakes that completed.
+
 What it sends never reaches the workload: its topics, groups, broker and cluster names
 are its own (``Hostile...``), and a mutated frame that still decodes as a request of
 another code than its original (an admin request a flip made) is not sent. :meth:`stop`
@@ -41,6 +49,7 @@ import random
 import re
 import selectors
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -76,6 +85,9 @@ TRAFFIC_PORTS: Final[dict[str, frozenset[str]]] = {
     "garbage": frozenset({"ha", "raft", "other"}),
     "slowloris": frozenset({"metrics", "console"}),
 }
+# The kinds that send over TLS to a port serving it, and on what share of connections.
+TLS_TRAFFIC: Final = frozenset({"frames", "lengths", "bombs", "big", "garbage"})
+TLS_SHARE: Final = 0.5
 
 
 @dataclass(frozen=True)
@@ -87,9 +99,10 @@ class Target:
     host: str
     port: int
     kind: str  # one of PORT_KINDS
+    tls: bool = False  # the port serves TLS (plaintext is refused)
 
     def __str__(self) -> str:
-        return f"{self.node} {self.kind} {self.host}:{self.port}"
+        return f"{self.node} {self.kind} {self.host}:{self.port}" + (" tls" if self.tls else "")
 
 
 @dataclass(frozen=True)
@@ -123,6 +136,8 @@ class TrafficStats:
     answers: int = 0  # reads that brought bytes back
     closed_by_peer: int = 0
     skipped: int = 0  # mutated frames not sent (they decoded as another request)
+    tls_handshakes: int = 0  # connections that completed a TLS handshake
+    tls_failures: int = 0  # TLS handshakes the server broke off or let time out
 
     def to_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -157,14 +172,26 @@ class Hostile:
         self._sockets: set[socket.socket] = set()
         self._threads: list[threading.Thread] = []
         self.peak_sockets = 0
+        # Trusts any certificate: the neighbour wants its bytes read, not the server proved.
+        self._tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        self._tls.check_hostname = False
+        self._tls.verify_mode = ssl.CERT_NONE
 
     # ------------------------------------------------------------ sockets
+
+    def _tls_for(self, target: Target, rng: random.Random) -> bool:
+        """Whether this connection to ``target`` handshakes TLS first."""
+        return target.tls and rng.random() < TLS_SHARE
 
     def open_sockets(self) -> int:
         with self._lock:
             return len(self._sockets)
 
-    def _connect(self, target: Target, stats: TrafficStats) -> socket.socket | None:
+    def _connect(
+        self, target: Target, stats: TrafficStats, *, tls: bool = False
+    ) -> socket.socket | None:
+        """A connection to ``target`` (with ``tls``, over a completed TLS handshake), or
+        None when it could not be made."""
         if self._stop.is_set():
             return None
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -180,7 +207,28 @@ class Hostile:
             self._close(sock)
             return None
         stats.connects += 1
-        return sock
+        return self._handshake(sock, stats) if tls else sock
+
+    def _handshake(self, sock: socket.socket, stats: TrafficStats) -> socket.socket | None:
+        """``sock`` wrapped in TLS (it replaces ``sock`` among the open sockets), or None
+        when the handshake failed (``sock`` is closed)."""
+        try:
+            wrapped = self._tls.wrap_socket(sock, do_handshake_on_connect=False)
+        except (OSError, ValueError):
+            stats.tls_failures += 1
+            self._close(sock)
+            return None
+        with self._lock:
+            self._sockets.discard(sock)
+            self._sockets.add(wrapped)
+        try:
+            wrapped.do_handshake()
+        except (OSError, ValueError):
+            stats.tls_failures += 1
+            self._close(wrapped)
+            return None
+        stats.tls_handshakes += 1
+        return wrapped
 
     def _close(self, sock: socket.socket) -> None:
         with self._lock:
@@ -262,9 +310,9 @@ class Hostile:
         self._stop.set()
         with self._lock:
             sockets = list(self._sockets)
-        for sock in sockets:  # wakes a thread blocked on it
+        for sock in sockets:  # wakes a thread blocked on it (a TLS one's socket below it)
             with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
         deadline = time.monotonic() + self.limits.join_timeout_s
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -302,7 +350,7 @@ class Hostile:
         codes = [decode(f[4:]).code for f in bases]
         interval = 1.0 / self.limits.frames_per_s
         for number, target in enumerate(self._cycle(targets)):
-            sock = self._connect(target, stats)
+            sock = self._connect(target, stats, tls=self._tls_for(target, rng))
             if sock is None:
                 if not self._pause(0.2):
                     return
@@ -330,7 +378,7 @@ class Hostile:
     def _lengths(self, targets: list[Target], rng: random.Random, stats: TrafficStats) -> None:
         frames = length_frames()
         for target in self._cycle(targets):
-            sock = self._connect(target, stats)
+            sock = self._connect(target, stats, tls=self._tls_for(target, rng))
             if sock is not None:
                 try:
                     if self._send(sock, rng.choice(frames), stats):
@@ -347,7 +395,7 @@ class Hostile:
             return
         for target in self._cycle(targets):
             frame = register if target.role == "nameserver" else send
-            sock = self._connect(target, stats)
+            sock = self._connect(target, stats, tls=self._tls_for(target, rng))
             if sock is not None:
                 try:
                     if self._send(sock, frame, stats):
@@ -361,7 +409,7 @@ class Hostile:
         register, send = big_frames(self.limits.big_frame_bytes)
         for target in self._cycle(targets):
             frame = register if target.role == "nameserver" else send
-            sock = self._connect(target, stats)
+            sock = self._connect(target, stats, tls=self._tls_for(target, rng))
             if sock is not None:
                 try:
                     sock.settimeout(5.0)
@@ -484,7 +532,7 @@ class Hostile:
 
     def _garbage(self, targets: list[Target], rng: random.Random, stats: TrafficStats) -> None:
         for target in self._cycle(targets):
-            sock = self._connect(target, stats)
+            sock = self._connect(target, stats, tls=self._tls_for(target, rng))
             if sock is not None:
                 try:
                     for _ in range(rng.randint(1, 4)):
@@ -558,9 +606,11 @@ class NodePorts:
     known: dict[int, str] = field(default_factory=dict)  # port -> kind
 
 
-def targets_of(nodes: Iterable[NodePorts]) -> list[Target]:
+def targets_of(nodes: Iterable[NodePorts], *, tls_kinds: Iterable[str] = ()) -> list[Target]:
     """Every port each node listens on: its known ones, and those /proc shows (a broker's
-    other ports are its HA port; any more are ``other``)."""
+    other ports are its HA port; any more are ``other``); the ports of ``tls_kinds`` serve
+    TLS."""
+    secure = frozenset(tls_kinds)
     found: list[Target] = []
     for node in nodes:
         ports = dict(node.known)
@@ -568,5 +618,9 @@ def targets_of(nodes: Iterable[NodePorts]) -> list[Target]:
             if port not in ports:
                 has_ha = "ha" in ports.values()
                 ports[port] = "ha" if node.role == "broker" and not has_ha else "other"
-        found += [Target(node.name, node.role, node.host, p, k) for p, k in ports.items() if p]
+        found += [
+            Target(node.name, node.role, node.host, p, k, tls=k in secure)
+            for p, k in ports.items()
+            if p
+        ]
     return found

@@ -5,7 +5,9 @@ from others. Needs root, iproute2 and nftables (`make test` installs nftables as
 ``with NetnsLab(3) as lab: lab.hosts[0].ip ...; lab.cut(lab.hosts[0], others)`` builds
 the network on the way in and removes all of it (namespaces, links) on the way out.
 :class:`NetnsCluster` runs each broker of a launcher cluster on a host of its own; the
-nameservers and the clients stay in this namespace, on the bridge's address.
+nameservers and the clients stay in this namespace, on the bridge's address. With TLS its
+certificates name the lab's addresses too (:func:`lab_certificates`): every node verifies
+the others' certificates against the address it dials.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Final
 
@@ -135,11 +139,33 @@ def existing(names: list[str]) -> list[str]:
     return [n for n in names if n in present]
 
 
+def lab_certificates(data_dir: Path, addresses: Sequence[str]) -> None:
+    """Make a cluster's TLS certificates where the launcher keeps them
+    (``<data_dir>/tls``: ``ca.pem``, ``server.pem``, ``server.key``; it uses the files it
+    finds there) for 127.0.0.1, localhost and ``addresses``, unless they exist already."""
+    folder = data_dir / "tls"
+    ca_file, cert_file, key_file = folder / "ca.pem", folder / "server.pem", folder / "server.key"
+    if ca_file.exists() and cert_file.exists() and key_file.exists():
+        return
+    import trustme
+
+    ca = trustme.CA(organization_name="rocketq chaos lab")
+    leaf = ca.issue_cert("127.0.0.1", "localhost", *addresses)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    ca_file.write_bytes(ca.cert_pem.bytes())
+    cert_file.write_bytes(b"".join(pem.bytes() for pem in leaf.cert_chain_pems))
+    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(leaf.private_key_pem.bytes())
+
+
 class NetnsCluster(LocalCluster):
     """Each broker runs in its own network namespace of ``lab``; the nameservers and the
     clients stay here, on the bridge's address."""
 
     def __init__(self, spec: ClusterSpec, lab: NetnsLab) -> None:
+        if spec.tls:  # before the launcher looks for its certificates
+            lab_certificates(spec.data_dir, [lab.gateway, *(h.ip for h in lab.hosts)])
         super().__init__(spec)
         if len(lab.hosts) < len(self.brokers):
             raise NetnsError(f"the lab has {len(lab.hosts)} hosts for {len(self.brokers)} brokers")

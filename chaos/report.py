@@ -67,6 +67,7 @@ def result_json(result: CheckResult) -> dict[str, Any]:
         "partial": result.partial,
         "partial_reason": result.partial_reason,
         "bad_lines": result.bad_lines,
+        "security": result.security,
     }
 
 
@@ -124,6 +125,13 @@ def _faults(result: CheckResult) -> list[str]:
     return lines
 
 
+def security_text(security: dict[str, bool]) -> str:
+    """What a run's cluster required of its clients, in words."""
+    auth = "auth on (every client signed as the super user)" if security.get("auth") else "auth off"
+    tls = "TLS on (every port but metrics enforcing it)" if security.get("tls") else "TLS off"
+    return f"{auth}, {tls}"
+
+
 def render_markdown(result: CheckResult, *, broken: list[str] | None = None) -> str:
     """A short Markdown summary: the counts, availability, faults with failover times, the
     loss window, warnings (partial history, unreadable lines) and the verdict. ``broken`` is
@@ -132,6 +140,8 @@ def render_markdown(result: CheckResult, *, broken: list[str] | None = None) -> 
     if broken is None:
         broken = broken_promises(result, replication="raft", role="SYNC_MASTER", orderly=True)
     lines = [f"# Chaos check{f': {result.history}' if result.history else ''}", ""]
+    if result.security is not None:
+        lines += [f"Cluster: {security_text(result.security)}.", ""]
     if result.partial:
         lines += [f"> **PARTIAL**: {result.partial_reason}", ""]
     lines += _counts(result)
@@ -424,6 +434,15 @@ def render_hostile(summary: dict[str, Any]) -> str:
                 f"{c.get('sends', 0)} | {c.get('bytes_sent', 0)} | {c.get('answers', 0)} | "
                 f"{c.get('closed_by_peer', 0)} |"
             )
+        handshakes = sum(c.get("tls_handshakes", 0) for c in summary["traffic"].values())
+        failures = sum(c.get("tls_failures", 0) for c in summary["traffic"].values())
+        if handshakes or failures:
+            lines += [
+                "",
+                f"Over TLS: {handshakes} hostile connections completed a handshake before "
+                f"sending ({failures} handshakes failed); the rest met the ports' TLS "
+                "refusal in plaintext.",
+            ]
     lines.append("")
     unexpected = [e for e in summary["server_exits"] if not e["expected"]]
     if unexpected:

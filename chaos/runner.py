@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import json
 import os
 import random
@@ -33,7 +34,7 @@ from rocketq.chaos.netns import NetnsCluster, NetnsLab, netns_unavailable_reason
 from rocketq.chaos.proxy import ProxiedCluster, ProxyNet
 from rocketq.chaos.report import hostile_broken, hostile_json
 from rocketq.chaos.server_memory import ServerMemory
-from rocketq.chaos.workers import Workers
+from rocketq.chaos.workers import Workers, worker_env
 from rocketq.chaos.workload import ORDERLY_TOPIC, TOPIC
 from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 from rocketq.cluster.pids import wait_until
@@ -70,6 +71,11 @@ class ChaosOptions:
     rate: float = 200.0  # messages a second per producer
     settings: dict[str, str] = field(default_factory=dict)  # extra broker --set
     drain_timeout: float = DRAIN_TIMEOUT_S
+    # Authentication and authorization on every node: every client of the run signs as the
+    # cluster's super user (cluster/security.py).
+    auth: bool = False
+    # TLS enforcing on every remoting port: every client connects over TLS.
+    tls: bool = False
 
     def validate(self) -> None:
         def bad(flag: str, why: str) -> ChaosError:
@@ -105,10 +111,20 @@ class ChaosOptions:
                 "partition of a master/slave group needs root (network namespaces); run "
                 "as root, or use --replication raft (partitioned through the TCP proxy)",
             )
+        if self.tls and importlib.util.find_spec("trustme") is None:
+            raise bad(
+                "--tls",
+                "the cluster's test certificates need trustme: pip install 'rocketq[tls]'",
+            )
         if "partition" in self.faults and os.geteuid() == 0:
             reason = netns_unavailable_reason()
             if reason is not None:
                 raise bad("--faults", f"partition needs network namespaces: {reason}")
+
+    @property
+    def security(self) -> str:
+        """What the run's cluster requires of its clients, in words."""
+        return f"auth {'on' if self.auth else 'off'}, TLS {'on' if self.tls else 'off'}"
 
     @property
     def promise_role(self) -> str:
@@ -238,6 +254,8 @@ class ChaosRun:
             replication="raft" if o.replication == "raft" else "ha",
             broker_settings=settings,
             ready_timeout=60.0,
+            auth=o.auth,
+            tls=o.tls,
         )
         members = o.groups * (3 if o.replication == "raft" else 2)
         if "partition" not in o.faults:
@@ -251,8 +269,8 @@ class ChaosRun:
         proxied = ProxiedCluster(spec, self.net)
         return proxied, proxied
 
-    async def _create_topics(self, namesrv: str) -> None:
-        async with Admin(namesrv) as admin:
+    async def _create_topics(self, cluster: LocalCluster) -> None:
+        async with Admin(cluster.namesrv_addr, **cluster.client_settings()) as admin:
             topics = [(TOPIC, False)] + ([(ORDERLY_TOPIC, True)] if self.opts.orderly else [])
             for topic, order in topics:
                 await admin.update_topic(
@@ -381,10 +399,12 @@ class ChaosRun:
             self.cluster = cluster
             self._say(
                 f"starting {o.groups} {o.replication} group(s) and {o.nameservers} "
-                f"nameserver(s) in {self.data_dir}"
+                f"nameserver(s) in {self.data_dir} ({o.security})"
             )
             cluster.start()
-            asyncio.run(self._create_topics(cluster.namesrv_addr))
+            # The workload signs as the cluster's super user and trusts its CA.
+            self.workers.env = worker_env(cluster.client_env())
+            asyncio.run(self._create_topics(cluster))
             self.history = HistoryWriter(self.history_path)
             self._write("run", config=o.to_dict())
             memory = self.memory = ServerMemory(cluster, self._write)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -22,6 +24,24 @@ from rocketq.cluster.pids import tail, wait_until
 
 STOP_TIMEOUT_S: Final = 30.0
 READY_TIMEOUT_S: Final = 60.0
+# What a worker does not inherit from the harness's environment: credentials and TLS
+# settings meant for another cluster would win over the run's own.
+CLIENT_ENV_PREFIXES: Final = (
+    "ROCKETQ_ACCESS_KEY",
+    "ROCKETQ_SECRET_KEY",
+    "ROCKETQ_SECURITY_TOKEN",
+    "ROCKETQ_CREDENTIALS_FILE",
+    "ROCKETQ_TLS",
+)
+
+
+def worker_env(
+    client_env: Mapping[str, str], base: Mapping[str, str] = os.environ
+) -> dict[str, str]:
+    """The environment of a workload process: ``base`` without its client credential and
+    TLS variables, plus ``client_env`` (the run's cluster's, ``LocalCluster.client_env``)."""
+    env = {k: v for k, v in base.items() if not k.startswith(CLIENT_ENV_PREFIXES)}
+    return env | dict(client_env)
 
 
 @dataclass
@@ -43,10 +63,12 @@ class Worker:
 
 
 class Workers:
-    """Start, kill, restart and stop the run's workload processes."""
+    """Start, kill, restart and stop the run's workload processes; ``env`` is their
+    environment (None: the harness's own)."""
 
-    def __init__(self, logs: Path) -> None:
+    def __init__(self, logs: Path, env: Mapping[str, str] | None = None) -> None:
         self.logs = logs
+        self.env = dict(env) if env is not None else None
         self.workers: dict[str, Worker] = {}
 
     def add(self, name: str, args: list[str], *, ready_line: bool = False) -> Worker:
@@ -67,6 +89,7 @@ class Workers:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
+                env=self.env,
                 start_new_session=True,
             )
         worker.starts += 1

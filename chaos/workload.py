@@ -18,6 +18,12 @@ clients poll the nameservers every second (below).
 A consumer runs a concurrent push consumer on the chaos topic and, with ``--orderly``, an
 orderly one on the orderly topic; each message handed to it is logged before it is
 acknowledged.
+
+Against a cluster with auth and TLS on, the runner gives each process the cluster's client
+environment (``LocalCluster.client_env``): ``ROCKETQ_CREDENTIALS_FILE`` names the super
+user's credentials, which every client signs with, and ``ROCKETQ_TLS`` /
+``ROCKETQ_TLS_CA_FILE`` make every client connect over TLS trusting the cluster's CA
+(:func:`client_settings`).
 """
 
 from __future__ import annotations
@@ -25,13 +31,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import random
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from rocketq.chaos.history import HistoryWriter
 from rocketq.cluster.launcher import LauncherError, LocalCluster
@@ -63,6 +70,21 @@ PERSIST_OFFSET_INTERVAL: Final = 1.0
 # a route until it is asked again, and the run measures the cluster's failover, not the
 # client's polling period.
 POLL_NAME_SERVER_INTERVAL: Final = 1.0
+
+
+def client_settings(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    """The credential and TLS settings of the workload's clients, from the environment the
+    runner gives them: a credentials file (``ROCKETQ_CREDENTIALS_FILE``) and TLS
+    (``ROCKETQ_TLS`` true, ``ROCKETQ_TLS_CA_FILE`` the CA). Empty for a cluster without
+    them."""
+    settings: dict[str, Any] = {}
+    if credentials := environ.get("ROCKETQ_CREDENTIALS_FILE"):
+        settings["credentials_file"] = credentials
+    if environ.get("ROCKETQ_TLS", "").strip().lower() in ("1", "true", "yes", "on"):
+        settings["tls"] = True
+        if ca := environ.get("ROCKETQ_TLS_CA_FILE"):
+            settings["tls_ca_file"] = ca
+    return settings
 
 
 class Pacer:
@@ -197,7 +219,7 @@ class ProducerProcess:
     async def _shard_queues(self) -> list[MessageQueue]:
         """Every queue of the orderly topic (all groups), in a fixed order."""
         deadline = time.monotonic() + ROUTE_WAIT_S
-        async with Admin(self.namesrv) as admin:
+        async with Admin(self.namesrv, **client_settings()) as admin:
             while True:
                 try:
                     route = await admin.topic_route(ORDERLY_TOPIC)
@@ -222,6 +244,7 @@ class ProducerProcess:
             self.namesrv,
             send_latency_fault_enable=False,
             poll_name_server_interval=POLL_NAME_SERVER_INTERVAL,
+            **client_settings(),
         ) as producer:
             tasks = []
             single_share = 1.0 if not self.shards else 0.5
@@ -300,6 +323,7 @@ class ConsumerProcess:
             persist_consumer_offset_interval=PERSIST_OFFSET_INTERVAL,
             poll_name_server_interval=POLL_NAME_SERVER_INTERVAL,
             offset_store_dir=str(self.cluster_dir / "offsets" / self.name),
+            **client_settings(),
         )
         consumer.subscribe(topic, "*")
         consumer.on_message(self._handler())

@@ -119,6 +119,22 @@ def chaos_run(
         bool, typer.Option("--json", help="One JSON object on the last line.")
     ] = False,
     chart: Annotated[Path | None, typer.Option(help="Write a PNG timeline here.")] = None,
+    auth: Annotated[
+        bool,
+        typer.Option(
+            "--auth",
+            help="Authentication and authorization on every node; every client of the run "
+            "signs as the cluster's super user.",
+        ),
+    ] = False,
+    tls: Annotated[
+        bool,
+        typer.Option(
+            "--tls",
+            help="TLS enforcing on every remoting, HA and Raft port (a test CA made in the "
+            "run's directory; needs `rocketq[tls]`); every client connects over TLS.",
+        ),
+    ] = False,
 ) -> None:
     """Launch a cluster, run producers and consumers as processes, inject faults on a seeded
     schedule, heal them, drain, check the history, report and tear everything down. Exits
@@ -148,6 +164,8 @@ def chaos_run(
             rate=rate,
             data_dir=run_dir,
             settings=extra,
+            auth=auth,
+            tls=tls,
         )
         run = ChaosRun(opts, echo=typer.echo)
     except ChaosError as exc:

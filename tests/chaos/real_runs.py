@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -46,10 +47,18 @@ def assert_clean(run: ChaosRun) -> None:
         assert TABLE not in tables.stdout  # no rule ever lands outside a lab's namespaces
 
 
-def run_to_end(opts: ChaosOptions) -> tuple[ChaosRun, RunOutcome]:
-    """Run ``opts`` to its end; whatever happens, the run must leave nothing behind. The
-    cluster recovered and the history is whole (the run was not cut short)."""
-    run = ChaosRun(opts, echo=echo)
+def run_to_end(
+    opts: ChaosOptions,
+    *,
+    say: Callable[[str], None] = echo,
+    started: Callable[[ChaosRun], None] | None = None,
+) -> tuple[ChaosRun, RunOutcome]:
+    """Run ``opts`` to its end (``say`` gets its progress lines; ``started`` the run before
+    it starts); whatever happens, the run must leave nothing behind. The cluster recovered
+    and the history is whole (the run was not cut short)."""
+    run = ChaosRun(opts, echo=say)
+    if started is not None:
+        started(run)
     try:
         outcome = run.run()
     finally:

@@ -1,6 +1,7 @@
-"""Two short real chaos runs (bounded: about a minute each) through ``ChaosRun``, the code
-behind ``rocketq chaos run``: Raft with kill-master, pause and (as root) partition, and
-SYNC_MASTER master/slave with kill-master and kill-consumer. Each must lose nothing it
+"""Short real chaos runs (bounded: about a minute each) through ``ChaosRun``, the code
+behind ``rocketq chaos run``: Raft with kill-master, pause and (as root) partition, with
+authentication, authorization and TLS on every node (``--auth --tls``), and SYNC_MASTER
+master/slave with kill-master and kill-consumer. Each must lose nothing it
 acknowledged and receive nothing it never sent, and leave no process, network namespace
 or nftables table behind. The second run's history is checked again by
 ``rocketq chaos check``, which must agree.
@@ -15,6 +16,8 @@ import pytest
 
 from rocketq.chaos.netns import netns_unavailable_reason
 from rocketq.chaos.runner import ChaosOptions, ChaosRun
+from rocketq.cluster.launcher import LocalCluster
+from rocketq.common.exceptions import RocketqError
 from tests.chaos.real_runs import (
     FAST_RAFT,
     SMALL,
@@ -35,28 +38,78 @@ def partition_allowed() -> bool:
     return False
 
 
-@pytest.mark.timeout(240)
-def test_raft_kill_pause_partition_loses_nothing(tmp_path: Path) -> None:
-    faults = ("kill-master", "pause") + (("partition",) if partition_allowed() else ())
-    run, outcome = run_to_end(
-        ChaosOptions(
-            replication="raft",
-            groups=2,
-            nameservers=2,
-            faults=faults,
-            interval=3,
-            fault_duration=3,
-            duration=25,
-            seed=7,
-            rate=100,
-            data_dir=tmp_path / "raft",
-            settings=FAST_RAFT,
-        )
+def refused_without_credentials_and_tls(cluster: LocalCluster) -> None:
+    """While the run's clients send, the cluster refuses a client without TLS and one over
+    TLS without credentials (the nameserver's list of every topic is a super user's)."""
+    from rocketq.remoting.codes import RequestCode, ResponseCode
+    from rocketq.remoting.command import RemotingCommand
+    from rocketq.remoting.tls import ClientSecurity, client_context
+    from rocketq.remoting.transport import request_blocking
+
+    assert cluster.certs is not None and cluster.secrets is not None
+    addr = cluster.nameservers[0].addr
+    with pytest.raises(RocketqError):
+        request_blocking(addr, RemotingCommand(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER), 5.0)
+    unsigned = ClientSecurity(ssl=client_context(str(cluster.certs.ca_file)))
+    answer = request_blocking(
+        addr,
+        RemotingCommand(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER),
+        5.0,
+        security=unsigned,
     )
+    assert answer.code == ResponseCode.NO_PERMISSION, answer.remark
+    signed = request_blocking(
+        addr,
+        RemotingCommand(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER),
+        5.0,
+        security=cluster.client_security(),
+    )
+    assert signed.code == ResponseCode.SUCCESS, signed.remark
+
+
+@pytest.mark.timeout(240)
+def test_raft_kill_pause_partition_with_auth_and_tls_loses_nothing(tmp_path: Path) -> None:
+    """Every client of the run (producers, consumers, the topic set-up, the harness's own
+    status requests) signs as the super user over TLS, through killed, paused and cut-off
+    leaders restarted with the secrets and certificates kept in the cluster's directory."""
+    faults = ("kill-master", "pause") + (("partition",) if partition_allowed() else ())
+    probed: list[str] = []
+    holder: list[ChaosRun] = []
+
+    def echo_and_probe(line: str) -> None:
+        echo(line)
+        if not probed and "consumer(s) running" in line:
+            cluster = holder[0].cluster
+            assert cluster is not None
+            refused_without_credentials_and_tls(cluster)
+            probed.append(line)
+
+    opts = ChaosOptions(
+        replication="raft",
+        groups=2,
+        nameservers=2,
+        faults=faults,
+        interval=3,
+        fault_duration=3,
+        duration=25,
+        seed=7,
+        rate=100,
+        data_dir=tmp_path / "raft",
+        settings=FAST_RAFT,
+        auth=True,
+        tls=True,
+    )
+    run, outcome = run_to_end(opts, say=echo_and_probe, started=holder.append)
     assert_promises_kept(outcome)
+    assert probed, "the cluster was not probed while the run's clients sent"
     assert run.faults_made >= 3
+    assert outcome.result.faults.get("kill-master", 0) >= 1
     if "partition" in faults:
         assert run.lab is not None  # the cut was made with nftables, not the proxy
+    assert outcome.result.security == {"auth": True, "tls": True}
+    doc, printed = check_again(run.history_path)
+    assert doc["security"] == {"auth": True, "tls": True}
+    assert "auth on" in printed and "TLS on" in printed
 
 
 @pytest.mark.timeout(240)
