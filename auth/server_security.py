@@ -26,6 +26,7 @@ from rocketq.auth.model import Acl, Requirement, User, UserType
 from rocketq.auth.plain_acl import translate_plain_acl
 from rocketq.common.config import ServerSecurityConfig
 from rocketq.common.exceptions import ConfigError
+from rocketq.remoting.bounds import FORBIDDEN, UNAUTHENTICATED
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.tls import ClientSecurity, ServerTls, client_tls_from, server_tls_from
 from rocketq.remoting.transport import Connection
@@ -76,9 +77,16 @@ class ServerSecurity:
             )
 
     def check(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
-        """The remoting server's access hook."""
+        """The remoting server's access hook: a refusal is counted in the port's
+        ``rocketq_remoting_rejected_total{reason="unauthenticated"|"forbidden"}`` and
+        logged at most once a minute per address and reason."""
         assert self.access is not None
-        return self.access.check(cmd, conn.peer_ip, conn.tls_identity)
+        refusal = self.access.check(cmd, conn.peer_ip, conn.tls_identity)
+        if refusal is not None and conn.guard is not None:
+            remark = refusal.remark or ""
+            reason = UNAUTHENTICATED if remark.startswith("authentication") else FORBIDDEN
+            conn.guard.reject(conn, reason, f"request code {cmd.code}: {remark}")
+        return refusal
 
     @property
     def hook(self) -> Callable[[Connection, RemotingCommand], RemotingCommand | None] | None:

@@ -37,6 +37,10 @@ REQUESTS_IN_FLIGHT: Final = "requests_in_flight"
 IN_FLIGHT_BYTES: Final = "in_flight_bytes"
 WRITE_BUFFER_HIGH: Final = "write_buffer_high"
 WRITE_BUFFER_FULL: Final = "write_buffer_full"
+# Requests refused by the access check (authentication on: no or bad credentials;
+# authorization on: not allowed), answered NO_PERMISSION; the connection stays open.
+UNAUTHENTICATED: Final = "unauthenticated"
+FORBIDDEN: Final = "forbidden"
 REASONS: Final = (
     MAX_CONNECTIONS,
     MAX_CONNECTIONS_PER_ADDRESS,
@@ -50,6 +54,8 @@ REASONS: Final = (
     IN_FLIGHT_BYTES,
     WRITE_BUFFER_HIGH,
     WRITE_BUFFER_FULL,
+    UNAUTHENTICATED,
+    FORBIDDEN,
 )
 
 # A reason is logged at most once per remote address in this many seconds.

@@ -18,10 +18,11 @@ import json
 import os
 import re
 import subprocess
+import urllib.request
 import uuid
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
@@ -45,6 +46,8 @@ STEP_TIMEOUT: Final = 20.0  # seconds, each step of the script
 RUN_TIMEOUT: Final = 120.0  # seconds for the whole node run; it is killed past that
 BIG_BODY: Final = ("rocketq-ali-ons-" * 313)[:5000]  # as conformance.js makes it
 SQL_MATCHING: Final = {"d-3", "d-4", "d-5", "d-sentinel"}  # "price >= 3"; d-1 has no price
+ACL_USER: Final = "aliOns"  # the user ali-ons signs as with ACL on
+ACL_SECRET: Final = "ali-ons-secret-0123"
 OFFSET_MSG_ID: Final = re.compile(r"[0-9A-F]{32}")  # IPv4 store host + port + offset
 
 Event = dict[str, Any]
@@ -84,6 +87,8 @@ class Run:
     stderr: str = field(repr=False)
     suffix: str
     broker_addr: str
+    acl: bool = False
+    refusals: float = 0.0  # requests the broker refused for their credentials
 
     def why(self) -> str:
         """The failure as the script reported it, with the end of its stderr."""
@@ -114,20 +119,38 @@ class Run:
         return found
 
 
-async def create_topics(namesrv: str, names: list[str]) -> None:
+async def create_topics(
+    namesrv: str, names: list[str], settings: dict[str, Any] | None = None
+) -> None:
     # ali-ons cannot create topics: a route lookup answered TOPIC_NOT_EXIST fails its send.
-    async with Admin(namesrv) as admin:
+    async with Admin(namesrv, **(settings or {})) as admin:
         for name in names:
             await admin.update_topic(name, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
 
 
-def run_node(node: str, namesrv: str, suffix: str) -> tuple[list[Event], int | None, str]:
+async def create_ali_ons_user(namesrv: str, settings: dict[str, Any]) -> None:
+    """The user ali-ons signs as, allowed what the run does: publish, subscribe and read
+    offsets on its topics and groups (rocketq asks Pub on a producer group too)."""
+    async with Admin(namesrv, **settings) as admin:
+        await admin.create_user(ACL_USER, ACL_SECRET)
+        await admin.create_acl(
+            f"User:{ACL_USER}",
+            ["Topic:AliOns*", "Group:ali_ons_*"],
+            ["Pub", "Sub", "Get"],
+        )
+
+
+def run_node(
+    node: str, namesrv: str, suffix: str, credentials: tuple[str, str] | None = None
+) -> tuple[list[Event], int | None, str]:
     env = {
         **os.environ,
         "CONFORMANCE_COUNT": str(COUNT),
         "CONFORMANCE_DELAY_LEVEL": str(DELAY_LEVEL),
         "CONFORMANCE_STEP_TIMEOUT_MS": str(int(STEP_TIMEOUT * 1000)),
     }
+    if credentials is not None:
+        env["CONFORMANCE_ACCESS_KEY"], env["CONFORMANCE_SECRET_KEY"] = credentials
     returncode: int | None
     try:
         done = subprocess.run(
@@ -162,15 +185,27 @@ def node() -> str:
     return path
 
 
-@pytest.fixture(scope="module")
-def run(node: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+@pytest.fixture(scope="module", params=["plain", "acl"], ids=["no ACL", "ACL on"])
+def run(
+    node: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Run]:
+    """The whole run, once against a cluster without auth and once against one with
+    authentication and authorization on, ali-ons signing with a user's access key."""
+    acl = request.param == "acl"
     settings = {**SMALL_STORE, "enable_property_filter": "true"}
-    spec = ClusterSpec(data_dir=tmp_path_factory.mktemp("ali-ons"), broker_settings=settings)
+    spec = ClusterSpec(
+        data_dir=tmp_path_factory.mktemp("ali-ons"), broker_settings=settings, auth=acl
+    )
     suffix = uuid.uuid4().hex[:8]
     with LocalCluster(spec) as cluster:
-        asyncio.run(create_topics(cluster.namesrv_addr, list(topics(suffix).values())))
-        events, returncode, stderr = run_node(node, cluster.namesrv_addr, suffix)
-        yield Run(events, returncode, stderr, suffix, cluster.brokers[0].addr)
+        admin = cluster.client_settings()
+        asyncio.run(create_topics(cluster.namesrv_addr, list(topics(suffix).values()), admin))
+        credentials = None
+        if acl:
+            asyncio.run(create_ali_ons_user(cluster.namesrv_addr, admin))
+            credentials = (ACL_USER, ACL_SECRET)
+        events, returncode, stderr = run_node(node, cluster.namesrv_addr, suffix, credentials)
+        yield Run(events, returncode, stderr, suffix, cluster.brokers[0].addr, acl)
 
 
 def test_the_run_finishes_with_the_pinned_client(run: Run) -> None:
@@ -179,6 +214,7 @@ def test_the_run_finishes_with_the_pinned_client(run: Run) -> None:
     assert config["event"] == "config"
     assert config["ali_ons_version"] == PINNED
     assert config["topics"] == topics(run.suffix)
+    assert config["signed"] is run.acl
     assert run.events[-1] == {"event": "done"}
 
 
@@ -276,3 +312,58 @@ def test_f_restarted_consumer_gets_nothing_already_committed(run: Run) -> None:
     got = run.by_key("consumed", "f_restart")
     assert set(got) == sent, "only the messages sent after the restart"
     assert all(len(d) == 1 for d in got.values()), got
+
+
+@pytest.fixture(scope="module")
+def refused_run(node: str, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """ali-ons signing with the right user but a wrong secret, against a cluster with ACL on."""
+    spec = ClusterSpec(
+        data_dir=tmp_path_factory.mktemp("ali-ons-refused"), broker_settings=SMALL_STORE, auth=True
+    )
+    suffix = uuid.uuid4().hex[:8]
+    with LocalCluster(spec) as cluster:
+        admin = cluster.client_settings()
+        asyncio.run(create_topics(cluster.namesrv_addr, list(topics(suffix).values()), admin))
+        asyncio.run(create_ali_ons_user(cluster.namesrv_addr, admin))
+        before = cluster_offsets(cluster.namesrv_addr, admin, topics(suffix)["main"])
+        events, returncode, stderr = run_node(
+            node, cluster.namesrv_addr, suffix, (ACL_USER, "not-the-secret")
+        )
+        after = cluster_offsets(cluster.namesrv_addr, admin, topics(suffix)["main"])
+        assert before == after, "a refused client stored messages"
+        refusals = unauthenticated(cluster.brokers[0].metrics_url)
+        run = Run(events, returncode, stderr, suffix, cluster.brokers[0].addr, True)
+        return replace(run, refusals=refusals)
+
+
+def unauthenticated(metrics_url: str) -> float:
+    """The broker's count of requests refused for their credentials."""
+    text = urllib.request.urlopen(metrics_url, timeout=5).read().decode()
+    for line in text.splitlines():
+        if line.startswith("rocketq_remoting_rejected_total{") and (
+            'reason="unauthenticated"' in line
+        ):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError("the broker's metrics have no unauthenticated refusals line")
+
+
+def cluster_offsets(namesrv: str, settings: dict[str, Any], topic: str) -> list[int]:
+    """The max offset of each of the topic's queues (what was stored)."""
+
+    async def read() -> list[int]:
+        async with Admin(namesrv, **settings) as admin:
+            return sorted(q.max_offset for q in await admin.topic_status(topic))
+
+    return asyncio.run(read())
+
+
+def test_a_wrong_secret_is_refused_with_no_permission(refused_run: Run) -> None:
+    run = refused_run
+    assert run.returncode not in (0, None), run.why()
+    failed = [e for e in run.events if e["event"] == "failed"]
+    assert failed, run.why()
+    assert "still failed" in failed[-1]["error"], run.why()  # its sends were answered, not lost
+    assert not run.of("sent", "a_produce")  # nothing was acknowledged
+    # ali-ons keeps the answers' codes to itself; the broker counts what it refused
+    # (answered NO_PERMISSION, "authentication failed: ... signature ...").
+    assert run.refusals >= 1
