@@ -11,6 +11,8 @@ from typer.testing import CliRunner
 from rocketq.chaos.faults import FAULT_KINDS, parse_faults
 from rocketq.chaos.history import ChaosError
 from rocketq.chaos.runner import ChaosOptions, ChaosRun
+from rocketq.chaos.workers import worker_env
+from rocketq.chaos.workload import client_settings
 from rocketq.cli.main import app
 
 
@@ -85,3 +87,119 @@ def test_a_second_signal_does_not_cut_the_teardown_short() -> None:
         finished = True
     assert finished
     assert signal.getsignal(signal.SIGINT) is before
+
+
+# ---------------------------------------------------------------- auth and TLS
+
+
+def test_auth_and_tls_are_off_by_default_and_recorded_in_the_run_record(tmp_path: Path) -> None:
+    plain = ChaosOptions(data_dir=tmp_path)
+    assert (plain.auth, plain.tls) == (False, False)
+    assert plain.security == "auth off, TLS off"
+    secured = ChaosOptions(data_dir=tmp_path, auth=True, tls=True)
+    doc = secured.to_dict()
+    assert (doc["auth"], doc["tls"]) == (True, True)
+    assert secured.security == "auth on, TLS on"
+
+
+def test_tls_without_trustme_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "trustme" else real(name, *a)
+    )
+    with pytest.raises(ChaosError, match=r"^--tls: .*rocketq\[tls\]"):
+        ChaosOptions(data_dir=tmp_path / "run", tls=True).validate()
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("auth", "tls"), [(True, True), (True, False), (False, True)])
+def test_the_run_s_cluster_gets_the_options_security(tmp_path: Path, auth: bool, tls: bool) -> None:
+    """The cluster the run starts has auth and TLS as asked, its secrets and certificates
+    in the run's directory, and the clients' settings and environment follow."""
+    run = ChaosRun(ChaosOptions(data_dir=tmp_path, auth=auth, tls=tls), echo=lambda _l: None)
+    cluster, partitioner = run._make_cluster()
+    assert partitioner is None
+    assert (cluster.spec.auth, cluster.spec.tls) == (auth, tls)
+    assert cluster.data_dir == tmp_path / "cluster"
+    settings = cluster.client_settings()
+    env = worker_env(cluster.client_env(), base={})
+    assert ("access_key" in settings) == auth
+    assert (env.get("ROCKETQ_CREDENTIALS_FILE") is not None) == auth
+    assert settings.get("tls", False) == tls
+    assert client_settings(env) == {
+        **({"credentials_file": str(cluster.secrets.admin_file)} if cluster.secrets else {}),
+        **({"tls": True, "tls_ca_file": str(cluster.certs.ca_file)} if cluster.certs else {}),
+    }
+
+
+def test_workers_get_the_cluster_s_client_environment_and_not_the_harness_s() -> None:
+    base = {
+        "PATH": "/bin",
+        "ROCKETQ_ACCESS_KEY": "someone-else",
+        "ROCKETQ_SECRET_KEY": "their-secret",
+        "ROCKETQ_TLS": "false",
+        "ROCKETQ_TLS_CERT_FILE": "/elsewhere.pem",
+        "ROCKETQ_LOG_LEVEL": "INFO",
+    }
+    cluster_env = {
+        "NAMESRV_ADDR": "127.0.0.1:9876",
+        "ROCKETQ_CREDENTIALS_FILE": "/run/secrets/admin.credentials",
+        "ROCKETQ_TLS": "true",
+        "ROCKETQ_TLS_CA_FILE": "/run/tls/ca.pem",
+    }
+    env = worker_env(cluster_env, base=base)
+    assert env == {"PATH": "/bin", "ROCKETQ_LOG_LEVEL": "INFO", **cluster_env}
+    assert client_settings(env) == {
+        "credentials_file": "/run/secrets/admin.credentials",
+        "tls": True,
+        "tls_ca_file": "/run/tls/ca.pem",
+    }
+    assert client_settings({"PATH": "/bin"}) == {}
+    assert client_settings({"ROCKETQ_TLS": "0", "ROCKETQ_TLS_CA_FILE": "/x"}) == {}
+
+
+def test_cli_auth_and_tls_reach_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rocketq.chaos.runner as runner
+
+    seen: list[ChaosOptions] = []
+
+    class Recorder:
+        def __init__(self, opts: ChaosOptions, echo: object = None) -> None:
+            seen.append(opts)
+            raise ChaosError("recorded")
+
+    monkeypatch.setattr(runner, "ChaosRun", Recorder)
+    for flags, expected in (([], (False, False)), (["--auth", "--tls"], (True, True))):
+        result = CliRunner().invoke(
+            app, ["chaos", "run", *flags, "--data-dir", str(tmp_path / "x")]
+        )
+        assert result.exit_code == 2 and "recorded" in result.output
+        assert (seen[-1].auth, seen[-1].tls) == expected
+    assert not (tmp_path / "x").exists()
+
+
+def test_lab_certificates_name_every_address_of_the_lab(tmp_path: Path) -> None:
+    """Brokers in network namespaces are dialled at the lab's addresses: the certificates
+    the launcher finds in the run's directory name them (no namespace is made here)."""
+    from cryptography import x509
+
+    from rocketq.chaos.netns import NetnsCluster, NetnsLab
+    from rocketq.cluster.launcher import ClusterSpec
+
+    lab = NetnsLab(3)
+    spec = ClusterSpec(data_dir=tmp_path, replication="raft", auth=True, tls=True)
+    cluster = NetnsCluster(spec, lab)
+    assert cluster.certs is not None
+    cert = x509.load_pem_x509_certificate(cluster.certs.cert_file.read_bytes())
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    ips = {str(ip) for ip in names.get_values_for_type(x509.IPAddress)}
+    assert {"127.0.0.1", lab.gateway, *(h.ip for h in lab.hosts)} <= ips
+    assert {b.host for b in cluster.brokers} <= ips
+    # Made once: a second handle on the same directory keeps them.
+    before = cluster.certs.cert_file.read_bytes()
+    assert NetnsCluster(spec, lab).certs is not None
+    assert cluster.certs.cert_file.read_bytes() == before

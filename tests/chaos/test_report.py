@@ -44,6 +44,7 @@ JSON_KEYS = {
     "partial",
     "partial_reason",
     "bad_lines",
+    "security",
 }
 
 
@@ -101,6 +102,33 @@ def test_markdown_of_a_clean_run() -> None:
     assert "| lost | 0 |" in text
     assert "No faults were injected." in text
     assert "PARTIAL" not in text and "Loss window" not in text and "Unreadable" not in text
+
+
+@pytest.mark.parametrize(
+    ("config", "security", "said"),
+    [
+        ({"auth": True, "tls": True}, {"auth": True, "tls": True}, "auth on (every client"),
+        ({"auth": False, "tls": True}, {"auth": False, "tls": True}, "auth off, TLS on"),
+        ({"replication": "raft"}, {"auth": False, "tls": False}, "auth off, TLS off"),
+    ],
+)
+def test_the_report_says_whether_auth_and_tls_were_on(
+    config: dict[str, object], security: dict[str, bool], said: str
+) -> None:
+    run = Run()
+    run.records[0]["config"] = {"replication": "raft", **config}
+    result = run.sent_ok(1.0, "a").receive(1.5, "a").finish(2.0).check()
+    assert result.security == security
+    assert result_json(result)["security"] == security
+    text = render_markdown(result, broken=[])
+    assert f"Cluster: {said}" in text
+
+
+def test_a_history_without_its_run_record_says_nothing_of_security() -> None:
+    run = Run()
+    run.records.pop(0)
+    result = run.sent_ok(1.0, "a").receive(1.5, "a").finish(2.0).check()
+    assert result.security is None and "Cluster:" not in render_markdown(result, broken=[])
 
 
 def test_markdown_has_the_figures() -> None:
