@@ -224,7 +224,8 @@ class Hostile:
         try:
             wrapped.do_handshake()
         except (OSError, ValueError):
-            stats.tls_failures += 1
+            if not self._stop.is_set():  # not one the stop cut short
+                stats.tls_failures += 1
             self._close(wrapped)
             return None
         stats.tls_handshakes += 1

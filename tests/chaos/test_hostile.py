@@ -58,6 +58,7 @@ SMALL = HostileLimits(
 class Conn:
     data: bytearray = field(default_factory=bytearray)
     closed: bool = False
+    tls: bool = False  # the bytes came over a TLS handshake (TlsListener)
 
 
 class Listener:
@@ -106,6 +107,44 @@ class Listener:
         self.sock.close()
 
 
+class TlsListener(Listener):
+    """A listener enforcing TLS as the servers do: a connection whose first byte does not
+    begin a handshake is closed at once; the others' bytes are kept decrypted."""
+
+    def __init__(self) -> None:
+        import ssl
+
+        import trustme
+
+        ca = trustme.CA()
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ca.issue_cert("127.0.0.1").configure_cert(self.context)
+        self.plaintext = 0
+        super().__init__()
+
+    def _read(self, peer: socket.socket, conn: Conn) -> None:
+        try:
+            peer.settimeout(5.0)
+            first = peer.recv(1, socket.MSG_PEEK)
+        except OSError:
+            first = b""
+        if first != b"\x16":
+            with self.lock:
+                self.plaintext += 1
+            conn.closed = True
+            peer.close()
+            return
+        try:
+            secured = self.context.wrap_socket(peer, server_side=True)
+        except OSError:
+            conn.closed = True
+            peer.close()
+            return
+        conn.tls = True
+        secured.settimeout(None)
+        super()._read(secured, conn)
+
+
 @pytest.fixture
 def listener() -> Iterator[Listener]:
     server = Listener()
@@ -126,9 +165,15 @@ def wait_for(condition: object, timeout: float = 10.0) -> bool:
 
 
 def run_traffic(
-    listener: Listener, kind: str, targets_kinds: tuple[str, ...], seconds: float, role: str
+    listener: Listener,
+    kind: str,
+    targets_kinds: tuple[str, ...],
+    seconds: float,
+    role: str,
+    *,
+    tls: bool = False,
 ) -> tuple[Hostile, dict[str, object]]:
-    targets = [Target("n", role, "127.0.0.1", listener.port, k) for k in targets_kinds]
+    targets = [Target("n", role, "127.0.0.1", listener.port, k, tls=tls) for k in targets_kinds]
     neighbour = Hostile(targets, seed=1, limits=SMALL, traffic=[kind])
     neighbour.start()
     time.sleep(seconds)
@@ -330,6 +375,49 @@ def test_every_kind_at_once_stops_within_bounds(listener: Listener) -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("kind", "port_kind"),
+    [("frames", "remoting"), ("lengths", "remoting"), ("garbage", "raft")],
+)
+def test_a_tls_port_gets_half_its_traffic_over_tls_and_half_in_plaintext(
+    kind: str, port_kind: str
+) -> None:
+    """Against a port enforcing TLS, the bytes of half the connections reach what is behind
+    the handshake (a frame traffic's frames whole), the others meet the refusal; the stop
+    still closes every socket, TLS ones included."""
+    server = TlsListener()
+    try:
+        neighbour, summary = run_traffic(server, kind, (port_kind,), 1.5, "broker", tls=True)
+        stats = neighbour.stats[kind]
+        over_tls = [c for c in server.conns if c.tls]
+        assert stats.tls_handshakes == len(over_tls) > 0 and stats.tls_failures == 0
+        assert server.plaintext > 0
+        assert 0.2 < len(over_tls) / len(server.conns) < 0.8
+        assert all(c.data for c in over_tls)
+        if kind == "frames":
+            assert any(frames_in(bytes(c.data)) for c in over_tls)
+        assert summary["traffic"][kind]["tls_handshakes"] == stats.tls_handshakes  # type: ignore[index]
+    finally:
+        server.close()
+
+
+def test_flood_and_slow_stay_plaintext_on_a_tls_port() -> None:
+    server = TlsListener()
+    try:
+        for kind in ("flood", "slow"):
+            neighbour, _ = run_traffic(server, kind, ("remoting",), 0.5, "broker", tls=True)
+            assert neighbour.stats[kind].connects > 0 and neighbour.stats[kind].tls_handshakes == 0
+        assert not any(c.tls for c in server.conns)
+    finally:
+        server.close()
+
+
+def test_a_plain_port_gets_no_tls(listener: Listener) -> None:
+    neighbour, _ = run_traffic(listener, "frames", ("remoting",), 0.5, "broker")
+    assert neighbour.stats["frames"].tls_handshakes == 0
+    assert all(not bytes(c.data).startswith(b"\x16\x03") for c in listener.conns)
+
+
 def test_a_closed_port_is_counted_not_fatal() -> None:
     with socket.create_server(("127.0.0.1", 0)) as s:
         port = s.getsockname()[1]
@@ -353,6 +441,13 @@ def test_targets_are_found_in_proc(listener: Listener) -> None:
         kinds = {t.port: t.kind for t in found}
         assert kinds[listener.port] == "remoting"
         assert kinds[port] in ("ha", "other") and "ha" in kinds.values()
+        assert not any(t.tls for t in found)
+        secured = targets_of(
+            [NodePorts("b", "broker", "127.0.0.1", os.getpid(), {listener.port: "remoting"})],
+            tls_kinds=("remoting", "ha"),
+        )
+        assert {t.port: t.tls for t in secured}[listener.port] is True
+        assert all(t.tls == (t.kind in ("remoting", "ha")) for t in secured)
     finally:
         extra.close()
     rss = read_status(os.getpid())
