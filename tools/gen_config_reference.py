@@ -57,7 +57,8 @@ SECTIONS: Final = (
         "Security (nameserver and broker)",
         "rocketq.common.config",
         "ServerSecurityConfig",
-        "Authentication, authorization and TLS, in `nameserver.toml` and `broker.toml` alike.",
+        "Authentication, authorization and TLS, in `nameserver.toml` and `broker.toml` alike "
+        "(see [Security](../operating/security.md)).",
         own_only=True,
     ),
     Section(
