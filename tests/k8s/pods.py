@@ -4,7 +4,8 @@ ConfigMap and Secret volumes written as files and its other volumes made as dire
 under a temporary root, its container's command, args and env (field and Secret
 references, ``$(NAME)`` expansion) run as a process, and the
 cluster's DNS names in the pod's ``/etc/netns/<namespace>/hosts`` (which ``ip netns exec``
-puts in place of ``/etc/hosts``).
+puts in place of ``/etc/hosts``). What a network plugin makes of the NetworkPolicies,
+nftables rules in each selected pod's namespace (:func:`enforce_network_policies`).
 
 Paths the container would see (``/etc/rocketq/broker.toml``, ``/home/rocketq/store``)
 are the mount's directory under the root: the args and the ConfigMap files are rewritten
@@ -137,6 +138,126 @@ def pods_of(objects: list[dict[str, Any]], namespace: str, lab: NetnsLab, root: 
                 Pod(name, namespace, sts, ordinal, next(hosts), root / name, root / f"{name}.log")
             )
     return pods
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Someone on the lab's network a NetworkPolicy decides about: a pod, or a client pod
+    that is no StatefulSet's, with its labels and its namespace's labels."""
+
+    host: Host
+    labels: Mapping[str, str]
+    namespace_labels: Mapping[str, str]
+
+
+def endpoint_of(pod: Pod) -> Endpoint:
+    labels = pod.statefulset["spec"]["template"]["metadata"]["labels"]
+    return Endpoint(pod.host, labels, {"kubernetes.io/metadata.name": pod.namespace})
+
+
+def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """A label selector (matchLabels, matchExpressions) against labels; {} matches all."""
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        value, op = labels.get(expr["key"]), expr["operator"]
+        if op == "In" and value not in expr["values"]:
+            return False
+        if op == "NotIn" and value in expr["values"]:
+            return False
+        if op == "Exists" and value is None:
+            return False
+        if op == "DoesNotExist" and value is not None:
+            return False
+    return True
+
+
+def _peer_admits(peer: Mapping[str, Any], who: Endpoint, namespace: str) -> bool:
+    """A NetworkPolicy peer of a policy in ``namespace``: a podSelector alone means pods of
+    that namespace; with a namespaceSelector, pods of the namespaces it selects."""
+    if "ipBlock" in peer:
+        raise AssertionError("ipBlock peers are not simulated")
+    if "namespaceSelector" in peer:
+        if not selector_matches(peer["namespaceSelector"], who.namespace_labels):
+            return False
+    elif who.namespace_labels.get("kubernetes.io/metadata.name") != namespace:
+        return False
+    return selector_matches(peer.get("podSelector") or {}, who.labels)
+
+
+def network_policy_rules(
+    policies: list[dict[str, Any]], target: Endpoint, everyone: list[Endpoint], node_ip: str
+) -> str | None:
+    """The nftables ruleset enforcing, in ``target``'s namespace, the ingress of the
+    policies that select it (None when none does: all traffic admitted). The node (the
+    kubelet's probes) is admitted, as the common network plugins do."""
+    namespace = target.namespace_labels["kubernetes.io/metadata.name"]
+    selecting = [
+        p
+        for p in policies
+        if p["metadata"].get("namespace", namespace) == namespace
+        and "Ingress" in p["spec"].get("policyTypes", ["Ingress"])
+        and selector_matches(p["spec"]["podSelector"], target.labels)
+    ]
+    if not selecting:
+        return None
+    lines = [
+        "ct state established,related accept",
+        'iif "lo" accept',
+        f"ip saddr {node_ip} accept",
+    ]
+    for policy in selecting:
+        for rule in policy["spec"].get("ingress") or []:
+            peers = rule.get("from")
+            if peers is None:
+                sources = None  # anyone
+            else:
+                sources = sorted(
+                    {
+                        who.host.ip
+                        for who in everyone
+                        if any(_peer_admits(peer, who, namespace) for peer in peers)
+                    }
+                )
+                if not sources:
+                    continue
+            match = "" if sources is None else f" ip saddr {{ {', '.join(sources)} }}"
+            for port in rule.get("ports") or [{}]:
+                assert port.get("protocol", "TCP") == "TCP", port
+                assert "port" not in port or isinstance(port["port"], int), port
+                dport = f"tcp dport {port['port']}" if "port" in port else "meta l4proto tcp"
+                lines.append(f"{dport}{match} accept")
+    lines.append("ct state new drop")
+    body = "\n    ".join(lines)
+    return (
+        "table inet rocketq_netpol {\n"
+        "  chain input {\n"
+        f"    type filter hook input priority 0; policy accept;\n    {body}\n"
+        "  }\n"
+        "}\n"
+    )
+
+
+def enforce_network_policies(
+    objects: list[dict[str, Any]], everyone: list[Endpoint], node_ip: str
+) -> dict[str, str]:
+    """Load each endpoint's rules into its namespace; host name -> the ruleset loaded."""
+    policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    loaded = {}
+    for target in everyone:
+        rules = network_policy_rules(policies, target, everyone, node_ip)
+        if rules is None:
+            continue
+        done = subprocess.run(
+            [*target.host.exec_prefix(), "nft", "-f", "-"],
+            input=rules,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert done.returncode == 0, f"nft in {target.host.name}: {done.stderr}\n{rules}"
+        loaded[target.host.name] = rules
+    return loaded
 
 
 def hosts_file(pods: list[Pod], services: dict[str, str]) -> str:

@@ -11,6 +11,10 @@ Secrets the chart makes) and TLS enforcing on every port with a certificate from
 client without credentials, or without TLS, is refused. And with client certificates
 required on the remoting ports (mTLS), the client showing one of the CA's.
 
+The release's NetworkPolicies are enforced as a network plugin would (nftables in each
+pod's namespace, the node admitted for the probes): the cluster must work within them,
+and the client pod must not reach the Raft and metrics ports.
+
 Needs root (network namespaces); CI runs as root. What it cannot show: a real scheduler,
 real volumes, kube-proxy and cluster DNS (the hosts files stand in for them).
 """
@@ -36,8 +40,18 @@ import pytest
 import trustme
 import yaml
 
-from rocketq.chaos.netns import NetnsLab, netns_unavailable_reason
-from tests.k8s.pods import Kubelet, Pod, hosts_file, pods_of, remove_hosts, write_hosts
+from rocketq.chaos.netns import Host, NetnsLab, netns_unavailable_reason
+from tests.k8s.pods import (
+    Endpoint,
+    Kubelet,
+    Pod,
+    endpoint_of,
+    enforce_network_policies,
+    hosts_file,
+    pods_of,
+    remove_hosts,
+    write_hosts,
+)
 
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "k8s" / "helm" / "rocketq"
 CLIENT = Path(__file__).resolve().parent / "boot_client.py"
@@ -58,6 +72,8 @@ SECURED: dict[str, Any] = {
 }
 MUTUAL: dict[str, Any] = {**SECURED, "tls": {**SECURED["tls"], "clientAuth": "require"}}
 RELEASES: dict[str, dict[str, Any]] = {"plain": VALUES, "secured": SECURED, "mtls": MUTUAL}
+# The client pod: no StatefulSet's, in the release's namespace.
+CLIENT_LABELS = {"app.kubernetes.io/name": "boot-client"}
 
 
 def render(values: dict[str, Any]) -> list[dict[str, Any]]:
@@ -171,7 +187,13 @@ def booted(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Booted]:
                 mine.private_key_pem.write_to_path(boot.client_cert[1])
         text = hosts_file(pods, services)
         hosts = lab.hosts
+        everyone = [endpoint_of(p) for p in pods]
+        everyone.append(
+            Endpoint(lab.hosts[-1], CLIENT_LABELS, {"kubernetes.io/metadata.name": NAMESPACE})
+        )
         try:
+            loaded = enforce_network_policies(objects, everyone, lab.gateway)
+            assert set(loaded) == {p.host.name for p in pods}
             for host in hosts:
                 write_hosts(host, text)
             for pod in pods:
@@ -215,6 +237,17 @@ def client(
     return doc
 
 
+def reaches(host: Host, ip: str, port: int) -> bool:
+    """Whether a TCP connection from ``host`` to ip:port is accepted within 2 s."""
+    probe = "import socket, sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), 2)"
+    done = subprocess.run(
+        [*host.exec_prefix(), sys.executable, "-c", probe, ip, str(port)],
+        capture_output=True,
+        timeout=30,
+    )
+    return done.returncode == 0
+
+
 def leader(pods: list[Pod], ca_file: Path | None) -> Pod:
     """The broker pod whose metrics say it leads its Raft group (over HTTPS, checked
     against the CA, once TLS is on)."""
@@ -238,6 +271,16 @@ def test_the_rendered_raft_release_boots_fails_over_and_loses_nothing(booted: Bo
     pods, kubelet = booted.pods, booted.kubelet
     kubelet.wait_ready(pods, timeout=90)
     namesrv = nameserver_address(booted.objects, pods)
+    # The NetworkPolicies hold: the client reaches a broker's client port but not its Raft
+    # or metrics port, and a nameserver does not reach the Raft port either.
+    broker = next(p for p in pods if "broker" in p.name)
+    nameserver = next(p for p in pods if "nameserver" in p.name)
+    client_host = booted.lab.hosts[-1]
+    assert reaches(client_host, broker.host.ip, broker.port("client"))
+    assert reaches(client_host, nameserver.host.ip, nameserver.port("remoting"))
+    assert not reaches(client_host, broker.host.ip, broker.port("raft"))
+    assert not reaches(client_host, broker.host.ip, broker.port("metrics"))
+    assert not reaches(nameserver.host, broker.host.ip, broker.port("raft"))
     if booted.credentials:
         # Auth on: a client without credentials gets nothing acknowledged.
         refused = client(booted, "send", namesrv, TOPIC, "-1", "1", "5", credentials=False)

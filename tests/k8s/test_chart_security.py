@@ -22,12 +22,13 @@ from typer.testing import CliRunner
 
 from rocketq.auth.credentials import Credentials
 from rocketq.broker.config import load_broker_config, ordinal_settings
+from rocketq.chaos.netns import Host
 from rocketq.cli.main import app
 from rocketq.common.config import load_config
 from rocketq.common.exceptions import ConfigError
 from rocketq.nameserver.config import NameServerConfig
 from rocketq.remoting.tls import client_tls_from, server_tls_from
-from tests.k8s.pods import container_env
+from tests.k8s.pods import Endpoint, container_env, network_policy_rules
 from tests.k8s.test_chart import (
     CASES,
     EXISTING_SECRETS,
@@ -577,3 +578,35 @@ def test_notes_give_commands_the_cli_takes_with_auth_and_tls(
             assert option in done.output, f"rocketq {command} has no {option}"
     plain = releases["default"].notes
     assert "sh -c" not in plain and "--tls" not in plain and "Auth is on" not in plain
+
+
+def test_the_boot_labs_network_plugin_reads_the_policies_as_kubernetes_does(
+    releases: dict[str, Release],
+) -> None:
+    """The nftables rules the boot test loads for the raft release: a member's Raft port
+    only from its group's pods, the client port from everyone, metrics from nobody but the
+    node (there is no monitoring namespace in the lab)."""
+    release = releases["raft"]
+    objects = [d.obj for d in release.docs]
+    sts = {s["metadata"]["name"]: s for s in release.objects("StatefulSet").values()}
+    ns = {"kubernetes.io/metadata.name": NAMESPACE}
+    endpoints = {
+        "ns0": Endpoint(Host("ns0", "10.0.0.1"), pod_labels(sts[f"{RELEASE}-nameserver"]), ns),
+        "b0": Endpoint(Host("b0", "10.0.0.2"), pod_labels(sts[f"{RELEASE}-broker-a"]), ns),
+        "b1": Endpoint(Host("b1", "10.0.0.3"), pod_labels(sts[f"{RELEASE}-broker-a"]), ns),
+        "client": Endpoint(Host("client", "10.0.0.9"), APP, ns),
+        "far": Endpoint(Host("far", "10.0.0.10"), APP, STRANGER_NS),
+    }
+    policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    everyone = list(endpoints.values())
+    rules = network_policy_rules(policies, endpoints["b0"], everyone, "10.0.0.254")
+    assert rules is not None
+    assert "ip saddr 10.0.0.254 accept" in rules
+    assert "tcp dport 40911 ip saddr { 10.0.0.2, 10.0.0.3 } accept" in rules
+    assert (
+        "tcp dport 10911 ip saddr { 10.0.0.1, 10.0.0.10, 10.0.0.2, 10.0.0.3, 10.0.0.9 } accept"
+        in rules
+    )
+    assert "10913" not in rules
+    assert rules.rstrip().endswith("ct state new drop\n  }\n}")
+    assert network_policy_rules(policies, endpoints["client"], everyone, "10.0.0.254") is None
