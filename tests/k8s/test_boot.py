@@ -71,7 +71,19 @@ SECURED: dict[str, Any] = {
     "tls": {"enabled": True, "mode": "enforcing", "existingSecret": TLS_SECRET},
 }
 MUTUAL: dict[str, Any] = {**SECURED, "tls": {**SECURED["tls"], "clientAuth": "require"}}
-RELEASES: dict[str, dict[str, Any]] = {"plain": VALUES, "secured": SECURED, "mtls": MUTUAL}
+# A master and a slave per group, the master answering once the slave has a message: its
+# HA link signed and over TLS, within the NetworkPolicy of its group.
+HA_SECURED: dict[str, Any] = {
+    **SECURED,
+    "broker": {"replication": "ha", "groups": 1, "role": "SYNC_MASTER", "slaves": 1},
+}
+RELEASES: dict[str, dict[str, Any]] = {
+    "plain": VALUES,
+    "secured": SECURED,
+    "mtls": MUTUAL,
+    "ha-secured": HA_SECURED,
+}
+RAFT_RELEASES = ["plain", "secured", "mtls"]
 # The client pod: no StatefulSet's, in the release's namespace.
 CLIENT_LABELS = {"app.kubernetes.io/name": "boot-client"}
 
@@ -162,7 +174,7 @@ class Booted:
     client_cert: tuple[Path, Path] | None = None
 
 
-@pytest.fixture(params=list(RELEASES))
+@pytest.fixture
 def booted(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Booted]:
     need_root()
     values = RELEASES[request.param]
@@ -267,6 +279,7 @@ def leader(pods: list[Pod], ca_file: Path | None) -> Pod:
     raise AssertionError("no broker pod leads")
 
 
+@pytest.mark.parametrize("booted", RAFT_RELEASES, indirect=True)
 def test_the_rendered_raft_release_boots_fails_over_and_loses_nothing(booted: Booted) -> None:
     pods, kubelet = booted.pods, booted.kubelet
     kubelet.wait_ready(pods, timeout=90)
@@ -309,3 +322,23 @@ def test_the_rendered_raft_release_boots_fails_over_and_loses_nothing(booted: Bo
     assert not missing, (
         f"{len(missing)} acknowledged messages were not consumed: {sorted(missing)[:10]}"
     )
+
+
+@pytest.mark.parametrize("booted", ["ha-secured"], indirect=True)
+def test_the_rendered_ha_release_replicates_signed_over_tls(booted: Booted) -> None:
+    """SYNC_MASTER acknowledges a message only once the slave has it: every send acked
+    means the slave's HA link (signed hello, TLS, the group's NetworkPolicy) carries them."""
+    pods, kubelet = booted.pods, booted.kubelet
+    kubelet.wait_ready(pods, timeout=90)
+    namesrv = nameserver_address(booted.objects, pods)
+    master = next(p for p in pods if p.name.endswith("broker-a-0"))
+    slave = next(p for p in pods if p.name.endswith("broker-a-1"))
+    # The HA port: the group's slave reaches it, the client and the nameservers do not.
+    nameserver = next(p for p in pods if "nameserver" in p.name)
+    assert reaches(slave.host, master.host.ip, master.port("ha"))
+    assert not reaches(booted.lab.hosts[-1], master.host.ip, master.port("ha"))
+    assert not reaches(nameserver.host, master.host.ip, master.port("ha"))
+    sent = client(booted, "send", namesrv, TOPIC, "0", "50", "60")
+    assert sent["failed"] == 0 and len(sent["acked"]) == 50
+    got = client(booted, "consume", namesrv, TOPIC, "boot-consumer", "60", *sent["acked"])
+    assert set(sent["acked"]) <= set(got["consumed"])
