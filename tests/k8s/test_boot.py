@@ -9,7 +9,8 @@ The same release runs secured too: auth on (the super user and inner credentials
 Secrets the chart makes) and TLS enforcing on every port with a certificate from a test CA
 (trustme) in the TLS Secret. There the client signs as the super user over TLS, and a
 client without credentials, or without TLS, is refused. And with client certificates
-required on the remoting ports (mTLS), the client showing one of the CA's.
+required on the remoting ports (mTLS), the client showing one of the CA's. A secured
+master/slave release (SYNC_MASTER) shows the slave's HA link at work.
 
 The release's NetworkPolicies are enforced as a network plugin would (nftables in each
 pod's namespace, the node admitted for the probes): the cluster must work within them,
