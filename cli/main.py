@@ -230,6 +230,22 @@ def cluster_up(
             "`cluster down` stops it.",
         ),
     ] = False,
+    auth: Annotated[
+        bool,
+        typer.Option(
+            "--auth",
+            help="Authentication and authorization on every node: a super user 'rocketq' "
+            "and the nodes' inner credentials are made once in DATA_DIR/secrets.",
+        ),
+    ] = False,
+    tls: Annotated[
+        bool,
+        typer.Option(
+            "--tls",
+            help="TLS only on every remoting port, with a local CA and certificate made "
+            "once in DATA_DIR/tls (needs the tls extra).",
+        ),
+    ] = False,
 ) -> None:
     """Start a nameserver and broker groups as local processes and write cluster.json."""
     import contextlib
@@ -253,6 +269,8 @@ def cluster_up(
             replication=replication.value,
             broker_settings={k: str(v) for k, v in parse_settings(settings).items()},
             namesrv_port=namesrv_port or None,
+            auth=auth,
+            tls=tls,
         )
         cluster = LocalCluster(spec)
         cluster.start()
@@ -279,6 +297,12 @@ def cluster_up(
     ]
     for line in _node_table(rows):
         typer.echo(line)
+    if auth or tls:
+        # What a client of this cluster needs: the super user's credentials file, the CA.
+        env = cluster.client_env()
+        typer.echo("clients of this cluster: export " + " ".join(
+            f"{k}={shlex.quote(v)}" for k, v in env.items()
+        ))  # fmt: skip
     if monitor:
         from rocketq.cluster.monitor import start_monitor
 

@@ -6,6 +6,7 @@ process)."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import Final
@@ -42,12 +43,25 @@ def console_missing() -> str | None:
 
 
 def start_console(cluster: LocalCluster, *, ready_timeout: float = 30.0) -> Console:
-    """Start ``rocketq console`` for ``cluster`` on a free port and wait until it answers."""
+    """Start ``rocketq console`` for ``cluster`` on a free port and wait until it answers.
+    With auth on, the console signs as the cluster's super user and its login is that
+    user's name and password (a users file in its home); with TLS, it trusts the cluster's
+    CA."""
     port = free_ports(1)[0]
+    home = _home(cluster.data_dir)
     argv = [sys.executable, "-m", "rocketq.cli.main", "console"]
     argv += ["--namesrv", cluster.namesrv_addr, "--bind", HOST, "--port", str(port)]
+    if cluster.secrets is not None:
+        users = home / "users"
+        home.mkdir(parents=True, exist_ok=True)
+        fd = os.open(users, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(cluster.secrets.console_users_line())
+        argv += ["--users", str(users), "--credentials-file", str(cluster.secrets.admin_file)]
+    if cluster.certs is not None:
+        argv += ["--tls", "--tls-ca-file", str(cluster.certs.ca_file)]
     return start_sidecar(
-        NAME, _home(cluster.data_dir), argv, port=port, ready_path="/login",
+        NAME, home, argv, port=port, ready_path="/login",
         marker=_MARKER, ready_timeout=ready_timeout,
     )  # fmt: skip
 

@@ -18,6 +18,7 @@ operator's own CA (the Helm chart takes them from a Secret or cert-manager).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -40,6 +41,15 @@ class ClusterSecrets:
     username: str
     password: str
     inner_json: str
+
+    def console_users_line(self) -> str:
+        """The super user as a line of the console's users file (``name:scrypt$...``, the
+        form ``rocketq console --hash-password`` writes), so its login is the super
+        user's name and password."""
+        salt = secrets.token_bytes(16)
+        n, r, p = 2**14, 8, 1
+        digest = hashlib.scrypt(self.password.encode(), salt=salt, n=n, r=r, p=p)
+        return f"{self.username}:scrypt${n}${r}${p}${salt.hex()}${digest.hex()}\n"
 
     def node_env(self) -> dict[str, str]:
         """The environment that turns auth on in a node (kept out of its command line, which

@@ -143,6 +143,10 @@ class Connection(asyncio.Protocol):
         self.sign = sign
         # The verified client certificate's subject common name (TLS with client auth).
         self.tls_identity: str | None = None
+        # Whether the peer ever answered, and whether this end speaks TLS: a plaintext
+        # client closed before any answer was likely refused by a server enforcing TLS.
+        self.answered = False
+        self.encrypted = False
         self.on_close = on_close
         self.guard = guard
         self.max_frame = guard.max_frame if guard is not None else max_frame
@@ -200,6 +204,7 @@ class Connection(asyncio.Protocol):
             self.address = str(peer[0])
             self.peer = f"{peer[0]}:{peer[1]}"
         self.tls_identity = peer_identity(transport)
+        self.encrypted = transport.get_extra_info("ssl_object") is not None
         guard = self.guard
         if guard is not None:
             if not guard.admit(self):
@@ -307,6 +312,11 @@ class Connection(asyncio.Protocol):
             self.guard.let_go(self)  # the bytes of its requests in flight
         pending, self.pending = self.pending, {}
         why = f"connection to {self.peer or 'peer'} closed"
+        if self.guard is None and not self.answered and not self.encrypted:
+            why += (
+                " before any answer (a server that enforces TLS closes plaintext "
+                "connections: connect with tls on if it does)"
+            )
         for fut in pending.values():
             if not fut.done():
                 fut.set_exception(ConnectBrokerError(why))
@@ -336,6 +346,7 @@ class Connection(asyncio.Protocol):
         this response)."""
         self.active = True
         if cmd.is_response:
+            self.answered = True
             fut = self.pending.pop(cmd.opaque, None)
             if fut is not None and not fut.done():
                 fut.set_result(cmd)
