@@ -18,7 +18,6 @@ file, or a CA, certificate or key file that is missing or does not load is a
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import ssl
 from dataclasses import dataclass, field
@@ -150,10 +149,3 @@ def client_security(config: object, owner: str) -> ClientSecurity | None:
     if context is None and credentials is None:
         return None
     return ClientSecurity(ssl=context, sign=credentials.sign if credentials else None)
-
-
-def security_config(settings: dict[str, Any]) -> SecurityConfig:
-    """A :class:`SecurityConfig` of the security settings among ``settings`` (the others
-    are left out)."""
-    names = {f.name for f in dataclasses.fields(SecurityConfig)}
-    return SecurityConfig(**{k: v for k, v in settings.items() if k in names})
