@@ -497,6 +497,7 @@ def test_the_templates_refuse_an_open_or_certificate_less_cluster(
         ({"tls": {"clientAuth": "yes"}}, ["/tls/clientAuth", "'none', 'optional', 'require'"]),
         ({"auth": {"superUser": {"password": "a\\b"}}}, ["/auth/superUser/password"]),
         ({"auth": {"superUser": {"password": 'a"b'}}}, ["/auth/superUser/password"]),
+        ({"auth": {"innerCredentials": {"secretKey": "a\tb"}}}, ["/auth/innerCredentials"]),
         ({"auth": {"enable": True}}, ["/auth", "'enable' not allowed"]),
         ({"networkPolicy": {"clientSelector": {"ipBlock": {}}}}, ["'ipBlock' not allowed"]),
         (
@@ -534,7 +535,17 @@ def schemaless(tmp_path_factory: pytest.TempPathFactory) -> helm.Chart:
                     "innerCredentials": {"existingSecret": "inner"},
                 }
             },
-            ["auth.superUser: username and password may not hold '\"' or '\\'"],
+            ["auth.superUser: username and password may not hold '\"', '\\' or control"],
+        ),
+        (
+            {
+                "auth": {
+                    "enabled": True,
+                    "superUser": {"existingSecret": "su"},
+                    "innerCredentials": {"accessKey": "inner", "secretKey": "line\nbreak"},
+                }
+            },
+            ["auth.innerCredentials: accessKey and secretKey may not hold"],
         ),
         ({"tls": {"enabled": True, "mode": "disabled", "existingSecret": "t"}}, ["tls.mode"]),
         (

@@ -156,8 +156,8 @@ existing Secret or from values (not both); tls on needs a Secret or cert-manager
 {{- fail (printf "auth.enabled is true but %s (%s) is missing: name a Secret with the keys %s and %s in %s.existingSecret, or set %s.%s and %s.%s" $path $what $k1 $k2 $path $path $k1 $path $k2) }}
 {{- else }}
 {{- range $value := list $first $second }}
-{{- if or (contains "\"" $value) (contains "\\" $value) }}
-{{- fail (printf "%s: %s and %s may not hold '\"' or '\\' (they are written into JSON)" $path $k1 $k2) }}
+{{- if regexMatch "[\"\\\\\\x00-\\x1f]" $value }}
+{{- fail (printf "%s: %s and %s may not hold '\"', '\\' or control characters (they are written into JSON)" $path $k1 $k2) }}
 {{- end }}
 {{- end }}
 {{- end }}
