@@ -124,9 +124,10 @@ class ClusterCertificates:
         }
 
 
-def cluster_certificates(data_dir: Path) -> ClusterCertificates:
+def cluster_certificates(data_dir: Path, hosts: tuple[str, ...] = ()) -> ClusterCertificates:
     """The cluster's certificates, made at the first call (needs trustme: the ``tls``
-    extra) and kept afterwards."""
+    extra) and kept afterwards; the server certificate names 127.0.0.1, localhost and
+    ``hosts`` (the addresses nodes listen on elsewhere, e.g. in network namespaces)."""
     folder = data_dir / "tls"
     certs = ClusterCertificates(folder / "ca.pem", folder / "server.pem", folder / "server.key")
     if certs.ca_file.exists() and certs.cert_file.exists() and certs.key_file.exists():
@@ -139,7 +140,7 @@ def cluster_certificates(data_dir: Path) -> ClusterCertificates:
             "pip install 'rocketq[tls]'"
         ) from None
     ca = trustme.CA(organization_name="rocketq local cluster")
-    leaf = ca.issue_cert("127.0.0.1", "localhost")
+    leaf = ca.issue_cert("127.0.0.1", "localhost", *hosts)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     certs.ca_file.write_bytes(ca.cert_pem.bytes())
     certs.cert_file.write_bytes(b"".join(pem.bytes() for pem in leaf.cert_chain_pems))
