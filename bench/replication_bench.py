@@ -6,13 +6,18 @@ for it. With ``rounds`` > 1 the whole sequence runs again, so a slow minute of a
 machine lands on one round instead of one cluster: each round gives every cluster's ratio
 to that round's lone broker, and the summary gives each cluster's median ratio over the
 rounds, its range, and the rate over all rounds.
+
+With ``compare_security`` each cluster kind instead runs as four clusters side by side
+(plain, auth, tls, auth_tls: ``bench/security_bench.py``), one kind after the other; each
+variant's rates and ratios are to the plain cluster of the same kind, so what the HA or
+Raft links' signing and encryption cost shows beside the client's.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 from rocketq.bench.client_bench import produce, run, target_cluster
 
@@ -88,4 +93,53 @@ def replication_bench(
     return summary
 
 
-__all__ = ["MODES", "replication_bench"]
+def replication_security_bench(
+    *,
+    modes: list[str],
+    rounds: int,
+    size: int,
+    concurrency: int,
+    batch: int,
+    duration: float,
+    data_dir: str | None,
+    echo: Callable[[str], None],
+    warmup: float = 1.0,
+) -> dict[str, Any]:
+    """For each cluster kind in ``modes`` (``lone`` and the kinds of :data:`MODES`), its
+    four security variants side by side (:func:`~rocketq.bench.security_bench.security_compare`):
+    ``{"bench": "replication-security", "modes": {mode: result}, ...}``."""
+    from rocketq.bench.security_bench import SHAPES, security_compare, table
+
+    for m in modes:
+        if m not in SHAPES:
+            raise ValueError(f"unknown cluster {m!r}; choose from {', '.join(SHAPES)}")
+    results: dict[str, Any] = {}
+    for m in modes:
+        echo(f"=== {m}: plain, auth, tls and auth_tls ===")
+        results[m] = security_compare(
+            shape=m,
+            rounds=rounds,
+            size=size,
+            concurrency=concurrency,
+            batch=batch,
+            duration=duration,
+            queues=8,
+            data_dir=data_dir,
+            echo=echo,
+            warmup=warmup,
+        )
+    echo("--- summary ---")
+    for m in modes:
+        for line in table(results[m]):
+            echo(line)
+    return {
+        "bench": "replication-security",
+        "concurrency": concurrency,
+        "rounds": rounds,
+        "duration_s": duration,
+        "modes": results,
+        "auth_within_goal": all(r["auth_within_goal"] for r in results.values()),
+    }
+
+
+__all__ = ["MODES", "replication_bench", "replication_security_bench"]

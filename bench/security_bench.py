@@ -224,6 +224,7 @@ def _summary(
     auth = variants["auth"]
     return {
         "shape": shape,
+        "settings": {name: {"auth": a, "tls": t} for name, (a, t) in VARIANTS.items()},
         "rounds": rounds,
         "size": size,
         "concurrency": concurrency,

@@ -323,16 +323,45 @@ def bench_replication(
         ),
     ] = "async_master,sync_master,raft",
     rounds: Annotated[int, typer.Option(min=1, help="Run the whole sequence this many times.")] = 1,
+    compare_security: Annotated[
+        bool,
+        typer.Option(
+            "--compare-security",
+            help="Each cluster of --modes (lone too, if listed) as four clusters side by side "
+            "(plain, auth, tls, auth_tls), each taking -c sends in flight and one send at a "
+            "time in --rounds rounds; each one's msgs/s, p50/p99 and ratio to plain.",
+        ),
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """One run, clusters one after the other: a lone broker, an ASYNC_MASTER with a slave,
     a SYNC_MASTER with a slave and a three-member Raft group; each one's TPS as a ratio to
-    the lone broker's (the median over --rounds)."""
+    the lone broker's (the median over --rounds). With --compare-security, what auth and
+    TLS cost each of them instead."""
     from rocketq.bench.client_bench import json_line
-    from rocketq.bench.replication_bench import replication_bench
+    from rocketq.bench.replication_bench import replication_bench, replication_security_bench
     from rocketq.common.exceptions import RocketqError
 
     chosen = [m.strip() for m in modes.split(",") if m.strip()]
+    if compare_security:
+        try:
+            result = replication_security_bench(
+                modes=chosen,
+                rounds=rounds,
+                size=size,
+                concurrency=concurrency,
+                batch=batch,
+                duration=duration,
+                data_dir=str(data_dir) if data_dir else None,
+                echo=typer.echo,
+            )
+        except ValueError as exc:
+            raise fail(f"--modes: {exc}") from None
+        except (RocketqError, OSError) as exc:
+            raise fail(str(exc)) from None
+        if json_out:
+            typer.echo(json_line(result))
+        return
     try:
         summary = replication_bench(
             modes=chosen,

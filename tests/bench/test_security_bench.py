@@ -1,0 +1,169 @@
+"""``rocketq bench produce --compare-security`` and ``rocketq bench replication
+--compare-security``: tiny runs on real clusters (plain, auth, tls, auth_tls) whose reports
+carry every variant, both loads and the ratios to plain; the plain clients sign nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from rocketq.auth.credentials import load_credentials
+from rocketq.bench.replication_bench import replication_security_bench
+from rocketq.bench.security_bench import (
+    LOADS,
+    VARIANTS,
+    security_compare,
+    table,
+    unsigned_by_default,
+)
+from rocketq.cli.main import app
+
+
+def _check_report(result: dict[str, Any], rounds: int) -> None:
+    assert set(result["variants"]) == {"plain", "auth", "tls", "auth_tls"}
+    assert result["settings"] == {
+        "plain": {"auth": False, "tls": False},
+        "auth": {"auth": True, "tls": False},
+        "tls": {"auth": False, "tls": True},
+        "auth_tls": {"auth": True, "tls": True},
+    }
+    for name, loads in result["variants"].items():
+        assert set(loads) == set(LOADS)
+        for load, s in loads.items():
+            # Every variant's client reached its cluster: signed where auth is on, over
+            # TLS where TLS is on, nothing refused.
+            assert s["failed"] == 0, (name, load, s)
+            assert len(s["runs_msgs_per_s"]) == rounds
+            assert all(rate > 0 for rate in s["runs_msgs_per_s"]), (name, load, s)
+            assert len(s["round_ratios"]) == rounds
+            assert s["ratio"] > 0
+            expected = [
+                round(v / p, 3)
+                for v, p in zip(
+                    s["runs_msgs_per_s"],
+                    result["variants"]["plain"][load]["runs_msgs_per_s"],
+                    strict=True,
+                )
+            ]
+            assert s["round_ratios"] == pytest.approx(expected, abs=0.002)
+    for load in LOADS:
+        assert result["variants"]["plain"][load]["ratio"] == 1.0
+    goal = result["variants"]["auth"]
+    assert result["auth_within_goal"] == all(goal[load]["ratio"] >= 0.95 for load in LOADS)
+
+
+def test_produce_compares_the_four_variants(tmp_path: Path) -> None:
+    lines: list[str] = []
+    result = security_compare(
+        rounds=2,
+        size=256,
+        concurrency=4,
+        batch=1,
+        duration=0.3,
+        queues=2,
+        data_dir=str(tmp_path),
+        echo=lines.append,
+        warmup=0.1,
+    )
+    _check_report(result, rounds=2)
+    assert result["shape"] == "lone" and result["concurrency"] == 4
+    # Odd rounds run the variants forward, even rounds backward.
+    order = [
+        line.split(",")[0].removeprefix("--- ") for line in lines if "in flight (round" in line
+    ]
+    names = list(VARIANTS)
+    assert order == names + names + names[::-1] + names[::-1]
+    report = table(result)
+    assert any(line.startswith("auth_tls  4 in flight") for line in report)
+    assert report[-1].startswith("auth costs ")
+    json.dumps(result)
+    assert not any(tmp_path.iterdir())  # every cluster's directory removed
+
+
+def test_replication_compares_the_four_variants_of_each_kind(tmp_path: Path) -> None:
+    result = replication_security_bench(
+        modes=["async_master"],
+        rounds=1,
+        size=256,
+        concurrency=4,
+        batch=1,
+        duration=0.3,
+        data_dir=str(tmp_path),
+        echo=lambda line: None,
+        warmup=0.1,
+    )
+    assert result["bench"] == "replication-security"
+    assert list(result["modes"]) == ["async_master"]
+    _check_report(result["modes"]["async_master"], rounds=1)
+    assert result["auth_within_goal"] == result["modes"]["async_master"]["auth_within_goal"]
+
+
+def test_unknown_kind_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown cluster 'paxos'"):
+        replication_security_bench(
+            modes=["paxos"],
+            rounds=1,
+            size=1,
+            concurrency=1,
+            batch=1,
+            duration=0.1,
+            data_dir=str(tmp_path),
+            echo=lambda line: None,
+        )
+    assert not any(tmp_path.iterdir())
+
+
+def test_cli_produce_compare_security_json(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        [
+            "bench", "produce", "--embedded", "--compare-security", "--rounds", "1",
+            "--duration", "0.2", "-c", "2", "-s", "128", "--queues", "2",
+            "--data-dir", str(tmp_path), "--json",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output.strip().splitlines()[-1])
+    assert doc["bench"] == "produce-security" and doc["concurrency"] == 2
+    _check_report(doc, rounds=1)
+    assert "--- summary ---" in result.output
+
+
+def test_cli_compare_security_needs_embedded(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["bench", "produce", "--compare-security", "--data-dir", str(tmp_path)]
+    )
+    assert result.exit_code == 2 and "add --embedded" in result.output
+    assert not any(tmp_path.iterdir())
+
+
+def test_plain_clients_sign_nothing_whatever_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("ROCKETQ_ACCESS_KEY", "ak")
+    monkeypatch.setenv("ROCKETQ_SECRET_KEY", "sk")
+    assert load_credentials() is not None
+    with unsigned_by_default():
+        assert load_credentials() is None
+        assert "ROCKETQ_ACCESS_KEY" not in os.environ
+    assert os.environ["ROCKETQ_ACCESS_KEY"] == "ak" and os.environ["ROCKETQ_SECRET_KEY"] == "sk"
+
+
+def test_a_home_credentials_file_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from rocketq.bench.security_bench import SecurityBenchError
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name in ("ROCKETQ_ACCESS_KEY", "ROCKETQ_SECRET_KEY", "ROCKETQ_CREDENTIALS_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / ".rocketq").mkdir()
+    (tmp_path / ".rocketq" / "credentials").write_text('access_key = "a"\nsecret_key = "b"\n')
+    with pytest.raises(SecurityBenchError, match="credentials exists"), unsigned_by_default():
+        pass
