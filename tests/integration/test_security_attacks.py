@@ -45,7 +45,13 @@ from rocketq.sdk import client_wire as cw
 from rocketq.sdk.admin import Admin
 from rocketq.sdk.producer import SendStatus
 from rocketq.sdk.transaction import TransactionProducer, TransactionState
-from rocketq.sdk.wire import pull_request
+from rocketq.sdk.wire import (
+    ConsumerData,
+    SubscriptionData,
+    heartbeat_request,
+    pull_request,
+    send_request,
+)
 from tests.integration.security_helpers import (
     CLUSTER_NAME,
     ask,
@@ -224,9 +230,24 @@ async def test_route_hijack_is_refused(victims: Victims) -> None:
             f"UNREGISTER_BROKER {who}: {answer.code} {answer.remark}"
         )
         assert await route_addrs(cluster, LEDGER) == real, f"after UNREGISTER_BROKER {who}"
-    # A new topic's route cannot be planted either.
-    answer = await ask(cluster, ns, register_request(broker, IMPOSTOR_ADDR, "Planted"), None)
-    assert answer.code == NO_PERMISSION
+    # Nor a heartbeat-kind registration (no body: it only refreshes what is there).
+    beat = register_request(broker, IMPOSTOR_ADDR, LEDGER)
+    assert beat.ext is not None
+    beat.ext["registerKind"] = "HEARTBEAT"
+    beat.body = None
+    for who, creds in impostors(cluster).items():
+        answer = await ask(cluster, ns, beat, creds)
+        assert answer.code == NO_PERMISSION, f"a heartbeat {who}: {answer.code} {answer.remark}"
+    assert await route_addrs(cluster, LEDGER) == real
+    # A broker of a new name, holding the victims' topic or a new one, needs a super user.
+    evil = Node("evil", "broker", cluster.data_dir, broker_name="broker-evil", broker_id=0)
+    for who, creds in impostors(cluster).items():
+        if creds == super_credentials(cluster):
+            continue
+        for topic in (LEDGER, "Planted"):
+            answer = await ask(cluster, ns, register_request(evil, IMPOSTOR_ADDR, topic), creds)
+            assert answer.code == NO_PERMISSION, f"broker-evil {who}: {answer.remark}"
+    assert await route_addrs(cluster, LEDGER) == real
     assert await route_addrs(cluster, "Planted") is None
 
 
@@ -308,6 +329,12 @@ async def test_broker_attacks_without_credentials_are_refused(victims: Victims) 
                 transaction_id=half.msg_id,
                 commit_or_rollback=cw.TRANSACTION_COMMIT,
                 from_transaction_check=False,
+            ),
+            "send into the topic": send_request(
+                b"forged", "", group="forgers", topic=LEDGER, queue_id=0, born_timestamp=0
+            ),
+            "join the victims' group": heartbeat_request(
+                "forger@1", [], [ConsumerData(VICTIMS, subscriptions=(SubscriptionData(LEDGER),))]
             ),
             "transfer leadership": aw.transfer_leader_request("n1"),
             "resend a stored message": aw.resend_message_request(
@@ -450,7 +477,7 @@ async def test_ha_port_refuses_forged_hellos_and_acknowledgements(
         }.items():
             reader, writer = await _ha_hello(port, hello)
             try:
-                data, closed = await read_until_closed(reader, 10)
+                data, closed = await read_until_closed(reader, 5)  # refused at once
             finally:
                 writer.close()
             assert closed, f"{what}: the connection stays open"
@@ -480,11 +507,18 @@ async def test_ha_port_refuses_forged_hellos_and_acknowledgements(
                 await writer2.drain()
                 _, closed = await read_until_closed(reader2, 10)
                 assert closed, "an acknowledgement past what the master sent keeps its link"
+                # The same signed hello again (sniffed off the wire): a replay.
+                reader3, writer3 = await _ha_hello(port, ha_wire.encode_hello(signed))
+                writers.append(writer3)
+                data, closed = await read_until_closed(reader3, 5)
+                assert closed and data == b"", f"a replayed hello got {len(data)} bytes"
                 result = await producer.send(Message("Replicated", b"unreplicated"), timeout=10)
                 assert result.status in (
                     SendStatus.FLUSH_SLAVE_TIMEOUT,
                     SendStatus.SLAVE_NOT_AVAILABLE,
                 ), result.status
+                info = await runtime(cluster, master)
+                assert int(info["haSlaveAckOffset"]) <= int(info["commitLogMaxOffset"]), info
             finally:
                 for w in writers:
                     w.close()
@@ -534,27 +568,39 @@ async def test_raft_port_refuses_frames_naming_another_member(
         vote = raft_wire.encode(
             others[0], VoteRequest(forged_term, others[0], last_index=10**9, last_term=forged_term)
         )
-        handshake = raft_wire.encode_handshake(
-            raft_wire.sign_handshake(others[1], raft_member_id(target), inner_credentials(cluster))
+        me = raft_member_id(target)
+        inner = inner_credentials(cluster)
+
+        def handshake(member: str, creds: Credentials = inner) -> bytes:
+            return raft_wire.encode_handshake(raft_wire.sign_handshake(member, me, creds))
+
+        stranger = Credentials(inner.access_key, "not-the-secret")
+        replayed = handshake(others[1])
+        as_others1 = raft_wire.encode(
+            others[1], VoteRequest(forged_term, others[1], last_index=10**9, last_term=forged_term)
         )
-        stranger = raft_wire.encode_handshake(
-            raft_wire.sign_handshake(
-                others[0], raft_member_id(target), Credentials("rocketq-inner", "not-the-secret")
-            )
-        )
-        for what, frames in {
-            "a vote naming another member, without a handshake": vote,
-            "a handshake signed with another secret": stranger + vote,
-            # Proved to be one member, then speaking as another.
-            f"a vote naming {others[0]} on {others[1]}'s link": handshake + vote,
-        }.items():
+        stale = raft_wire.encode(others[1], VoteRequest(0, others[1], 0, 0, pre=True))
+
+        async def link(frames: bytes, wait: float) -> tuple[bytes, bool]:
             reader, writer = await asyncio.open_connection("127.0.0.1", target.raft_port)
             try:
                 writer.write(frames)
                 await writer.drain()
-                data, closed = await read_until_closed(reader, 10)
+                return await read_until_closed(reader, wait)
             finally:
                 writer.close()
+
+        # The control: a link that proved it is a member, speaking as that member, is kept.
+        _, closed = await link(replayed + stale, 3)
+        assert not closed, "a signed handshake and a frame of its own member were refused"
+        for what, frames in {
+            "a vote naming another member, without a handshake": vote,
+            "a handshake signed with another secret": handshake(others[0], stranger) + vote,
+            # Proved to be one member, then speaking as another.
+            f"a vote naming {others[0]} on {others[1]}'s link": handshake(others[1]) + vote,
+            "a replayed handshake": replayed + as_others1,
+        }.items():
+            data, closed = await link(frames, 5)  # refused at once, not timed out
             assert closed, f"{what}: the connection stays open"
             assert data == b"", f"{what}: answered with {len(data)} bytes"
         after = await _raft_terms(cluster)

@@ -174,7 +174,7 @@ async def test_a_plaintext_client_is_refused_at_once(secured: Secured) -> None:
         assert time.monotonic() - started < PROMPT, f"{node.name} left a plaintext client waiting"
     started = time.monotonic()
     plain = without_tls(cluster.client_settings())
-    with pytest.raises(RocketqError):
+    with pytest.raises(RocketqError, match="TLS"):  # says why, not just "closed"
         async with Producer("pg-plain", cluster.namesrv_addr, **plain) as producer:
             await producer.send(Message("Sealed", b"in the clear"), timeout=3)
     assert time.monotonic() - started < PROMPT + 3
