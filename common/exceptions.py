@@ -141,7 +141,9 @@ class VersionNotSupportedError(RocketqError):
 
 @_register
 class NoPermissionError(RocketqError):
-    """The topic or broker does not allow the operation (its read/write permission)."""
+    """The server refused the request: the topic's or the broker's read/write permission,
+    or, with authentication or authorization on, the caller's credentials or policies (the
+    message says which)."""
 
     code = 16
     name = "NO_PERMISSION"
