@@ -12,10 +12,12 @@ the network would try them: each is refused and leaves nothing changed.
   unregistering another client, releasing another client's queue locks, ending another
   producer's transaction, TRANSFER_LEADER and RESEND_MESSAGE are refused with
   NO_PERMISSION and change nothing; a normal user with the right ACL may do them.
-- HA port: a hello without a signature streams no CommitLog and is closed; a forged
-  acknowledgement does not complete a SYNC_MASTER's send; the real slave replicates on.
+- HA port: a hello without a signature, or signed with another secret, or replayed,
+  streams no CommitLog and is closed; a forged acknowledgement does not complete a
+  SYNC_MASTER's send; the real slave replicates on.
 - Raft port: a frame naming another member, on a link that has not proved it is that
-  member, is refused and moves no member's term; the group serves on.
+  member (no handshake, a handshake with another secret or of another member, a replayed
+  one), is refused and moves no member's term; the group serves on.
 """
 
 from __future__ import annotations

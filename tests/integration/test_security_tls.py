@@ -1,10 +1,12 @@
 """TLS end to end on real processes started by the launcher (``ClusterSpec(tls=True)``, auth
 on): the SDK's producer and consumer over TLS with the cluster's CA; a plaintext client
-refused at once (not left hanging); a client without the CA refusing the servers'
-certificate with an error that says so; permissive mode serving TLS and plaintext on one
-port; a certificate rotated under a live producer and consumer (nothing fails, new
-connections get the new certificate); and a Raft group over TLS losing its leader (sends
-resume, every acknowledged message is consumed)."""
+refused at once (not left hanging) with an error naming TLS; a client without the CA
+refusing the servers' certificate with an error that says so; permissive mode serving TLS
+and plaintext on one port; a certificate rotated under a live producer and consumer
+(nothing fails, new connections get the new certificate); SYNC_MASTER replication over a
+TLS-only HA port keeping every acknowledged message when the master is killed; and a Raft
+group over TLS losing its leader (sends resume, every acknowledged message is consumed),
+its members' ports showing a rotated certificate afterwards."""
 
 from __future__ import annotations
 
@@ -309,9 +311,9 @@ async def test_ha_over_tls_keeps_every_acknowledged_message_when_the_master_dies
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     sync = {"broker_role": "SYNC_MASTER", "flush_disk_type": "SYNC_FLUSH"}
-    spec = secure_spec(
-        tmp_path_factory.mktemp("ha-tls"), tls=True, replication="ha", broker_settings=sync
-    )
+    data_dir = tmp_path_factory.mktemp("ha-tls")
+    ca = own_ca(data_dir)
+    spec = secure_spec(data_dir, tls=True, replication="ha", broker_settings={**sync, **RELOAD})
     with running(spec) as cluster:
         master, slave = cluster.brokers
         await _topic(cluster, "Mirrored")
@@ -322,6 +324,16 @@ async def test_ha_over_tls_keeps_every_acknowledged_message_when_the_master_dies
         await wait_until(slave_connected, "the slave to connect over TLS")
         (ha_port,) = listening_ports(master.pid) - {master.port, master.metrics_port}
         await links_are_tls(cluster, [(master, ha_port)])
+        # A certificate rotated on the master: new links get it, the slave stays connected.
+        assert cluster.certs is not None
+        certs = cluster.certs
+        new_cert = install_leaf(ca, certs.cert_file, certs.key_file)
+
+        async def rotated() -> bool:
+            shown = await server_certificate(f"127.0.0.1:{ha_port}", certs.ca_file)
+            return shown == new_cert
+
+        await wait_until(rotated, "the HA port to show the new certificate")
         await wait_until(slave_connected, "the slave to stay connected")
         settings = cluster.client_settings()
         acked: list[bytes] = []
@@ -355,8 +367,10 @@ async def _serving_leader(cluster: LocalCluster, not_: Node | None = None) -> No
 async def test_raft_over_tls_survives_a_leader_kill(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
+    data_dir = tmp_path_factory.mktemp("raft-tls")
+    ca = own_ca(data_dir)
     spec = secure_spec(
-        tmp_path_factory.mktemp("raft-tls"), tls=True, replication="raft", broker_settings=FAST_RAFT
+        data_dir, tls=True, replication="raft", broker_settings={**FAST_RAFT, **RELOAD}
     )
     with running(spec) as cluster:
         await _topic(cluster, "Elected")
@@ -418,3 +432,21 @@ async def test_raft_over_tls_survives_a_leader_kill(
                 lambda: f"{len(bodies - got)} of {len(bodies)} acknowledged messages consumed",
                 timeout=30,
             )
+        # A certificate rotated on the members: their Raft ports show it to new links
+        # (the links between members are kept), and the group goes on serving.
+        assert cluster.certs is not None
+        certs = cluster.certs
+        new_cert = install_leaf(ca, certs.cert_file, certs.key_file)
+        alive = [n for n in cluster.brokers if cluster.is_alive(n.name)]
+
+        async def rotated() -> bool:
+            for n in alive:
+                for port in (n.port, n.raft_port):
+                    if await server_certificate(f"127.0.0.1:{port}", certs.ca_file) != new_cert:
+                        return False
+            return True
+
+        await wait_until(rotated, "the members' ports to show the new certificate")
+        async with Producer("pg-rotated", cluster.namesrv_addr, **settings) as producer:
+            result = await producer.send(Message("Elected", b"after the rotation"), timeout=10)
+            assert result.status is SendStatus.SEND_OK
