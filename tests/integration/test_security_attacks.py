@@ -39,6 +39,7 @@ from rocketq.common.message_id import decode_offset_msg_id
 from rocketq.remoting.broker_tables import SubscriptionGroupConfig, TopicConfigData
 from rocketq.remoting.codes import RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.transport import connect
 from rocketq.replication.ha import wire as ha_wire
 from rocketq.replication.raft import wire as raft_wire
 from rocketq.replication.raft.node import VoteRequest
@@ -56,6 +57,8 @@ from rocketq.sdk.wire import (
 )
 from tests.integration.security_helpers import (
     CLUSTER_NAME,
+    TIMEOUT,
+    as_sender,
     ask,
     ask_super,
     broker_topics,
@@ -122,7 +125,12 @@ async def _prepare(cluster: LocalCluster, victims: Victims) -> None:
 
 @pytest.fixture(scope="module")
 def victims(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Victims]:
-    spec = secure_spec(tmp_path_factory.mktemp("attacks"), tls=True)
+    # No transaction check while the tests run: it would write the half message again.
+    spec = secure_spec(
+        tmp_path_factory.mktemp("attacks"),
+        tls=True,
+        broker_settings={"transaction_timeout": "600000"},
+    )
     with running(spec) as cluster:
         v = Victims(cluster)
         asyncio.run(_prepare(cluster, v))
@@ -308,45 +316,67 @@ async def test_broker_attacks_without_credentials_are_refused(victims: Victims) 
             await committed_offset(cluster, broker, READERS, LEDGER, q) for q in range(4)
         ]
         half_offset = decode_offset_msg_id(half.offset_msg_id)[1]
-        attacks: dict[str, RemotingCommand] = {
-            "create a topic": aw.update_and_create_topic_request(TopicConfigData("Hijacked", 4, 4)),
-            "delete a topic": aw.delete_topic_request(LEDGER),
-            "disable a group": aw.update_subscription_group_request(
-                SubscriptionGroupConfig(VICTIMS, consume_enable=False)
-            ),
-            "reset a group's offsets": aw.reset_offset_by_time_request(READERS, LEDGER, 0),
-            "pull as another group": pull_request(
-                group=READERS, topic=LEDGER, queue_id=0, offset=0
-            ),
-            "commit another group's offset": cw.update_offset_request(READERS, LEDGER, 0, 999999),
-            "unregister another client": cw.unregister_request(
-                victim_ids[0], consumer_group=VICTIMS
-            ),
-            "release another client's locks": cw.unlock_batch_request(READERS, "holder@1", queues),
-            "end another producer's transaction": cw.end_transaction_request(
-                "tx-writers",
-                commit_log_offset=half_offset,
-                tran_state_table_offset=half.queue_offset,
-                msg_id=half.msg_id,
-                transaction_id=half.msg_id,
-                commit_or_rollback=cw.TRANSACTION_COMMIT,
-                from_transaction_check=False,
-            ),
-            "send into the topic": send_request(
-                b"forged", "", group="forgers", topic=LEDGER, queue_id=0, born_timestamp=0
-            ),
-            "join the victims' group": heartbeat_request(
-                "forger@1", [], [ConsumerData(VICTIMS, subscriptions=(SubscriptionData(LEDGER),))]
-            ),
-            "transfer leadership": aw.transfer_leader_request("n1"),
-            "resend a stored message": aw.resend_message_request(
-                READERS, victims.ledger_offsets[0]
-            ),
-        }
-        for what, cmd in attacks.items():
+
+        def attacks() -> dict[str, RemotingCommand]:
+            return {
+                "create a topic": aw.update_and_create_topic_request(
+                    TopicConfigData("Hijacked", 4, 4)
+                ),
+                "delete a topic": aw.delete_topic_request(LEDGER),
+                "disable a group": aw.update_subscription_group_request(
+                    SubscriptionGroupConfig(VICTIMS, consume_enable=False)
+                ),
+                "reset a group's offsets": aw.reset_offset_by_time_request(READERS, LEDGER, 0),
+                "pull as another group": pull_request(
+                    group=READERS, topic=LEDGER, queue_id=0, offset=0
+                ),
+                "commit another group's offset": cw.update_offset_request(
+                    READERS, LEDGER, 0, 999999
+                ),
+                "unregister another client": cw.unregister_request(
+                    victim_ids[0], consumer_group=VICTIMS
+                ),
+                "release another client's locks": cw.unlock_batch_request(
+                    READERS, "holder@1", queues
+                ),
+                "end another producer's transaction": cw.end_transaction_request(
+                    "tx-writers",
+                    commit_log_offset=half_offset,
+                    tran_state_table_offset=half.queue_offset,
+                    msg_id=half.msg_id,
+                    transaction_id=half.msg_id,
+                    commit_or_rollback=cw.TRANSACTION_COMMIT,
+                    from_transaction_check=False,
+                ),
+                "send into the topic": send_request(
+                    b"forged", "", group="forgers", topic=LEDGER, queue_id=0, born_timestamp=0
+                ),
+                "join the victims' group": heartbeat_request(
+                    "forger@1",
+                    [],
+                    [ConsumerData(VICTIMS, subscriptions=(SubscriptionData(LEDGER),))],
+                ),
+                "transfer leadership": aw.transfer_leader_request("n1"),
+                "resend a stored message": aw.resend_message_request(
+                    READERS, victims.ledger_offsets[0]
+                ),
+            }
+
+        for what, cmd in attacks().items():
             answer = await ask(cluster, addr, cmd, None)
             assert answer.code == NO_PERMISSION, f"{what}: {answer.code} {answer.remark}"
             assert not answer.body, f"{what}: the refusal carries a body"
+        # Oneway, as clients send some of them (END_TRANSACTION, offset commits, unlocks):
+        # refused without an answer. A request after them on the same connection is
+        # answered once they were handled.
+        conn = await connect(addr, {}, timeout=TIMEOUT, security=as_sender(cluster, None))
+        try:
+            for cmd in attacks().values():
+                conn.invoke_oneway(cmd)
+            last = await conn.invoke(aw.broker_runtime_info_request(), TIMEOUT)
+            assert last.code == NO_PERMISSION
+        finally:
+            conn.close()
         # Nothing changed.
         topics = await broker_topics(cluster, broker)
         assert b'"Hijacked"' not in topics
@@ -365,7 +395,7 @@ async def test_broker_attacks_without_credentials_are_refused(victims: Victims) 
         assert after["commitLogMaxOffset"] == before["commitLogMaxOffset"]
         # A user without an ACL gets no further than nobody.
         for what in ("delete a topic", "commit another group's offset", "pull as another group"):
-            answer = await ask(cluster, addr, attacks[what], BOB)
+            answer = await ask(cluster, addr, attacks()[what], BOB)
             assert answer.code == NO_PERMISSION, f"{what} as bob: {answer.code} {answer.remark}"
         assert f'"{LEDGER}"'.encode() in await broker_topics(cluster, broker)
 
