@@ -34,10 +34,11 @@ from rocketq import ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, P
 from rocketq.auth.credentials import Credentials
 from rocketq.chaos.hostile import listening_ports
 from rocketq.cluster.launcher import LocalCluster, Node, raft_member_id
+from rocketq.common.exceptions import NoPermissionError
 from rocketq.common.message import MessageQueue
 from rocketq.common.message_id import decode_offset_msg_id
 from rocketq.remoting.broker_tables import SubscriptionGroupConfig, TopicConfigData
-from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.remoting.codes import RequestCode, ResponseCode, RocketqRequestCode
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.transport import connect
 from rocketq.replication.ha import wire as ha_wire
@@ -640,3 +641,31 @@ async def test_raft_port_refuses_frames_naming_another_member(
         async with Producer("raft-writers", cluster.namesrv_addr, **settings) as producer:
             result = await producer.send(Message("Voted", b"still serving"), timeout=10)
             assert result.status is SendStatus.SEND_OK
+
+
+async def test_a_user_who_manages_the_cluster_cannot_make_itself_super(victims: Victims) -> None:
+    """Alice's policies allow everything on the cluster (so she may manage users and
+    ACLs), yet only a super user may create, change or delete a super user, and nobody
+    but a super user reads the users' secrets a replica copies."""
+    cluster = victims.cluster
+    sup = super_credentials(cluster)
+    async with Admin(cluster.namesrv_addr, **settings_for(cluster, ALICE)) as alice:
+        with pytest.raises(NoPermissionError):
+            await alice.create_user("eve", "eve-secret-1", "Super")
+        with pytest.raises(NoPermissionError):
+            await alice.update_user(ALICE.access_key, user_type="Super")
+        with pytest.raises(NoPermissionError):
+            await alice.update_user(sup.access_key, password="taken-over")
+        with pytest.raises(NoPermissionError):
+            await alice.delete_user(sup.access_key)
+    for who in (None, ALICE, BOB, MALLORY):
+        answer = await ask(
+            cluster, victims.broker.addr, RemotingCommand(RocketqRequestCode.GET_AUTH_METADATA), who
+        )
+        assert answer.code == NO_PERMISSION, (who, answer.code, answer.remark)
+        assert not answer.body
+    async with Admin(cluster.namesrv_addr, **cluster.client_settings()) as admin:
+        users = {u.username: u for u in await admin.list_users()}
+    assert "eve" not in users
+    assert users[ALICE.access_key].user_type == "Normal"
+    assert users[sup.access_key].user_type == "Super"
