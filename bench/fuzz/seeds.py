@@ -21,8 +21,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
+from rocketq.auth.credentials import Credentials
+from rocketq.auth.metadata import AuthMetadata
+from rocketq.auth.model import acl_to_doc, encode_acl_info, encode_acl_infos, encode_user_info
+from rocketq.auth.model import encode_user_infos as encode_users
 from rocketq.bench.fuzz.server_targets import TOPIC
-from rocketq.bench.fuzz.targets import FILE_SEPARATOR, SDK_READERS
+from rocketq.bench.fuzz.targets import (
+    ALICE_ACL,
+    AUTH_READERS,
+    AUTH_USERS,
+    FILE_SEPARATOR,
+    INNER,
+    RAFT_RECEIVER,
+    SDK_READERS,
+    SECRETS,
+    SIGNED_AT,
+)
 from rocketq.broker.config import BrokerConfig
 from rocketq.broker.config_json import group_doc, topic_doc
 from rocketq.broker.registration import full_body
@@ -39,7 +53,7 @@ from rocketq.remoting.broker_tables import (
     TopicConfigData,
     subscription_group_doc,
 )
-from rocketq.remoting.codes import RequestCode, ResponseCode, SerializeType
+from rocketq.remoting.codes import RequestCode, ResponseCode, RocketqRequestCode, SerializeType
 from rocketq.remoting.command import RemotingCommand, encode
 from rocketq.remoting.register_body import crc32, encode_body
 from rocketq.remoting.route_data import (
@@ -50,7 +64,7 @@ from rocketq.remoting.route_data import (
     cluster_info_body,
 )
 from rocketq.remoting.route_data import route_body as encode_route
-from rocketq.replication.ha.wire import Hello, encode_hello, encode_transfer_head
+from rocketq.replication.ha.wire import Hello, encode_hello, encode_transfer_head, sign_hello
 from rocketq.replication.raft import wire as raft_wire
 from rocketq.replication.raft.node import (
     AppendRequest,
@@ -404,9 +418,18 @@ def sql92() -> dict[str, bytes]:
     return {f"expr-{i}": e.encode() for i, e in enumerate(expressions)}
 
 
+NONCE: Final = bytes(range(16))  # a signed hello's nonce (random when a node signs one)
+
+
 def ha_frame() -> dict[str, bytes]:
+    hello = Hello(1, 4096, "10.0.0.2:10911")
+    signed = sign_hello(hello, INNER, timestamp_ms=SIGNED_AT, nonce=NONCE)
+    other = Credentials(INNER.access_key, "another-secret")
     return {
-        "hello": b"\x00" + encode_hello(Hello(1, 4096, "10.0.0.2:10911")),
+        "hello": b"\x00" + encode_hello(hello),
+        "hello-signed": b"\x00" + encode_hello(signed),
+        "hello-signed-other-secret": b"\x00"
+        + encode_hello(sign_hello(hello, other, timestamp_ms=SIGNED_AT, nonce=NONCE)),
         "transfer": b"\x01" + encode_transfer_head(4096, 8192, 100),
         "truncate": b"\x01" + encode_transfer_head(0, 0, 0, 1),
     }
@@ -422,7 +445,129 @@ def raft_frame() -> dict[str, bytes]:
         "vote-answer": VoteResponse(4, "n1", False, reason="has a leader"),
         "timeout-now": TimeoutNow(5, "n0"),
     }
-    return {name: raft_wire.encode("n0", msg)[4:] for name, msg in messages.items()}
+    frames = {name: raft_wire.encode("n0", msg)[4:] for name, msg in messages.items()}
+    handshake = raft_wire.sign_handshake(
+        "n0", RAFT_RECEIVER, INNER, timestamp_ms=SIGNED_AT, nonce=NONCE
+    )
+    frames["handshake"] = raft_wire.encode_handshake(handshake)[4:]
+    to_other = raft_wire.sign_handshake("n0", "n2", INNER, timestamp_ms=SIGNED_AT, nonce=NONCE)
+    frames["handshake-for-another-member"] = raft_wire.encode_handshake(to_other)[4:]
+    return frames
+
+
+def auth_body() -> dict[str, bytes]:
+    readers = [name for name, _ in AUTH_READERS]
+    no_subject = {k: v for k, v in acl_to_doc(ALICE_ACL).items() if k != "subject"}
+    bodies = {
+        "user_info": encode_user_info(AUTH_USERS[0]),
+        "user_infos": encode_users(AUTH_USERS, with_password=False),
+        "acl_info": encode_acl_info(ALICE_ACL),
+        "acl_info_subject": json.dumps(no_subject).encode(),
+        "acl_infos": encode_acl_infos([ALICE_ACL]),
+        "resource": b"Topic:order*",
+        "subject": b"User:alice",
+    }
+    return {name: bytes((readers.index(name),)) + body for name, body in bodies.items()}
+
+
+def plain_acl() -> dict[str, bytes]:
+    # RocketMQ 4.9's distribution/conf/plain_acl.yml, in its shape.
+    sample = """globalWhiteRemoteAddresses:
+  - 10.10.103.*
+  - 192.168.0.*
+
+accounts:
+  - accessKey: RocketMQ
+    secretKey: 12345678
+    whiteRemoteAddress:
+    admin: false
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms:
+      - topicA=DENY
+      - topicB=PUB|SUB
+      - topicC=SUB
+    groupPerms:
+      - groupA=DENY
+      - groupB=PUB|SUB
+      - '%RETRY%groupC=SUB'
+
+  - accessKey: rocketmq2
+    secretKey: 12345678
+    whiteRemoteAddress: 192.168.1.*
+    admin: true
+"""
+    flow = (
+        "{globalWhiteRemoteAddresses: '10.0.0.1-9,192.168.1.{1,2}', accounts: "
+        "[{accessKey: a, secretKey: s, topicPerms: 't=ANY;u=SUB|PUB', admin: 'false'}]}"
+    )
+    return {"sample": sample.encode(), "flow-style": flow.encode()}
+
+
+def auth_metadata() -> dict[str, bytes]:
+    with tempfile.TemporaryDirectory() as tmp:
+        metadata = AuthMetadata(Path(tmp))
+        for user in AUTH_USERS:
+            metadata.create_user(user)
+        metadata.update_acl(ALICE_ACL)
+        users = metadata.users_path.read_bytes()
+        acls = metadata.acls_path.read_bytes()
+        return {
+            "snapshot": b"\x00" + metadata.snapshot(),
+            "files": b"\x01" + users + FILE_SEPARATOR + acls,
+            "users-only": b"\x01" + users,
+        }
+
+
+def _signed(cmd: RemotingCommand, access_key: str) -> RemotingCommand:
+    Credentials(access_key, SECRETS[access_key]).sign(cmd)
+    return cmd
+
+
+def access_check() -> dict[str, bytes]:
+    nameserver, re_sign = 0x01, 0x80
+    authz_only, authn_only, whitelisted = 0x02, 0x04, 0x06
+    peer_192, certificate_alice = 0x08, 0x20
+    send = send_request(b"hello", PROPS, group="pg", topic=TOPIC, queue_id=1, born_timestamp=1)
+    pull = pull_request(group="cg", topic=TOPIC, queue_id=0, offset=0, commit_offset=0)
+    heartbeat = heartbeat_request(
+        "127.0.0.1@1", ["pg"], [ConsumerData("cg", subscriptions=(SubscriptionData(TOPIC),))]
+    )
+    register = RemotingCommand(
+        RequestCode.REGISTER_BROKER,
+        {"clusterName": "DefaultCluster", "brokerName": "broker-a", "brokerId": "0"},
+    )
+    cases: dict[str, tuple[int, RemotingCommand]] = {
+        "send-alice": (re_sign, _signed(send, "alice")),
+        "pull-alice": (re_sign, _signed(pull, "alice")),
+        "heartbeat-alice-authz-only": (authz_only, _signed(heartbeat, "alice")),
+        "max-offset-alice-from-192": (
+            re_sign | peer_192,
+            _signed(client_wire.max_offset_request("secret", 0), "alice"),
+        ),
+        "create-topic-admin": (
+            re_sign | authn_only,
+            _signed(
+                admin_wire.update_and_create_topic_request(TopicConfigData("F2", 2, 2)), "admin"
+            ),
+        ),
+        "auth-metadata-inner": (
+            re_sign,
+            _signed(RemotingCommand(RocketqRequestCode.GET_AUTH_METADATA), INNER.access_key),
+        ),
+        "disabled-user": (re_sign, _signed(client_wire.consumer_list_request("cg"), "bob")),
+        "unsigned-whitelisted": (whitelisted | peer_192, client_wire.consumer_list_request("cg")),
+        "certificate": (certificate_alice, client_wire.query_offset_request("cg", TOPIC, 0)),
+        "nameserver-route": (
+            nameserver,
+            RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}),
+        ),
+        "nameserver-register-inner": (nameserver | re_sign, _signed(register, INNER.access_key)),
+    }
+    seeds: dict[str, bytes] = {}
+    for name, (mode, cmd) in cases.items():
+        seeds |= {k: bytes((mode,)) + v for k, v in _both(name, cmd).items()}
+    return seeds
 
 
 def checkpoint() -> dict[str, bytes]:
@@ -480,6 +625,10 @@ SEEDS: Final[dict[str, Callable[[], dict[str, bytes]]]] = {
     "sdk_answers": sdk_answers,
     "ha_frame": ha_frame,
     "raft_frame": raft_frame,
+    "auth_body": auth_body,
+    "plain_acl": plain_acl,
+    "auth_metadata": auth_metadata,
+    "access_check": access_check,
     "checkpoint": checkpoint,
     "queue_ends": queue_ends,
     "topics_files": topics_files,

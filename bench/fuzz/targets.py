@@ -16,6 +16,28 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
+from rocketq.auth import model as auth_model
+from rocketq.auth.access import AccessControl
+from rocketq.auth.credentials import Credentials
+from rocketq.auth.metadata import AuthMetadata
+from rocketq.auth.model import (
+    Acl,
+    Action,
+    Decision,
+    Policy,
+    PolicyEntry,
+    PolicyType,
+    Requirement,
+    Resource,
+    Subject,
+    User,
+    UserStatus,
+    UserType,
+)
+from rocketq.auth.plain_acl import translate_plain_acl
+from rocketq.auth.request_map import broker_requirement, nameserver_requirement
+from rocketq.auth.server_security import MemoryAuthMetadata
+from rocketq.auth.signature import ACCESS_KEY, SIGNATURE, compute_signature
 from rocketq.bench.fuzz import server_targets
 from rocketq.bench.fuzz.harness import Harness
 from rocketq.broker.config import load_broker_config
@@ -53,10 +75,10 @@ from rocketq.remoting.command import RemotingCommand, RemotingError, decode
 from rocketq.remoting.register_body import RegisterBodyError, decode_body
 from rocketq.remoting.route_data import RouteBodyError, parse_cluster_info, parse_route
 from rocketq.replication.ha.wire import (
-    HELLO,
     TRANSFER,
     HAProtocolError,
-    decode_hello_head,
+    check_hello,
+    decode_hello,
     decode_transfer_head,
 )
 from rocketq.replication.raft import wire as raft_wire
@@ -242,22 +264,207 @@ def sdk_answers(data: bytes) -> None:
 
 
 def ha_frame(data: bytes) -> None:
-    """An HA connection's fixed headers: a slave's hello to the master (first byte 0) or a
-    master's transfer header to the slave (otherwise), read as exactly their size."""
+    """An HA connection's fixed headers: a slave's hello to the master (first byte 0), read
+    as the master reads it (version 1, or version 2 signed with inner credentials, then
+    checked against INNER at SIGNED_AT), or a master's transfer header to the slave
+    (otherwise), read as exactly its size."""
     if data[:1] == b"\x00":
-        head = data[1 : 1 + HELLO.size].ljust(HELLO.size, b"\0")
-        decode_hello_head(head)
-        data[1 + HELLO.size :].decode(errors="replace")
+        decoded = decode_hello(bytearray(data[1:]))
+        if decoded is not None:
+            check_hello(decoded[0], INNER, now=SIGNED_AT)
     else:
         decode_transfer_head(data[1 : 1 + TRANSFER.size].ljust(TRANSFER.size, b"\0"))
 
 
 def raft_frame(data: bytes) -> None:
-    """A Raft frame after its length word: the kind byte, then the body."""
+    """A Raft frame after its length word: the kind byte, then the body. A handshake (kind
+    HELLO) is read and checked as member RAFT_RECEIVER holding INNER at SIGNED_AT."""
     if not data:
         return
     with memoryview(data) as view, view[1:] as body:
-        raft_wire.decode(data[0], body)
+        if data[0] == raft_wire.HELLO:
+            handshake = raft_wire.decode_handshake(body)
+            raft_wire.check_handshake(handshake, RAFT_RECEIVER, INNER, now=SIGNED_AT)
+        else:
+            raft_wire.decode(data[0], body)
+
+
+# -- users and ACLs ----------------------------------------------------------------------------
+
+
+def _text(data: bytes) -> str:
+    """Bytes as the text of a header field (which may hold any character, a lone surrogate
+    from JSON's ``\\ud800`` too)."""
+    return data.decode("utf-8", errors="surrogateescape")
+
+
+# The decoders of ACL 2.0's bodies and header texts, by name; the auth_body input's first
+# byte picks one (modulo their number).
+AUTH_READERS: Final[tuple[tuple[str, Callable[[bytes], object]], ...]] = (
+    ("user_info", auth_model.decode_user_info),
+    ("user_infos", auth_model.decode_user_infos),
+    ("acl_info", auth_model.decode_acl_info),
+    ("acl_info_subject", lambda d: auth_model.decode_acl_info(d, "User:alice")),
+    ("acl_infos", auth_model.decode_acl_infos),
+    ("resource", lambda d: Resource.parse(_text(d))),
+    ("subject", lambda d: Subject.parse(_text(d))),
+)
+
+
+def auth_body(data: bytes) -> None:
+    """A UserInfo or AclInfo body (one, or a list as list_users and list_acls answer), an
+    ACL request's subject (the header's, with a body naming none) or a resource or subject
+    text as a header carries it: the first byte picks the reader."""
+    if not data:
+        return
+    _, read = AUTH_READERS[data[0] % len(AUTH_READERS)]
+    read(data[1:])
+
+
+def plain_acl(data: bytes) -> None:
+    """An ACL 1.0 plain_acl.yml, translated as a server translates its ``acl_v1_file``
+    (read as UTF-8 text; bytes that are not UTF-8 are replaced, the translator sees text)."""
+    translate_plain_acl(data.decode("utf-8", errors="replace"))
+
+
+def auth_metadata(data: bytes) -> None:
+    """A node's users and ACLs. First byte 0: a master's ``snapshot`` as a replica restores
+    it; a refused one must change nothing, and what it takes must read back from the
+    files it writes as the same users and ACLs. Otherwise users.json and acls.json, split
+    by FILE_SEPARATOR, loaded as a broker loads them at start."""
+    where = _Scratch.fresh()
+    metadata = AuthMetadata(where)
+    if data[:1] == b"\x00":
+        before = metadata.snapshot()
+        try:
+            metadata.restore(data[1:])
+        except ValueError:
+            if metadata.snapshot() != before:
+                raise AssertionError("a refused auth snapshot changed the metadata") from None
+            raise
+        again = AuthMetadata(where)
+        again.load()
+        if again.snapshot() != metadata.snapshot():
+            raise AssertionError("a restored auth snapshot reads back differently from its files")
+        return
+    users, _, acls = data[1:].partition(FILE_SEPARATOR)
+    if users:
+        metadata.users_path.write_bytes(users)
+    if acls:
+        metadata.acls_path.write_bytes(acls)
+    try:
+        metadata.load()
+    except StoreCorruptError:
+        raise
+    except ValueError as exc:  # load documents StoreCorruptError only
+        raise AssertionError(f"load raised {type(exc).__name__}, not StoreCorruptError") from exc
+
+
+# The access check's fixed world: a super user, a normal user with an ACL, a disabled user
+# (passwords are their secret keys), and the nodes' inner credentials.
+INNER: Final = Credentials("rocketq-inner", "inner-secret-key")
+SIGNED_AT: Final = 1_700_000_000_000  # the clock the signed HA hellos and Raft handshakes read
+RAFT_RECEIVER: Final = "n1"
+ALICE_ACL: Final = Acl(
+    Subject("alice"),
+    (
+        Policy(
+            PolicyType.CUSTOM,
+            (
+                PolicyEntry(Resource.parse("Topic:FuzzTopic"), (Action.PUB, Action.SUB)),
+                PolicyEntry(Resource.parse("Topic:Fuzz*"), (Action.GET,)),
+                PolicyEntry(Resource.parse("Group:cg"), (Action.SUB,)),
+                PolicyEntry(
+                    Resource.parse("Topic:secret"),
+                    (Action.ALL,),
+                    ("10.0.0.0/8", "192.168.1.1-100"),
+                    Decision.DENY,
+                ),
+            ),
+        ),
+        Policy(PolicyType.DEFAULT, (PolicyEntry(Resource.parse("Topic:*"), (Action.SUB,)),)),
+    ),
+)
+AUTH_USERS: Final = (
+    User("admin", "admin-secret-key", UserType.SUPER),
+    User("alice", "alice-secret-key"),
+    User("bob", "bob-secret-key", user_status=UserStatus.DISABLE),
+)
+SECRETS: Final = {
+    **{u.username: u.password for u in AUTH_USERS},
+    INNER.access_key: INNER.secret_key,
+}
+PEER_IPS: Final = ("10.0.0.5", "::ffff:192.168.1.7", "[fe80::1%eth0]", "not an address")
+TLS_IDENTITIES: Final = (None, "alice", "admin", "mallory")
+
+
+class NotARequestError(Exception):
+    """The access_check input's frame is one the transport's decoder refuses (so no check
+    runs on it)."""
+
+
+class _Checks:
+    """The access checks of the access_check harness, made once per process."""
+
+    controls: tuple[AccessControl, ...] = ()
+
+    @classmethod
+    def get(cls) -> tuple[AccessControl, ...]:
+        if not cls.controls:
+            metadata = MemoryAuthMetadata()
+            for user in AUTH_USERS:
+                metadata.create_user(user)
+            metadata.update_acl(ALICE_ACL)
+            kinds = (  # authentication, authorization, the global whitelist
+                (True, True, ()),
+                (False, True, ()),
+                (True, False, ()),
+                (True, True, ("192.168.*.*",)),
+            )
+            cls.controls = tuple(
+                AccessControl(
+                    authentication=authn,
+                    authorization=authz,
+                    metadata=metadata,
+                    requirement=requirement,
+                    inner=INNER,
+                    super_users=("ops",),
+                    whitelist=white,
+                )
+                for requirement in (_broker_requirement, nameserver_requirement)
+                for authn, authz, white in kinds
+            )
+        return cls.controls
+
+
+def _broker_requirement(cmd: RemotingCommand) -> Requirement:
+    return broker_requirement(cmd, cluster="DefaultCluster")
+
+
+def access_check(data: bytes) -> None:
+    """The access check a server runs before a handler, on a request decoded from the frame
+    after the first byte (as the transport decodes it). The first byte picks the server
+    (bit 0: a broker's request map or a nameserver's), the check's kind (bits 1-2), the
+    peer's address (bits 3-4), the verified certificate name (bits 5-6) and (bit 7) whether
+    the request is signed again for the user its AccessKey names, as a check-sum is fixed
+    up, so that what follows a good signature is fuzzed. A request the decoder refuses is
+    NotARequestError; the check and the request maps never raise (a refusal is an answer)."""
+    if not data:
+        return
+    mode = data[0]
+    try:
+        cmd = decode(data[1:])
+    except RemotingError as exc:
+        raise NotARequestError(str(exc)) from None
+    if mode & 0x80 and cmd.ext and (secret := SECRETS.get(cmd.ext.get(ACCESS_KEY, ""))):
+        cmd.ext[SIGNATURE] = compute_signature(secret, cmd.ext, cmd.body)
+    requirement = nameserver_requirement if mode & 1 else _broker_requirement
+    requirement(cmd)  # documented never to raise (the check would hide it)
+    control = _Checks.get()[(mode & 1) * 4 + (mode >> 1 & 3)]
+    answer = control.check(cmd, PEER_IPS[mode >> 3 & 3], TLS_IDENTITIES[mode >> 5 & 3])
+    if answer is not None and answer.code != ResponseCode.NO_PERMISSION:
+        raise AssertionError(f"the access check answered with code {answer.code}")
+    control.identity(cmd)
 
 
 # -- files read at start ---------------------------------------------------------------------
@@ -391,13 +598,37 @@ HARNESSES: Final = {
             "ha_frame",
             ha_frame,
             (HAProtocolError,),
-            "replication/ha/wire.py hello and transfer headers",
+            "replication/ha/wire.py decode_hello (signed too), check_hello, transfer headers",
         ),
         Harness(
             "raft_frame",
             raft_frame,
             (raft_wire.FrameError,),
-            "replication/raft/wire.py decode",
+            "replication/raft/wire.py decode, decode_handshake and check_handshake",
+        ),
+        Harness(
+            "auth_body",
+            auth_body,
+            (ValueError,),
+            "auth/model.py UserInfo and AclInfo bodies, Resource.parse, Subject.parse",
+        ),
+        Harness(
+            "plain_acl",
+            plain_acl,
+            (ValueError,),  # PlainAclError
+            "auth/plain_acl.py translate_plain_acl: ACL 1.0's plain_acl.yml",
+        ),
+        Harness(
+            "auth_metadata",
+            auth_metadata,
+            (ValueError, StoreCorruptError),  # restore's, load's
+            "auth/metadata.py AuthMetadata.restore and load: users.json and acls.json",
+        ),
+        Harness(
+            "access_check",
+            access_check,
+            (NotARequestError,),
+            "auth/access.py AccessControl.check, auth/request_map.py on decoded requests",
         ),
         Harness(
             "checkpoint",
