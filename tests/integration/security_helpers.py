@@ -27,12 +27,12 @@ CLUSTER_NAME: Final = "DefaultCluster"
 
 
 @contextlib.contextmanager
-def running(spec: ClusterSpec) -> Iterator[LocalCluster]:
-    """A cluster started from ``spec`` (with small CommitLog segments), stopped on the way
-    out whatever happens."""
+def running(spec: ClusterSpec, cls: type[LocalCluster] = LocalCluster) -> Iterator[LocalCluster]:
+    """A cluster (of class ``cls``) started from ``spec`` (with small CommitLog segments),
+    stopped on the way out whatever happens."""
     settings = {**SMALL_STORE, **spec.broker_settings}
     spec = ClusterSpec(**{**spec.to_dict(), "broker_settings": settings})
-    with LocalCluster(spec) as cluster:
+    with cls(spec) as cluster:
         yield cluster
 
 

@@ -117,8 +117,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
         yield Secured(cluster, ca)
 
 
-async def _topic(cluster: LocalCluster, topic: str) -> None:
-    async with Admin(cluster.namesrv_addr, **cluster.client_settings()) as admin:
+async def _topic(cluster: LocalCluster, topic: str, **extra: Any) -> None:
+    async with Admin(cluster.namesrv_addr, **{**cluster.client_settings(), **extra}) as admin:
         await admin.update_topic(topic, read_queue_nums=4, write_queue_nums=4)
 
 
@@ -450,3 +450,72 @@ async def test_raft_over_tls_survives_a_leader_kill(
         async with Producer("pg-rotated", cluster.namesrv_addr, **settings) as producer:
             result = await producer.send(Message("Elected", b"after the rotation"), timeout=10)
             assert result.status is SendStatus.SEND_OK
+
+
+# -- client certificates ----------------------------------------------------------------------
+
+
+async def test_client_certificates_required(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """With ``tls_server_need_client_auth=require`` every port asks for a certificate from
+    the cluster's CA: the nodes show theirs to each other, a client showing one works, a
+    client without one (or with one from another CA) gets nowhere, promptly."""
+    data_dir = tmp_path_factory.mktemp("mtls")
+    ca = own_ca(data_dir)
+    folder = data_dir / "tls"
+    client = ca.issue_cert("client-alice")
+    client.cert_chain_pems[0].write_to_path(str(folder / "client.pem"))
+    client.private_key_pem.write_to_path(str(folder / "client.key"))
+    mutual = {
+        "tls_server_need_client_auth": "require",
+        "tls_server_trust_cert_path": str(folder / "ca.pem"),
+        "tls_client_cert_path": str(folder / "server.pem"),
+        "tls_client_key_path": str(folder / "server.key"),
+    }
+
+    class MutualCluster(LocalCluster):
+        """The launcher's own requests (is every broker registered?) show the client
+        certificate too."""
+
+        def client_security(self) -> ClientSecurity:
+            ctx = client_context(
+                str(folder / "ca.pem"), str(folder / "client.pem"), str(folder / "client.key")
+            )
+            return ClientSecurity(ssl=ctx, sign=super_credentials(self).sign)
+
+    spec = secure_spec(data_dir, tls=True, broker_settings=mutual, nameserver_settings=mutual)
+    with running(spec, MutualCluster) as cluster:
+        mine = {
+            "tls_cert_file": str(folder / "client.pem"),
+            "tls_key_file": str(folder / "client.key"),
+        }
+        await _topic(cluster, "Mutual", **mine)
+        settings = cluster.client_settings()
+        await send_and_consume(cluster, "Mutual", "with-cert", **settings, **mine)
+        other = trustme.CA().issue_cert("client-mallory")
+        other.cert_chain_pems[0].write_to_path(str(folder / "mallory.pem"))
+        other.private_key_pem.write_to_path(str(folder / "mallory.key"))
+        for what, extra in {
+            "no client certificate": {},
+            "a certificate of another CA": {
+                "tls_cert_file": str(folder / "mallory.pem"),
+                "tls_key_file": str(folder / "mallory.key"),
+            },
+        }.items():
+            started = time.monotonic()
+            with pytest.raises(RocketqError):
+                async with Admin(cluster.namesrv_addr, timeout=3.0, **settings, **extra) as admin:
+                    await admin.topic_route("Mutual")
+            assert time.monotonic() - started < PROMPT + 3, f"{what}: left waiting"
+            for node in (cluster.nameservers[0], cluster.brokers[0]):
+                ctx = client_context(
+                    str(folder / "ca.pem"),
+                    extra.get("tls_cert_file", ""),
+                    extra.get("tls_key_file", ""),
+                )
+                with pytest.raises(ConnectBrokerError):
+                    await request_once(
+                        node.addr,
+                        aw.broker_runtime_info_request(),
+                        TIMEOUT,
+                        security=ClientSecurity(ssl=ctx, sign=super_credentials(cluster).sign),
+                    )
