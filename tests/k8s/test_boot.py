@@ -261,22 +261,26 @@ def reaches(host: Host, ip: str, port: int) -> bool:
     return done.returncode == 0
 
 
-def leader(pods: list[Pod], ca_file: Path | None) -> Pod:
-    """The broker pod whose metrics say it leads its Raft group (over HTTPS, checked
-    against the CA, once TLS is on)."""
-    found = re.compile(r"^rocketq_raft_leader\{[^}]*\} 1\.0$", re.M)
+def metrics(pod: Pod, ca_file: Path | None) -> str:
+    """A pod's /metrics (over HTTPS, checked against the CA, once TLS is on); "" when it
+    does not answer."""
     context = None if ca_file is None else ssl.create_default_context(cafile=str(ca_file))
     scheme = "http" if ca_file is None else "https"
+    url = f"{scheme}://{pod.host.ip}:{pod.port('metrics')}/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=context) as r:
+            text: str = r.read().decode()
+            return text
+    except OSError:
+        return ""
+
+
+def leader(pods: list[Pod], ca_file: Path | None) -> Pod:
+    """The broker pod whose metrics say it leads its Raft group."""
+    found = re.compile(r"^rocketq_raft_leader\{[^}]*\} 1\.0$", re.M)
     for pod in pods:
-        if "broker" not in pod.name or not pod.alive():
-            continue
-        url = f"{scheme}://{pod.host.ip}:{pod.port('metrics')}/metrics"
-        try:
-            with urllib.request.urlopen(url, timeout=2, context=context) as r:
-                if found.search(r.read().decode()):
-                    return pod
-        except OSError:
-            continue
+        if "broker" in pod.name and pod.alive() and found.search(metrics(pod, ca_file)):
+            return pod
     raise AssertionError("no broker pod leads")
 
 
@@ -339,6 +343,14 @@ def test_the_rendered_ha_release_replicates_signed_over_tls(booted: Booted) -> N
     assert reaches(slave.host, master.host.ip, master.port("ha"))
     assert not reaches(booted.lab.hosts[-1], master.host.ip, master.port("ha"))
     assert not reaches(nameserver.host, master.host.ip, master.port("ha"))
+    # A SYNC_MASTER refuses sends (SLAVE_NOT_AVAILABLE) until a slave is attached: wait
+    # for its link, which the master's metrics list with the slave's lag.
+    attached = re.compile(r"^rocketq_ha_slave_lag_bytes\{", re.M)
+    deadline = time.monotonic() + 60
+    while not attached.search(metrics(master, booted.ca_file)):
+        assert time.monotonic() < deadline, f"no slave attached to {master.name} in 60 s"
+        assert slave.alive(), f"{slave.name} exited"
+        time.sleep(0.2)
     sent = client(booted, "send", namesrv, TOPIC, "0", "50", "60")
     assert sent["failed"] == 0 and len(sent["acked"]) == 50
     got = client(booted, "consume", namesrv, TOPIC, "boot-consumer", "60", *sent["acked"])
