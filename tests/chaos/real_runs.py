@@ -69,6 +69,24 @@ def run_to_end(
     return run, outcome
 
 
+def brokers_without_topic(run: ChaosRun, topic: str) -> list[str]:
+    """The brokers of the run whose stores do not hold ``topic``'s config (a follower or
+    slave copies its master's topics within seconds; a new master without them leaves its
+    group out of the topic's route)."""
+    from rocketq.broker.topic_config import TopicConfigManager
+
+    assert run.cluster is not None
+    missing = []
+    for broker in run.cluster.brokers:  # read as the broker reads them at its start
+        topics = TopicConfigManager(
+            broker.store / "config" / "topics.json", auto_create=False, default_queue_nums=4
+        )
+        topics.load()
+        if topics.get(topic) is None:
+            missing.append(broker.name)
+    return missing
+
+
 def assert_promises_kept(outcome: RunOutcome) -> None:
     """Nothing acknowledged was lost, nothing never sent was received, no promise broken."""
     assert outcome.result.lost == 0, outcome.broken

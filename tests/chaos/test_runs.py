@@ -16,6 +16,7 @@ import pytest
 
 from rocketq.chaos.netns import netns_unavailable_reason
 from rocketq.chaos.runner import ChaosOptions, ChaosRun
+from rocketq.chaos.workload import TOPIC
 from rocketq.cluster.launcher import LocalCluster
 from rocketq.common.exceptions import RocketqError
 from tests.chaos.real_runs import (
@@ -23,6 +24,7 @@ from tests.chaos.real_runs import (
     SMALL,
     assert_clean,
     assert_promises_kept,
+    brokers_without_topic,
     check_again,
     echo,
     run_to_end,
@@ -104,6 +106,11 @@ def test_raft_kill_pause_partition_with_auth_and_tls_loses_nothing(tmp_path: Pat
     assert probed, "the cluster was not probed while the run's clients sent"
     assert run.faults_made >= 3
     assert outcome.result.faults.get("kill-master", 0) >= 1
+    # Every member has the topic: followers copy the leader's topics from the leader they
+    # find through the nameservers (asked over TLS, signed), so a new leader serves it and
+    # the group of each killed leader is sent to again.
+    assert brokers_without_topic(run, TOPIC) == []
+    assert outcome.result.failover_missing.get("kill-master") == 0, outcome.result.failovers
     if "partition" in faults:
         assert run.lab is not None  # the cut was made with nftables, not the proxy
     assert outcome.result.security == {"auth": True, "tls": True}
