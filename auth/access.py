@@ -247,6 +247,18 @@ class AccessControl:
             addr = peer_address(peer_ip)
             if addr is not None and self._whitelist(addr):
                 return None
+        ext = cmd.ext
+        access_key = ext.get(ACCESS_KEY) if ext else None
+        who: _Who | str | None = None
+        if access_key:
+            assert ext is not None
+            who = self._sender(cmd, ext, access_key)
+        elif tls_identity:
+            who = self._certificate(tls_identity)
+        if isinstance(who, _Who) and (who.super or not self.authorization):
+            # A super user (or anyone authenticated, without authorization) passes every
+            # gate, so what the request requires need not be read.
+            return None
         try:
             need = self._requirement(cmd)
         except Exception:  # a request map that fails must not let the request through
@@ -254,20 +266,12 @@ class AccessControl:
             need = _REFUSE_UNKNOWN
         if need.gate is Gate.OPEN:
             return None
-        ext = cmd.ext
-        access_key = ext.get(ACCESS_KEY) if ext else None
-        who: _Who | str
-        if access_key:
-            assert ext is not None
-            who = self._sender(cmd, ext, access_key)
-        elif tls_identity:
-            who = self._certificate(tls_identity)
-        elif self.authentication:
+        if who is None and self.authentication:
             who = (
                 "authentication failed: the request carries no AccessKey; sign it with a "
                 "user's access key and secret key"
             )
-        else:
+        elif who is None:
             who = (
                 "authorization failed: the request carries no AccessKey to say which user sends it"
             )
