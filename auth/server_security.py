@@ -155,12 +155,14 @@ def server_security(
     tls = server_tls_from(config)
     metrics_tls = None
     if config.metrics_tls_enable:
-        metrics_tls = tls or ServerTls(
+        # HTTPS only, asking for no client certificate: Prometheus and the Kubernetes
+        # probes show none, whatever the remoting port requires of its clients.
+        metrics_tls = ServerTls(
             "enforcing",
             config.tls_server_cert_path,
             config.tls_server_key_path,
             config.tls_server_trust_cert_path,
-            config.tls_server_need_client_auth,
+            "none",
             config.tls_cert_reload_interval_seconds,
         )
     client_ssl = client_tls_from(config)
