@@ -96,7 +96,6 @@ class Victims:
         self.cluster = cluster
         self.broker = cluster.brokers[0]
         self.ledger_offsets: list[int] = []  # CommitLog offsets of LEDGER's messages
-        self.consumer_client_id = ""
 
 
 async def _prepare(cluster: LocalCluster, victims: Victims) -> None:
