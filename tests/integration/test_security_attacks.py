@@ -307,9 +307,11 @@ async def test_broker_attacks_without_credentials_are_refused(victims: Victims) 
         ) as tx,
     ):
         half = (await tx.send_message_in_transaction(Message(LEDGER, b"half"), None)).send_result
-        await wait_until(
-            lambda: consumer_ids(cluster, broker, VICTIMS), "the victims' consumer to register"
-        )
+
+        async def registered() -> bool:
+            return bool(await consumer_ids(cluster, broker, VICTIMS))
+
+        await wait_until(registered, "the victims' consumer to register")
         victim_ids = await consumer_ids(cluster, broker, VICTIMS)
         before = await runtime(cluster, broker)
         offsets_before = [
@@ -416,7 +418,11 @@ async def test_a_user_with_the_acl_may_do_them(victims: Victims) -> None:
         "create a topic", aw.update_and_create_topic_request(TopicConfigData(topic, 4, 4))
     )
     assert f'"{topic}"'.encode() in await broker_topics(cluster, broker)
-    await wait_until(lambda: route_addrs(cluster, topic), "alice's topic to be routed")
+
+    async def routed() -> bool:
+        return await route_addrs(cluster, topic) is not None
+
+    await wait_until(routed, "alice's topic to be routed")
     async with Producer("alice-writers", cluster.namesrv_addr, **settings_for(cluster, ALICE)) as p:
         sent = await p.send(
             Message(topic, b"alice's own"), queue=MessageQueue(topic, broker.broker_name, 0)
@@ -591,7 +597,10 @@ async def test_raft_port_refuses_frames_naming_another_member(
                     return n
             return None
 
-        await wait_until(leader, "a serving leader")
+        async def has_leader() -> bool:
+            return await leader() is not None
+
+        await wait_until(has_leader, "a serving leader")
         serving = await leader()
         target = next(n for n in cluster.brokers if n is not serving)
         others = [raft_member_id(n) for n in cluster.brokers if n is not target]

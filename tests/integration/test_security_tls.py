@@ -494,13 +494,14 @@ async def test_client_certificates_required(tmp_path_factory: pytest.TempPathFac
         other = trustme.CA().issue_cert("client-mallory")
         other.cert_chain_pems[0].write_to_path(str(folder / "mallory.pem"))
         other.private_key_pem.write_to_path(str(folder / "mallory.key"))
-        for what, extra in {
+        cases: dict[str, dict[str, Any]] = {
             "no client certificate": {},
             "a certificate of another CA": {
                 "tls_cert_file": str(folder / "mallory.pem"),
                 "tls_key_file": str(folder / "mallory.key"),
             },
-        }.items():
+        }
+        for what, extra in cases.items():
             started = time.monotonic()
             with pytest.raises(RocketqError):
                 async with Admin(cluster.namesrv_addr, timeout=3.0, **settings, **extra) as admin:
