@@ -398,7 +398,10 @@ class RaftMember:
         for ns in self.b.config.namesrv_addrs:
             try:
                 answer = await request_once(
-                    ns, RemotingCommand(RequestCode.GET_BROKER_CLUSTER_INFO), 2.0
+                    ns,
+                    RemotingCommand(RequestCode.GET_BROKER_CLUSTER_INFO),
+                    2.0,
+                    security=self.b.client_security,  # TLS and inner credentials
                 )
                 info = parse_cluster_info(answer.body or b"{}")
             except (RocketqError, RouteBodyError):
