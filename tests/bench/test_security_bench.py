@@ -51,8 +51,12 @@ def _check_report(result: dict[str, Any], rounds: int) -> None:
                 )
             ]
             assert s["round_ratios"] == pytest.approx(expected, abs=0.002)
+            # CPU per message of the client and the cluster's processes, and its ratio.
+            assert s["cpu_us_per_msg"] > 0 and s["cpu_ratio"] > 0, (name, load, s)
+            assert len(s["round_cpu_ratios"]) == rounds
     for load in LOADS:
         assert result["variants"]["plain"][load]["ratio"] == 1.0
+        assert result["variants"]["plain"][load]["cpu_ratio"] == 1.0
     goal = result["variants"]["auth"]
     assert result["auth_within_goal"] == all(goal[load]["ratio"] >= 0.95 for load in LOADS)
 
@@ -80,7 +84,7 @@ def test_produce_compares_the_four_variants(tmp_path: Path) -> None:
     assert order == names + names + names[::-1] + names[::-1]
     report = table(result)
     assert any(line.startswith("auth_tls  4 in flight") for line in report)
-    assert report[-1].startswith("auth costs ")
+    assert report[-1].startswith("auth costs ") and "in CPU per message" in report[-1]
     json.dumps(result)
     assert not any(tmp_path.iterdir())  # every cluster's directory removed
 
