@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import Final
 
 from rocketq.cluster.launcher import ClusterSpec, LocalCluster, Node
+from rocketq.cluster.security import cluster_certificates
 from rocketq.common.exceptions import RocketqError
 
 TABLE: Final = "rocketq_partition"
@@ -141,22 +142,9 @@ def existing(names: list[str]) -> list[str]:
 
 def lab_certificates(data_dir: Path, addresses: Sequence[str]) -> None:
     """Make a cluster's TLS certificates where the launcher keeps them
-    (``<data_dir>/tls``: ``ca.pem``, ``server.pem``, ``server.key``; it uses the files it
-    finds there) for 127.0.0.1, localhost and ``addresses``, unless they exist already."""
-    folder = data_dir / "tls"
-    ca_file, cert_file, key_file = folder / "ca.pem", folder / "server.pem", folder / "server.key"
-    if ca_file.exists() and cert_file.exists() and key_file.exists():
-        return
-    import trustme
-
-    ca = trustme.CA(organization_name="rocketq chaos lab")
-    leaf = ca.issue_cert("127.0.0.1", "localhost", *addresses)
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    ca_file.write_bytes(ca.cert_pem.bytes())
-    cert_file.write_bytes(b"".join(pem.bytes() for pem in leaf.cert_chain_pems))
-    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(leaf.private_key_pem.bytes())
+    (``<data_dir>/tls``; it uses the files it finds there) for 127.0.0.1, localhost and
+    ``addresses``, unless they exist already."""
+    cluster_certificates(data_dir, tuple(addresses))
 
 
 class NetnsCluster(LocalCluster):
