@@ -6,16 +6,20 @@ and plaintext on one port; a certificate rotated under a live producer and consu
 (nothing fails, new connections get the new certificate); SYNC_MASTER replication over a
 TLS-only HA port keeping every acknowledged message when the master is killed; and a Raft
 group over TLS losing its leader (sends resume, every acknowledged message is consumed),
-its members' ports showing a rotated certificate afterwards."""
+its members' ports showing a rotated certificate afterwards; client certificates required
+on every port; the metrics ports serving HTTPS only."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
 import os
 import signal
 import ssl
 import time
+import urllib.error
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, Final
@@ -110,7 +114,10 @@ class Secured:
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     data_dir = tmp_path_factory.mktemp("tls")
     ca = own_ca(data_dir)
-    spec = secure_spec(data_dir, tls=True, broker_settings=RELOAD, nameserver_settings=RELOAD)
+    settings = {**RELOAD, "metrics_tls_enable": "true"}
+    spec = secure_spec(
+        data_dir, tls=True, metrics=True, broker_settings=settings, nameserver_settings=settings
+    )
     with running(spec) as cluster:
         with asyncio.Runner() as runner:
             runner.run(_topic(cluster, "Sealed"))
@@ -164,6 +171,21 @@ def without_tls(settings: dict[str, Any]) -> dict[str, Any]:
 async def test_sdk_over_tls_sends_and_consumes(secured: Secured) -> None:
     cluster = secured.cluster
     await send_and_consume(cluster, "Sealed", "tls", **cluster.client_settings())
+
+
+def test_metrics_are_served_over_https_only(secured: Secured) -> None:
+    cluster = secured.cluster
+    assert cluster.certs is not None
+    ca = ssl.create_default_context(cafile=str(cluster.certs.ca_file))
+    for node in cluster.nodes:
+        url = f"https://127.0.0.1:{node.metrics_port}/metrics"
+        with urllib.request.urlopen(url, context=ca, timeout=TIMEOUT) as answer:
+            assert answer.status == 200
+            assert b"rocketq_" in answer.read()
+        started = time.monotonic()
+        with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+            urllib.request.urlopen(f"http://127.0.0.1:{node.metrics_port}/metrics", timeout=10)
+        assert time.monotonic() - started < PROMPT, f"{node.name}: plain HTTP left waiting"
 
 
 async def test_a_plaintext_client_is_refused_at_once(secured: Secured) -> None:
