@@ -171,3 +171,30 @@ def test_a_home_credentials_file_is_refused(
     (tmp_path / ".rocketq" / "credentials").write_text('access_key = "a"\nsecret_key = "b"\n')
     with pytest.raises(SecurityBenchError, match="credentials exists"), unsigned_by_default():
         pass
+
+
+def test_cli_produce_signs_and_uses_tls_against_a_secured_cluster(tmp_path: Path) -> None:
+    from rocketq.cluster.launcher import ClusterSpec, LocalCluster
+
+    spec = ClusterSpec(data_dir=tmp_path / "cluster", auth=True, tls=True, metrics=False)
+    with LocalCluster(spec) as cluster:
+        client = cluster.client_settings()
+        base = ["bench", "produce", "-n", cluster.namesrv_addr, "--messages", "20", "-c", "2"]
+        secured = [
+            *base,
+            "--access-key", client["access_key"], "--secret-key", client["secret_key"],
+            "--tls", "--tls-ca-file", client["tls_ca_file"], "--json",
+        ]  # fmt: skip
+        result = CliRunner().invoke(app, secured, env={"ROCKETQ_ACCESS_KEY": None})
+        assert result.exit_code == 0, result.output
+        doc = json.loads(result.output.strip().splitlines()[-1])
+        assert doc["msgs"] == 20 and doc["failed"] == 0
+        # Without credentials the same cluster refuses the benchmark's first request.
+        with unsigned_by_default():
+            refused = CliRunner().invoke(
+                app, [*base, "--tls", "--tls-ca-file", client["tls_ca_file"]]
+            )
+        assert refused.exit_code == 1
+        assert "NO_PERMISSION" in refused.output or "no credentials" in refused.output, (
+            refused.output
+        )
