@@ -15,6 +15,11 @@ permission the migrator would read as "everything" (an unknown word) is an error
 
 ``globalWhiteRemoteAddresses`` come back as source IP patterns: requests from them pass
 without credentials, as in 1.0.
+
+A file may use at most :data:`MAX_ALIASES` YAML aliases (``*name``, ``<<: *name``), as
+RocketMQ's YAML reader allows 50 for collections: an alias repeats what it names without
+its text, so a small file of aliases to one long permission list would otherwise become
+millions of policy entries.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from rocketq.auth.model import (
 from rocketq.auth.source_ip import compile_source_ip
 
 MAX_FILE_CHARS: Final = 8 * 1024 * 1024
+MAX_ALIASES: Final = 50
 RETRY_GROUP_PREFIX: Final = "%RETRY%"
 
 _PERMS: Final[dict[str, tuple[tuple[Action, ...], Decision]]] = {
@@ -57,6 +63,21 @@ _PERMS: Final[dict[str, tuple[tuple[Action, ...], Decision]]] = {
 
 class PlainAclError(ValueError):
     """A plain_acl.yml that cannot be translated; the message says where and why."""
+
+
+class _Loader(yaml.SafeLoader):  # type: ignore[misc]  # (PyYAML has no types)
+    """PyYAML's safe loader, refusing a document with more than MAX_ALIASES aliases."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_ALIASES:
+                raise PlainAclError(f"the ACL file uses more than {MAX_ALIASES} YAML aliases")
+        return super().compose_node(parent, index)
 
 
 def _text(value: object, where: str) -> str:
@@ -165,7 +186,11 @@ def translate_plain_acl(text: str) -> tuple[list[User], list[Acl], list[str]]:
     if len(text) > MAX_FILE_CHARS:
         raise PlainAclError(f"the ACL file is larger than {MAX_FILE_CHARS} characters")
     try:
-        doc: Any = yaml.safe_load(text)
+        loader = _Loader(text)
+        try:
+            doc: Any = loader.get_single_data()
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         raise PlainAclError(f"the ACL file is not YAML: {exc}") from None
     except RecursionError:

@@ -64,7 +64,13 @@ from rocketq.remoting.route_data import (
     cluster_info_body,
 )
 from rocketq.remoting.route_data import route_body as encode_route
-from rocketq.replication.ha.wire import Hello, encode_hello, encode_transfer_head, sign_hello
+from rocketq.replication.ha.wire import (
+    MAX_ADDR,
+    Hello,
+    encode_hello,
+    encode_transfer_head,
+    sign_hello,
+)
 from rocketq.replication.raft import wire as raft_wire
 from rocketq.replication.raft.node import (
     AppendRequest,
@@ -425,11 +431,14 @@ def ha_frame() -> dict[str, bytes]:
     hello = Hello(1, 4096, "10.0.0.2:10911")
     signed = sign_hello(hello, INNER, timestamp_ms=SIGNED_AT, nonce=NONCE)
     other = Credentials(INNER.access_key, "another-secret")
+    longest = Hello(1, 4096, "a" * (MAX_ADDR - 6) + ":10911")
     return {
         "hello": b"\x00" + encode_hello(hello),
         "hello-signed": b"\x00" + encode_hello(signed),
         "hello-signed-other-secret": b"\x00"
         + encode_hello(sign_hello(hello, other, timestamp_ms=SIGNED_AT, nonce=NONCE)),
+        "hello-signed-longest-address": b"\x00"
+        + encode_hello(sign_hello(longest, INNER, timestamp_ms=SIGNED_AT, nonce=NONCE)),
         "transfer": b"\x01" + encode_transfer_head(4096, 8192, 100),
         "truncate": b"\x01" + encode_transfer_head(0, 0, 0, 1),
     }
