@@ -510,7 +510,12 @@ accounts:
         "{globalWhiteRemoteAddresses: '10.0.0.1-9,192.168.1.{1,2}', accounts: "
         "[{accessKey: a, secretKey: s, topicPerms: 't=ANY;u=SUB|PUB', admin: 'false'}]}"
     )
-    return {"sample": sample.encode(), "flow-style": flow.encode()}
+    anchors = """shared: &perms [topicA=PUB, topicB=SUB]
+accounts:
+  - &base {accessKey: one, secretKey: secret-one, topicPerms: *perms}
+  - {<<: *base, accessKey: two, defaultGroupPerm: 'SUB|PUB'}
+"""
+    return {"sample": sample.encode(), "flow-style": flow.encode(), "anchors": anchors.encode()}
 
 
 def auth_metadata() -> dict[str, bytes]:
