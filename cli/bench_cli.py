@@ -212,15 +212,17 @@ def bench_produce(
         bool,
         typer.Option(
             "--compare-security",
-            help="--embedded: four clusters side by side (plain, auth, tls, auth_tls; with "
-            "--replication/--role, of that shape), each taking -c sends in flight (32 when -c "
-            "is 1) and one send at a time, in --rounds rounds; each one's msgs/s, p50/p99 and "
-            "ratio to plain.",
+            help="--embedded: plain, auth, tls and auth_tls clusters side by side; -c in "
+            "flight (32 if -c is 1), then one at a time; ratios to plain.",
         ),
     ] = False,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Send messages as fast as the given concurrency allows; TPS, RT, p50/p99/p999.
+
+    With --compare-security, four clusters of the --replication/--role shape run side by
+    side (plain, auth, tls, auth_tls) for --rounds rounds: each one's rates, latencies and
+    CPU per message, and their ratios to plain.
 
     Against a secured cluster, give credentials and TLS with --access-key/--secret-key (or
     ROCKETQ_ACCESS_KEY/ROCKETQ_SECRET_KEY or a credentials file) and --tls --tls-ca-file."""
@@ -327,9 +329,9 @@ def bench_replication(
         bool,
         typer.Option(
             "--compare-security",
-            help="Each cluster of --modes (lone too, if listed) as four clusters side by side "
-            "(plain, auth, tls, auth_tls), each taking -c sends in flight and one send at a "
-            "time in --rounds rounds; each one's msgs/s, p50/p99 and ratio to plain.",
+            help="Each kind of --modes (lone too, if listed) as plain, auth, tls and auth_tls "
+            "clusters side by side, each taking -c sends in flight and one send at a time for "
+            "--rounds rounds; rates, latencies, CPU per message and ratios to plain.",
         ),
     ] = False,
     json_out: Annotated[bool, typer.Option("--json")] = False,
