@@ -137,6 +137,8 @@ def server_security(
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"acl_v1_file {path}: cannot read it ({exc.strerror})") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"acl_v1_file {path}: not UTF-8 text ({exc.reason})") from None
         try:
             users, acls, whitelist = translate_plain_acl(text)
         except ValueError as exc:

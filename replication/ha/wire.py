@@ -179,9 +179,14 @@ def decode_hello(buf: bytes | bytearray | memoryview) -> tuple[Hello, int] | Non
     pos = HELLO.size + addr_len
     if len(buf) < pos:
         return None
-    addr = bytes(buf[HELLO.size : pos]).decode(errors="replace")
+    raw_addr = bytes(buf[HELLO.size : pos])
     if version == VERSION:
-        return Hello(broker_id, max_offset, addr), pos
+        return Hello(broker_id, max_offset, raw_addr.decode(errors="replace")), pos
+    try:
+        # Signed: the address is re-encoded to check the signature, so it must be text.
+        addr = raw_addr.decode()
+    except UnicodeDecodeError:
+        raise HAProtocolError("a signed HA hello's address is not UTF-8 text") from None
     if len(buf) < pos + HELLO_AUTH.size:
         return None
     timestamp_ms, nonce, key_len = HELLO_AUTH.unpack_from(buf, pos)
