@@ -13,7 +13,11 @@ key, never a secret. Clients up to 4.9.3 leave the
 ``_UNIQUE_KEY_QUERY`` field out of what they sign; for requests of those versions the
 signature without it is accepted too (as RocketMQ does). A connection with a verified client
 certificate and no ``AccessKey`` is the user named by the certificate's common name (super
-when that name is in ``super_users``).
+when that name is in ``super_users``). With the stateful strategy (``stateful_seconds``, as
+RocketMQ's StatefulAuthenticationStrategy), the sender a connection's request verified is
+remembered on that connection for those seconds, and while the users and ACLs are unchanged:
+its later requests naming the same access key are taken as that user without their
+signature being computed again (a request naming another access key is verified).
 
 **Authorization** (``authorization=True``) applies the request's requirement
 (``rocketq.auth.request_map``): ``Gate.OPEN`` anyone; ``Gate.USER`` any authenticated
@@ -45,6 +49,7 @@ policies are compiled once into an index, rebuilt when the metadata's version ch
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple
@@ -92,6 +97,19 @@ class _Who(NamedTuple):
 
     name: str
     super: bool
+
+
+# Where a connection's session remembers its verified sender (stateful authentication).
+_SESSION: Final = "auth.sender"
+
+
+class _Seen(NamedTuple):
+    """A sender verified on a connection: for which (access key, metadata version), until
+    when."""
+
+    key: tuple[str, int]
+    until: float
+    who: _Who
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,8 +241,15 @@ class AccessControl:
         inner: Credentials | None = None,
         super_users: Collection[str] = (),
         whitelist: Sequence[str] = (),
+        stateful_seconds: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.authentication = authentication
+        # Stateful authentication (RocketMQ's StatefulAuthenticationStrategy): a verified
+        # sender is remembered on its connection for this many seconds (0: every request
+        # is verified, the stateless strategy).
+        self.stateful_seconds = stateful_seconds
+        self._clock = clock
         self.authorization = authorization
         self.metadata = metadata
         self._requirement = requirement
@@ -237,10 +262,16 @@ class AccessControl:
     # -- the check -----------------------------------------------------------------------
 
     def check(
-        self, cmd: RemotingCommand, peer_ip: str, tls_identity: str | None = None
+        self,
+        cmd: RemotingCommand,
+        peer_ip: str,
+        tls_identity: str | None = None,
+        session: dict[str, object] | None = None,
     ) -> RemotingCommand | None:
         """None when the request may go on to its handler; else the refusal to answer it
-        with (``NO_PERMISSION``, a remark saying why)."""
+        with (``NO_PERMISSION``, a remark saying why). ``session`` is the connection's own
+        state (its attrs): with a stateful strategy the sender verified there is
+        remembered."""
         if not (self.authentication or self.authorization):
             return None
         if self._whitelist is not None:
@@ -252,7 +283,10 @@ class AccessControl:
         who: _Who | str | None = None
         if access_key:
             assert ext is not None
-            who = self._sender(cmd, ext, access_key)
+            if session is not None and self.stateful_seconds:
+                who = self._remembered(cmd, ext, access_key, session)
+            else:
+                who = self._sender(cmd, ext, access_key)
         elif tls_identity:
             who = self._certificate(tls_identity)
         if isinstance(who, _Who) and (who.super or not self.authorization):
@@ -312,6 +346,26 @@ class AccessControl:
             expected = compute_signature(secret, ext, cmd.body, skip=_SKIP_OLD)
             return signatures_match(expected, given)
         return False
+
+    def _remembered(
+        self,
+        cmd: RemotingCommand,
+        ext: Mapping[str, str],
+        access_key: str,
+        session: dict[str, object],
+    ) -> _Who | str:
+        """The sender as first verified on this connection, while the users and ACLs are
+        as they were then and for at most ``stateful_seconds``; else verified now (and
+        remembered when it verifies)."""
+        version = -1 if self.metadata is None else self.metadata.version
+        now = self._clock()
+        seen = session.get(_SESSION)
+        if isinstance(seen, _Seen) and seen.key == (access_key, version) and now < seen.until:
+            return seen.who
+        who = self._sender(cmd, ext, access_key)
+        if isinstance(who, _Who):
+            session[_SESSION] = _Seen((access_key, version), now + self.stateful_seconds, who)
+        return who
 
     def _user(self, name: str) -> User | None:
         return None if self.metadata is None else self.metadata.get_user(name)

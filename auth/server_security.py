@@ -81,7 +81,7 @@ class ServerSecurity:
         ``rocketq_remoting_rejected_total{reason="unauthenticated"|"forbidden"}`` and
         logged at most once a minute per address and reason."""
         assert self.access is not None
-        refusal = self.access.check(cmd, conn.peer_ip, conn.tls_identity)
+        refusal = self.access.check(cmd, conn.peer_ip, conn.tls_identity, conn.attrs)
         if refusal is not None and conn.guard is not None:
             remark = refusal.remark or ""
             reason = UNAUTHENTICATED if remark.startswith("authentication") else FORBIDDEN
@@ -153,6 +153,11 @@ def server_security(
             requirement=requirement,
             inner=inner,
             whitelist=whitelist,
+            stateful_seconds=(
+                float(config.stateful_authentication_cache_expired_second)
+                if config.authentication_strategy == "stateful"
+                else 0.0
+            ),
         )
     tls = server_tls_from(config)
     metrics_tls = None

@@ -15,7 +15,7 @@ import hashlib
 import hmac
 import operator
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Final
+from typing import Any, Final
 
 SIGNATURE: Final = "Signature"
 ACCESS_KEY: Final = "AccessKey"
@@ -25,6 +25,9 @@ SECURITY_TOKEN: Final = "SecurityToken"
 UNIQUE_MSG_QUERY_FLAG: Final = "_UNIQUE_KEY_QUERY"
 
 _DEFAULT_SKIP: Final = (SIGNATURE,)
+_SHA1_BLOCK: Final = 64
+_IPAD: Final = bytes(b ^ 0x36 for b in range(256))
+_OPAD: Final = bytes(b ^ 0x5C for b in range(256))
 
 
 def _java_order(key: str) -> bytes:
@@ -80,10 +83,29 @@ def _java_utf8(text: str) -> bytes:
         return joined.encode("utf-8", "replace")
 
 
+# The picker of each key set met with the default skip: a plain dict, looked up by the key
+# tuple (a send's ext fields are the same keys every time); emptied when it grows past
+# _ORDERS_KEPT, and a key set too large to keep is sorted each time instead.
+_DEFAULT_ORDERS: dict[tuple[str, ...], _Values] = {}
+
+
+def _default_picker(keys: tuple[str, ...]) -> _Values:
+    if len(keys) > _KEPT_KEYS_MAX or sum(map(len, keys)) > _KEPT_KEY_CHARS_MAX:
+        order = [key for key in _sorted_keys(keys) if key not in _DEFAULT_SKIP]
+        return lambda ext: [ext[key] for key in order]
+    if len(_DEFAULT_ORDERS) >= _ORDERS_KEPT:
+        _DEFAULT_ORDERS.clear()
+    pick = _DEFAULT_ORDERS[keys] = _values_in_order(keys, _DEFAULT_SKIP)
+    return pick
+
+
 def signature_text(ext: Mapping[str, str], *, skip: Collection[str] = _DEFAULT_SKIP) -> bytes:
     """The ext-field part of the signed content: the values of ``ext`` (but those of the
     keys in ``skip``) in Java's key order, joined, as UTF-8."""
     keys = tuple(ext)
+    if skip is _DEFAULT_SKIP:
+        pick = _DEFAULT_ORDERS.get(keys) or _default_picker(keys)
+        return _java_utf8("".join(pick(ext)))
     if (
         len(keys) <= _KEPT_KEYS_MAX
         and isinstance(skip, tuple | frozenset)  # a list or a set cannot key the cache
@@ -109,17 +131,34 @@ def signature_content(
 
 
 @functools.lru_cache(maxsize=1024)
-def _keyed_mac(secret: str) -> hmac.HMAC:
-    """An HMAC-SHA1 keyed with ``secret`` and fed nothing yet, to copy for each message
-    (keying costs two SHA-1 blocks; a server checks many requests of few users)."""
-    return hmac.new(_java_utf8(secret), digestmod=hashlib.sha1)
+def _keyed_mac(secret: str) -> tuple[Any, Any]:
+    """SHA-1 states fed the secret's inner and outer pads (HMAC, RFC 2104), to copy for
+    each message: keying costs two SHA-1 blocks, and a client signs, a server checks,
+    many requests of few secrets. Computing HMAC from them is what ``hmac`` does, without
+    its Python-level object per message."""
+    key = _java_utf8(secret)
+    if len(key) > _SHA1_BLOCK:
+        key = hashlib.sha1(key).digest()
+    key = key.ljust(_SHA1_BLOCK, b"\0")
+    return (
+        hashlib.sha1(key.translate(_IPAD)),
+        hashlib.sha1(key.translate(_OPAD)),
+    )
+
+
+def _hmac_sha1(secret: str, *parts: bytes | memoryview) -> bytes:
+    inner_pad, outer_pad = _keyed_mac(secret)
+    inner = inner_pad.copy()
+    for part in parts:
+        inner.update(part)
+    outer = outer_pad.copy()
+    outer.update(inner.digest())
+    return outer.digest()
 
 
 def hmac_sha1_base64(secret: str, content: bytes | memoryview) -> str:
     """base64(HMAC-SHA1(secret as UTF-8, content)), the form of the ``Signature`` field."""
-    mac = _keyed_mac(secret).copy()
-    mac.update(content)
-    return binascii.b2a_base64(mac.digest(), newline=False).decode("ascii")
+    return binascii.b2a_base64(_hmac_sha1(secret, content), newline=False).decode("ascii")
 
 
 def compute_signature(
@@ -131,11 +170,9 @@ def compute_signature(
 ) -> str:
     """The ``Signature`` value for a request: ``hmac_sha1_base64(secret,
     signature_content(ext, body))`` without copying the body."""
-    mac = _keyed_mac(secret).copy()
-    mac.update(signature_text(ext, skip=skip))
-    if body is not None and len(body):
-        mac.update(body)
-    return binascii.b2a_base64(mac.digest(), newline=False).decode("ascii")
+    text = signature_text(ext, skip=skip)
+    digest = _hmac_sha1(secret, text, body) if body is not None else _hmac_sha1(secret, text)
+    return binascii.b2a_base64(digest, newline=False).decode("ascii")
 
 
 def signatures_match(expected: str, given: str) -> bool:

@@ -488,6 +488,15 @@ class ServerSecurityConfig(ServerBoundsConfig):
         default="",
         metadata={"check": _check_json_keys("accessKey", "secretKey"), "secret": True},
     )
+    # stateful: a connection's sender is verified at its first signed request and
+    # remembered there (for stateful_authentication_cache_expired_second, and until the
+    # users or ACLs change), so later requests on it are not verified again (RocketMQ's
+    # StatefulAuthenticationStrategy; rocketq's default, for throughput). stateless: every
+    # request's signature is verified (RocketMQ's default).
+    authentication_strategy: Literal["stateful", "stateless"] = "stateful"
+    # Seconds a verified sender is remembered on its connection (RocketMQ's
+    # statefulAuthenticationCacheExpiredSecond).
+    stateful_authentication_cache_expired_second: int = field(default=60, metadata={"min": 1})
     # An ACL 1.0 plain_acl.yml whose accounts become users and ACL policies at load, for
     # clusters coming from RocketMQ 4.x ("": none).
     acl_v1_file: str = ""

@@ -420,3 +420,43 @@ def test_deny_wins_among_equally_specific_entries() -> None:
     for entries in ((allow, deny), (deny, allow)):
         compiled = _CompiledAcl(Acl(Subject("x"), (Policy(PolicyType.CUSTOM, entries),)))
         assert compiled.decide(Resource.topic("t"), Action.PUB, None) is Decision.DENY
+
+
+def test_stateful_remembers_a_verified_sender_on_its_connection(meta: AuthMetadata) -> None:
+    """As RocketMQ's StatefulAuthenticationStrategy: once a connection's request verifies,
+    its later requests naming the same access key are not verified again, until the
+    users or ACLs change or the time runs out; other connections and keys are verified."""
+    now = [100.0]
+    access = control(meta, stateful_seconds=60.0, clock=lambda: now[0])
+    alice = Credentials("alice", "alice-secret")
+    session: dict[str, object] = {}
+    assert access.check(request(PUB, alice), "10.0.0.1", session=session) is None
+    forged = request(PUB, Credentials("alice", "not-alice-secret"))
+    assert access.check(forged, "10.0.0.1", session=session) is None  # remembered
+    # Another connection, another access key, no session: verified and refused.
+    assert access.check(forged, "10.0.0.1", session={}) is not None
+    assert access.check(forged, "10.0.0.1") is not None
+    root = request(PUB, Credentials("root", "not-root-secret"))
+    assert access.check(root, "10.0.0.1", session=session) is not None
+    # Policies still apply to every request of a remembered sender.
+    other = request(SUPER, alice)
+    assert access.check(other, "10.0.0.1", session=session) is not None
+    # Expired: verified again.
+    now[0] += 61.0
+    assert access.check(forged, "10.0.0.1", session=session) is not None
+    assert access.check(request(PUB, alice), "10.0.0.1", session=session) is None
+    # A change to the users forgets every remembered sender.
+    meta.update_user("alice", password="alice-new-secret")
+    assert access.check(request(PUB, alice), "10.0.0.1", session=session) is not None
+    # A refused request is never remembered.
+    assert access.check(forged, "10.0.0.1", session=session) is not None
+    assert access.check(request(PUB, alice), "10.0.0.1", session=session) is not None
+
+
+def test_stateless_verifies_every_request(meta: AuthMetadata) -> None:
+    access = control(meta)  # stateful_seconds 0
+    session: dict[str, object] = {}
+    alice = Credentials("alice", "alice-secret")
+    assert access.check(request(PUB, alice), "10.0.0.1", session=session) is None
+    forged = request(PUB, Credentials("alice", "not-alice-secret"))
+    assert access.check(forged, "10.0.0.1", session=session) is not None
