@@ -367,6 +367,17 @@ class AccessControl:
             session[_SESSION] = _Seen((access_key, version), now + self.stateful_seconds, who)
         return who
 
+    def remembers(self, session: dict[str, object], access_key: str) -> bool:
+        """Whether the connection of ``session`` has a verified sender of this access key
+        remembered now (stateful authentication)."""
+        seen = session.get(_SESSION)
+        version = -1 if self.metadata is None else self.metadata.version
+        return (
+            isinstance(seen, _Seen)
+            and seen.key == (access_key, version)
+            and self._clock() < seen.until
+        )
+
     def _user(self, name: str) -> User | None:
         return None if self.metadata is None else self.metadata.get_user(name)
 

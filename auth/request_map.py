@@ -80,6 +80,9 @@ Broker, node to node (SUPER: super users and nodes signing with the inner creden
 - GET_AUTH_METADATA (rocketq's: a replica's copy of its master's users, with their
   secrets, and ACL policies).
 
+Broker and nameserver, any authenticated user (USER): AUTH_SESSION (rocketq's: whether the
+server remembers the sender a connection's signed request verified).
+
 Nameserver:
 
 - OPEN (anyone): GET_ROUTEINFO_BY_TOPIC and GET_BROKER_CLUSTER_INFO, the reads every
@@ -341,6 +344,7 @@ _BROKER_RULES: Final[dict[int, _Rule]] = {
     RequestCode.AUTH_LIST_ACL: _on_cluster(Action.GET),
     # node to node
     GET_AUTH_METADATA: _super,
+    RocketqRequestCode.AUTH_SESSION: lambda ext, cmd, cluster: USER,
 }
 
 _NAMESERVER_GATES: Final[dict[int, Requirement]] = {
@@ -356,6 +360,7 @@ _NAMESERVER_GATES: Final[dict[int, Requirement]] = {
     RequestCode.DELETE_TOPIC_IN_NAMESRV: SUPER,
     RequestCode.PUT_KV_CONFIG: SUPER,
     RequestCode.DELETE_KV_CONFIG: SUPER,
+    RocketqRequestCode.AUTH_SESSION: USER,
 }
 
 # ACL 2.0's user and policy requests (RocketMQ's RequestCode.AUTH_*), answered by brokers.

@@ -27,6 +27,7 @@ from rocketq.auth.plain_acl import translate_plain_acl
 from rocketq.common.config import ServerSecurityConfig
 from rocketq.common.exceptions import ConfigError
 from rocketq.remoting.bounds import FORBIDDEN, UNAUTHENTICATED
+from rocketq.remoting.codes import ResponseCode
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.tls import ClientSecurity, ServerTls, client_tls_from, server_tls_from
 from rocketq.remoting.transport import Connection
@@ -92,6 +93,23 @@ class ServerSecurity:
     def hook(self) -> Callable[[Connection, RemotingCommand], RemotingCommand | None] | None:
         """The hook to give the remoting server (None: nothing to check)."""
         return self.check if self.access is not None else None
+
+    def session(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """AUTH_SESSION: how long this server remembers the sender a connection's signed
+        request verified (stateful authentication), so a client may send its access key
+        alone meanwhile; 0 when it remembers nothing (stateless, or authentication off)."""
+        access = self.access
+        ttl = 0
+        access_key = (cmd.ext or {}).get("AccessKey", "")
+        if (
+            access is not None
+            and access.authentication
+            and access.stateful_seconds
+            and access_key
+            and access.remembers(conn.attrs, access_key)
+        ):
+            ttl = int(access.stateful_seconds)
+        return cmd.response(ResponseCode.SUCCESS, {"ttlSeconds": str(ttl)})
 
     def identity(self, conn: Connection, cmd: RemotingCommand) -> str | None:
         """Who sent a request that passed the check: its access key, else its certificate's

@@ -44,6 +44,7 @@ from rocketq.common.exceptions import ConfigError
 from rocketq.common.message import SCHEDULE_TOPIC, TIMER_TOPIC, TopicConfig
 from rocketq.common.metrics import Base, bounds_collector
 from rocketq.common.metrics_server import MetricsServer
+from rocketq.remoting.codes import RocketqRequestCode
 from rocketq.remoting.transport import RemotingServer
 from rocketq.remoting.transport import listen_socket as remoting_listen_socket
 from rocketq.replication.ha.master import HAMaster, SlaveConnection, listen_socket
@@ -276,6 +277,7 @@ class Broker:
                 **self.clients.handlers(),
                 **AdminRequests(self).handlers(),
                 **AuthRequests(self, self.auth_metadata).handlers(),
+                RocketqRequestCode.AUTH_SESSION: self.security.session,
             },
             on_close=self.clients.connection_closed,
             # What the sends of one read appended leaves for the slave or the Raft

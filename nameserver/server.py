@@ -15,6 +15,7 @@ from rocketq.nameserver.kv_config import KVConfigManager
 from rocketq.nameserver.metrics import registry_for
 from rocketq.nameserver.processor import ORDER_TOPIC_CONFIG, NameServerProcessor
 from rocketq.nameserver.route_info import RouteInfoManager
+from rocketq.remoting.codes import RocketqRequestCode
 from rocketq.remoting.transport import RemotingServer
 
 __all__ = ["ORDER_TOPIC_CONFIG", "NameServer"]
@@ -69,7 +70,7 @@ class NameServer:
             await self.metrics_server.start()
         self.kv.load()
         self.server = RemotingServer(
-            self.service.handlers(),
+            {**self.service.handlers(), RocketqRequestCode.AUTH_SESSION: self.security.session},
             on_close=self.service.connection_closed,
             bounds=self.config,
             access=self.security.hook,

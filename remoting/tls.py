@@ -56,10 +56,17 @@ _Stamp: TypeAlias = tuple[bytes | None, ...]
 class ClientSecurity:
     """What a client connection adds: ``ssl`` wraps it in TLS (the server's name checked
     against the host connected to, if the context checks host names); ``sign`` is called
-    on every request sent on it (never on responses), just before it is written."""
+    on every request sent on it (never on responses), just before it is written.
+
+    With ``access_key`` (the key ``sign`` signs with) and ``sessions``, a connection asks
+    the server at its start whether it remembers a verified sender (AUTH_SESSION: a server
+    with stateful authentication does); while it does, requests carry only the AccessKey
+    and are not signed, and one the server refuses for that is signed and sent again."""
 
     ssl: ssl.SSLContext | None = None
     sign: Callable[[RemotingCommand], None] | None = None
+    access_key: str = ""
+    sessions: bool = False
 
 
 def _stamp(paths: tuple[str, ...]) -> _Stamp:

@@ -58,7 +58,7 @@ from rocketq.common.exceptions import (
 )
 from rocketq.remoting import bounds
 from rocketq.remoting.bounds import ServerGuard
-from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.remoting.codes import RequestCode, ResponseCode, RocketqRequestCode
 from rocketq.remoting.command import (
     MAX_FRAME,
     ONEWAY_FLAG,
@@ -91,6 +91,17 @@ _UNBOUNDED: Final = 1 << 62
 # A request frame up to this size is read even while the server's in-flight bytes are
 # over their budget (its connection is paused after it if its handler holds it).
 SMALL_FRAME: Final = 64 * 1024
+
+
+# A session a server advertises is used for at most this long at a time, and ended a little
+# before the server forgets it (a request sent too late is only signed and sent again).
+MAX_SESSION_SECONDS: Final = 3600.0
+_ACCESS_KEY: Final = "AccessKey"
+_SIGNATURE: Final = "Signature"
+
+
+def _session_margin(ttl: float) -> float:
+    return min(5.0, ttl / 4)
 
 
 def next_opaque() -> int:
@@ -141,6 +152,11 @@ class Connection(asyncio.Protocol):
         self.access = access
         # Called on every request sent (a client's signature).
         self.sign = sign
+        # A server that remembers a verified sender (AUTH_SESSION): how long it does, the
+        # key sent alone meanwhile, and until when (loop time) requests go unsigned.
+        self.session_ttl = 0.0
+        self.access_key = ""
+        self.unsigned_until = 0.0
         # The verified client certificate's subject common name (TLS with client auth).
         self.tls_identity: str | None = None
         # Whether the peer ever answered, and whether this end speaks TLS: a plaintext
@@ -627,9 +643,33 @@ class Connection(asyncio.Protocol):
 
     async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send a request and wait up to ``timeout`` seconds for its response."""
+        sign = self.sign
+        if sign is None:
+            return await self._invoke(cmd, timeout)
+        if not self.session_ttl:
+            sign(cmd)
+            return await self._invoke(cmd, timeout)
+        loop = asyncio.get_running_loop()
+        if loop.time() < self.unsigned_until:
+            # The server remembers this connection's sender: the access key alone.
+            ext = cmd.ext
+            if ext is None:
+                ext = cmd.ext = {}
+            ext[_ACCESS_KEY] = self.access_key
+            ext.pop(_SIGNATURE, None)
+            answer = await self._invoke(cmd, timeout)
+            if answer.code != ResponseCode.NO_PERMISSION:
+                return answer
+            self.unsigned_until = 0.0  # it forgot (time, changed users): sign again
+        sent = loop.time()
+        sign(cmd)
+        answer = await self._invoke(cmd, timeout)
+        if answer.code != ResponseCode.NO_PERMISSION:
+            self.unsigned_until = sent + self.session_ttl - _session_margin(self.session_ttl)
+        return answer
+
+    async def _invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         opaque = cmd.opaque = next_opaque()
-        if self.sign is not None:
-            self.sign(cmd)
         fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
         self.pending[opaque] = fut
         try:
@@ -643,6 +683,27 @@ class Connection(asyncio.Protocol):
         finally:
             timer.cancel()
             self.pending.pop(opaque, None)
+
+    async def ask_session(self, access_key: str, timeout: float) -> None:
+        """Ask the server whether it remembers this connection's verified sender
+        (AUTH_SESSION, signed); while it does, requests carry only ``access_key``. A server
+        that does not know the request (a stock RocketMQ) or signs nothing answers no."""
+        sent = asyncio.get_running_loop().time()
+        try:
+            answer = await self.invoke(RemotingCommand(RocketqRequestCode.AUTH_SESSION), timeout)
+        except RocketqError:
+            return
+        if answer.code != ResponseCode.SUCCESS:
+            return
+        try:
+            ttl = float((answer.ext or {}).get("ttlSeconds", "0"))
+        except ValueError:
+            return
+        if ttl >= 1.0:
+            ttl = min(ttl, MAX_SESSION_SECONDS)
+            self.access_key = access_key
+            self.session_ttl = ttl
+            self.unsigned_until = sent + ttl - _session_margin(ttl)
 
     def _expire(self, opaque: int, timeout: float) -> None:
         fut = self.pending.pop(opaque, None)
@@ -701,6 +762,8 @@ async def connect(
     except (OSError, TimeoutError) as exc:
         raise ConnectBrokerError(f"cannot connect to {addr}: {_why(exc)}") from None
     conn.peer = addr
+    if security is not None and security.sessions and security.sign and security.access_key:
+        await conn.ask_session(security.access_key, timeout)
     return conn
 
 

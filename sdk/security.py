@@ -148,4 +148,10 @@ def client_security(config: object, owner: str) -> ClientSecurity | None:
     credentials = resolve_credentials(config, owner)
     if context is None and credentials is None:
         return None
-    return ClientSecurity(ssl=context, sign=credentials.sign if credentials else None)
+    if credentials is None:
+        return ClientSecurity(ssl=context)
+    # Sessions: where a server remembers the verified sender (stateful authentication),
+    # requests after the first carry the access key alone.
+    return ClientSecurity(
+        ssl=context, sign=credentials.sign, access_key=credentials.access_key, sessions=True
+    )

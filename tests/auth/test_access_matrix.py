@@ -28,7 +28,7 @@ from rocketq.common.config import StoreConfig
 from rocketq.common.message import TopicConfig
 from rocketq.nameserver.config import NameServerConfig
 from rocketq.nameserver.server import NameServer
-from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.remoting.codes import RequestCode, ResponseCode, RocketqRequestCode
 from rocketq.remoting.command import ONEWAY_FLAG, RemotingCommand
 from rocketq.remoting.tls import ClientSecurity
 from rocketq.remoting.transport import Connection, connect
@@ -150,6 +150,8 @@ NAMESERVER_TABLE: Final[dict[int, tuple[RemotingCommand, Gate]]] = {
         RemotingCommand(RequestCode.DELETE_KV_CONFIG, {"namespace": "NS", "key": "k"}),
         Gate.SUPER,
     ),
+    # The nameserver knows no normal user: they are refused (and keep signing).
+    RocketqRequestCode.AUTH_SESSION: (RemotingCommand(RocketqRequestCode.AUTH_SESSION), Gate.SUPER),
 }
 
 
