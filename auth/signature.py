@@ -25,6 +25,7 @@ SECURITY_TOKEN: Final = "SecurityToken"
 UNIQUE_MSG_QUERY_FLAG: Final = "_UNIQUE_KEY_QUERY"
 
 _DEFAULT_SKIP: Final = (SIGNATURE,)
+_Hash = Any  # hashlib's SHA-1 state (hashlib._Hash is not public)
 _SHA1_BLOCK: Final = 64
 _IPAD: Final = bytes(b ^ 0x36 for b in range(256))
 _OPAD: Final = bytes(b ^ 0x5C for b in range(256))
@@ -131,7 +132,7 @@ def signature_content(
 
 
 @functools.lru_cache(maxsize=1024)
-def _keyed_mac(secret: str) -> tuple[Any, Any]:
+def _keyed_mac(secret: str) -> tuple[_Hash, _Hash]:
     """SHA-1 states fed the secret's inner and outer pads (HMAC, RFC 2104), to copy for
     each message: keying costs two SHA-1 blocks, and a client signs, a server checks,
     many requests of few secrets. Computing HMAC from them is what ``hmac`` does, without
@@ -153,7 +154,8 @@ def _hmac_sha1(secret: str, *parts: bytes | memoryview) -> bytes:
         inner.update(part)
     outer = outer_pad.copy()
     outer.update(inner.digest())
-    return outer.digest()
+    digest: bytes = outer.digest()
+    return digest
 
 
 def hmac_sha1_base64(secret: str, content: bytes | memoryview) -> str:
