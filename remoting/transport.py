@@ -327,12 +327,7 @@ class Connection(asyncio.Protocol):
             self.guard.closed(self)
             self.guard.let_go(self)  # the bytes of its requests in flight
         pending, self.pending = self.pending, {}
-        why = f"connection to {self.peer or 'peer'} closed"
-        if self.guard is None and not self.answered and not self.encrypted:
-            why += (
-                " before any answer (a server that enforces TLS closes plaintext "
-                "connections: connect with tls on if it does)"
-            )
+        why = f"connection to {self.peer or 'peer'} closed" + self._tls_hint()
         for fut in pending.values():
             if not fut.done():
                 fut.set_exception(ConnectBrokerError(why))
@@ -632,7 +627,9 @@ class Connection(asyncio.Protocol):
     def _write(self, cmd: RemotingCommand) -> None:
         transport = self.transport
         if transport is None or transport.is_closing():
-            raise ConnectBrokerError(f"connection to {self.peer or 'peer'} is closed")
+            raise ConnectBrokerError(
+                f"connection to {self.peer or 'peer'} is closed" + self._tls_hint()
+            )
         self.active = True
         if self._held is not None:
             self._held.append(encode(cmd))
@@ -713,6 +710,16 @@ class Connection(asyncio.Protocol):
                     f"no response from {self.peer or 'peer'} within {timeout * 1000:.0f} ms"
                 )
             )
+
+    def _tls_hint(self) -> str:
+        """What to add when a plaintext client's connection closed before any answer: a
+        server that enforces TLS closes such connections."""
+        if self.guard is None and not self.answered and not self.encrypted:
+            return (
+                " before any answer (a server that enforces TLS closes plaintext "
+                "connections: connect with tls on if it does)"
+            )
+        return ""
 
     def invoke_oneway(self, cmd: RemotingCommand) -> None:
         cmd.opaque = next_opaque()

@@ -77,6 +77,7 @@ def test_the_handlers_and_rocketqs_own_codes() -> None:
         30000: "TRANSFER_LEADER",
         30001: "RESEND_MESSAGE",
         30002: "GET_AUTH_METADATA",
+        30003: "AUTH_SESSION",
     }
     assert not set(RocketqRequestCode.NAMES) & set(RequestCode.NAMES)
     # int16 in the ROCKETMQ binary header
