@@ -17,7 +17,6 @@ from rocketq.bench.replication_bench import replication_security_bench
 from rocketq.bench.security_bench import (
     LOADS,
     VARIANTS,
-    security_compare,
     table,
     unsigned_by_default,
 )
@@ -61,34 +60,6 @@ def _check_report(result: dict[str, Any], rounds: int) -> None:
     assert result["auth_within_goal"] == all(goal[load]["ratio"] >= 0.95 for load in LOADS)
 
 
-def test_produce_compares_the_four_variants(tmp_path: Path) -> None:
-    lines: list[str] = []
-    result = security_compare(
-        rounds=2,
-        size=256,
-        concurrency=4,
-        batch=1,
-        duration=0.3,
-        queues=2,
-        data_dir=str(tmp_path),
-        echo=lines.append,
-        warmup=0.1,
-    )
-    _check_report(result, rounds=2)
-    assert result["shape"] == "lone" and result["concurrency"] == 4
-    # Odd rounds run the variants forward, even rounds backward.
-    order = [
-        line.split(",")[0].removeprefix("--- ") for line in lines if "in flight (round" in line
-    ]
-    names = list(VARIANTS)
-    assert order == names + names + names[::-1] + names[::-1]
-    report = table(result)
-    assert any(line.startswith("auth_tls  4 in flight") for line in report)
-    assert report[-1].startswith("auth costs ") and "in CPU per message" in report[-1]
-    json.dumps(result)
-    assert not any(tmp_path.iterdir())  # every cluster's directory removed
-
-
 def test_replication_compares_the_four_variants_of_each_kind(tmp_path: Path) -> None:
     result = replication_security_bench(
         modes=["async_master"],
@@ -126,15 +97,27 @@ def test_cli_produce_compare_security_json(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         app,
         [
-            "bench", "produce", "--embedded", "--compare-security", "--rounds", "1",
+            "bench", "produce", "--embedded", "--compare-security", "--rounds", "2",
             "--duration", "0.2", "-c", "2", "-s", "128", "--queues", "2",
             "--data-dir", str(tmp_path), "--json",
         ],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.output.strip().splitlines()[-1])
+    lines = result.output.strip().splitlines()
+    doc = json.loads(lines[-1])
     assert doc["bench"] == "produce-security" and doc["concurrency"] == 2
-    _check_report(doc, rounds=1)
+    assert doc["shape"] == "lone"
+    _check_report(doc, rounds=2)
+    # Odd rounds run the variants forward, even rounds backward.
+    order = [
+        line.split(",")[0].removeprefix("--- ") for line in lines if "in flight (round" in line
+    ]
+    names = list(VARIANTS)
+    assert order == names + names + names[::-1] + names[::-1]
+    report = table(doc)
+    assert any(line.startswith("auth_tls  2 in flight") for line in report)
+    assert report[-1].startswith("auth costs ") and "in CPU per message" in report[-1]
+    assert not any(tmp_path.iterdir())  # every cluster's directory removed
     assert "--- summary ---" in result.output
 
 
