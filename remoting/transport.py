@@ -639,33 +639,25 @@ class Connection(asyncio.Protocol):
                 self._check_write_buffer()
 
     async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
-        """Send a request and wait up to ``timeout`` seconds for its response."""
+        """Send a request and wait up to ``timeout`` seconds for its response. In an
+        authentication session the request carries the access key alone; one the server
+        refuses for that (it forgot: time, changed users) is signed and sent again."""
         sign = self.sign
-        if sign is None:
-            return await self._invoke(cmd, timeout)
-        if not self.session_ttl:
-            sign(cmd)
-            return await self._invoke(cmd, timeout)
-        loop = asyncio.get_running_loop()
-        if loop.time() < self.unsigned_until:
-            # The server remembers this connection's sender: the access key alone.
-            ext = cmd.ext
-            if ext is None:
-                ext = cmd.ext = {}
-            ext[_ACCESS_KEY] = self.access_key
-            ext.pop(_SIGNATURE, None)
-            answer = await self._invoke(cmd, timeout)
-            if answer.code != ResponseCode.NO_PERMISSION:
-                return answer
-            self.unsigned_until = 0.0  # it forgot (time, changed users): sign again
-        sent = loop.time()
-        sign(cmd)
-        answer = await self._invoke(cmd, timeout)
-        if answer.code != ResponseCode.NO_PERMISSION:
-            self.unsigned_until = sent + self.session_ttl - _session_margin(self.session_ttl)
-        return answer
-
-    async def _invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        session = self.session_ttl
+        unsigned = False
+        sent = 0.0
+        if sign is not None:
+            loop = asyncio.get_running_loop()
+            if session and loop.time() < self.unsigned_until:
+                unsigned = True
+                ext = cmd.ext
+                if ext is None:
+                    ext = cmd.ext = {}
+                ext[_ACCESS_KEY] = self.access_key
+                ext.pop(_SIGNATURE, None)
+            else:
+                sent = loop.time()
+                sign(cmd)
         opaque = cmd.opaque = next_opaque()
         fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
         self.pending[opaque] = fut
@@ -676,10 +668,18 @@ class Connection(asyncio.Protocol):
             raise
         timer = asyncio.get_running_loop().call_later(timeout, self._expire, opaque, timeout)
         try:
-            return await fut
+            answer = await fut
         finally:
             timer.cancel()
             self.pending.pop(opaque, None)
+        if session and sign is not None:
+            if answer.code == ResponseCode.NO_PERMISSION:
+                if unsigned:
+                    self.unsigned_until = 0.0
+                    return await self.invoke(cmd, timeout)
+            elif not unsigned:
+                self.unsigned_until = sent + session - _session_margin(session)
+        return answer
 
     async def ask_session(self, access_key: str, timeout: float) -> None:
         """Ask the server whether it remembers this connection's verified sender
