@@ -17,7 +17,9 @@ when that name is in ``super_users``). With the stateful strategy (``stateful_se
 RocketMQ's StatefulAuthenticationStrategy), the sender a connection's request verified is
 remembered on that connection for those seconds, and while the users and ACLs are unchanged:
 its later requests naming the same access key are taken as that user without their
-signature being computed again (a request naming another access key is verified).
+signature being computed again (a request naming another access key is verified), and so
+are its later requests that carry no ``AccessKey`` at all (what a rocketq client sends
+once ``AUTH_SESSION`` told it the server remembers it: no field to encode and decode).
 
 **Authorization** (``authorization=True``) applies the request's requirement
 (``rocketq.auth.request_map``): ``Gate.OPEN`` anyone; ``Gate.USER`` any authenticated
@@ -287,6 +289,12 @@ class AccessControl:
                 who = self._remembered(cmd, ext, access_key, session)
             else:
                 who = self._sender(cmd, ext, access_key)
+        elif session is not None and self.stateful_seconds and _SESSION in session:
+            # A request without an AccessKey on a connection whose sender is remembered
+            # is that sender's (the client was told so by AUTH_SESSION: ``keyless``).
+            who = self.remembered(session)
+            if who is None and tls_identity:
+                who = self._certificate(tls_identity)
         elif tls_identity:
             who = self._certificate(tls_identity)
         if isinstance(who, _Who) and (who.super or not self.authorization):
@@ -366,6 +374,22 @@ class AccessControl:
         if isinstance(who, _Who):
             session[_SESSION] = _Seen((access_key, version), now + self.stateful_seconds, who)
         return who
+
+    def remembered(self, session: dict[str, object]) -> _Who | None:
+        """The sender remembered on the connection of ``session`` now, if any (stateful
+        authentication, while the users and ACLs are unchanged)."""
+        seen = session.get(_SESSION)
+        if not isinstance(seen, _Seen):
+            return None
+        version = -1 if self.metadata is None else self.metadata.version
+        if seen.key[1] != version or self._clock() >= seen.until:
+            return None
+        return seen.who
+
+    def remembered_name(self, session: dict[str, object]) -> str | None:
+        """The access key of the sender remembered on that connection now, or None."""
+        who = self.remembered(session)
+        return None if who is None else who.name
 
     def remembers(self, session: dict[str, object], access_key: str) -> bool:
         """Whether the connection of ``session`` has a verified sender of this access key

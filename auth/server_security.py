@@ -97,7 +97,8 @@ class ServerSecurity:
     def session(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """AUTH_SESSION: how long this server remembers the sender a connection's signed
         request verified (stateful authentication), so a client may send its access key
-        alone meanwhile; 0 when it remembers nothing (stateless, or authentication off)."""
+        alone meanwhile, or (``keyless``) no AccessKey at all; 0 when it remembers nothing
+        (stateless, or authentication off)."""
         access = self.access
         ttl = 0
         access_key = (cmd.ext or {}).get("AccessKey", "")
@@ -109,13 +110,22 @@ class ServerSecurity:
             and access.remembers(conn.attrs, access_key)
         ):
             ttl = int(access.stateful_seconds)
-        return cmd.response(ResponseCode.SUCCESS, {"ttlSeconds": str(ttl)})
+        if not ttl:
+            return cmd.response(ResponseCode.SUCCESS, {"ttlSeconds": "0"})
+        # keyless: meanwhile the connection's requests may leave the AccessKey out too.
+        return cmd.response(ResponseCode.SUCCESS, {"ttlSeconds": str(ttl), "keyless": "true"})
 
     def identity(self, conn: Connection, cmd: RemotingCommand) -> str | None:
-        """Who sent a request that passed the check: its access key, else its certificate's
-        name."""
+        """Who sent a request that passed the check: its access key, else the sender
+        remembered on its connection, else its certificate's name."""
         access_key = (cmd.ext or {}).get("AccessKey")
-        return access_key or conn.tls_identity
+        if access_key:
+            return access_key
+        if self.access is not None and self.access.stateful_seconds:
+            name = self.access.remembered_name(conn.attrs)
+            if name:
+                return name
+        return conn.tls_identity
 
 
 def _init_user(config: ServerSecurityConfig) -> User | None:

@@ -103,7 +103,7 @@ def replication_security_bench(
     duration: float,
     data_dir: str | None,
     echo: Callable[[str], None],
-    warmup: float = 1.0,
+    warmup: float | None = None,
 ) -> dict[str, Any]:
     """For each cluster kind in ``modes`` (``lone`` and the kinds of :data:`MODES`), its
     four security variants side by side (:func:`~rocketq.bench.security_bench.security_compare`):

@@ -10,11 +10,17 @@ at a time.
 
 How the comparison is kept fair on a small shared machine: the four clusters stay up for
 the whole run, so an idle cluster's background work burdens every measurement alike; each
-cluster first takes a short untimed load; then in every round each load runs on the four
-clusters one right after the other, forward in odd rounds and backward in even ones, so
-over two rounds every variant's mean position in time is the same. Each round gives every
-variant's rate as a ratio to that round's ``plain`` rate; the report gives each variant's
-median rate and median ratio over the rounds, and the rounds' ratios.
+cluster first takes an untimed load of ``warmup`` seconds (by default 3, or ``duration``
+when shorter: a fresh broker's first seconds are slower, its files and caches still
+cold); then in every round each load runs on the four clusters one right after the other,
+each round starting one variant further along (plain, auth, tls, auth_tls; then auth,
+tls, auth_tls, plain; ...), so over every four rounds each variant runs once in each
+position and after each load; and every timed load starts on a quiet machine: dirty
+pages written out (``sync``) and the clusters' processes back to their idle CPU use
+(``settle``), so no load runs while the one before it is still being flushed and
+dispatched on another cluster. Each round gives every variant's rate as a ratio to that
+round's ``plain`` rate; the report gives each variant's median rate and median ratio over
+the rounds, and the rounds' ratios.
 
 Other work on the machine moves rates from one slice of seconds to the next, so every
 timed load also reads the CPU time the client process and the cluster's processes spent
@@ -50,6 +56,9 @@ VARIANTS: Final = {
 
 LOADS: Final = ("in_flight", "one_at_a_time")
 """The two loads every variant takes: ``concurrency`` sends in flight, one send at a time."""
+
+WARMUP: Final = 3.0
+"""Seconds of untimed load each cluster takes first, unless the timed loads are shorter."""
 
 AUTH_GOAL: Final = 0.95
 """The issue's goal: with auth on, at least 95 % of the plain rate under both loads."""
@@ -90,13 +99,13 @@ class Sample:
 _TICKS: Final = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_clock(pids: list[int]) -> Callable[[], float]:
-    """A clock of the CPU seconds this process and the processes ``pids`` have spent (a
-    process that is gone counts nothing): what a load costs in CPU, whatever else runs on
-    the machine."""
+def cpu_clock(pids: list[int], *, own: bool = True) -> Callable[[], float]:
+    """A clock of the CPU seconds this process (unless ``own`` is False) and the processes
+    ``pids`` have spent (a process that is gone counts nothing): what a load costs in CPU,
+    whatever else runs on the machine."""
 
     def seconds() -> float:
-        total = time.process_time()
+        total = time.process_time() if own else 0.0
         for pid in pids:
             try:
                 raw = Path(f"/proc/{pid}/stat").read_text()
@@ -128,9 +137,48 @@ def unsigned_by_default() -> Iterator[None]:
         os.environ.update(saved)
 
 
+# A load starts once the clusters spend at most this many times their idle CPU (or
+# _QUIET_FLOOR of a core, whichever is more) over _QUIET_WINDOW seconds; never later than
+# _SETTLE_LIMIT seconds after the load before it.
+_QUIET_FACTOR: Final = 1.5
+_QUIET_FLOOR: Final = 0.1
+_QUIET_WINDOW: Final = 0.25
+_SETTLE_LIMIT: Final = 10.0
+
+
+def idle_rate(clock: Callable[[], float], seconds: float = 1.0) -> float:
+    """The share of a core ``clock``'s processes spend over ``seconds`` (their idle use,
+    measured before any load)."""
+    start, t0 = clock(), time.monotonic()
+    time.sleep(seconds)
+    return (clock() - start) / (time.monotonic() - t0)
+
+
+def settle(clock: Callable[[], float], idle: float, limit: float = _SETTLE_LIMIT) -> float | None:
+    """Write dirty pages out, then wait until ``clock``'s processes are back near their
+    ``idle`` share of a core (see _QUIET_FACTOR): the seconds it took, or None when
+    ``limit`` seconds passed first."""
+    started = time.monotonic()
+    os.sync()
+    quiet = max(idle * _QUIET_FACTOR, _QUIET_FLOOR)
+    deadline = started + limit
+    last, t0 = clock(), time.monotonic()
+    while True:
+        time.sleep(_QUIET_WINDOW)
+        now, t1 = clock(), time.monotonic()
+        if (now - last) / (t1 - t0) <= quiet:
+            return t1 - started
+        if t1 >= deadline:
+            return None
+        last, t0 = now, t1
+
+
 def _order(round_no: int) -> list[str]:
+    """The variants in round ``round_no``'s order (from 1): each round starts one further
+    along, so over every four rounds each variant runs once in each position."""
     names = list(VARIANTS)
-    return names if round_no % 2 else names[::-1]
+    k = (round_no - 1) % len(names)
+    return names[k:] + names[:k]
 
 
 def security_compare(
@@ -144,7 +192,7 @@ def security_compare(
     queues: int,
     data_dir: str | None,
     echo: Callable[[str], None],
-    warmup: float = 1.0,
+    warmup: float | None = None,
 ) -> dict[str, Any]:
     """Run the four variants of one cluster ``shape`` (``lone``, ``async_master``,
     ``sync_master`` or ``raft``) side by side and report each load's rates and ratios to
@@ -162,6 +210,7 @@ def security_compare(
     with contextlib.ExitStack() as stack:
         stack.enter_context(unsigned_by_default())
         clusters: dict[str, tuple[str, dict[str, Any], Callable[[], float]]] = {}
+        pids: list[int] = []
         for name, (auth, tls) in VARIANTS.items():
             tmp = stack.enter_context(
                 tempfile.TemporaryDirectory(prefix=f"bench-security-{name}-", dir=base)
@@ -174,6 +223,7 @@ def security_compare(
                 tls=tls,
             )
             cluster = stack.enter_context(LocalCluster(spec))
+            pids.extend(n.pid for n in cluster.nodes)
             clusters[name] = (
                 cluster.namesrv_addr,
                 cluster.client_settings(),
@@ -210,6 +260,12 @@ def security_compare(
                 cpu_us_per_msg=float(result["cpu_us_per_msg"]),  # type: ignore[arg-type]
             )
 
+        nodes_clock = cpu_clock(pids, own=False)
+        idle = idle_rate(nodes_clock)
+        echo(f"the clusters' processes use {idle * 100:.1f} % of a core idle")
+        unsettled = 0
+        if warmup is None:
+            warmup = min(WARMUP, duration)
         if warmup > 0:
             for name in VARIANTS:
                 echo(f"--- {name}: warm-up, {warmup:g} s untimed ---")
@@ -218,7 +274,11 @@ def security_compare(
             for load in LOADS:
                 in_flight = concurrency if load == "in_flight" else 1
                 for name in _order(r):
-                    echo(f"--- {name}, {in_flight} in flight (round {r}/{rounds}) ---")
+                    waited = settle(nodes_clock, idle)
+                    if waited is None:
+                        unsettled += 1
+                    quiet = "not quiet" if waited is None else f"quiet after {waited:.1f} s"
+                    echo(f"--- {name}, {in_flight} in flight (round {r}/{rounds}; {quiet}) ---")
                     samples[name][load].append(load_on(name, in_flight, duration))
     return _summary(
         samples,
@@ -228,6 +288,7 @@ def security_compare(
         concurrency=concurrency,
         batch=batch,
         duration=duration,
+        unsettled=unsettled,
     )
 
 
@@ -240,6 +301,7 @@ def _summary(
     concurrency: int,
     batch: int,
     duration: float,
+    unsettled: int = 0,
 ) -> dict[str, Any]:
     variants: dict[str, dict[str, Any]] = {}
     for name, loads in samples.items():
@@ -276,6 +338,8 @@ def _summary(
         "concurrency": concurrency,
         "batch": batch,
         "duration_s": duration,
+        # Timed loads that started before the clusters were quiet (settle's limit passed).
+        "unsettled_loads": unsettled,
         "variants": variants,
         "auth_goal_ratio": AUTH_GOAL,
         "auth_within_goal": all(auth[load]["ratio"] >= AUTH_GOAL for load in LOADS),
@@ -311,6 +375,10 @@ def table(result: dict[str, Any]) -> list[str]:
         f"{(1 - auth['in_flight']['cpu_ratio']) * 100:.1f} % and "
         f"{(1 - auth['one_at_a_time']['cpu_ratio']) * 100:.1f} %"
     )
+    if result.get("unsettled_loads"):
+        lines.append(
+            f"{result['unsettled_loads']} timed load(s) started before the clusters were quiet"
+        )
     return lines
 
 

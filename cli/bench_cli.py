@@ -4,7 +4,9 @@ brokers. Each command imports its benchmark inside its body."""
 from __future__ import annotations
 
 import enum
+import signal
 from pathlib import Path
+from types import FrameType
 from typing import Annotated, Any
 
 import typer
@@ -17,6 +19,18 @@ bench_app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode="markdown",
 )
+
+
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@bench_app.callback()
+def _bench(ctx: typer.Context) -> None:
+    """SIGTERM ends a benchmark as Ctrl-C does: every cluster and server it started is
+    stopped on the way out."""
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    ctx.call_on_close(lambda: signal.signal(signal.SIGTERM, previous))
 
 
 class Flush(enum.StrEnum):

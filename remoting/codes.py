@@ -174,10 +174,12 @@ class RocketqRequestCode:
     # with the inner credentials. No header. -> resp header ``version`` (the metadata's
     # version), body: the users and ACLs as JSON (auth/metadata.py's snapshot).
     GET_AUTH_METADATA: Final = 30002
-    # A client that signs asks whether this connection may send its later requests with
-    # only its AccessKey (a server with stateful authentication remembers the sender a
-    # signed request verified). Signed, no header. -> resp header ``ttlSeconds``: how long
-    # the server remembers a verified sender ("0": sign every request).
+    # A client that signs asks whether this connection may send its later requests
+    # unsigned (a server with stateful authentication remembers the sender a signed
+    # request verified). Signed, no header. -> resp header ``ttlSeconds``: how long the
+    # server remembers a verified sender ("0": sign every request), and ``keyless``
+    # ("true": meanwhile requests without any AccessKey are that sender's; absent: they
+    # carry the AccessKey alone).
     AUTH_SESSION: Final = 30003
 
     NAMES: ClassVar[dict[int, str]]

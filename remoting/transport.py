@@ -156,6 +156,8 @@ class Connection(asyncio.Protocol):
         # key sent alone meanwhile, and until when (loop time) requests go unsigned.
         self.session_ttl = 0.0
         self.access_key = ""
+        # The server takes a request without any AccessKey as the session's sender.
+        self.keyless = False
         self.unsigned_until = 0.0
         # The verified client certificate's subject common name (TLS with client auth).
         self.tls_identity: str | None = None
@@ -650,11 +652,12 @@ class Connection(asyncio.Protocol):
             loop = asyncio.get_running_loop()
             if session and loop.time() < self.unsigned_until:
                 unsigned = True
-                ext = cmd.ext
-                if ext is None:
-                    ext = cmd.ext = {}
-                ext[_ACCESS_KEY] = self.access_key
-                ext.pop(_SIGNATURE, None)
+                if not self.keyless:
+                    ext = cmd.ext
+                    if ext is None:
+                        ext = cmd.ext = {}
+                    ext[_ACCESS_KEY] = self.access_key
+                    ext.pop(_SIGNATURE, None)
             else:
                 sent = loop.time()
                 sign(cmd)
@@ -683,7 +686,8 @@ class Connection(asyncio.Protocol):
 
     async def ask_session(self, access_key: str, timeout: float) -> None:
         """Ask the server whether it remembers this connection's verified sender
-        (AUTH_SESSION, signed); while it does, requests carry only ``access_key``. A server
+        (AUTH_SESSION, signed); while it does, requests carry only ``access_key``, or no
+        AccessKey at all when the server says ``keyless`` (rocketq's servers do). A server
         that does not know the request (a stock RocketMQ) or signs nothing answers no."""
         sent = asyncio.get_running_loop().time()
         try:
@@ -699,6 +703,7 @@ class Connection(asyncio.Protocol):
         if ttl >= 1.0:
             ttl = min(ttl, MAX_SESSION_SECONDS)
             self.access_key = access_key
+            self.keyless = (answer.ext or {}).get("keyless") == "true"
             self.session_ttl = ttl
             self.unsigned_until = sent + ttl - _session_margin(ttl)
 

@@ -80,10 +80,15 @@ class AuthRequests:
                 "replicas copy"
             )
 
-    def _caller_is_super(self, cmd: RemotingCommand) -> bool:
+    def _caller_is_super(self, conn: Connection, cmd: RemotingCommand) -> bool:
         """Whether the request comes from a super user: with authentication off (no
-        AccessKey) anyone is, as in RocketMQ; the inner credentials are."""
+        AccessKey) anyone is, as in RocketMQ; the inner credentials are. The sender is the
+        request's AccessKey, else the one remembered on its connection (a keyless request
+        of an authentication session)."""
         access_key = (cmd.ext or {}).get("AccessKey", "")
+        access = self.b.security.access
+        if not access_key and access is not None and access.stateful_seconds:
+            access_key = access.remembered_name(conn.attrs) or ""
         if not access_key:
             return not self.b.config.authentication_enabled
         inner = self.b.inner_credentials
@@ -92,8 +97,8 @@ class AuthRequests:
         user = self.metadata.get_user(access_key)
         return user is not None and user.is_super
 
-    def _need_super(self, cmd: RemotingCommand, what: str) -> None:
-        if not self._caller_is_super(cmd):
+    def _need_super(self, conn: Connection, cmd: RemotingCommand, what: str) -> None:
+        if not self._caller_is_super(conn, cmd):
             raise NoPermissionError(f"only a super user may {what}")
 
     @staticmethod
@@ -112,7 +117,7 @@ class AuthRequests:
             info = decode_user_info(cmd.body or b"{}")
             user = UserInfo(username, info.password, info.user_type, info.user_status).to_user()
             if user.is_super:
-                self._need_super(cmd, f"create the super user {username!r}")
+                self._need_super(conn, cmd, f"create the super user {username!r}")
             self.metadata.create_user(user)
         except (AuthMetadataError, ValueError) as exc:
             return self._invalid(cmd, str(exc))
@@ -127,7 +132,7 @@ class AuthRequests:
             if old is None:
                 raise AuthMetadataError(f"user {username!r} does not exist")
             if old.is_super or info.user_type is UserType.SUPER:
-                self._need_super(cmd, f"change the super user {username!r}")
+                self._need_super(conn, cmd, f"change the super user {username!r}")
             self.metadata.update_user(
                 username,
                 password=info.password,
@@ -144,7 +149,7 @@ class AuthRequests:
             username = self._name(cmd, "username")
             old = self.metadata.get_user(username)
             if old is not None and old.is_super:
-                self._need_super(cmd, f"delete the super user {username!r}")
+                self._need_super(conn, cmd, f"delete the super user {username!r}")
             self.metadata.delete_user(username)
         except (AuthMetadataError, ValueError) as exc:
             return self._invalid(cmd, str(exc))

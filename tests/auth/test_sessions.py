@@ -1,7 +1,8 @@
 """Authentication sessions: a server with stateful authentication remembers the sender a
-connection's signed request verified, says so (AUTH_SESSION), and the SDK's connections then
-send the access key alone; a request the server refuses for that (it forgot: time, changed
-users) is signed and sent again. Servers that remember nothing (stateless, a stock RocketMQ)
+connection's signed request verified, says so (AUTH_SESSION, ``keyless``), and the SDK's
+connections then send no AccessKey at all (the access key alone to a server that does not
+say ``keyless``); a request the server refuses for that (it forgot: time, changed users) is
+signed and sent again. Servers that remember nothing (stateless, a stock RocketMQ)
 get every request signed."""
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from rocketq.remoting.codes import RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.tls import ClientSecurity
 from rocketq.remoting.transport import Connection, RemotingServer, connect
+from rocketq.sdk.auth_wire import create_user_request, user_doc
 from tests.broker.test_wire import v2
 from tests.integration.waiting import wait_until
 
@@ -76,13 +78,16 @@ async def stateful(tmp_path: Path) -> AsyncIterator[Broker]:
         await ns.stop()
 
 
-def _spy(b: Broker) -> list[bool]:
-    """Whether each request the broker checks carries a Signature."""
+def _spy(b: Broker, keys: list[bool] | None = None) -> list[bool]:
+    """Whether each request the broker checks carries a Signature (and into ``keys``,
+    whether it carries an AccessKey)."""
     seen: list[bool] = []
     check = ServerSecurity.check
 
     def spying(conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         seen.append("Signature" in (cmd.ext or {}))
+        if keys is not None:
+            keys.append("AccessKey" in (cmd.ext or {}))
         return check(b.security, conn, cmd)
 
     b.remoting.access = spying  # type: ignore[assignment]
@@ -99,17 +104,20 @@ def _send() -> RemotingCommand:
     return RemotingCommand(RequestCode.SEND_MESSAGE_V2, v2("Orders", 0, ""), b"hello")
 
 
-async def test_after_the_first_signed_request_only_the_access_key_goes(
+async def test_after_the_first_signed_request_no_access_key_goes(
     stateful: Broker,
 ) -> None:
     b = stateful
-    seen = _spy(b)
+    keys: list[bool] = []
+    seen = _spy(b, keys)
     conn = await connect(f"127.0.0.1:{b.remoting.port}", {}, security=_security(ROOT))
     try:
         assert conn.session_ttl == 60
+        assert conn.keyless
         for _ in range(5):
             assert (await conn.invoke(_send(), 3.0)).code == ResponseCode.SUCCESS
         assert seen == [True, False, False, False, False, False]  # AUTH_SESSION, then sends
+        assert keys == [True, False, False, False, False, False]
         # The users change: the server forgets every sender; the next request is refused
         # unsigned, signed and sent again, and then goes unsigned once more.
         b.auth_metadata.create_user(User("carol", "carol-secret"))
@@ -183,3 +191,67 @@ async def test_a_server_that_does_not_know_sessions_gets_every_request_signed() 
             conn.close()
     finally:
         await server.stop()
+
+
+async def test_a_server_that_is_not_keyless_gets_the_access_key_alone(stateful: Broker) -> None:
+    b = stateful
+    keys: list[bool] = []
+    seen = _spy(b, keys)
+    conn = await connect(f"127.0.0.1:{b.remoting.port}", {}, security=_security(ROOT))
+    try:
+        conn.keyless = False  # as a server that only takes the access key alone answers
+        for _ in range(2):
+            assert (await conn.invoke(_send(), 3.0)).code == ResponseCode.SUCCESS
+        assert seen == [True, False, False]
+        assert keys == [True, True, True]
+    finally:
+        conn.close()
+
+
+async def test_a_keyless_request_is_the_remembered_senders_and_held_to_its_policy(
+    stateful: Broker,
+) -> None:
+    b = stateful
+    conn = await connect(f"127.0.0.1:{b.remoting.port}", {}, security=_security(ALICE))
+    try:
+        assert conn.keyless
+        conn.sign, conn.session_ttl = None, 0.0  # sent as it is: no AccessKey
+        # Alice has no policy: her keyless send is refused as hers, not as nobody's.
+        answer = await conn.invoke(_send(), 3.0)
+        assert answer.code == ResponseCode.NO_PERMISSION
+        assert "User:alice" in (answer.remark or "")
+    finally:
+        conn.close()
+    # A keyless request on a connection nobody signed on is nobody's.
+    other = await connect(f"127.0.0.1:{b.remoting.port}", {})
+    try:
+        answer = await other.invoke(_send(), 3.0)
+        assert answer.code == ResponseCode.NO_PERMISSION
+        assert "carries no AccessKey" in (answer.remark or "")
+    finally:
+        other.close()
+
+
+async def test_a_keyless_request_of_a_super_users_session_may_manage_super_users(
+    stateful: Broker,
+) -> None:
+    b = stateful
+    conn = await connect(f"127.0.0.1:{b.remoting.port}", {}, security=_security(ROOT))
+    try:
+        conn.sign, conn.session_ttl = None, 0.0  # sent as it is: no AccessKey
+        user = user_doc("dave", "dave-secret", "Super")
+        answer = await conn.invoke(create_user_request(user), 3.0)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        dave = b.auth_metadata.get_user("dave")
+        assert dave is not None and dave.is_super
+    finally:
+        conn.close()
+    # Alice's session may not.
+    conn = await connect(f"127.0.0.1:{b.remoting.port}", {}, security=_security(ALICE))
+    try:
+        conn.sign, conn.session_ttl = None, 0.0
+        answer = await conn.invoke(create_user_request(user_doc("eve", "x", "Super")), 3.0)
+        assert answer.code == ResponseCode.NO_PERMISSION
+        assert b.auth_metadata.get_user("eve") is None
+    finally:
+        conn.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -108,12 +109,13 @@ def test_cli_produce_compare_security_json(tmp_path: Path) -> None:
     assert doc["bench"] == "produce-security" and doc["concurrency"] == 2
     assert doc["shape"] == "lone"
     _check_report(doc, rounds=2)
-    # Odd rounds run the variants forward, even rounds backward.
+    # Each round starts one variant further along.
     order = [
         line.split(",")[0].removeprefix("--- ") for line in lines if "in flight (round" in line
     ]
     names = list(VARIANTS)
-    assert order == names + names + names[::-1] + names[::-1]
+    second = names[1:] + names[:1]
+    assert order == names + names + second + second
     report = table(doc)
     assert any(line.startswith("auth_tls  2 in flight") for line in report)
     assert report[-1].startswith("auth costs ") and "in CPU per message" in report[-1]
@@ -181,3 +183,19 @@ def test_cli_produce_signs_and_uses_tls_against_a_secured_cluster(tmp_path: Path
         assert "NO_PERMISSION" in refused.output or "no credentials" in refused.output, (
             refused.output
         )
+
+
+def test_settle_waits_for_the_clusters_to_be_quiet_and_gives_up_at_its_limit() -> None:
+    from rocketq.bench.security_bench import settle
+
+    spent = [0.0]
+
+    def busy() -> float:  # a whole core, however long one waits
+        spent[0] += 1.0
+        return spent[0]
+
+    waited = settle(lambda: 1.0, idle=0.02, limit=2.0)  # no CPU spent: quiet at once
+    assert waited is not None and waited < 2.0
+    started = time.monotonic()
+    assert settle(busy, idle=0.02, limit=0.6) is None
+    assert 0.6 <= time.monotonic() - started < 3.0
