@@ -5,6 +5,7 @@ protocol; the requests and their answers are ``sdk/admin_wire.py``'s)."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Iterable
 
@@ -36,10 +37,33 @@ from rocketq.sdk.admin_types import BrokerInfo, MessageTrack, QueueOffsets, Queu
 from rocketq.sdk.auth_wire import AclInfo, UserInfo
 from rocketq.sdk.client import ClientInstance
 from rocketq.sdk.client_wire import search_offset_request
+from rocketq.sdk.message_body import (
+    MAX_BODY_INFLATE_RATIO,
+    MAX_MESSAGE_SIZE,
+    BadMessageError,
+    check_message,
+)
 from rocketq.sdk.security import SecurityConfig, client_security
 from rocketq.sdk.settings import resolve_namesrv
 from rocketq.sdk.trace import TraceEvent, parse_events
 from rocketq.sdk.wire import PullOutcome, pull_request
+
+log = logging.getLogger(__name__)
+
+
+def _decoded(records: bytes) -> list[MessageExt]:
+    """Stored records as messages, a compressed body inflated as a consumer inflates it;
+    a body that does not inflate stays as stored (and is logged)."""
+    msgs = decode_records(records)
+    for m in msgs:
+        try:
+            check_message(
+                m, max_body_bytes=MAX_MESSAGE_SIZE * MAX_BODY_INFLATE_RATIO, check_crc=False
+            )
+        except BadMessageError as exc:
+            log.warning("message %s: %s; its body is shown as stored", m.msg_id, exc)
+    return msgs
+
 
 __all__ = [
     "CLIENT_CALL_TIMEOUT",
@@ -459,7 +483,7 @@ class Admin:
                 )
             except QueryNotFoundError:
                 continue
-            found += decode_records(resp.records)
+            found += _decoded(resp.records)
         found.sort(key=lambda m: m.store_timestamp, reverse=True)
         return found[:max_num]
 
@@ -470,7 +494,7 @@ class Admin:
         except ValueError as exc:
             raise QueryNotFoundError(str(exc)) from None
         resp = aw.parse_view_message(await self._ask(addr, aw.view_message_request(offset)))
-        return decode_records(resp.records)[0]
+        return _decoded(resp.records)[0]
 
     async def resend_message(self, msg_id: str, group: str) -> str:
         """Send a stored message (a dead letter, or any) to ``group`` again: the broker
@@ -537,7 +561,7 @@ class Admin:
             )
             if resp.outcome is not PullOutcome.FOUND or resp.next_begin_offset <= offset:
                 break
-            batch = decode_records(resp.records)
+            batch = _decoded(resp.records)
             out += batch
             offset = resp.next_begin_offset
             if batch and batch[-1].store_timestamp > end_ms:
@@ -558,7 +582,7 @@ class Admin:
         resp = aw.parse_view_message(
             await self._ask(broker_addr, aw.view_message_request(commit_log_offset))
         )
-        return decode_records(resp.records)[0]
+        return _decoded(resp.records)[0]
 
     async def trace(self, msg_id: str, *, topic: str = TRACE_TOPIC) -> list[TraceEvent]:
         """The trace events of a message (sent or consumed by traced clients), oldest first."""

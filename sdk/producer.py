@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Final
 
 from prometheus_client import CollectorRegistry
 
@@ -31,8 +31,10 @@ from rocketq.common.exceptions import (
 )
 from rocketq.common.message import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
+    DLQ_GROUP_TOPIC_PREFIX,
     MASTER_ID,
     PERM_WRITE,
+    RETRY_GROUP_TOPIC_PREFIX,
     TRACE_PRODUCER_GROUP,
     Message,
     MessageQueue,
@@ -43,6 +45,7 @@ from rocketq.remoting.route_data import TopicRouteData
 from rocketq.sdk.client import ClientInstance, local_ip, producer_heartbeat, publish_queues
 from rocketq.sdk.fault_tolerance import MQFaultStrategy, TopicPublishInfo
 from rocketq.sdk.metrics import MetricsOption, client_metrics
+from rocketq.sdk.natural_batch import NaturalBatcher
 from rocketq.sdk.queue_selectors import MessageQueueSelector, java_string_hash, select_by_hash
 from rocketq.sdk.security import SecurityConfig, client_security, security_settings
 from rocketq.sdk.send_encoding import BATCH_LIMIT, Encoded, encode, estimated_size, split_batches
@@ -64,6 +67,11 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+
+# Topics whose messages are never held for a batch (a broker refuses batches to a retry
+# topic, as RocketMQ's does).
+_UNBATCHED_PREFIXES: Final = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)
 
 
 def _no_queue_error(topic: str, route: TopicRouteData, template: str | None) -> RocketqError:
@@ -151,6 +159,17 @@ class ProducerConfig(SecurityConfig):
         default_topic_queue_nums: Queues of a topic created through the template.
         poll_name_server_interval: Seconds between route refreshes.
         heartbeat_broker_interval: Seconds between heartbeats to every broker.
+        auto_batch: Natural batching (RocketMQ's autoBatch): sends of one topic that
+            arrive while a request to their broker is in flight leave together as one
+            batch when it returns; a lone send leaves at once (see
+            :mod:`rocketq.sdk.natural_batch`).
+        batch_max_delay: Seconds a send waits for others to join it even when nothing
+            is in flight (RocketMQ's batchMaxDelayMs, in seconds); 0: never.
+        batch_max_bytes: A batch's largest size in bytes; a full batch leaves at once
+            (RocketMQ's batchMaxBytes).
+        batch_max_count: A batch's most messages.
+        total_batch_max_bytes: The most bytes waiting to be batched at once; past it a
+            send leaves alone (RocketMQ's totalBatchMaxBytes).
         enable_trace: Write a trace event per message sent to ``trace_topic`` (see
             :mod:`rocketq.sdk.trace`).
         trace_topic: The topic trace events go to.
@@ -176,8 +195,34 @@ class ProducerConfig(SecurityConfig):
     default_topic_queue_nums: int = 4
     poll_name_server_interval: float = 30.0
     heartbeat_broker_interval: float = 30.0
+    auto_batch: bool = True
+    batch_max_delay: float = 0.0
+    batch_max_bytes: int = 32 * 1024
+    batch_max_count: int = 128
+    total_batch_max_bytes: int = 32 * 1024 * 1024
     enable_trace: bool = False
     trace_topic: str = "RMQ_SYS_TRACE_TOPIC"
+
+
+def split_result(result: SendResult) -> list[SendResult]:
+    """A batch's result as each message's: its own ids and its queue offset (a batch's
+    messages lie one after the other in its queue)."""
+    offsets = result.offset_msg_ids
+    out = []
+    for i, msg_id in enumerate(result.msg_ids):
+        offset_id = offsets[i] if i < len(offsets) else ""
+        out.append(
+            SendResult(
+                status=result.status,
+                msg_id=msg_id,
+                offset_msg_id=offset_id,
+                queue=result.queue,
+                queue_offset=result.queue_offset + i,
+                msg_ids=(msg_id,),
+                offset_msg_ids=(offset_id,) if offset_id else (),
+            )
+        )
+    return out
 
 
 @dataclass
@@ -253,6 +298,16 @@ class Producer:
         self._ids = UniqIdGenerator(local_ip())
         self._oneway: set[asyncio.Task[Any]] = set()
         self._running = False
+        self.batcher: NaturalBatcher[SendResult] | None = None
+        if self.config.auto_batch:
+            self.batcher = NaturalBatcher(
+                self._send_lane,
+                split_result,
+                max_delay=self.config.batch_max_delay,
+                max_bytes=self.config.batch_max_bytes,
+                max_count=self.config.batch_max_count,
+                total_max_bytes=self.config.total_batch_max_bytes,
+            )
 
     async def start(self) -> None:
         """Connect to the cluster (and start the trace writer when tracing is on).
@@ -274,6 +329,8 @@ class Producer:
         if not self._running:
             return
         self._running = False
+        if self.batcher is not None:
+            await self.batcher.close()
         if self._oneway:
             await asyncio.gather(*self._oneway, return_exceptions=True)
         if self.tracer is not None:
@@ -403,8 +460,74 @@ class Producer:
             if selector is not None:
                 raise ClientStateError("give either sharding_key or selector, not both")
             selector, arg = select_by_hash, sharding_key
-        sending = self._send(self._encode([msg]), selector, arg, msg, queue, timeout)
+        enc = self._encode([msg])
+        if self.batcher is not None and self._batchable(msg, enc):
+            sending = self._send_natural(enc, selector, arg, msg, queue, timeout)
+        else:
+            sending = self._send(enc, selector, arg, msg, queue, timeout)
         return await (sending if self.tracer is None else self._traced([msg], sending))
+
+    def _batchable(self, msg: Message, enc: Encoded) -> bool:
+        """Whether a single send may wait in a lane (see :mod:`rocketq.sdk.natural_batch`):
+        not delayed or timed, not to a retry or dead-letter topic, not compressed, and
+        there is room."""
+        assert self.batcher is not None
+        return (
+            not enc.sys_flag
+            and not msg.delay_level
+            and not msg.deliver_at
+            and not enc.topic.startswith(_UNBATCHED_PREFIXES)
+            and self.batcher.joins(enc)
+        )
+
+    async def _send_natural(
+        self,
+        enc: Encoded,
+        selector: MessageQueueSelector | None,
+        arg: Any,
+        msg: Message,
+        fixed: MessageQueue | None,
+        timeout: float | None,
+    ) -> SendResult:
+        """A single send through its lane: its queue is picked now (by the selector, or
+        round robin with latency fault tolerance), and it leaves alone or in a batch."""
+        self._require_running()
+        assert self.batcher is not None
+        metrics = self._metrics
+        started = time.perf_counter()
+        ok = False
+        try:
+            budget = timeout if timeout is not None else self.config.send_timeout
+            info = await self._publish_info(enc.topic)
+            ordered = True
+            if fixed is not None:
+                mq = fixed
+            elif selector is not None:
+                mq = selector(list(info.message_queues), msg, arg)
+            else:
+                mq = self.fault.select_one_message_queue(info, None)
+                ordered = False
+            left = budget - (time.perf_counter() - started)
+            if left <= 0:
+                raise RequestTimeoutError(
+                    f"send to topic {enc.topic} timed out before it left ({budget:.1f} s)"
+                )
+            result = await self.batcher.send(enc, mq, ordered, left)
+            ok = result.status is SendStatus.SEND_OK
+            return result
+        finally:
+            if metrics is not None:
+                millis = (time.perf_counter() - started) * 1000
+                metrics.observe_send(enc.topic, self.client.client_id, ok, millis)
+
+    def _send_lane(
+        self, enc: Encoded, mq: MessageQueue, ordered: bool, timeout: float
+    ) -> Awaitable[SendResult]:
+        """How a lane's request goes: with retries, to ``mq`` first (an ordered lane's
+        only queue)."""
+        if ordered:
+            return self._send_with_retries(enc, None, None, None, mq, timeout)
+        return self._send_with_retries(enc, None, None, None, None, timeout, first=mq)
 
     async def _traced(self, msgs: Sequence[Message], sending: Awaitable[SendResult]) -> SendResult:
         """Await a send and record a Pub trace event per message, whatever the outcome."""
@@ -537,6 +660,8 @@ class Producer:
         msg: Message | None,
         fixed: MessageQueue | None,
         timeout: float | None,
+        *,
+        first: MessageQueue | None = None,
     ) -> SendResult:
         budget = timeout if timeout is not None else self.config.send_timeout
         deadline = time.monotonic() + budget
@@ -553,6 +678,8 @@ class Producer:
             elif selector is not None:
                 assert msg is not None
                 mq = selector(list(info.message_queues), msg, arg)
+            elif first is not None and attempt == 0:
+                mq = first  # picked when the message joined its lane
             else:
                 mq = self.fault.select_one_message_queue(info, state.last_broker)
             started = time.monotonic()

@@ -1,0 +1,271 @@
+"""Natural batching: concurrent sends of one topic leave together as one batch request.
+
+A send goes to a *lane*: its topic and the broker its queue is on (for a send to a given
+queue, through a selector or with a sharding key: its topic and that queue). A send to a
+lane with no request in flight leaves at once, alone, exactly as it would without
+batching: a lone send waits for nothing. Sends that arrive while a request of their lane
+is in flight wait; when it returns they leave together as one ``SEND_BATCH_MESSAGE``, or
+sooner when they fill ``batch_max_bytes`` or ``batch_max_count`` (an ordered lane never has
+two requests in flight: its messages are stored in the order they were sent). With
+``batch_max_delay``, a send to an idle lane also waits that long for others to join it.
+Waiting messages of every lane together hold at most ``total_batch_max_bytes``; past it a
+send leaves alone, at once.
+
+Each caller gets its own :class:`~rocketq.sdk.producer.SendResult` (its message id, its
+CommitLog id, its queue offset) or the batch's exception: the broker stores a batch whole
+or not at all (as RocketMQ's autoBatch reports a failed batch to every message in it). A
+caller's timeout is its own: a message still waiting when it passes is taken out of its
+batch and fails with a RequestTimeoutError; once it has left, the caller is told of the
+timeout and the message may still be stored (as with any send that times out).
+
+Which sends join: single sends without a delay level or delivery time, to a topic that is
+not a retry or dead-letter topic, whose body is at most the compression threshold (a
+larger body is sent alone, compressed, as before). Transactional, oneway and batch sends
+are never held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, Generic, TypeVar
+
+from rocketq.common.exceptions import RequestTimeoutError
+from rocketq.common.message import MessageQueue
+from rocketq.sdk.send_encoding import Encoded
+from rocketq.sdk.wire import batch_entry
+
+# A send's result (the producer's SendResult).
+R = TypeVar("R")
+
+_ENTRY_OVERHEAD: Final = 22  # a batch entry's fixed fields
+
+
+class _Item(Generic[R]):
+    """A send waiting in its lane."""
+
+    __slots__ = ("deadline", "enc", "entry_size", "future", "timer")
+
+    def __init__(self, enc: Encoded, future: asyncio.Future[R], deadline: float) -> None:
+        self.enc = enc
+        props = enc.properties or ""
+        self.entry_size = _ENTRY_OVERHEAD + len(enc.body) + len(props)
+        self.future = future
+        self.deadline = deadline
+        self.timer: asyncio.TimerHandle | None = None
+
+
+class _Lane(Generic[R]):
+    """One topic's sends to one broker (unordered) or to one queue (ordered)."""
+
+    __slots__ = ("bytes", "in_flight", "linger", "mq", "ordered", "waiting")
+
+    def __init__(self, mq: MessageQueue, ordered: bool) -> None:
+        self.mq = mq  # the queue of the lane's latest send: where a batch goes first
+        self.ordered = ordered
+        self.in_flight = 0
+        self.waiting: deque[_Item[R]] = deque()
+        self.bytes = 0
+        self.linger: asyncio.TimerHandle | None = None
+
+
+class NaturalBatcher(Generic[R]):
+    """The lanes of one producer (see the module docstring).
+
+    Args:
+        send: Sends an encoding (one message or a batch) with the producer's retries:
+            ``send(enc, first_queue, ordered, seconds)``.
+        split: A batch's result as one result per message, in order.
+        max_delay: Seconds a send to an idle lane waits for company (0: none).
+        max_bytes: A batch's largest size in bytes; a full batch leaves at once.
+        max_count: A batch's most messages.
+        total_max_bytes: The most bytes waiting in every lane together.
+    """
+
+    def __init__(
+        self,
+        send: Callable[[Encoded, MessageQueue, bool, float], Awaitable[R]],
+        split: Callable[[R], list[R]],
+        *,
+        max_delay: float,
+        max_bytes: int,
+        max_count: int,
+        total_max_bytes: int,
+    ) -> None:
+        self._send = send
+        self._split = split
+        self.max_delay = max_delay
+        self.max_bytes = max_bytes
+        self.max_count = max_count
+        self.total_max_bytes = total_max_bytes
+        self._lanes: dict[tuple[Any, ...], _Lane[R]] = {}
+        self._held = 0  # bytes waiting in every lane
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.batches_sent = 0  # requests of more than one message
+        self.batched_messages = 0  # messages that left in those
+
+    def joins(self, enc: Encoded) -> bool:
+        """Whether this (single, checked) send may wait in a lane now: it fits a batch and
+        the lanes are not full."""
+        size = _ENTRY_OVERHEAD + len(enc.body) + len(enc.properties or "")
+        return size <= self.max_bytes and self._held + size <= self.total_max_bytes
+
+    async def send(self, enc: Encoded, mq: MessageQueue, ordered: bool, timeout: float) -> R:
+        """Send one message through its lane: alone at once when the lane is idle, else
+        with the messages that wait beside it."""
+        key: tuple[Any, ...] = (
+            (enc.topic, mq.broker_name, mq.queue_id) if ordered else (enc.topic, mq.broker_name)
+        )
+        lane = self._lanes.get(key)
+        if lane is None:
+            lane = self._lanes[key] = _Lane[R](mq, ordered)
+        if lane.in_flight == 0 and not lane.waiting and self.max_delay <= 0:
+            lane.in_flight += 1
+            try:
+                return await self._send(enc, mq, ordered, timeout)
+            finally:
+                self._done(lane)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[R] = loop.create_future()
+        item = _Item[R](enc, future, time.monotonic() + timeout)
+        item.timer = loop.call_later(timeout, self._expire, lane, item)
+        if not ordered:
+            lane.mq = mq
+        lane.waiting.append(item)
+        lane.bytes += item.entry_size
+        self._held += item.entry_size
+        if lane.in_flight == 0:
+            if self.max_delay > 0 and lane.linger is None and not self._full(lane):
+                lane.linger = loop.call_later(self.max_delay, self._linger_over, lane)
+            elif self.max_delay <= 0 or self._full(lane):
+                self._depart(lane)
+        elif self._full(lane) and not ordered:
+            self._depart(lane)
+        return await future
+
+    def _full(self, lane: _Lane[R]) -> bool:
+        return lane.bytes >= self.max_bytes or len(lane.waiting) >= self.max_count
+
+    def _linger_over(self, lane: _Lane[R]) -> None:
+        lane.linger = None
+        if lane.waiting and (lane.in_flight == 0 or not lane.ordered):
+            self._depart(lane)
+
+    def _expire(self, lane: _Lane[R], item: _Item[R]) -> None:
+        """A waiting message's timeout: out of its lane if it is still there."""
+        item.timer = None
+        if item.future.done():
+            return
+        try:
+            lane.waiting.remove(item)
+        except ValueError:
+            why = "it left in a batch that has not been answered; it may still be stored"
+        else:
+            lane.bytes -= item.entry_size
+            self._held -= item.entry_size
+            why = "it was still waiting for its batch to leave, and was not sent"
+        item.future.set_exception(
+            RequestTimeoutError(f"send to topic {item.enc.topic} timed out: {why}")
+        )
+
+    def _done(self, lane: _Lane[R]) -> None:
+        """A request of the lane returned: what waits leaves now."""
+        lane.in_flight -= 1
+        if lane.waiting and (lane.in_flight == 0 or not lane.ordered):
+            self._depart(lane)
+
+    def _take(self, lane: _Lane[R]) -> list[_Item[R]]:
+        """The waiting messages that leave next: in order, within the caps; those whose
+        callers gave up are dropped."""
+        items: list[_Item[R]] = []
+        size = 0
+        waiting = lane.waiting
+        while waiting and len(items) < self.max_count:
+            item = waiting[0]
+            if item.future.done():  # cancelled by its caller
+                waiting.popleft()
+                lane.bytes -= item.entry_size
+                self._held -= item.entry_size
+                continue
+            if items and size + item.entry_size > self.max_bytes:
+                break
+            waiting.popleft()
+            lane.bytes -= item.entry_size
+            self._held -= item.entry_size
+            size += item.entry_size
+            items.append(item)
+        return items
+
+    def _depart(self, lane: _Lane[R]) -> None:
+        if lane.linger is not None:
+            lane.linger.cancel()
+            lane.linger = None
+        items = self._take(lane)
+        if not items:
+            return
+        lane.in_flight += 1
+        task = asyncio.ensure_future(self._leave(lane, items))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _leave(self, lane: _Lane[R], items: list[_Item[R]]) -> None:
+        try:
+            budget = max(item.deadline for item in items) - time.monotonic()
+            if len(items) == 1:
+                enc = items[0].enc
+            else:
+                enc = _batch(items)
+                self.batches_sent += 1
+                self.batched_messages += len(items)
+            try:
+                result = await self._send(enc, lane.mq, lane.ordered, max(budget, 0.001))
+            except BaseException as exc:
+                for item in items:
+                    _settle(item, exc=exc)
+                if not isinstance(exc, Exception):
+                    raise
+                return
+            if len(items) == 1:
+                _settle(items[0], result=result)
+                return
+            for item, one in zip(items, self._split(result), strict=True):
+                _settle(item, result=one)
+        finally:
+            self._done(lane)
+
+    async def close(self) -> None:
+        """Wait for the batches under way."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+def _batch(items: list[_Item[R]]) -> Encoded:
+    """The waiting messages as one batch request (none of them compressed)."""
+    entries = []
+    ids: list[str] = []
+    for item in items:
+        enc = item.enc
+        entries.append(batch_entry(enc.body, (enc.properties or "").encode(), enc.flag))
+        ids.extend(enc.ids)
+    return Encoded(items[0].enc.topic, b"".join(entries), None, ids, 0, 0)
+
+
+def _settle(item: _Item[R], *, result: R | None = None, exc: BaseException | None = None) -> None:
+    if item.timer is not None:
+        item.timer.cancel()
+        item.timer = None
+    if item.future.done():
+        return
+    if exc is not None:
+        if isinstance(exc, asyncio.CancelledError):
+            item.future.cancel()
+        else:
+            item.future.set_exception(exc)
+    else:
+        assert result is not None
+        item.future.set_result(result)
+
+
+__all__ = ["NaturalBatcher"]

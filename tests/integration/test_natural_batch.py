@@ -1,0 +1,152 @@
+"""Natural batching on real processes: concurrent single sends leave as batches, every
+caller gets its own message id, CommitLog id and queue offset, a sharding key's messages
+keep their order, metrics and traces count every message, and sends whose broker died
+move to the other broker."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import signal
+
+from prometheus_client import CollectorRegistry
+
+from rocketq import ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, PushConsumer
+from rocketq.cluster.launcher import LocalCluster
+from rocketq.sdk.admin import Admin
+from rocketq.sdk.producer import SendResult, SendStatus
+from tests.integration.conftest import MakeCluster
+from tests.integration.waiting import wait_until
+
+
+async def _topic(namesrv: str, topic: str, queues: int, brokers: int = 1) -> None:
+    async with Admin(namesrv) as admin:
+        await admin.update_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
+
+        async def routed() -> bool:
+            route = await admin.topic_route(topic)
+            return len({q.broker_name for q in route.queue_datas}) == brokers
+
+        await wait_until(routed, f"{topic} routed on {brokers} broker(s)")
+
+
+async def test_concurrent_sends_leave_in_batches_each_with_its_own_result(
+    cluster: LocalCluster,
+) -> None:
+    ns = cluster.namesrv_addr
+    await _topic(ns, "Natural", 4)
+    n = 300
+    async with Producer("pg-natural", ns) as producer:
+        results: list[SendResult] = await asyncio.gather(
+            *(
+                producer.send(Message("Natural", b"body-%d" % i, tags=f"t{i % 3}", keys=[f"k{i}"]))
+                for i in range(n)
+            )
+        )
+        assert producer.batcher is not None and producer.batcher.batches_sent > 0
+        assert producer.batcher.batched_messages > n // 2
+    assert all(r.status is SendStatus.SEND_OK for r in results)
+    assert len({r.msg_id for r in results}) == n
+    assert len({r.offset_msg_id for r in results}) == n
+    assert len({(r.queue.queue_id, r.queue_offset) for r in results}) == n
+    assert all(r.msg_ids == (r.msg_id,) for r in results)
+    sent = {r.msg_id: (i, r) for i, r in enumerate(results)}
+
+    received: dict[str, MessageExt] = {}
+    consumer = PushConsumer("cg-natural", ns, consume_from=ConsumeFrom.FIRST_OFFSET)
+    consumer.subscribe("Natural", "*")
+
+    async def handler(msgs: list[MessageExt]) -> ConsumeResult:
+        for m in msgs:
+            received[m.msg_id] = m
+        return ConsumeResult.SUCCESS
+
+    consumer.on_message(handler)
+    await consumer.start()
+    try:
+        await wait_until(lambda: len(received) >= n, lambda: f"{len(received)} of {n} consumed")
+    finally:
+        await consumer.shutdown()
+    assert set(received) == set(sent)
+    for msg_id, m in received.items():
+        i, r = sent[msg_id]
+        # The message stored under each caller's id is that caller's, where its result says.
+        assert m.body == b"body-%d" % i and m.tags == f"t{i % 3}" and m.keys == [f"k{i}"]
+        assert (m.queue_id, m.queue_offset) == (r.queue.queue_id, r.queue_offset)
+        assert m.offset_msg_id == r.offset_msg_id
+
+
+async def test_a_sharding_keys_messages_keep_their_order(cluster: LocalCluster) -> None:
+    ns = cluster.namesrv_addr
+    await _topic(ns, "NaturalOrdered", 4)
+    keys, per_key = 6, 40
+    async with Producer("pg-natural-ordered", ns) as producer:
+        # Every send started at once, each key's in its order.
+        def send(key: int, seq: int) -> asyncio.Future[SendResult]:
+            msg = Message("NaturalOrdered", b"%d:%d" % (key, seq))
+            return asyncio.ensure_future(producer.send(msg, sharding_key=f"key-{key}"))
+
+        tasks = [(key, seq, send(key, seq)) for seq in range(per_key) for key in range(keys)]
+        await asyncio.gather(*(t for _, _, t in tasks))
+        assert producer.batcher is not None and producer.batcher.batches_sent > 0
+    placed: dict[int, list[tuple[int, int, int]]] = collections.defaultdict(list)
+    for key, seq, task in tasks:
+        r = task.result()
+        placed[key].append((seq, r.queue.queue_id, r.queue_offset))
+    for key, rows in placed.items():
+        assert len({q for _, q, _ in rows}) == 1, f"key {key} went to several queues"
+        offsets = [off for _, _, off in sorted(rows)]
+        assert offsets == sorted(offsets), f"key {key} stored out of order"
+
+
+async def test_metrics_and_traces_count_every_message(cluster: LocalCluster) -> None:
+    ns = cluster.namesrv_addr
+    await _topic(ns, "NaturalTraced", 2)
+    registry = CollectorRegistry()
+    n = 60
+    async with Producer("pg-natural-traced", ns, enable_trace=True, metrics=registry) as producer:
+        results = await asyncio.gather(
+            *(producer.send(Message("NaturalTraced", b"m%d" % i)) for i in range(n))
+        )
+        assert producer.batcher is not None and producer.batcher.batches_sent > 0
+        assert producer.tracer is not None
+        traced = producer.tracer
+    labels = {
+        "topic": "NaturalTraced",
+        "client_id": producer.client.client_id,
+        "invocation_status": "success",
+    }
+    count = registry.get_sample_value("rocketmq_send_cost_time_count", labels)
+    assert count == n
+    assert traced.dropped == 0
+    async with Admin(ns) as admin:
+        for r in results[:: n // 6]:
+            events: list[object] = []
+
+            async def found(msg_id: str = r.msg_id, out: list[object] = events) -> bool:
+                out[:] = await admin.trace(msg_id)
+                return bool(out)
+
+            await wait_until(found, f"the Pub event of {r.msg_id}")
+            pub = events[0]
+            assert getattr(pub, "msg_id", None) == r.msg_id
+            assert getattr(pub, "status", None) == "SEND_OK"
+
+
+async def test_sends_to_a_dead_broker_move_to_the_other_one(make_cluster: MakeCluster) -> None:
+    c = make_cluster(brokers=2)
+    ns = c.namesrv_addr
+    await _topic(ns, "NaturalTwo", 4, brokers=2)
+    async with Producer("pg-natural-two", ns, send_timeout=10.0) as producer:
+        first = await asyncio.gather(
+            *(producer.send(Message("NaturalTwo", b"x")) for _ in range(32))
+        )
+        assert {r.queue.broker_name for r in first} == {"broker-a", "broker-b"}
+        c.kill("broker-a-0", signal.SIGKILL)
+        results = await asyncio.gather(
+            *(producer.send(Message("NaturalTwo", b"after %d" % i)) for i in range(64))
+        )
+        assert producer.batcher is not None and producer.batcher.batches_sent > 0
+    assert all(r.status is SendStatus.SEND_OK for r in results)
+    assert {r.queue.broker_name for r in results} == {"broker-b"}
+    assert len({r.msg_id for r in results}) == 64
