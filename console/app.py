@@ -17,8 +17,11 @@ address and per user name.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import secrets
+import ssl
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -57,7 +60,10 @@ from rocketq.console.security import (
     retry_after_header,
     safe_next,
 )
+from rocketq.remoting.tls import files_stamp
 from rocketq.sdk.admin import Admin
+
+log = logging.getLogger(__name__)
 
 # -- login -------------------------------------------------------------------------------
 
@@ -185,6 +191,19 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        watching = getattr(app.state, "certificate", None)
+        watch = asyncio.ensure_future(watching.watch()) if watching is not None else None
+        try:
+            async with _cluster_clients(app):
+                yield
+        finally:
+            if watch is not None:
+                watch.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watch
+
+    @contextlib.asynccontextmanager
+    async def _cluster_clients(app: Starlette) -> AsyncIterator[None]:
         admin = Admin(namesrv, **sdk_settings)
         await admin.start()
         app.state.admin = admin
@@ -269,7 +288,56 @@ def uvicorn_config(
             if not Path(path).is_file():
                 raise ValueError(f"{label} {path}: no such file")
         ssl = {"ssl_certfile": str(tls_cert), "ssl_keyfile": str(tls_key)}
-    return uvicorn.Config(app, host=host, port=port, log_level=log_level, **ssl)
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, **ssl)
+    if ssl:
+        app.state.certificate = CertificateWatch(config, str(tls_cert), str(tls_key))
+    return config
+
+
+class CertificateWatch:
+    """Reloads the console's HTTPS certificate and key into the server's TLS context when
+    their files change (checked every ``interval`` seconds): new connections get the new
+    certificate, open ones keep theirs. Files that do not load leave the old certificate in
+    use, and say so once."""
+
+    def __init__(self, config: Any, cert: str, key: str, interval: float = 5.0) -> None:
+        self.config = config  # uvicorn's: its ``ssl`` context exists once the server runs
+        self.cert = cert
+        self.key = key
+        self.interval = interval
+        self.reloads = 0
+        self._stamp = files_stamp((cert, key))
+        self._failed: tuple[bytes | None, ...] | None = None
+
+    async def watch(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            stamp = await asyncio.to_thread(files_stamp, (self.cert, self.key))
+            if stamp != self._stamp:
+                self.reload(stamp)
+
+    def reload(self, stamp: tuple[bytes | None, ...]) -> bool:
+        """Load the files into the live context (on the server's loop); True if they did."""
+        ctx = getattr(self.config, "ssl", None)
+        if ctx is None:
+            return False
+        try:
+            ctx.load_cert_chain(self.cert, self.key)
+        except (OSError, ssl.SSLError) as exc:
+            if stamp != self._failed:
+                self._failed = stamp
+                log.error(
+                    "HTTPS: the changed certificate %s and key %s do not load, so the "
+                    "previous certificate stays in use: %s",
+                    self.cert,
+                    self.key,
+                    exc,
+                )
+            return False
+        self._stamp, self._failed = stamp, None
+        self.reloads += 1
+        log.info("HTTPS: loaded the changed certificate %s", self.cert)
+        return True
 
 
 def serve(

@@ -69,7 +69,8 @@ class ClientSecurity:
     sessions: bool = False
 
 
-def _stamp(paths: tuple[str, ...]) -> _Stamp:
+def files_stamp(paths: tuple[str, ...]) -> _Stamp:
+    """What the files hold now, to tell a change (a digest each; None: unreadable)."""
     stamps: list[bytes | None] = []
     for path in paths:
         try:
@@ -114,7 +115,7 @@ class ServerTls:
         self._paths = tuple(p for p in (cert, key, trust) if p)
         self._lock = threading.Lock()  # the metrics port reads the context from threads
         self._checked = time.monotonic()
-        self._stamp = _stamp(self._paths)
+        self._stamp = files_stamp(self._paths)
         # Files that did not load (as they were then), and whether that was logged.
         self._failed: _Stamp | None = None
         self._reported = False
@@ -147,7 +148,7 @@ class ServerTls:
         key is not written yet is a rotation under way, not an error)."""
         with self._lock:
             self._checked = time.monotonic()
-            stamp = _stamp(self._paths)
+            stamp = files_stamp(self._paths)
             if stamp == self._stamp or self.mode == "disabled":
                 return False
             try:

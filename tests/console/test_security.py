@@ -427,6 +427,62 @@ def test_uvicorn_serves_the_console_over_https(users_file: Path, tmp_path: Path)
         sock.close()
 
 
+def test_the_https_certificate_reloads_when_its_files_change(
+    users_file: Path, tmp_path: Path
+) -> None:
+    old_ca, new_ca = trustme.CA(), trustme.CA()
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+
+    def install(ca: trustme.CA) -> None:
+        cert = ca.issue_cert("localhost", "127.0.0.1")
+        cert_file.write_bytes(b"".join(blob.bytes() for blob in cert.cert_chain_pems))
+        key_file.write_bytes(cert.private_key_pem.bytes())
+
+    def fetch(ca: trustme.CA) -> int:
+        context = ssl.create_default_context()
+        ca.configure_trust(context)
+        with urllib.request.urlopen(
+            f"https://localhost:{port}/login", context=context, timeout=10
+        ) as resp:
+            return int(resp.status)
+
+    install(old_ca)
+    app = create_app(NS, users_file, https=True)
+    config = uvicorn_config(
+        app, host="127.0.0.1", port=0, tls_cert=cert_file, tls_key=key_file, log_level="warning"
+    )
+    watch = app.state.certificate
+    watch.interval = 0.1
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started:
+            assert time.monotonic() < deadline, "the console did not start"
+            time.sleep(0.02)
+        assert fetch(old_ca) == 200
+        # Files that do not load: the old certificate stays in use.
+        key_file.write_bytes(b"not a key")
+        time.sleep(0.5)
+        assert fetch(old_ca) == 200 and watch.reloads == 0
+        install(new_ca)
+        deadline = time.monotonic() + 20
+        while watch.reloads == 0:
+            assert time.monotonic() < deadline, "the new certificate was not loaded"
+            time.sleep(0.05)
+        assert fetch(new_ca) == 200
+        with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+            fetch(old_ca)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
 # -- the cluster page's switches and the Users & ACL page ----------------------------------
 
 
