@@ -197,6 +197,13 @@ def bench_produce(
     duration: Annotated[float, typer.Option("--duration", "-d", min=0.1)] = 10.0,
     messages: Annotated[int, typer.Option(min=0, help="Stop after N messages (0: duration).")] = 0,
     queues: Annotated[int, typer.Option(min=1)] = 8,
+    auto_batch: Annotated[
+        bool,
+        typer.Option(
+            "--auto-batch/--no-auto-batch",
+            help="The producer's natural batching (auto_batch): sends in flight leave in batches.",
+        ),
+    ] = True,
     replication: Annotated[
         Replication, typer.Option(help="--embedded: each broker group with a slave (ha).")
     ] = Replication.NONE,
@@ -312,6 +319,7 @@ def bench_produce(
                     queues=queues,
                     echo=typer.echo,
                     client=security_settings(),
+                    producer_settings={"auto_batch": auto_batch},
                 )
             )
     except (RocketqError, OSError) as exc:

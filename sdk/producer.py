@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from rocketq.common.exceptions import (
     ClientStateError,
+    ConfigError,
     MessageIllegalError,
     NoPermissionError,
     RequestTimeoutError,
@@ -204,6 +205,23 @@ class ProducerConfig(SecurityConfig):
     trace_topic: str = "RMQ_SYS_TRACE_TOPIC"
 
 
+def _check_batching(config: ProducerConfig) -> None:
+    """The natural batching settings, or a ConfigError naming the one that is wrong."""
+    for name, value, low in (
+        ("batch_max_bytes", config.batch_max_bytes, 1),
+        ("batch_max_count", config.batch_max_count, 1),
+        ("total_batch_max_bytes", config.total_batch_max_bytes, 1),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ConfigError(f"{name} must be a whole number of at least {low}, not {value!r}")
+    delay = config.batch_max_delay
+    if isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay <= 30:
+        raise ConfigError(
+            f"batch_max_delay must be between 0 and 30 seconds (RocketMQ's batchMaxDelayMs "
+            f"allows up to 30 s), not {delay!r}"
+        )
+
+
 def split_result(result: SendResult) -> list[SendResult]:
     """A batch's result as each message's: its own ids and its queue offset (a batch's
     messages lie one after the other in its queue)."""
@@ -254,8 +272,9 @@ class Producer:
 
     Raises:
         TypeError: ``config`` and ``settings`` together, or an unknown setting.
-        ConfigError: No nameserver address, half a key pair, an unreadable credentials
-            file, or a TLS file that is missing or does not load.
+        ConfigError: A natural batching setting out of range, no nameserver address, half
+            a key pair, an unreadable credentials file, or a TLS file that is missing or
+            does not load.
 
     Attributes:
         group: The producer group.
@@ -300,6 +319,7 @@ class Producer:
         self._running = False
         self.batcher: NaturalBatcher[SendResult] | None = None
         if self.config.auto_batch:
+            _check_batching(self.config)
             self.batcher = NaturalBatcher(
                 self._send_lane,
                 split_result,

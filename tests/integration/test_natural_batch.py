@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import signal
 
 from prometheus_client import CollectorRegistry
@@ -150,3 +151,20 @@ async def test_sends_to_a_dead_broker_move_to_the_other_one(make_cluster: MakeCl
     assert all(r.status is SendStatus.SEND_OK for r in results)
     assert {r.queue.broker_name for r in results} == {"broker-b"}
     assert len({r.msg_id for r in results}) == 64
+
+
+def test_bench_produce_batches_unless_told_not_to(cluster: LocalCluster) -> None:
+    from typer.testing import CliRunner
+
+    from rocketq.cli.main import app
+
+    base = ["bench", "produce", "-n", cluster.namesrv_addr, "--messages", "400", "-c", "16"]
+    docs = {}
+    for flag in ("--auto-batch", "--no-auto-batch"):
+        result = CliRunner().invoke(app, [*base, flag, "--json"])
+        assert result.exit_code == 0, result.output
+        docs[flag] = json.loads(result.output.strip().splitlines()[-1])
+        assert docs[flag]["msgs"] == 400 and docs[flag]["failed"] == 0
+    assert docs["--auto-batch"]["natural_batches"] > 0
+    assert docs["--auto-batch"]["naturally_batched_msgs"] > docs["--auto-batch"]["natural_batches"]
+    assert docs["--no-auto-batch"]["natural_batches"] == 0

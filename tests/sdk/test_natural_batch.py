@@ -238,3 +238,24 @@ async def test_past_the_total_cap_a_send_may_not_join() -> None:
     await broker.release(2)
     await first
     await second
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "match"),
+    [
+        ("batch_max_count", 0, "batch_max_count must be a whole number of at least 1"),
+        ("batch_max_bytes", -1, "batch_max_bytes must be"),
+        ("total_batch_max_bytes", 1.5, "total_batch_max_bytes must be"),
+        ("batch_max_delay", 31, "batch_max_delay must be between 0 and 30 seconds"),
+        ("batch_max_delay", -0.1, "batch_max_delay must be"),
+    ],
+)
+def test_batching_settings_out_of_range_are_refused(
+    setting: str, value: object, match: str
+) -> None:
+    from rocketq.common.exceptions import ConfigError
+    from rocketq.sdk.producer import Producer
+
+    with pytest.raises(ConfigError, match=match):
+        Producer("pg", "127.0.0.1:9876", **{setting: value})
+    Producer("pg", "127.0.0.1:9876", auto_batch=False, **{setting: value})  # off: not read
