@@ -63,7 +63,7 @@ def _check_report(result: dict[str, Any], rounds: int) -> None:
 
 def test_replication_compares_the_four_variants_of_each_kind(tmp_path: Path) -> None:
     result = replication_security_bench(
-        modes=["async_master"],
+        modes=["lone"],
         rounds=1,
         size=256,
         concurrency=4,
@@ -74,9 +74,9 @@ def test_replication_compares_the_four_variants_of_each_kind(tmp_path: Path) -> 
         warmup=0.1,
     )
     assert result["bench"] == "replication-security"
-    assert list(result["modes"]) == ["async_master"]
-    _check_report(result["modes"]["async_master"], rounds=1)
-    assert result["auth_within_goal"] == result["modes"]["async_master"]["auth_within_goal"]
+    assert list(result["modes"]) == ["lone"]
+    _check_report(result["modes"]["lone"], rounds=1)
+    assert result["auth_within_goal"] == result["modes"]["lone"]["auth_within_goal"]
 
 
 def test_unknown_kind_is_refused_before_anything_starts(tmp_path: Path) -> None:

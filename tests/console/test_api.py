@@ -387,6 +387,8 @@ def test_a_broker_down_is_named_and_the_rest_still_shown(
     cluster: LocalCluster, client: TestClient
 ) -> None:
     victim = next(b for b in cluster.brokers if b.broker_name == "broker-b")
+    admin = client.app.state.admin  # type: ignore[attr-defined]
+    admin.timeout = 1.0  # the paused broker's silence is told in a second, not five
     cluster.pause(victim.name)
     try:
         data = client.get("/api/cluster").json()
