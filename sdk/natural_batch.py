@@ -27,7 +27,6 @@ are never held.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Generic, TypeVar
@@ -44,23 +43,22 @@ _ENTRY_OVERHEAD: Final = 22  # a batch entry's fixed fields
 
 
 class _Item(Generic[R]):
-    """A send waiting in its lane."""
+    """A send waiting in its lane (or in a batch that left)."""
 
-    __slots__ = ("deadline", "enc", "entry_size", "future", "timer")
+    __slots__ = ("deadline", "enc", "entry_size", "future")
 
     def __init__(self, enc: Encoded, future: asyncio.Future[R], deadline: float) -> None:
         self.enc = enc
         props = enc.properties or ""
         self.entry_size = _ENTRY_OVERHEAD + len(enc.body) + len(props)
         self.future = future
-        self.deadline = deadline
-        self.timer: asyncio.TimerHandle | None = None
+        self.deadline = deadline  # the loop's clock
 
 
 class _Lane(Generic[R]):
     """One topic's sends to one broker (unordered) or to one queue (ordered)."""
 
-    __slots__ = ("bytes", "in_flight", "linger", "mq", "ordered", "waiting")
+    __slots__ = ("bytes", "in_flight", "linger", "mq", "ordered", "timer", "waiting")
 
     def __init__(self, mq: MessageQueue, ordered: bool) -> None:
         self.mq = mq  # the queue of the lane's latest send: where a batch goes first
@@ -69,6 +67,8 @@ class _Lane(Generic[R]):
         self.waiting: deque[_Item[R]] = deque()
         self.bytes = 0
         self.linger: asyncio.TimerHandle | None = None
+        # One timer for the earliest deadline among the waiting (not one per message).
+        self.timer: asyncio.TimerHandle | None = None
 
 
 class NaturalBatcher(Generic[R]):
@@ -120,7 +120,7 @@ class NaturalBatcher(Generic[R]):
         )
         lane = self._lanes.get(key)
         if lane is None:
-            lane = self._lanes[key] = _Lane[R](mq, ordered)
+            lane = self._lanes[key] = _Lane(mq, ordered)
         if lane.in_flight == 0 and not lane.waiting and self.max_delay <= 0:
             lane.in_flight += 1
             try:
@@ -129,8 +129,9 @@ class NaturalBatcher(Generic[R]):
                 self._done(lane)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
-        item = _Item[R](enc, future, time.monotonic() + timeout)
-        item.timer = loop.call_later(timeout, self._expire, lane, item)
+        item: _Item[R] = _Item(enc, future, loop.time() + timeout)
+        if lane.timer is None:
+            lane.timer = loop.call_at(item.deadline, self._expire_waiting, lane)
         if not ordered:
             lane.mq = mq
         lane.waiting.append(item)
@@ -153,22 +154,30 @@ class NaturalBatcher(Generic[R]):
         if lane.waiting and (lane.in_flight == 0 or not lane.ordered):
             self._depart(lane)
 
-    def _expire(self, lane: _Lane[R], item: _Item[R]) -> None:
-        """A waiting message's timeout: out of its lane if it is still there."""
-        item.timer = None
-        if item.future.done():
-            return
-        try:
-            lane.waiting.remove(item)
-        except ValueError:
-            why = "it left in a batch that has not been answered; it may still be stored"
-        else:
-            lane.bytes -= item.entry_size
-            self._held -= item.entry_size
-            why = "it was still waiting for its batch to leave, and was not sent"
-        item.future.set_exception(
-            RequestTimeoutError(f"send to topic {item.enc.topic} timed out: {why}")
-        )
+    def _expire_waiting(self, lane: _Lane[R]) -> None:
+        """The earliest deadline among a lane's waiting messages passed: those whose time
+        is up leave the lane unsent; the timer is set for the next one."""
+        lane.timer = None
+        now = asyncio.get_running_loop().time()
+        keep: deque[_Item[R]] = deque()
+        for item in lane.waiting:
+            if item.future.done() or item.deadline <= now:
+                lane.bytes -= item.entry_size
+                self._held -= item.entry_size
+                if not item.future.done():
+                    item.future.set_exception(
+                        RequestTimeoutError(
+                            f"send to topic {item.enc.topic} timed out: it was still waiting "
+                            "for its batch to leave, and was not sent"
+                        )
+                    )
+            else:
+                keep.append(item)
+        lane.waiting = keep
+        if keep:
+            lane.timer = asyncio.get_running_loop().call_at(
+                min(i.deadline for i in keep), self._expire_waiting, lane
+            )
 
     def _done(self, lane: _Lane[R]) -> None:
         """A request of the lane returned: what waits leaves now."""
@@ -203,6 +212,9 @@ class NaturalBatcher(Generic[R]):
             lane.linger.cancel()
             lane.linger = None
         items = self._take(lane)
+        if not lane.waiting and lane.timer is not None:
+            lane.timer.cancel()
+            lane.timer = None
         if not items:
             return
         lane.in_flight += 1
@@ -211,8 +223,10 @@ class NaturalBatcher(Generic[R]):
         task.add_done_callback(self._tasks.discard)
 
     async def _leave(self, lane: _Lane[R], items: list[_Item[R]]) -> None:
+        loop = asyncio.get_running_loop()
+        watch = _SentWatch(items)
         try:
-            budget = max(item.deadline for item in items) - time.monotonic()
+            budget = max(item.deadline for item in items) - loop.time()
             if len(items) == 1:
                 enc = items[0].enc
             else:
@@ -233,12 +247,53 @@ class NaturalBatcher(Generic[R]):
             for item, one in zip(items, self._split(result), strict=True):
                 _settle(item, result=one)
         finally:
+            watch.cancel()
             self._done(lane)
 
     async def close(self) -> None:
         """Wait for the batches under way."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+class _SentWatch(Generic[R]):
+    """The deadlines of a batch's messages while it is under way: one timer at a time, for
+    the earliest caller still waiting; a caller whose time is up is told (its message may
+    still be stored)."""
+
+    __slots__ = ("handle", "items")
+
+    def __init__(self, items: list[_Item[R]]) -> None:
+        self.items = items
+        self.handle: asyncio.TimerHandle | None = None
+        self._arm(min(item.deadline for item in items))
+
+    def _arm(self, when: float) -> None:
+        self.handle = asyncio.get_running_loop().call_at(when, self._fire)
+
+    def _fire(self) -> None:
+        self.handle = None
+        now = asyncio.get_running_loop().time()
+        later = []
+        for item in self.items:
+            if item.future.done():
+                continue
+            if item.deadline <= now:
+                item.future.set_exception(
+                    RequestTimeoutError(
+                        f"send to topic {item.enc.topic} timed out: it left in a batch that "
+                        "has not been answered; it may still be stored"
+                    )
+                )
+            else:
+                later.append(item.deadline)
+        if later:
+            self._arm(min(later))
+
+    def cancel(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
 
 
 def _batch(items: list[_Item[R]]) -> Encoded:
@@ -253,9 +308,6 @@ def _batch(items: list[_Item[R]]) -> Encoded:
 
 
 def _settle(item: _Item[R], *, result: R | None = None, exc: BaseException | None = None) -> None:
-    if item.timer is not None:
-        item.timer.cancel()
-        item.timer = None
     if item.future.done():
         return
     if exc is not None:

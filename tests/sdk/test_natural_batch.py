@@ -259,3 +259,21 @@ def test_batching_settings_out_of_range_are_refused(
     with pytest.raises(ConfigError, match=match):
         Producer("pg", "127.0.0.1:9876", **{setting: value})
     Producer("pg", "127.0.0.1:9876", auto_batch=False, **{setting: value})  # off: not read
+
+
+async def test_a_caller_whose_time_passes_while_its_batch_is_under_way_is_told() -> None:
+    broker = FakeBroker()
+    b = _batcher(broker)
+    first = asyncio.ensure_future(b.send(_enc(0), QA, False, 5.0))
+    await _settled()
+    short = asyncio.ensure_future(b.send(_enc(1), QA, False, 0.2))
+    long = asyncio.ensure_future(b.send(_enc(2), QA, False, 5.0))
+    await _settled()
+    await broker.release()  # id0 answered: id1 and id2 leave together and hang there
+    await first
+    assert [ids for ids, _, _ in broker.requests] == [["id0"], ["id1", "id2"]]
+    with pytest.raises(RequestTimeoutError, match="may still be stored"):
+        await short
+    assert not long.done()
+    await broker.release()
+    assert (await long).msg_id == "id2"
