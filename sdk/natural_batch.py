@@ -251,9 +251,21 @@ class NaturalBatcher(Generic[R]):
             self._done(lane)
 
     async def close(self) -> None:
-        """Wait for the batches under way."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        """Send what waits (a lingering lane leaves now) and wait until every message has
+        its answer: the batches under way, and those that leave behind a lone send still
+        in flight (within the waiting messages' own time limits)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            for lane in self._lanes.values():
+                if lane.waiting and (lane.in_flight == 0 or not lane.ordered):
+                    self._depart(lane)
+            if self._tasks:
+                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+                continue
+            waiting = [i for lane in self._lanes.values() for i in lane.waiting]
+            if not waiting or loop.time() >= max(i.deadline for i in waiting):
+                return
+            await asyncio.sleep(0.005)  # behind a lone send still in flight
 
 
 class _SentWatch(Generic[R]):

@@ -277,3 +277,32 @@ async def test_a_caller_whose_time_passes_while_its_batch_is_under_way_is_told()
     assert not long.done()
     await broker.release()
     assert (await long).msg_id == "id2"
+
+
+async def test_closing_sends_what_lingers_and_waits_for_every_answer() -> None:
+    broker = FakeBroker(auto=True)
+    b = _batcher(broker, max_delay=10.0)  # would linger for ten seconds
+    tasks = [asyncio.ensure_future(b.send(_enc(i), QA, False, 30.0)) for i in range(3)]
+    await _settled()
+    assert broker.requests == []
+    await asyncio.wait_for(b.close(), 2.0)
+    assert all(t.done() and t.result().ok for t in tasks)
+    assert [ids for ids, _, _ in broker.requests] == [["id0", "id1", "id2"]]
+
+
+async def test_closing_waits_for_what_leaves_behind_a_lone_send() -> None:
+    broker = FakeBroker()
+    b = _batcher(broker)
+    first = asyncio.ensure_future(b.send(_enc(0), QA, True, 5.0))  # an ordered lane
+    await _settled()
+    behind = [asyncio.ensure_future(b.send(_enc(i), QA, True, 5.0)) for i in (1, 2)]
+    await _settled()
+    closing = asyncio.ensure_future(b.close())
+    await _settled()
+    # The lone send is still in flight and its lane is ordered: the others wait for it.
+    assert not closing.done() and len(broker.requests) == 1
+    broker.auto = True
+    await broker.release()
+    await asyncio.wait_for(closing, 2.0)
+    assert (await first).ok and all(t.done() and t.result().ok for t in behind)
+    assert [ids for ids, _, _ in broker.requests] == [["id0"], ["id1", "id2"]]
