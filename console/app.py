@@ -306,6 +306,7 @@ class CertificateWatch:
         self.key = key
         self.interval = interval
         self.reloads = 0
+        self.refused = 0  # changed files that did not load
         self._stamp = files_stamp((cert, key))
         self._failed: tuple[bytes | None, ...] | None = None
 
@@ -326,6 +327,7 @@ class CertificateWatch:
         except (OSError, ssl.SSLError) as exc:
             if stamp != self._failed:
                 self._failed = stamp
+                self.refused += 1
                 log.error(
                     "HTTPS: the changed certificate %s and key %s do not load, so the "
                     "previous certificate stays in use: %s",

@@ -481,10 +481,8 @@ class Producer:
                 raise ClientStateError("give either sharding_key or selector, not both")
             selector, arg = select_by_hash, sharding_key
         enc = self._encode([msg])
-        if self.batcher is not None and self._batchable(msg, enc):
-            sending = self._send_natural(enc, selector, arg, msg, queue, timeout)
-        else:
-            sending = self._send(enc, selector, arg, msg, queue, timeout)
+        natural = self.batcher is not None and self._batchable(msg, enc)
+        sending = self._send(enc, selector, arg, msg, queue, timeout, natural=natural)
         return await (sending if self.tracer is None else self._traced([msg], sending))
 
     def _batchable(self, msg: Message, enc: Encoded) -> bool:
@@ -500,7 +498,7 @@ class Producer:
             and self.batcher.joins(enc)
         )
 
-    async def _send_natural(
+    async def _via_lane(
         self,
         enc: Encoded,
         selector: MessageQueueSelector | None,
@@ -511,34 +509,24 @@ class Producer:
     ) -> SendResult:
         """A single send through its lane: its queue is picked now (by the selector, or
         round robin with latency fault tolerance), and it leaves alone or in a batch."""
-        self._require_running()
         assert self.batcher is not None
-        metrics = self._metrics
-        started = time.perf_counter()
-        ok = False
-        try:
-            budget = timeout if timeout is not None else self.config.send_timeout
-            info = await self._publish_info(enc.topic)
-            ordered = True
-            if fixed is not None:
-                mq = fixed
-            elif selector is not None:
-                mq = selector(list(info.message_queues), msg, arg)
-            else:
-                mq = self.fault.select_one_message_queue(info, None)
-                ordered = False
-            left = budget - (time.perf_counter() - started)
-            if left <= 0:
-                raise RequestTimeoutError(
-                    f"send to topic {enc.topic} timed out before it left ({budget:.1f} s)"
-                )
-            result = await self.batcher.send(enc, mq, ordered, left)
-            ok = result.status is SendStatus.SEND_OK
-            return result
-        finally:
-            if metrics is not None:
-                millis = (time.perf_counter() - started) * 1000
-                metrics.observe_send(enc.topic, self.client.client_id, ok, millis)
+        budget = timeout if timeout is not None else self.config.send_timeout
+        deadline = time.monotonic() + budget
+        info = await self._publish_info(enc.topic)
+        ordered = True
+        if fixed is not None:
+            mq = fixed
+        elif selector is not None:
+            mq = selector(list(info.message_queues), msg, arg)
+        else:
+            mq = self.fault.select_one_message_queue(info, None)
+            ordered = False
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise RequestTimeoutError(
+                f"send to topic {enc.topic} timed out before it left ({budget:.1f} s)"
+            )
+        return await self.batcher.send(enc, mq, ordered, left)
 
     def _send_lane(
         self, enc: Encoded, mq: MessageQueue, ordered: bool, timeout: float
@@ -656,16 +644,24 @@ class Producer:
         msg: Message | None,
         fixed: MessageQueue | None,
         timeout: float | None,
+        *,
+        natural: bool = False,
     ) -> SendResult:
-        """One send call (a message or a batch), timed when metrics are on."""
+        """One send call (a message or a batch), timed when metrics are on; ``natural``:
+        a single message through its lane (:meth:`_via_lane`)."""
         self._require_running()
+        if natural:
+            assert msg is not None
+            sending = self._via_lane(enc, selector, arg, msg, fixed, timeout)
+        else:
+            sending = self._send_with_retries(enc, selector, arg, msg, fixed, timeout)
         metrics = self._metrics
         if metrics is None:
-            return await self._send_with_retries(enc, selector, arg, msg, fixed, timeout)
+            return await sending
         started = time.perf_counter()
         ok = False
         try:
-            result = await self._send_with_retries(enc, selector, arg, msg, fixed, timeout)
+            result = await sending
             ok = result.status is SendStatus.SEND_OK
             return result
         finally:

@@ -6,6 +6,7 @@ not run, so no cluster call is made but the fake's)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import socket
 import ssl
@@ -13,7 +14,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -385,6 +386,33 @@ def test_the_session_cookie_is_secure_under_https(users_file: Path) -> None:
     assert "secure" not in cookie and "httponly" in cookie and "samesite=strict" in cookie
 
 
+@contextlib.contextmanager
+def _serving(config: Any) -> Iterator[int]:
+    """The console of a uvicorn ``config`` served on a free loopback port (yielded) until
+    the block ends."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started:
+            assert time.monotonic() < deadline, "the console did not start"
+            time.sleep(0.02)
+        yield sock.getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+def _fetch_login(port: int, ca: trustme.CA) -> Any:
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    return urllib.request.urlopen(f"https://localhost:{port}/login", context=context, timeout=10)
+
+
 def test_uvicorn_serves_the_console_over_https(users_file: Path, tmp_path: Path) -> None:
     ca = trustme.CA()
     cert = ca.issue_cert("localhost", "127.0.0.1")
@@ -399,32 +427,14 @@ def test_uvicorn_serves_the_console_over_https(users_file: Path, tmp_path: Path)
     config = uvicorn_config(
         app, host="127.0.0.1", port=0, tls_cert=cert_file, tls_key=key_file, log_level="warning"
     )
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 20
-        while not server.started:
-            assert time.monotonic() < deadline, "the console did not start"
-            time.sleep(0.02)
-        context = ssl.create_default_context()
-        ca.configure_trust(context)
-        with urllib.request.urlopen(
-            f"https://localhost:{port}/login", context=context, timeout=10
-        ) as resp:
+    with _serving(config) as port:
+        with _fetch_login(port, ca) as resp:
             assert resp.status == 200
             cookie = resp.headers["set-cookie"].lower()
         assert "; secure" in cookie and "httponly" in cookie
         # Plain HTTP gets no page: the TLS layer drops it.
         with pytest.raises((urllib.error.URLError, ConnectionError)):
             urllib.request.urlopen(f"http://localhost:{port}/login", timeout=10)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
 
 
 def test_the_https_certificate_reloads_when_its_files_change(
@@ -438,13 +448,15 @@ def test_the_https_certificate_reloads_when_its_files_change(
         cert_file.write_bytes(b"".join(blob.bytes() for blob in cert.cert_chain_pems))
         key_file.write_bytes(cert.private_key_pem.bytes())
 
-    def fetch(ca: trustme.CA) -> int:
-        context = ssl.create_default_context()
-        ca.configure_trust(context)
-        with urllib.request.urlopen(
-            f"https://localhost:{port}/login", context=context, timeout=10
-        ) as resp:
+    def status(port: int, ca: trustme.CA) -> int:
+        with _fetch_login(port, ca) as resp:
             return int(resp.status)
+
+    def wait_for(cond: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + 20
+        while not cond():
+            assert time.monotonic() < deadline, what
+            time.sleep(0.05)
 
     install(old_ca)
     app = create_app(NS, users_file, https=True)
@@ -453,34 +465,17 @@ def test_the_https_certificate_reloads_when_its_files_change(
     )
     watch = app.state.certificate
     watch.interval = 0.1
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 20
-        while not server.started:
-            assert time.monotonic() < deadline, "the console did not start"
-            time.sleep(0.02)
-        assert fetch(old_ca) == 200
+    with _serving(config) as port:
+        assert status(port, old_ca) == 200
         # Files that do not load: the old certificate stays in use.
         key_file.write_bytes(b"not a key")
-        time.sleep(0.5)
-        assert fetch(old_ca) == 200 and watch.reloads == 0
+        wait_for(lambda: watch.refused == 1, "the broken files were not seen")
+        assert status(port, old_ca) == 200 and watch.reloads == 0
         install(new_ca)
-        deadline = time.monotonic() + 20
-        while watch.reloads == 0:
-            assert time.monotonic() < deadline, "the new certificate was not loaded"
-            time.sleep(0.05)
-        assert fetch(new_ca) == 200
+        wait_for(lambda: watch.reloads == 1, "the new certificate was not loaded")
+        assert status(port, new_ca) == 200
         with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
-            fetch(old_ca)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+            status(port, old_ca)
 
 
 # -- the cluster page's switches and the Users & ACL page ----------------------------------
