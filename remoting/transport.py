@@ -915,10 +915,10 @@ class RemotingServer:
             self._watching = loop.create_task(self.tls.watch())
         elif sock is not None:
             self.server = await loop.create_server(self._protocol, sock=sock)
-            self.port = self.server.sockets[0].getsockname()[1]
+            self.port = _bound_port(self.server)
         else:
             self.server = await loop.create_server(self._protocol, host, port, reuse_address=True)
-            self.port = self.server.sockets[0].getsockname()[1]
+            self.port = _bound_port(self.server)
         self.guard.start()
         return self.port
 
@@ -1178,3 +1178,9 @@ def _read_exactly(sock: socket.socket, n: int) -> bytes:
         parts.append(chunk)
         n -= len(chunk)
     return b"".join(parts)
+
+
+def _bound_port(server: Any) -> int:
+    """The port a listening server got. ``Server.sockets`` is a tuple in asyncio and a list
+    in uvloop, so it is read untyped (a compiled build checks declared types)."""
+    return int(server.sockets[0].getsockname()[1])

@@ -69,33 +69,40 @@ class BadMessageError(MessageIllegalError):
 
     message: MessageExt | None
 
-    def __init__(self, message: MessageExt, reason: str, detail: str) -> None:
+    def __init__(
+        self,
+        message: MessageExt | None,
+        reason: str,
+        detail: str,
+        *,
+        where: tuple[str, int, int] = ("", -1, -1),
+    ) -> None:
         self.message = message
         self.reason = reason
-        self.topic = message.topic
-        self.queue_id = message.queue_id
-        self.queue_offset = message.queue_offset
-        self.msg_id = message.msg_id
-        super().__init__(
-            f"message {self.msg_id} at offset {self.queue_offset} of {self.topic} queue "
-            f"{self.queue_id} is bad ({reason}): {detail}"
-        )
+        if message is None:
+            self.topic, self.queue_id, self.queue_offset = where
+            self.msg_id = ""
+            text = (
+                f"the record at offset {self.queue_offset} of {self.topic} queue "
+                f"{self.queue_id} (or the first after it) does not decode ({reason}): {detail}"
+            )
+        else:
+            self.topic = message.topic
+            self.queue_id = message.queue_id
+            self.queue_offset = message.queue_offset
+            self.msg_id = message.msg_id
+            text = (
+                f"message {self.msg_id} at offset {self.queue_offset} of {self.topic} queue "
+                f"{self.queue_id} is bad ({reason}): {detail}"
+            )
+        super().__init__(text)
 
     @classmethod
     def undecodable(
         cls, topic: str, queue_id: int, queue_offset: int, detail: str
     ) -> BadMessageError:
         """A pulled record at or after ``queue_offset`` that does not decode."""
-        exc = cls.__new__(cls)
-        exc.message = None
-        exc.reason = BAD_RECORD
-        exc.topic, exc.queue_id, exc.queue_offset, exc.msg_id = topic, queue_id, queue_offset, ""
-        MessageIllegalError.__init__(
-            exc,
-            f"the record at offset {queue_offset} of {topic} queue {queue_id} (or the first "
-            f"after it) does not decode ({BAD_RECORD}): {detail}",
-        )
-        return exc
+        return cls(None, BAD_RECORD, detail, where=(topic, queue_id, queue_offset))
 
 
 def decode_pulled(
