@@ -3,6 +3,7 @@ one panel per scenario, one bar per system, rocketq first."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Final
 
@@ -14,6 +15,7 @@ PANELS: Final = (
     ("produce", "msgs_per_s", "produce: msgs/s (higher is better)"),
     ("consume", "msgs_per_s", "consume a backlog: msgs/s (higher is better)"),
     ("sync_send", "msgs_per_s", "one sender, one in flight: msgs/s (higher is better)"),
+    ("concurrent", "msgs_per_s", "one producer, single sends in flight: msgs/s (higher is better)"),
     ("e2e", "p99_ms", "end to end p99 ms at a fixed rate (lower is better)"),
 )
 
@@ -40,8 +42,11 @@ def write_chart(report: Report, path: Path) -> Path:
         import matplotlib.pyplot as plt
     except ImportError:
         raise ChartUnavailableError(f"the chart needs matplotlib: {CHART_EXTRA}") from None
-    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
-    for ax, (scenario, field, label) in zip(axes.flat, PANELS, strict=True):
+    columns = math.ceil(len(PANELS) / 2)
+    fig, axes = plt.subplots(2, columns, figsize=(6 * columns, 8))
+    for ax in axes.flat[len(PANELS) :]:
+        ax.set_visible(False)
+    for ax, (scenario, field, label) in zip(axes.flat, PANELS, strict=False):
         values = panel_values(report, scenario, field)
         names = [name for name, _ in values]
         colors = ["#d62728" if name == "rocketq" else "#7f7f7f" for name in names]

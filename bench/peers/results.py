@@ -19,6 +19,7 @@ RATIOS: Final = {
     "produce": (Scenario.PRODUCE, "msgs_per_s", True),
     "consume": (Scenario.CONSUME, "msgs_per_s", True),
     "sync_send": (Scenario.SYNC_SEND, "msgs_per_s", True),
+    "concurrent": (Scenario.CONCURRENT, "msgs_per_s", True),
     "e2e_p99": (Scenario.E2E, "p99_ms", False),
 }
 

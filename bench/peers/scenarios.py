@@ -1,4 +1,4 @@
-"""The four scenarios of a peer benchmark, written once over the ``Driver`` interface so
+"""The scenarios of a peer benchmark, written once over the ``Driver`` interface so
 that every system runs exactly the same workload."""
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ async def run_scenario(
         Scenario.CONSUME: consume,
         Scenario.E2E: end_to_end,
         Scenario.SYNC_SEND: sync_send,
+        Scenario.CONCURRENT: concurrent,
     }
     return await runs[scenario](driver, w, stream)
 
@@ -225,19 +226,41 @@ async def end_to_end(driver: Driver, w: Workload, stream: str) -> ScenarioResult
 
 async def sync_send(driver: Driver, w: Workload, stream: str) -> ScenarioResult:
     """One producer, one message per send, the next only after the last returned."""
+    return await _single_sends(driver, w, stream, Scenario.SYNC_SEND, senders=1)
+
+
+async def concurrent(driver: Driver, w: Workload, stream: str) -> ScenarioResult:
+    """One producer shared by ``w.in_flight`` coroutines, each sending one message per
+    send and the next once its last returned: that many single sends in flight from one
+    process, as an asyncio application sends. Latency is per send."""
+    return await _single_sends(driver, w, stream, Scenario.CONCURRENT, senders=w.in_flight)
+
+
+async def _single_sends(
+    driver: Driver, w: Workload, stream: str, scenario: Scenario, *, senders: int
+) -> ScenarioResult:
+    """``senders`` coroutines share one producer whose every send waits for the broker's
+    answer, one message per send, for ``w.duration`` seconds; the clock stops when the
+    last send under way returned."""
     await driver.prepare(stream)
     p = await driver.producer(stream, acked=True)
     body = make_body(w.size)
     lat: list[int] = []
-    try:
-        await p.send([body])
-        stop_at = time.monotonic() + w.duration
-        start = time.monotonic()
+
+    async def loop(stop_at: float) -> None:
         while time.monotonic() < stop_at:
             t0 = time.perf_counter_ns()
             await p.send([body])
             lat.append(time.perf_counter_ns() - t0)
+
+    try:
+        # warm-up: as many sends at once as the timed region has, so a client that opens
+        # a connection per concurrent command (redis-py's pool) has them all open
+        await asyncio.gather(*(p.send([body]) for _ in range(senders)))
+        start = time.monotonic()
+        stop_at = start + w.duration
+        await asyncio.gather(*(loop(stop_at) for _ in range(senders)))
         elapsed = time.monotonic() - start
     finally:
         await _close_all([p])
-    return _result(Scenario.SYNC_SEND, w, len(lat), elapsed, lat)
+    return _result(scenario, w, len(lat), elapsed, lat)

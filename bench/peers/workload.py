@@ -23,6 +23,7 @@ class Scenario(enum.StrEnum):
     CONSUME = "consume"  # M consumers drain a backlog written beforehand: messages/s
     E2E = "e2e"  # a fixed moderate rate; latency from send to receive
     SYNC_SEND = "sync_send"  # one sender, one message in flight: what a typical app does
+    CONCURRENT = "concurrent"  # one producer, 32 single sends in flight: an asyncio app
 
 
 ALL_SCENARIOS: Final = tuple(Scenario)
@@ -41,6 +42,8 @@ class Workload:
     ``batch`` is how many messages one producer hands the client per call in the produce
     and consume-backlog scenarios (each system sends them its own best way: rocketq a
     batch send, Redis a pipeline, NATS async publishes, RabbitMQ publishes then confirms).
+    ``in_flight`` is how many single sends one producer keeps awaiting at once in the
+    concurrent scenario (each its own coroutine, as an asyncio application sends).
     """
 
     durability: Durability = Durability.PAGE_CACHE
@@ -53,6 +56,7 @@ class Workload:
     messages: int = 0  # produce: stop after this many in all (0: run for ``duration``)
     backlog: int = 200_000  # consume: messages written first, then drained
     e2e_rate: int = 5_000  # messages/s in all, spread over the producers
+    in_flight: int = 32  # concurrent: single sends awaited at once by one producer
     warmup: float = 1.0  # e2e: seconds whose messages are not counted
     drain_timeout: float = 10.0  # e2e: seconds to wait for stragglers after sending stops
     extra: dict[str, str] = field(default_factory=dict)
@@ -67,6 +71,7 @@ class Workload:
             (self.messages >= 0, f"messages must be >= 0, got {self.messages}"),
             (self.backlog >= 1, f"backlog must be >= 1, got {self.backlog}"),
             (self.e2e_rate >= 1, f"e2e rate must be >= 1, got {self.e2e_rate}"),
+            (self.in_flight >= 1, f"in_flight must be >= 1, got {self.in_flight}"),
             (self.warmup >= 0, f"warmup must be >= 0, got {self.warmup}"),
             (bool(self.scenarios), "no scenario chosen"),
         )
@@ -83,7 +88,8 @@ class Workload:
         return (
             f"{self.producers} producers, {self.consumers} consumers, {self.size} B messages, "
             f"batch {self.batch}, {self.duration:g} s per scenario, backlog {self.backlog:,}, "
-            f"e2e at {self.e2e_rate:,} msg/s, durability {self.durability}"
+            f"e2e at {self.e2e_rate:,} msg/s, {self.in_flight} sends in flight in concurrent, "
+            f"durability {self.durability}"
         )
 
 

@@ -1,6 +1,7 @@
 """The peer benchmark's harness against a fake system: the same workload for every
 system, rows and ratios (missing and failed peers included), the Markdown table, the JSON
-line, the installer's messages and the CLI's output."""
+line, the installer's messages and the CLI's output; and the concurrent scenario against a
+real rocketq."""
 
 from __future__ import annotations
 
@@ -20,9 +21,12 @@ from rocketq.bench.peers.install import (
     Requirement,
     SystemMissingError,
 )
-from rocketq.bench.peers.processes import start_time
+from rocketq.bench.peers.processes import ProcessGroup, start_time
 from rocketq.bench.peers.results import FAILED, MISSING, Report, ScenarioResult, compute_ratios
 from rocketq.bench.peers.runner import PeerRunOptions, run_peers
+from rocketq.bench.peers.systems.base import ServerInfo
+from rocketq.bench.peers.systems.rabbitmq import RabbitmqDriver
+from rocketq.bench.peers.systems.rocketq import RocketqSystem
 from rocketq.bench.peers.systems.stub import FakeSystem
 from rocketq.bench.peers.workload import (
     Durability,
@@ -69,13 +73,14 @@ def test_workload_defaults_are_the_issue_s() -> None:
     assert w.durability is Durability.PAGE_CACHE
     assert w.size == 1024
     assert w.e2e_rate == 5_000
+    assert w.in_flight == 32
     assert set(w.scenarios) == set(Scenario)
 
 
 @pytest.mark.parametrize(
     "kwargs",
     [{"producers": 0}, {"consumers": 0}, {"size": 4}, {"batch": 0}, {"duration": 0},
-     {"scenarios": ()}, {"e2e_rate": 0}, {"backlog": 0}],
+     {"scenarios": ()}, {"e2e_rate": 0}, {"backlog": 0}, {"in_flight": 0}],
 )  # fmt: skip
 def test_workload_refuses_bad_values(kwargs: dict[str, object]) -> None:
     with pytest.raises(WorkloadError):
@@ -114,6 +119,35 @@ def test_every_system_runs_the_same_workload() -> None:
         assert produce.ok and produce.msgs_per_s > 0 and produce.p50_ms is not None
         assert produce.mb_s == pytest.approx(produce.msgs_per_s * 1024 / 1e6)
         assert _row(report, system, Scenario.SYNC_SEND).msgs_per_s > 0
+        concurrent = _row(report, system, Scenario.CONCURRENT)
+        assert concurrent.ok and concurrent.msgs_per_s > 0 and concurrent.p99_ms is not None
+
+
+def test_concurrent_keeps_its_single_sends_in_flight_together() -> None:
+    """32 coroutines on one producer, one message per send: with sends that take 2 ms each,
+    that is many times one sender's rate, and latency is per send."""
+    w = Workload(duration=0.3, scenarios=(Scenario.SYNC_SEND, Scenario.CONCURRENT))
+    slow = FakeSystem("rocketq", send_delay=0.002)
+    report = _run([slow], w)
+    assert slow.driver_made is not None
+    assert set(slow.driver_made.calls) == {1}  # single sends only
+    assert slow.driver_made.peak_in_flight == w.in_flight == 32
+    one = _row(report, "rocketq", Scenario.SYNC_SEND)
+    many = _row(report, "rocketq", Scenario.CONCURRENT)
+    assert many.ok and many.msgs_per_s > 8 * one.msgs_per_s
+    assert many.p50_ms is not None and many.p50_ms >= 2.0
+    assert many.p99_ms is not None and many.p999_ms is not None
+    assert many.mb_s == pytest.approx(many.msgs_per_s * 1024 / 1e6)
+    assert many.elapsed_s >= w.duration
+
+
+def test_rabbitmq_reports_its_confirmed_transient_sends_where_they_differ() -> None:
+    page_cache = RabbitmqDriver("127.0.0.1", 1, confirms=False)
+    for scenario in (Scenario.SYNC_SEND, Scenario.CONCURRENT):
+        assert "transient message" in (page_cache.durability_of(scenario) or "")
+    assert page_cache.durability_of(Scenario.PRODUCE) is None
+    fsync = RabbitmqDriver("127.0.0.1", 1, confirms=True)
+    assert fsync.durability_of(Scenario.CONCURRENT) is None
 
 
 def test_produce_stops_after_the_message_budget() -> None:
@@ -170,6 +204,9 @@ def test_ratios_against_the_best_peer() -> None:
         _res("b", Scenario.E2E, 5000, p99=3.0),
         _res("rocketq", Scenario.SYNC_SEND, 1000.0),
         _res("a", Scenario.SYNC_SEND, 4000.0),
+        _res("rocketq", Scenario.CONCURRENT, 30_000.0),
+        _res("a", Scenario.CONCURRENT, 10_000.0),
+        _res("b", Scenario.CONCURRENT, 20_000.0),
     ]
     ratios = {r.name: r for r in compute_ratios(rows)}
     assert ratios["produce"].value == pytest.approx(1.3)
@@ -177,6 +214,8 @@ def test_ratios_against_the_best_peer() -> None:
     assert ratios["e2e_p99"].value == pytest.approx(1.5)  # best peer p99 / rocketq p99
     assert ratios["e2e_p99"].best_peer == "b"
     assert ratios["sync_send"].value == pytest.approx(0.25)
+    assert ratios["concurrent"].value == pytest.approx(1.5)  # msgs/s, higher is better
+    assert ratios["concurrent"].best_peer == "b"
     assert ratios["consume"].value is None and ratios["consume"].best_peer is None
 
 
@@ -203,7 +242,7 @@ def test_no_ratio_when_rocketq_is_missing() -> None:
 def test_json_line_shape(two_systems: Report) -> None:
     report = two_systems
     doc = json.loads(report.json_line())
-    assert set(doc["ratios"]) == {"produce", "consume", "sync_send", "e2e_p99"}
+    assert set(doc["ratios"]) == {"produce", "consume", "sync_send", "concurrent", "e2e_p99"}
     fields = {"system", "scenario", "msgs_per_s", "mb_s", "p50_ms", "p99_ms", "p999_ms",
               "durability"}  # fmt: skip
     for row in doc["results"]:
@@ -222,8 +261,10 @@ def test_markdown_table_has_a_row_per_system_and_scenario(two_systems: Report) -
     assert sum(1 for line in lines if line.startswith("| peer |")) == len(FAST.scenarios)
     assert any(line.startswith("| gone | produce | missing |") for line in lines)
     assert "| rocketq / best (produce) |" in text
+    assert "| rocketq / best (concurrent) |" in text
     assert "| best peer / rocketq p99 |" in text
     assert panel_values(report, "produce", "msgs_per_s")[0][0] == "rocketq"
+    assert [s for s, _ in panel_values(report, "concurrent", "msgs_per_s")] == ["rocketq", "peer"]
 
 
 def test_chart_is_a_png(two_systems: Report, tmp_path: Path) -> None:
@@ -282,12 +323,13 @@ def test_cli_prints_the_table_and_one_json_line_last(
     result = CliRunner().invoke(
         app,
         ["bench", "peers", "--duration", "0.2", "--backlog", "300", "--rate", "300",
-         "--scenarios", "produce,e2e", "--json", "--markdown", str(md)],
+         "--scenarios", "produce,e2e,concurrent", "--json", "--markdown", str(md)],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     last = json.loads(result.output.strip().splitlines()[-1])
     assert last["bench"] == "peers" and last["durability"] == "page-cache"
     assert "| rocketq / best (produce) |" in result.output
+    assert last["ratios"]["concurrent"] > 0
     assert md.read_text().startswith("| system |")
 
 
@@ -297,3 +339,32 @@ def test_cli_refuses_an_unknown_system() -> None:
     result = CliRunner().invoke(app, ["bench", "peers", "--systems", "kafka"])
     assert result.exit_code == 2
     assert "unknown system" in result.output
+
+
+# -- a real rocketq -------------------------------------------------------------------------
+
+
+def test_concurrent_against_a_real_rocketq(tmp_path: Path) -> None:
+    """The concurrent scenario through the SDK against a nameserver and a broker started by
+    the run (this package's, so never missing), stopped by pid at its end."""
+
+    class Recorded(RocketqSystem):
+        pids: tuple[int, ...] = ()
+
+        def start(self, durability: Durability, workdir: Path, procs: ProcessGroup) -> ServerInfo:
+            info = super().start(durability, workdir, procs)
+            self.pids = info.pids
+            return info
+
+    w = Workload(duration=0.5, scenarios=(Scenario.CONCURRENT,))
+    system = Recorded()
+    lines: list[str] = []
+    report = run_peers(PeerRunOptions(w, workdir=tmp_path), [system], lines.append)
+    row = _row(report, "rocketq", Scenario.CONCURRENT)
+    assert row.ok, row.note
+    assert row.messages > w.in_flight and row.msgs_per_s > 0
+    assert row.p50_ms is not None and row.p99_ms is not None
+    assert "ASYNC_FLUSH" in row.durability
+    assert any(line.startswith("[rocketq] concurrent:") for line in lines)
+    assert system.pids and all(start_time(pid) is None for pid in system.pids)
+    assert list(tmp_path.iterdir()) == []  # the servers' temp dir is gone with them

@@ -61,8 +61,9 @@ class Driver(abc.ABC):
     @abc.abstractmethod
     async def producer(self, stream: str, *, acked: bool = False) -> Producer:
         """A new producer. ``acked``: every send must wait for the broker's answer (the
-        sync-send scenario), so a system that otherwise sends unacknowledged at this
-        durability class must ask for one."""
+        sync-send and concurrent scenarios, which send one message per call), so a system
+        that otherwise sends unacknowledged at this durability class must ask for one.
+        Its sends may be awaited by many coroutines at once (the concurrent scenario)."""
 
     def durability_of(self, scenario: Scenario) -> str | None:
         """The durability a scenario actually ran at, when it differs from the server's

@@ -5,10 +5,12 @@ Settings: one file-storage stream per scenario, everything else the server's def
 (page-cache: JetStream writes its files and syncs them in the background every two
 minutes). The fsync class sets ``sync_interval: always`` where the server has it (2.10 and
 later); an older server runs at its default and its rows say so, and it is left out of
-the fsync ratios. A producer is one connection; a call of more than one message is that
-many async publishes, then a wait for all their acks. A consumer is a durable pull
-consumer (fetches of up to 256, ack-all on the last of each) for throughput, or a push
-consumer (ack-all) when the scenario measures latency, since a pull waits for a full batch.
+the fsync ratios. A producer is one connection; a call of one message is a ``publish``
+that waits for its ack (in the concurrent scenario many coroutines await theirs on the one
+connection), a call of more than one message is that many async publishes, then a wait
+for all their acks. A consumer is a durable pull consumer (fetches of up to 256, ack-all
+on the last of each) for throughput, or a push consumer (ack-all) when the scenario
+measures latency, since a pull waits for a full batch.
 """
 
 from __future__ import annotations

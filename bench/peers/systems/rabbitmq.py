@@ -8,10 +8,12 @@ leaves the node's session; it carries the run's marker variable, so the run stop
 Settings: one durable classic queue in lazy mode per scenario, persistent messages
 (delivery mode 2). page-cache: no publisher confirms (RabbitMQ confirms a persistent
 message only after fsync), so a publisher waits only while its socket buffer is full, and
-the produce clock stops when the queue holds every message; the sync-send scenario needs
-an answer per send, so there it sends transient messages with confirms (RabbitMQ confirms
-them once queued; the lazy queue pages them to disk without fsync). fsync: publisher confirms,
-every call's messages in flight together, its send returns at the last confirm.
+the produce clock stops when the queue holds every message; the sync-send and concurrent
+scenarios need an answer per send, so there it sends transient messages with confirms
+(RabbitMQ confirms them once queued; the lazy queue pages them to disk without fsync).
+fsync: publisher confirms, every call's messages in flight together, its send returns at
+the last confirm. The concurrent scenario's coroutines share one channel: each publishes
+and waits for the confirm of its own delivery tag (pika's asyncio adapter, ``amqp.py``).
 A consumer: manual acks, prefetch 1,000, one multiple-ack per batch received.
 """
 
@@ -185,7 +187,7 @@ class RabbitmqDriver(Driver):
         return _RabbitProducer(conn, channel, stream, persistent=not transient_acked)
 
     def durability_of(self, scenario: Scenario) -> str | None:
-        if scenario is Scenario.SYNC_SEND and not self.confirms:
+        if scenario in (Scenario.SYNC_SEND, Scenario.CONCURRENT) and not self.confirms:
             return "page-cache (transient message, confirm once queued, lazy queue)"
         return None
 

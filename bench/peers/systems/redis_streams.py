@@ -3,9 +3,12 @@ asyncio API).
 
 Settings: AOF on, ``appendfsync everysec`` (page-cache) or ``appendfsync always`` (fsync:
 Redis fsyncs the AOF before it answers the writes of an event-loop turn), RDB snapshots
-off, everything else Redis's default. A producer is one connection; a call of more than
-one message is a pipeline of XADDs (one round trip). A consumer is a member of a consumer
-group: XREADGROUP of up to 512 entries, the previous batch's XACK pipelined with it.
+off, everything else Redis's default. A producer is one client over a pool of up to 32
+connections (redis-py does not multiplex, so each command in flight holds one: the
+concurrent scenario's single XADDs in flight, one per coroutine, share the pool); a call
+of more than one message is a pipeline of XADDs (one round trip). A consumer is a member
+of a consumer group: XREADGROUP of up to 512 entries, the previous batch's XACK pipelined
+with it.
 """
 
 from __future__ import annotations

@@ -4,8 +4,10 @@ launcher as ``rocketq cluster up``, driven by the SDK.
 Settings: ``flush_disk_type`` ASYNC_FLUSH (page-cache) or SYNC_FLUSH (fsync, group
 commit), 1 GiB CommitLog segments, one topic of 8 queues per scenario. Producers share
 one ``Producer`` as ``rocketq bench produce`` does (the SDK multiplexes sends over one
-stream per broker); a call of more than one message is one ``send_batch``. Each consumer
-is a ``PushConsumer`` (from the first offset, up to 32 messages per handler call).
+stream per broker); a call of more than one message is one ``send_batch``, a call of one
+is one ``send`` (the concurrent scenario's sends in flight together leave in batches: the
+producer's natural batching, on by default, is left on). Each consumer is a
+``PushConsumer`` (from the first offset, up to 32 messages per handler call).
 """
 
 from __future__ import annotations

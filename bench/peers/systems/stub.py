@@ -29,12 +29,15 @@ class FakeProducer(Producer):
         self.stream = stream
 
     async def send(self, bodies: Sequence[bytes]) -> None:
-        self.driver.calls[len(bodies)] += 1
-        if self.driver.send_delay:
-            await asyncio.sleep(self.driver.send_delay)
-        else:
-            await asyncio.sleep(0)
-        s = self.driver.streams[self.stream]
+        d = self.driver
+        d.calls[len(bodies)] += 1
+        d.in_flight += 1
+        d.peak_in_flight = max(d.peak_in_flight, d.in_flight)
+        try:
+            await asyncio.sleep(d.send_delay)
+        finally:
+            d.in_flight -= 1
+        s = d.streams[self.stream]
         s.items.extend(bodies)
         s.changed.set()
 
@@ -65,6 +68,8 @@ class FakeDriver(Driver):
         self.fail = fail
         self.streams: dict[str, FakeStream] = {}
         self.calls: Counter[int] = Counter()  # batch size -> send calls
+        self.in_flight = 0  # send calls under way
+        self.peak_in_flight = 0
         self.prepared: list[str] = []
         self.closed = False
 
