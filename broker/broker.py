@@ -44,6 +44,7 @@ from rocketq.common.exceptions import ConfigError
 from rocketq.common.message import SCHEDULE_TOPIC, TIMER_TOPIC, TopicConfig
 from rocketq.common.metrics import Base, bounds_collector
 from rocketq.common.metrics_server import MetricsServer
+from rocketq.common.ports import PortBindError
 from rocketq.remoting.codes import RocketqRequestCode
 from rocketq.remoting.transport import RemotingServer
 from rocketq.remoting.transport import listen_socket as remoting_listen_socket
@@ -82,9 +83,12 @@ class Broker:
         try:
             self.remoting_socket = remoting_listen_socket(config.bind_address, config.listen_port)
         except OSError as exc:
-            raise OSError(
+            raise PortBindError(
                 f"cannot listen on {config.bind_address}:{config.listen_port} "
-                f"({exc.strerror or exc}); is another broker running there? set listen_port"
+                f"({exc.strerror or exc}); is another broker running there? set listen_port",
+                name="client",
+                port=config.listen_port,
+                code=exc.errno,
             ) from None
         self.port = self.remoting_socket.getsockname()[1]
         # The ports left unset follow the listen port as given (listen_port 0: any free
@@ -106,13 +110,16 @@ class Broker:
                 self.ha_socket = listen_socket(
                     config.bind_address, config.port_of("ha_listen_port")
                 )
-            except OSError:
+            except OSError as exc:
                 self.remoting_socket.close()
                 if given.ha_listen_port is not None:
                     raise
-                raise OSError(
+                raise PortBindError(
                     f"cannot listen on {config.bind_address}:{config.port_of('ha_listen_port')} "
-                    f"for HA ({given.port_origin('ha_listen_port')})"
+                    f"for HA ({given.port_origin('ha_listen_port')})",
+                    name="ha",
+                    port=config.port_of("ha_listen_port"),
+                    code=exc.errno,
                 ) from None
             config = replace(config, ha_listen_port=self.ha_socket.getsockname()[1])
         if store_config.store_host == StoreConfig().store_host:
@@ -161,15 +168,18 @@ class Broker:
                         lambda: self.metrics_server.rejected if self.metrics_server else {},
                     )
                 )
-            except OSError:
+            except OSError as exc:
                 if self.ha_socket is not None:
                     self.ha_socket.close()
                 self.remoting_socket.close()
                 if given.metrics_port is not None:
                     raise
-                raise OSError(
+                raise PortBindError(
                     f"cannot listen on {address}:{config.port_of('metrics_port')} for metrics "
-                    f"({given.port_origin('metrics_port')})"
+                    f"({given.port_origin('metrics_port')})",
+                    name="metrics",
+                    port=config.port_of("metrics_port"),
+                    code=exc.errno,
                 ) from None
             config = replace(config, metrics_port=self.metrics_server.port)
         self.config = config

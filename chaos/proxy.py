@@ -76,12 +76,15 @@ class ProxyNet:
         self.links: dict[tuple[str, str], Link] = {}
 
     def link(self, src: str, dst: str, target_port: int) -> int:
-        """The port ``src`` dials to reach ``dst`` (made on first use)."""
+        """The port ``src`` dials to reach ``dst`` (made on first use; forwarding to
+        ``target_port`` from now on, which changes when the launcher starts a group again on
+        new Raft ports)."""
         key = (src, dst)
         if key not in self.links:
             link = Link(target_port)
             asyncio.run_coroutine_threadsafe(link.start(), self.loop).result(START_TIMEOUT)
             self.links[key] = link
+        self.links[key].target_port = target_port
         return self.links[key].port
 
     def isolate(self, member: str) -> None:

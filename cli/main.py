@@ -29,12 +29,31 @@ app = typer.Typer(
 )
 
 
-def _announce(kind: str, port: int) -> None:
-    """One line on stdout that the launcher waits for: the server is up on this port."""
+def _announce(kind: str, ports: dict[str, int]) -> None:
+    """One line on stdout that the launcher waits for: the server is up, its client port
+    in ``port`` and every port it serves (client, ha, raft, metrics) in ``ports``, as bound
+    (what port 0 turned into)."""
     import json
     import sys
 
-    sys.stdout.write(json.dumps({"ready": kind, "port": port}) + "\n")
+    served = {name: port for name, port in ports.items() if port}
+    sys.stdout.write(json.dumps({"ready": kind, "port": ports["client"], "ports": served}) + "\n")
+    sys.stdout.flush()
+
+
+def _announce_bind_failure(kind: str, exc: OSError) -> None:
+    """The line a server that could not listen on one of its ports leaves on stdout
+    before it exits: which port, and whether another process holds it (the launcher
+    starts it again on other ports when it chose them)."""
+    import json
+    import sys
+
+    from rocketq.common.ports import PortBindError
+
+    if not isinstance(exc, PortBindError):
+        return
+    doc = {"failed": kind, "port_name": exc.name, "port": exc.port, "in_use": exc.in_use}
+    sys.stdout.write(json.dumps(doc) + "\n")
     sys.stdout.flush()
 
 
@@ -73,11 +92,13 @@ def nameserver_cmd(
 
     async def started(server: object) -> None:
         assert isinstance(server, NameServer)
-        _announce("nameserver", server.port)
+        metrics = server.metrics_server.port if server.metrics_server is not None else 0
+        _announce("nameserver", {"client": server.port, "metrics": metrics})
 
     try:
         run_server(lambda: NameServer(cfg), started)
     except OSError as exc:
+        _announce_bind_failure("nameserver", exc)
         raise fail(str(exc)) from None
 
 
@@ -151,11 +172,19 @@ def broker_cmd(
 
     async def started(server: object) -> None:
         assert isinstance(server, Broker)
-        _announce("broker", server.port)
+        ports = {
+            "client": server.port,
+            "ha": server.ha_socket.getsockname()[1] if server.ha_socket is not None else 0,
+            "raft": server.raft.server.port if server.raft is not None else 0,
+            "metrics": server.metrics_server.port if server.metrics_server is not None else 0,
+        }
+        _announce("broker", ports)
 
     try:
         run_server(lambda: Broker(broker_cfg, store_cfg), started)
     except (OSError, RocketqError) as exc:
+        if isinstance(exc, OSError):
+            _announce_bind_failure("broker", exc)
         raise fail(str(exc)) from None
 
 

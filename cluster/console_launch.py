@@ -1,7 +1,7 @@
 """``rocketq cluster up --console``: the web console beside a local cluster, as a process of
-its own (``rocketq console`` on a free port), its pid in ``<data_dir>/console/console.json``,
-from which ``rocketq cluster down`` stops it (signalled only while /proc shows that very
-process)."""
+its own (``rocketq console`` on a free port, another one if that is taken before the console
+binds it), its pid in ``<data_dir>/console/console.json``, from which ``rocketq cluster
+down`` stops it (signalled only while /proc shows that very process)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Final
 
-from rocketq.cluster.launcher import HOST, LocalCluster, free_ports
+from rocketq.cluster.launcher import HOST, LocalCluster
 from rocketq.cluster.sidecar import Sidecar, load_sidecar, start_sidecar, stop_sidecar
 
 NAME: Final = "console"
@@ -47,10 +47,9 @@ def start_console(cluster: LocalCluster, *, ready_timeout: float = 30.0) -> Cons
     With auth on, the console signs as the cluster's super user and its login is that
     user's name and password (a users file in its home); with TLS, it trusts the cluster's
     CA."""
-    port = free_ports(1)[0]
     home = _home(cluster.data_dir)
     argv = [sys.executable, "-m", "rocketq.cli.main", "console"]
-    argv += ["--namesrv", cluster.namesrv_addr, "--bind", HOST, "--port", str(port)]
+    argv += ["--namesrv", cluster.namesrv_addr, "--bind", HOST]
     if cluster.secrets is not None:
         users = home / "users"
         home.mkdir(parents=True, exist_ok=True)
@@ -61,7 +60,7 @@ def start_console(cluster: LocalCluster, *, ready_timeout: float = 30.0) -> Cons
     if cluster.certs is not None:
         argv += ["--tls", "--tls-ca-file", str(cluster.certs.ca_file)]
     return start_sidecar(
-        NAME, home, argv, port=port, ready_path="/login",
+        NAME, home, lambda port: [*argv, "--port", str(port)], ready_path="/login",
         marker=_MARKER, ready_timeout=ready_timeout,
     )  # fmt: skip
 

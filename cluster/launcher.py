@@ -2,12 +2,24 @@
 
 ``rocketq cluster up``, the integration tests and the chaos harness all start clusters
 through :class:`LocalCluster`. Every node is ``python -m rocketq.cli.main nameserver|broker`` in
-its own session, on a free port (the first nameserver on ``ClusterSpec.namesrv_port`` when
-that port is free: ``rocketq cluster up`` asks for RocketMQ's 9876), with stdout (the one
-``{"ready": ...}`` line) in ``<data_dir>/logs/<name>.out`` and its log in
-``<data_dir>/logs/<name>.log``. The cluster's addresses and pids go to
-``<data_dir>/cluster.json``, from which :meth:`LocalCluster.load` rebuilds a handle in
-another process (``rocketq cluster down|status``).
+its own session, with stdout (the one ``{"ready": ...}`` line) in
+``<data_dir>/logs/<name>.out`` and its log in ``<data_dir>/logs/<name>.log``. The cluster's
+addresses, ports and pids go to ``<data_dir>/cluster.json``, from which
+:meth:`LocalCluster.load` rebuilds a handle in another process
+(``rocketq cluster down|status``).
+
+Ports: a node started for the first time binds port 0 for its client, HA and metrics ports
+and reports the ports it got in its ready line (``{"ready": "broker", "port": 40123,
+"ports": {"client": 40123, "ha": 40124, "metrics": 40125}}``), so no other program can take
+them between a choice and the bind. Two kinds of port must be known before the start, and
+the launcher chooses them: the Raft ports (the members of a group list each other's) and
+the metrics port of a nameserver on a fixed port (``ClusterSpec.namesrv_port``; port 0 for
+the client port is what makes the others any free port). When another process took one of
+those before the node bound it, the node says so on stdout (``{"failed": ...,
+"port_name": "raft", "in_use": true}``) and the launcher starts the node, or the whole
+Raft group, again on new ports, up to ``PORT_ATTEMPTS`` times, with a warning in its log.
+A restarted node asks for the ports recorded in ``cluster.json``; if another process holds
+one, the restart fails with an error that says which.
 
 A pid is signalled only while ``/proc/<pid>`` shows a ``rocketq.cli.main`` process started at the
 recorded time, so a pid the kernel has handed to another process is never signalled.
@@ -18,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import os
 import signal
 import socket
@@ -39,9 +52,12 @@ from rocketq.cluster.security import (
 )
 from rocketq.common.exceptions import ConfigError, RocketqError
 from rocketq.common.json_file import read_json, write_json_atomic
+from rocketq.common.ports import PORT_NAMES, PortName
 
 if TYPE_CHECKING:
     from rocketq.remoting.tls import ClientSecurity
+
+log = logging.getLogger(__name__)
 
 Replication = Literal["none", "ha", "raft"]
 Role = Literal["nameserver", "broker"]
@@ -50,12 +66,37 @@ HOST: Final = "127.0.0.1"
 CLUSTER_FILE: Final = "cluster.json"
 # How long a restart keeps retrying while the node's old port is briefly busy.
 PORT_RETRY_SECONDS: Final = 5.0
+# Starts of a node (or a Raft group) on newly chosen ports when another process took one
+# of the ports chosen for it before it bound them.
+PORT_ATTEMPTS: Final = 5
 _AVAILABLE_REPLICATION: Final = ("none", "ha", "raft")
 RAFT_MEMBERS: Final = 3  # processes per broker group with replication "raft"
 
 
 class LauncherError(RocketqError):
     """A node did not start, or the cluster's state on disk does not allow the action."""
+
+
+class _ChosenPortTakenError(LauncherError):
+    """Another process took a port the launcher chose for a node before the node bound it."""
+
+    def __init__(self, node: Node, port_name: PortName, port: int) -> None:
+        super().__init__(
+            f"{node.name} could not listen on its {port_name} port {node.host}:{port}: "
+            "another process took it after the launcher chose it"
+        )
+        self.node = node
+        self.port_name = port_name
+        self.port = port
+
+
+@dataclass(frozen=True)
+class BindFailure:
+    """What a node that could not listen on one of its ports left on stdout."""
+
+    port_name: PortName
+    port: int
+    in_use: bool  # another process holds it
 
 
 @dataclass(frozen=True)
@@ -137,6 +178,7 @@ class Node:
     broker_id: int = 0
     raft_port: int = 0  # replication "raft": the member's Raft port, fixed before the start
     metrics_port: int = 0  # its HTTP port (/metrics, /healthz, /readyz); 0: none
+    ha_port: int = 0  # a master's HA port (its slaves connect there); 0: none
     host: str = HOST  # the address it binds and is reached at
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
 
@@ -177,6 +219,8 @@ class Node:
         }
         if self.metrics_port:
             doc["metrics_port"] = self.metrics_port
+        if self.ha_port:
+            doc["ha_port"] = self.ha_port
         if self.role == "broker":
             doc |= {
                 "broker_name": self.broker_name,
@@ -265,6 +309,33 @@ def port_free(port: int, host: str = HOST) -> bool:
         except OSError:
             return False
     return True
+
+
+def ready_ports(doc: Mapping[str, Any]) -> dict[PortName, int] | None:
+    """The ports of a node's ready line by name (``client`` always), None if it is not
+    one: ``{"ready": "broker", "port": P, "ports": {"client": P, "metrics": M, ...}}``
+    (a line without ``ports`` names the client port alone)."""
+    try:
+        ports: dict[PortName, int] = {"client": int(doc["port"])}
+        for name, port in dict(doc.get("ports", {})).items():
+            if name in PORT_NAMES and int(port) > 0:
+                ports[name] = int(port)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return ports
+
+
+def bind_failure(doc: Mapping[str, Any]) -> BindFailure | None:
+    """What a node's bind failure line says, None if it is not one:
+    ``{"failed": "broker", "port_name": "raft", "port": 40123, "in_use": true}``."""
+    name = doc.get("port_name")
+    try:
+        port, in_use = int(doc["port"]), doc["in_use"]
+    except (KeyError, TypeError, ValueError):
+        return None
+    if name not in PORT_NAMES or not isinstance(in_use, bool):
+        return None
+    return BindFailure(name, port, in_use)
 
 
 # ------------------------------------------------------------------ the cluster
@@ -394,6 +465,7 @@ class LocalCluster:
                 node.start_time = int(saved.get("start_time", 0))
                 node.raft_port = int(saved.get("raft_port", 0))
                 node.metrics_port = int(saved.get("metrics_port", 0))
+                node.ha_port = int(saved.get("ha_port", 0))
                 node.host = str(saved.get("host", HOST))
         except (KeyError, TypeError, ValueError) as exc:
             raise LauncherError(f"{path}: not a cluster description ({exc!r})") from None
@@ -418,30 +490,73 @@ class LocalCluster:
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         for n in self.nodes:
             n.port, n.pid, n.start_time, n.process = 0, 0, 0, None
+            n.raft_port = n.metrics_port = n.ha_port = 0
         wanted = self.spec.namesrv_port
         if wanted is not None and port_free(wanted):
             self.nameservers[0].port = wanted
-        # Chosen together, so no two are the same: with replication "raft" every member
-        # must know every member's Raft address before any starts; metrics ports are fixed
-        # before the start too, so a scrape config written now stays right after restarts.
-        raft = self.brokers if self.spec.replication == "raft" else []
-        metrics = self.nodes if self.spec.metrics else []
-        ports = free_ports(len(raft) + len(metrics))
-        for b, port in zip(raft, ports, strict=False):
-            b.raft_port = port
-        for n, port in zip(metrics, ports[len(raft) :], strict=True):
-            n.metrics_port = port
         try:
-            for n in self.nodes:
-                # The preferred port may be taken between the check and the bind.
-                any_port = n is self.nameservers[0] and wanted is not None
-                self._launch(n, self.spec.ready_timeout, any_port_if_busy=any_port)
-                self._save()
+            for ns in self.nameservers:
+                self._start_fresh([ns])
+            # A Raft group starts (and starts again on new Raft ports) as a whole: its
+            # members list each other's Raft addresses.
+            groups = [[b] for b in self.brokers]
+            if self.spec.replication == "raft":
+                names = dict.fromkeys(b.broker_name for b in self.brokers)
+                groups = [self.group_members(name) for name in names]
+            for members in groups:
+                self._start_fresh(members)
             self._wait_registered(self.brokers, self.nameservers[:1])
         except BaseException:
             with contextlib.suppress(LauncherError):
                 self.stop()
             raise
+
+    def _choose_ports(self, nodes: list[Node]) -> None:
+        """The ports ``nodes`` must be told before they start, chosen together so no two
+        are the same: Raft ports, and the metrics port of a node on a fixed client port
+        (with client port 0 the node binds any free metrics port itself)."""
+        raft = [n for n in nodes if n.role == "broker" and self.spec.replication == "raft"]
+        metrics = [n for n in nodes if self.spec.metrics and n.port]
+        if not raft and not metrics:
+            return
+        ports = free_ports(len(raft) + len(metrics))
+        for n, port in zip(raft, ports, strict=False):
+            n.raft_port = port
+        for n, port in zip(metrics, ports[len(raft) :], strict=True):
+            n.metrics_port = port
+
+    def _start_fresh(self, nodes: list[Node]) -> None:
+        """Start ``nodes`` for the first time. When another process took a port the
+        launcher chose for one of them before it bound it, the ones started are stopped and
+        all start again on new ports, up to ``PORT_ATTEMPTS`` times."""
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            self._choose_ports(nodes)
+            try:
+                for n in nodes:
+                    # The preferred port may be taken between the check and the bind.
+                    any_port = n is self.nameservers[0] and self.spec.namesrv_port is not None
+                    self._launch(n, self.spec.ready_timeout, any_port_if_busy=any_port)
+                    self._save()
+                return
+            except _ChosenPortTakenError as taken:
+                started = [n for n in nodes if self._alive(n)]
+                for n in started:
+                    self._signal(n, signal.SIGKILL)
+                if self._wait_exit(started, time.monotonic() + self.spec.ready_timeout):
+                    raise LauncherError(
+                        f"could not stop {', '.join(n.name for n in started)} to start them "
+                        "again on other ports"
+                    ) from None
+                names = ", ".join(n.name for n in nodes)
+                if attempt == PORT_ATTEMPTS:
+                    raise LauncherError(
+                        f"{taken}; {names} could not start in {PORT_ATTEMPTS} attempts on "
+                        "newly chosen ports, as other processes kept taking them"
+                    ) from None
+                log.warning(
+                    "%s; starting %s again on new ports (attempt %d of %d)",
+                    taken, names, attempt + 1, PORT_ATTEMPTS,
+                )  # fmt: skip
 
     def _refuse_if_running(self) -> None:
         if not self.cluster_file.exists():
@@ -461,7 +576,7 @@ class LocalCluster:
         if node.role == "nameserver":
             cmd += ["--port", str(node.port), "--bind", node.host]
             cmd += ["--kv-config-path", str(node.home / "kvConfig.json")]
-            cmd += ["--set", f"metrics_port={node.metrics_port}"]
+            cmd += self._metrics_setting(node)
             settings: Mapping[str, str] = self.spec.nameserver_settings
         else:
             cmd += [
@@ -472,8 +587,9 @@ class LocalCluster:
                 "--store-path-root-dir", str(node.store),
                 "--set", f"bind_address={node.host}",
                 "--set", f"broker_ip1={node.host}",
-                "--set", "ha_listen_port=0",
-                "--set", f"metrics_port={node.metrics_port}",
+                # 0 (any free port) before its first start, the port it got after it.
+                "--set", f"ha_listen_port={node.ha_port}",
+                *self._metrics_setting(node),
             ]  # fmt: skip
             settings = self.spec.broker_settings
         if node.role == "broker" and self.spec.replication == "raft":
@@ -490,6 +606,15 @@ class LocalCluster:
         if node.role == "broker" and node.broker_id > 0 and self.spec.replication != "raft":
             cmd += ["--set", "broker_role=SLAVE"]  # whatever role the masters were given
         return cmd
+
+    def _metrics_setting(self, node: Node) -> list[str]:
+        """The node's metrics port: none (0) without metrics, the recorded or chosen port,
+        or unset, which with client port 0 is any free port (the node reports it)."""
+        if not self.spec.metrics:
+            return ["--set", "metrics_port=0"]
+        if node.metrics_port:
+            return ["--set", f"metrics_port={node.metrics_port}"]
+        return []
 
     def _spawn(self, node: Node) -> tuple[subprocess.Popen[bytes], int]:
         """Start the node's process; the offset where this run's log begins."""
@@ -515,39 +640,63 @@ class LocalCluster:
     def _launch(
         self, node: Node, timeout: float, *, port_retry: float = 0.0, any_port_if_busy: bool = False
     ) -> None:
-        """Start the node and wait for its ready line. With ``port_retry``, a node that
-        exits because its (fixed) port is busy is started again until that many seconds
-        have passed; with ``any_port_if_busy``, it is started again on a free port."""
+        """Start the node and wait for its ready line; record the ports it reports.
+
+        A port the node was given that another process holds: with ``port_retry`` (a
+        restart, on the recorded ports) the node is started again until that many seconds
+        have passed, then a LauncherError names the port; with ``any_port_if_busy`` a taken
+        client port gives way to any free one; a Raft or metrics port the launcher chose
+        raises :class:`_ChosenPortTakenError` for the caller to choose again. Without
+        ``port_retry`` the launcher chose every fixed port but the client port."""
         retry_until = time.monotonic() + port_retry
         while True:
             proc, offset = self._spawn(node)
             node.process, node.pid = proc, proc.pid
-            port = self._await_ready(node, proc, offset, time.monotonic() + timeout)
-            if port is not None:
+            ports = self._await_ready(node, proc, offset, time.monotonic() + timeout)
+            if ports is not None:
                 break
             log_text = tail(node.log, offset)
-            if "cannot listen" in log_text and time.monotonic() < retry_until:
-                time.sleep(POLL_INTERVAL * 4)
-                continue
-            if "cannot listen" in log_text and any_port_if_busy and node.port:
-                node.port = 0
-                continue
+            failed = self._bind_failure(node)
+            if failed is not None and failed.in_use:
+                if time.monotonic() < retry_until:
+                    time.sleep(POLL_INTERVAL * 4)
+                    continue
+                if failed.port_name == "client" and any_port_if_busy and node.port:
+                    log.info(
+                        "%s: port %d was taken after the check; it listens on any free port",
+                        node.name, node.port,
+                    )  # fmt: skip
+                    node.port = 0
+                    continue
+                chosen = {"raft": node.raft_port, "metrics": node.metrics_port}
+                if not port_retry and failed.port and chosen.get(failed.port_name) == failed.port:
+                    raise _ChosenPortTakenError(node, failed.port_name, failed.port)
+                if port_retry:
+                    raise LauncherError(
+                        f"{node.role} {node.name} cannot listen on its {failed.port_name} port "
+                        f"{node.host}:{failed.port}, recorded in {self.cluster_file}: another "
+                        f"process holds it (still after {port_retry:g} s); stop that process, "
+                        f"or start the cluster again; the end of {node.log}:\n{log_text}"
+                    )
             raise LauncherError(
                 f"{node.role} {node.name} exited before it was ready "
                 f"(exit code {proc.returncode}); the end of {node.log}:\n{log_text}"
             )
-        node.port = port
+        node.port = ports["client"]
+        node.metrics_port = ports.get("metrics", 0)
+        node.ha_port = ports.get("ha", 0)
+        node.raft_port = ports.get("raft", node.raft_port)
         stat = proc_stat(proc.pid)
         node.start_time = stat[1] if stat else 0
 
     def _await_ready(
         self, node: Node, proc: subprocess.Popen[bytes], offset: int, deadline: float
-    ) -> int | None:
-        """The port from the ready line; None if the process exited first."""
+    ) -> dict[PortName, int] | None:
+        """The ports from the ready line; None if the process exited first."""
         while True:
-            port = self._ready_port(node)
-            if port is not None:
-                return port
+            ports = self._ready_ports(node)
+            if ports is not None:
+                return ports
             if proc.poll() is not None:
                 return None
             if time.monotonic() >= deadline:
@@ -561,16 +710,30 @@ class LocalCluster:
                 )
             time.sleep(POLL_INTERVAL)
 
-    def _ready_port(self, node: Node) -> int | None:
+    def _out_lines(self, node: Node) -> list[dict[str, Any]]:
+        """The JSON objects on the node's stdout (its ready or bind failure line)."""
         try:
             text = node.out.read_text(errors="replace")
         except OSError:
-            return None
+            return []
+        docs = []
         for line in text.splitlines():
-            with contextlib.suppress(ValueError, TypeError, AttributeError):
+            with contextlib.suppress(ValueError):
                 doc = json.loads(line)
-                if doc.get("ready") == node.role:
-                    return int(doc["port"])
+                if isinstance(doc, dict):
+                    docs.append(doc)
+        return docs
+
+    def _ready_ports(self, node: Node) -> dict[PortName, int] | None:
+        for doc in self._out_lines(node):
+            if doc.get("ready") == node.role:
+                return ready_ports(doc)
+        return None
+
+    def _bind_failure(self, node: Node) -> BindFailure | None:
+        for doc in self._out_lines(node):
+            if doc.get("failed") == node.role:
+                return bind_failure(doc)
         return None
 
     def group_members(self, broker_name: str) -> list[Node]:

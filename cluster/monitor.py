@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Final
 
-from rocketq.cluster.launcher import HOST, LauncherError, LocalCluster, free_ports
+from rocketq.cluster.launcher import HOST, LauncherError, LocalCluster
 from rocketq.cluster.sidecar import Sidecar, load_sidecar, start_sidecar, stop_sidecar
 
 NAME: Final = "prometheus"  # its log prometheus.log, its pid file prometheus.json
@@ -74,7 +74,8 @@ def start_monitor(
     rules: Path | None = RULES,
     ready_timeout: float = 30.0,
 ) -> Monitor:
-    """Start Prometheus for ``cluster`` and wait until it is ready."""
+    """Start Prometheus for ``cluster`` and wait until it is ready; ``port`` 0: a free
+    port (another one if that is taken before Prometheus binds it)."""
     binary = prometheus_binary()
     if not any(n.metrics_port for n in cluster.nodes):
         raise LauncherError("the cluster's nodes serve no metrics (started without metrics)")
@@ -84,14 +85,16 @@ def start_monitor(
     config.write_text(
         json.dumps(scrape_config(cluster, scrape_interval=scrape_interval, rules=rules), indent=2)
     )
-    port = port or free_ports(1)[0]
-    argv = [
-        binary,
-        f"--config.file={config}",
-        f"--storage.tsdb.path={home / 'data'}",
-        f"--web.listen-address={HOST}:{port}",
-        "--web.enable-lifecycle",
-    ]
+
+    def argv(port: int) -> list[str]:
+        return [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={home / 'data'}",
+            f"--web.listen-address={HOST}:{port}",
+            "--web.enable-lifecycle",
+        ]
+
     return start_sidecar(
         NAME, home, argv, port=port, ready_path="/-/ready", marker=_MARKER,
         ready_timeout=ready_timeout,

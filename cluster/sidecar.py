@@ -1,22 +1,34 @@
 """A process beside a local cluster (its Prometheus, its web console): started in a session
 of its own with its output in ``<home>/<name>.log``, waited for until an HTTP URL answers
 200, its pid and start time in ``<home>/<name>.json``, and signalled later only while /proc
-shows that very process."""
+shows that very process.
+
+Its port is chosen free just before the start; when another process takes it before the
+sidecar binds it (the sidecar exits, its log saying the address is in use), it starts again
+on a newly chosen port, up to ``PORT_ATTEMPTS`` times, with a warning in the launcher's log.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import subprocess
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocketq.cluster.launcher import HOST, LauncherError
+from rocketq.cluster import launcher
+from rocketq.cluster.launcher import HOST, PORT_ATTEMPTS, LauncherError
 from rocketq.cluster.pids import POLL_INTERVAL, is_ours, proc_stat, tail
 from rocketq.common.json_file import read_json, write_json_atomic
+
+log = logging.getLogger(__name__)
+# What uvicorn (the console) and Prometheus log when their port is taken.
+_IN_USE = "address already in use"
 
 
 @dataclass
@@ -72,19 +84,45 @@ def _answers(url: str) -> bool:
 def start_sidecar(
     name: str,
     home: Path,
-    argv: list[str],
+    argv: Callable[[int], list[str]],
     *,
-    port: int,
+    port: int = 0,
     ready_path: str,
     marker: bytes,
     ready_timeout: float = 30.0,
 ) -> Sidecar:
-    """Start ``argv`` (after stopping the one ``home`` records) and wait until
-    ``http://HOST:port<ready_path>`` answers 200."""
+    """Start ``argv(port)`` (after stopping the one ``home`` records) and wait until
+    ``http://HOST:port<ready_path>`` answers 200. ``port`` 0: a free port, chosen again
+    when another process takes it before the sidecar binds it; another ``port`` is the
+    user's, and a sidecar that cannot bind it fails."""
     home.mkdir(parents=True, exist_ok=True)
     stop_sidecar(name, home, marker)
-    log = home / f"{name}.log"
-    with log.open("ab") as out:
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        chosen = port or launcher.free_ports(1)[0]
+        side, offset = _spawn(name, home, argv(chosen), chosen, marker)
+        text = _await_answer(side, ready_path, ready_timeout, offset)
+        if text is None:
+            break
+        if port or _IN_USE not in text.lower() or attempt == PORT_ATTEMPTS:
+            raise LauncherError(
+                f"{name} did not get ready within {ready_timeout:g} s; the end of "
+                f"{side.log}:\n{text}"
+            )
+        log.warning(
+            "%s: another process took port %d before %s could listen there; starting it "
+            "again on another port (attempt %d of %d)",
+            name, chosen, name, attempt + 1, PORT_ATTEMPTS,
+        )  # fmt: skip
+    write_json_atomic(
+        home / f"{name}.json",
+        {"port": side.port, "pid": side.pid, "start_time": side.start_time, "url": side.url},
+    )
+    return side
+
+
+def _spawn(name: str, home: Path, argv: list[str], port: int, marker: bytes) -> tuple[Sidecar, int]:
+    """Start the process; the offset where this run's log begins."""
+    with (home / f"{name}.log").open("ab") as out:
         offset = out.tell()
         proc = subprocess.Popen(
             argv,
@@ -95,21 +133,23 @@ def start_sidecar(
             start_new_session=True,
         )
     stat = proc_stat(proc.pid)
-    side = Sidecar(name, home, port, proc.pid, stat[1] if stat else 0, marker)
-    deadline = time.monotonic() + ready_timeout
-    while not _answers(side.url + ready_path):
-        if proc.poll() is not None or time.monotonic() >= deadline:
+    return Sidecar(name, home, port, proc.pid, stat[1] if stat else 0, marker), offset
+
+
+def _await_answer(side: Sidecar, ready_path: str, timeout: float, offset: int) -> str | None:
+    """Wait until the sidecar answers 200 (None); if it exits first or the time runs out,
+    stop it and return the end of its log. It must still run after the answer: an answer
+    from a process that took its port is not its own."""
+    deadline = time.monotonic() + timeout
+    while True:
+        exited = not side.alive()
+        if not exited and _answers(side.url + ready_path) and side.alive():
+            return None
+        if exited or time.monotonic() >= deadline:
             side.stop()
-            raise LauncherError(
-                f"{name} did not get ready within {ready_timeout:g} s; the end of {log}:\n"
-                f"{tail(log, offset)}"
-            )
+            _reap(side.pid)
+            return tail(side.log, offset)
         time.sleep(POLL_INTERVAL * 4)
-    write_json_atomic(
-        home / f"{name}.json",
-        {"port": port, "pid": proc.pid, "start_time": side.start_time, "url": side.url},
-    )
-    return side
 
 
 def load_sidecar(name: str, home: Path, marker: bytes) -> Sidecar | None:

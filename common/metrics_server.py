@@ -41,6 +41,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from rocketq.common.ports import PortBindError
+
 
 class ServerTls(Protocol):
     """What the port reads of :class:`rocketq.remoting.tls.ServerTls` (common sits below
@@ -270,9 +272,12 @@ class MetricsServer:
             self._server = server_class((address, port), _QuietHandler)
         except OSError as exc:
             why = "it is in use" if exc.errno == errno.EADDRINUSE else exc.strerror
-            raise OSError(
+            raise PortBindError(
                 f"cannot serve {what} metrics on {address}:{port} ({why}); set metrics_port "
-                "to a free port (0 turns the metrics server off) or metrics_bind_address"
+                "to a free port (0 turns the metrics server off) or metrics_bind_address",
+                name="metrics",
+                port=port,
+                code=exc.errno,
             ) from None
         self._server.set_app(self._app)
         self._server.tls = tls if tls is not None and tls.enabled else None

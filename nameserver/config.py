@@ -29,8 +29,12 @@ class NameServerConfig(ServerSecurityConfig):
     scan_not_active_broker_interval: int = field(default=10_000, metadata={"min": 1})
     # Fill routes' order_topic_conf from the ORDER_TOPIC_CONFIG KV namespace.
     order_message_enable: bool = False
-    # HTTP port of /metrics (Prometheus), /healthz and /readyz (0: no metrics server).
-    metrics_port: int = field(default=9877, metadata={"min": 0, "max": 65535})
+    # HTTP port of /metrics (Prometheus), /healthz and /readyz (0: no metrics server);
+    # unset: listen_port + 1 (9877 beside the default 9876; with listen_port 0, any free
+    # port, as a broker's derived ports).
+    metrics_port: int | None = field(
+        default=None, metadata={"min": 0, "max": 65535, "unset": "listen_port + 1"}
+    )
     # Address the metrics server binds ("": bind_address).
     metrics_bind_address: str = ""
     # A nameserver's requests are small but for registrations (a 10,000-topic table is
@@ -53,3 +57,16 @@ class NameServerConfig(ServerSecurityConfig):
         validate_config(self)
         check_server_bounds(self)
         check_server_security(self)
+
+    @property
+    def metrics_port_to_bind(self) -> int:
+        """The metrics port to bind: metrics_port, or when unset listen_port + 1 (0, any
+        free port, with listen_port 0). 0 when set to 0: check :attr:`metrics_enabled`."""
+        if self.metrics_port is not None:
+            return self.metrics_port
+        return self.listen_port + 1 if self.listen_port else 0
+
+    @property
+    def metrics_enabled(self) -> bool:
+        """A metrics server runs unless metrics_port is 0."""
+        return self.metrics_port != 0

@@ -10,6 +10,7 @@ from pathlib import Path
 from rocketq.auth.request_map import nameserver_requirement
 from rocketq.auth.server_security import MemoryAuthMetadata, server_security
 from rocketq.common.metrics_server import MetricsServer
+from rocketq.common.ports import PortBindError
 from rocketq.nameserver.config import NameServerConfig
 from rocketq.nameserver.kv_config import KVConfigManager
 from rocketq.nameserver.metrics import registry_for
@@ -42,7 +43,7 @@ class NameServer:
         self._scan_task: asyncio.Task[None] | None = None
         self.serving = False
         self.metrics_server: MetricsServer | None = None
-        if config.metrics_port:
+        if config.metrics_enabled:
             registry = registry_for(
                 self.routes,
                 self.service.counters,
@@ -53,7 +54,7 @@ class NameServer:
             )
             self.metrics_server = MetricsServer(
                 config.metrics_bind_address or config.bind_address,
-                config.metrics_port,
+                config.metrics_port_to_bind,
                 registry,
                 self._readiness,
                 what="nameserver",
@@ -79,10 +80,13 @@ class NameServer:
         try:
             self.port = await self.server.start(self.config.bind_address, self.config.listen_port)
         except OSError as exc:
-            raise OSError(
+            raise PortBindError(
                 f"cannot listen on {self.config.bind_address}:{self.config.listen_port} "
                 f"({exc.strerror or exc}); is another nameserver running there? pick another "
-                "--port"
+                "--port",
+                name="client",
+                port=self.config.listen_port,
+                code=exc.errno,
             ) from None
         self._scan_task = asyncio.get_running_loop().create_task(self._scan())
         self.serving = True

@@ -48,6 +48,7 @@ from typing import Final, cast
 
 from rocketq.auth.credentials import Credentials
 from rocketq.common.config import ServerBoundsConfig
+from rocketq.common.ports import PortBindError
 from rocketq.remoting.bounds import (
     BAD_FRAME,
     BUFFERED_BYTES,
@@ -425,11 +426,14 @@ def listen_socket(host: str, port: int) -> socket.socket:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         sock.listen(64)
-    except OSError:
+    except OSError as exc:
         sock.close()
-        raise OSError(
+        raise PortBindError(
             f"cannot listen on {host}:{port} for HA; is another broker running there? set "
-            "ha_listen_port"
+            "ha_listen_port",
+            name="ha",
+            port=port,
+            code=exc.errno,
         ) from None
     sock.setblocking(False)
     return sock

@@ -46,6 +46,7 @@ from typing import cast
 from rocketq.auth.credentials import Credentials
 from rocketq.common.aio import cancel_all
 from rocketq.common.config import ServerBoundsConfig
+from rocketq.common.ports import PortBindError
 from rocketq.common.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.remoting.bounds import BAD_FRAME, FRAME_TOO_LARGE
 from rocketq.remoting.tls import ServerTls
@@ -407,10 +408,13 @@ class RaftServer:
                         handshake_timeout=self.guard.hello_timeout,
                     )
                 )
-        except OSError:
-            raise OSError(
+        except OSError as exc:
+            raise PortBindError(
                 f"cannot listen on {self.bind} for Raft; is another member running there? "
-                "set the member's port in dledger_peers"
+                "set the member's port in dledger_peers",
+                name="raft",
+                port=int(port),
+                code=exc.errno,
             ) from None
         self.guard.start()
         self._tasks = [loop.create_task(self._ticker()), loop.create_task(self._keepalives())]

@@ -109,7 +109,7 @@ def test_ha_replication_gives_each_group_a_master_and_a_slave(tmp_path: Path) ->
     assert slave_cmd[-2:] == ["--set", "broker_role=SLAVE"]
 
 
-def test_up_kill_restart_stop(tmp_path: Path) -> None:
+def test_up_kill_restart_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = ClusterSpec(data_dir=tmp_path, brokers=2, broker_settings=SMALL_STORE)
     with LocalCluster(spec) as c:
         # cluster.json says where everything is.
@@ -124,10 +124,15 @@ def test_up_kill_restart_stop(tmp_path: Path) -> None:
             assert b["addr"] == f"127.0.0.1:{b['port']}" and b["pid"] > 0
             assert Path(b["store"]) == tmp_path / b["name"] / "store"
             assert Path(b["store"], "checkpoint").exists()
+            # Every port it serves, as bound (any free port), is in its ready line and
+            # in cluster.json.
+            ports = {"client": b["port"], "ha": b["ha_port"], "metrics": b["metrics_port"]}
             assert json.loads(Path(tmp_path, "logs", f"{b['name']}.out").read_text()) == {
                 "ready": "broker",
                 "port": b["port"],
+                "ports": ports,
             }
+            assert len(set(ports.values())) == 3
         assert doc["spec"]["brokers"] == 2 and doc["spec"]["broker_settings"] == SMALL_STORE
         addrs = {b["broker_name"]: b["addr"] for b in doc["brokers"]}
 
@@ -161,10 +166,21 @@ def test_up_kill_restart_stop(tmp_path: Path) -> None:
         alive = {n.name: n.alive for n in c.status().nodes}
         assert alive == {"namesrv-0": True, "broker-a-0": True, "broker-b-0": False}
 
-        # restart: same port and store, registered again.
+        # A restart asks for the recorded ports: one another program holds is an error
+        # that names it (after PORT_RETRY_SECONDS).
+        monkeypatch.setattr(launcher, "PORT_RETRY_SECONDS", 0.2)
+        metrics_port = c.node("broker-b-0").metrics_port
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as other:
+            other.bind(("127.0.0.1", metrics_port))
+            other.listen()
+            with pytest.raises(LauncherError, match=f"its metrics port 127.0.0.1:{metrics_port}"):
+                c.restart("broker-b-0")
+
+        # restart: same ports and store, registered again.
         c.restart("broker-b-0")
         node = c.node("broker-b-0")
         assert node.addr == addrs["broker-b"] and node.pid != old_pid
+        assert node.metrics_port == metrics_port
         assert registered(c.namesrv_addr)["broker-b"] == {0: addrs["broker-b"]}
         assert c.status().all_alive
         saved = json.loads((tmp_path / "cluster.json").read_text())["brokers"][1]

@@ -1,0 +1,146 @@
+"""How nodes report their ports and their bind failures, and how the launcher and its
+sidecars read them: the ready line, the failure line, PortBindError, a sidecar started
+again when its chosen port is taken."""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import pickle
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+import rocketq.cluster.launcher as launcher
+from rocketq.cli.main import _announce, _announce_bind_failure
+from rocketq.cluster.launcher import BindFailure, LauncherError, bind_failure, ready_ports
+from rocketq.cluster.sidecar import start_sidecar
+from rocketq.common.metrics_server import MetricsServer
+from rocketq.common.ports import PortBindError
+from rocketq.replication.ha.master import listen_socket
+
+
+@pytest.fixture
+def held_port() -> Iterator[int]:
+    """A port another program listens on."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield s.getsockname()[1]
+
+
+def test_the_ready_line_names_every_port_it_serves(capsys: pytest.CaptureFixture[str]) -> None:
+    _announce("broker", {"client": 4000, "ha": 4001, "raft": 0, "metrics": 4002})
+    doc = json.loads(capsys.readouterr().out)
+    assert doc == {
+        "ready": "broker",
+        "port": 4000,
+        "ports": {"client": 4000, "ha": 4001, "metrics": 4002},
+    }
+    assert ready_ports(doc) == {"client": 4000, "ha": 4001, "metrics": 4002}
+
+
+@pytest.mark.parametrize(
+    ("doc", "ports"),
+    [
+        ({"ready": "nameserver", "port": 9876}, {"client": 9876}),  # the client port alone
+        (
+            {"ready": "broker", "port": 1, "ports": {"raft": 2, "gossip": 3}},
+            {"client": 1, "raft": 2},
+        ),
+        ({"ready": "broker"}, None),
+        ({"ready": "broker", "port": "x"}, None),
+        ({"ready": "broker", "port": 1, "ports": [1, 2]}, None),
+    ],
+)
+def test_ready_lines_are_read_or_refused(doc: dict[str, object], ports: object) -> None:
+    assert ready_ports(doc) == ports
+
+
+def test_a_bind_failure_line_says_which_port_and_why(
+    held_port: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(PortBindError) as err:
+        listen_socket("127.0.0.1", held_port)
+    assert (err.value.name, err.value.port, err.value.in_use) == ("ha", held_port, True)
+    assert f"cannot listen on 127.0.0.1:{held_port} for HA" in str(err.value)
+    _announce_bind_failure("broker", err.value)
+    _announce_bind_failure("broker", OSError("not about a port"))  # writes nothing
+    doc = json.loads(capsys.readouterr().out)
+    assert doc == {"failed": "broker", "port_name": "ha", "port": held_port, "in_use": True}
+    assert bind_failure(doc) == BindFailure("ha", held_port, True)
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"failed": "broker", "port_name": "gossip", "port": 1, "in_use": True},
+        {"failed": "broker", "port_name": "raft", "port": 1, "in_use": "yes"},
+        {"failed": "broker", "port_name": "raft", "in_use": True},
+    ],
+)
+def test_bad_bind_failure_lines_are_refused(doc: dict[str, object]) -> None:
+    assert bind_failure(doc) is None
+
+
+def test_a_taken_metrics_port_is_a_port_bind_error(held_port: int) -> None:
+    with pytest.raises(PortBindError) as err:
+        MetricsServer(
+            "127.0.0.1", held_port, CollectorRegistry(), lambda: (True, ""), what="broker"
+        )
+    assert (err.value.name, err.value.port, err.value.errno) == (
+        "metrics",
+        held_port,
+        errno.EADDRINUSE,
+    )
+    assert "(it is in use)" in str(err.value)
+    again = pickle.loads(pickle.dumps(err.value))
+    assert (str(again), again.name, again.port, again.in_use) == (
+        str(err.value),
+        "metrics",
+        held_port,
+        True,
+    )
+
+
+def _http_server(port: int) -> list[str]:
+    return [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"]
+
+
+def test_a_sidecar_whose_port_is_taken_starts_again_on_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Bound without listening: a bind there fails, a connection is refused at once.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        held = taken.getsockname()[1]
+        real = launcher.free_ports
+        handed: list[int] = []
+
+        def choose(count: int) -> list[int]:
+            ports = [held] if not handed else real(count)
+            handed.extend(ports)
+            return ports
+
+        monkeypatch.setattr(launcher, "free_ports", choose)
+        caplog.set_level(logging.WARNING, "rocketq.cluster.sidecar")
+        side = start_sidecar(
+            "web", tmp_path, _http_server, ready_path="/", marker=b"http.server", ready_timeout=20
+        )
+        try:
+            assert side.alive() and side.port == handed[1] != held
+            assert f"another process took port {held}" in caplog.text
+            assert json.loads((tmp_path / "web.json").read_text())["port"] == side.port
+            # A port the user fixed is not changed: taken, it is an error.
+            with pytest.raises(LauncherError, match="did not get ready"):
+                start_sidecar(
+                    "web2", tmp_path, _http_server, port=held, ready_path="/",
+                    marker=b"http.server", ready_timeout=20,
+                )  # fmt: skip
+        finally:
+            side.stop()
