@@ -6,29 +6,48 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 DATA_DIR ?= $(CURDIR)/data
 
-.PHONY: run test lint typecheck unit venv clean proto sysdeps tree fuzz docs blocking
+.PHONY: run test lint typecheck unit venv clean proto sysdeps tree fuzz docs blocking compiled pure
 
 # pip 25.1 reads PEP 735 dependency groups (--group).
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
 
+# The editable install is pure Python (ROCKETQ_PURE): the compiled hot path is built in
+# place by `make compiled`, which rebuilds it whenever its sources change.
 # `make run` starts the console too: the core and the console extra.
 $(STAMP_RUN): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[console,tls]"
+	ROCKETQ_PURE=1 $(BIN)/python -m pip install --quiet -e ".[console,tls]"
 	touch $@
 
 # `make test`: every extra the tests import and the dev group (lint, test and proto tools).
 $(STAMP_DEV): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[console,spark,bench,chart,fuzz,tls]" --group dev
+	ROCKETQ_PURE=1 $(BIN)/python -m pip install --quiet -e ".[console,spark,bench,chart,fuzz,tls]" --group dev
 	touch $@ $(STAMP_RUN)
 
 venv: $(STAMP_DEV)
 
 # The main job: a local cluster (one nameserver, one broker group) and its web console
 # (the URL is printed) until Ctrl-C.
-run: $(STAMP_RUN)
+run: $(STAMP_RUN) compiled
 	$(BIN)/rocketq cluster up --data-dir $(DATA_DIR)/cluster --foreground --console
+
+# The compiled hot path: the modules under [tool.rocketq] compiled in pyproject.toml, built
+# in place with mypyc (setup.py) beside their sources when a C compiler is present, rebuilt
+# when the sources of their packages change; rocketq/_compiled.json records what they were
+# built from, and `import rocketq` refuses extensions older than their sources. Without a
+# compiler nothing is built and the package runs as Python. `make pure` removes them.
+STAMP_COMPILED := rocketq/_compiled.json
+COMPILED_DEPS := setup.py pyproject.toml $(wildcard remoting/*.py common/*.py storage/*.py \
+	broker/*.py broker/wire/*.py sdk/*.py)
+compiled: $(STAMP_COMPILED)
+$(STAMP_COMPILED): $(COMPILED_DEPS) | $(STAMP_RUN)
+	@$(BIN)/python -c "import mypyc" 2>/dev/null || $(BIN)/python -m pip install --quiet "mypy>=1.14"
+	$(BIN)/python setup.py --quiet build_ext --inplace
+
+pure:
+	rm -f $(STAMP_COMPILED)
+	find . -path ./$(VENV) -prune -o -path ./build -prune -o -name '*.so' -print0 | xargs -0 rm -f
 
 # The rocketq namespace as the wheel lays it out (the folders linked under .build/src/rocketq),
 # for the tools that read files instead of importing them: mypy and import-linter.
@@ -66,7 +85,7 @@ $(ALI_ONS)/node_modules/.package-lock.json: $(ALI_ONS)/package-lock.json | sysde
 
 # The Spark tests (tests/spark) run a local Spark whose Python workers use this venv, bound
 # to loopback.
-unit: $(STAMP_DEV) sysdeps $(ALI_ONS)/node_modules/.package-lock.json
+unit: $(STAMP_DEV) compiled sysdeps $(ALI_ONS)/node_modules/.package-lock.json
 	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -q
 
 # The manual as a site (mkdocs.yml, docs/): a warning (a broken link, a page left out of the

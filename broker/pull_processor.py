@@ -43,7 +43,7 @@ class PullStatus(enum.IntEnum):
     OFFSET_ILLEGAL = 3
 
 
-@dataclass(slots=True)
+@dataclass
 class PullAnswer:
     status: PullStatus
     next_begin_offset: int

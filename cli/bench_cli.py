@@ -570,8 +570,9 @@ def bench_peers(
         str, typer.Option(help="Comma-separated, in run order.")
     ] = "rocketq,redis,nats,rabbitmq",
     scenarios: Annotated[
-        str, typer.Option(help="Comma-separated: produce, consume, e2e, sync_send.")
-    ] = "produce,consume,e2e,sync_send",
+        str,
+        typer.Option(help="Comma-separated: produce, consume, e2e, sync_send, concurrent."),
+    ] = "produce,consume,e2e,sync_send,concurrent",
     producers: Annotated[int, typer.Option(min=1)] = 4,
     consumers: Annotated[int, typer.Option(min=1)] = 1,
     size: Annotated[int, typer.Option("--size", "-s", min=8)] = 1024,
@@ -774,6 +775,41 @@ def bench_transport(
         )
     if json_out:
         typer.echo(json.dumps(transport_bench.report(results)))
+
+
+@bench_app.command(
+    "builds",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def bench_builds(
+    ctx: typer.Context,
+    rounds: Annotated[int, typer.Option(min=1, help="Rounds of both builds.")] = 3,
+    metric: Annotated[
+        str, typer.Option(help="The JSON figure compared (a dotted path for nested ones).")
+    ] = "msgs_per_s",
+    timeout: Annotated[
+        float, typer.Option(min=1.0, help="Seconds one benchmark run may take.")
+    ] = 900.0,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """The compiled build against the pure package in one run: the benchmark after `--`
+    (`rocketq bench builds --rounds 3 -- produce --embedded -c 32 --duration 6`) runs on
+    each in turn, and each round's compiled/pure ratio of `--metric` is printed with
+    their median."""
+    import json
+
+    from rocketq.bench import builds_bench
+
+    try:
+        result = builds_bench.run(
+            list(ctx.args), rounds=rounds, metric=metric, timeout=timeout, echo=typer.echo
+        )
+    except BenchOptionError as exc:
+        raise typer.BadParameter(str(exc), param_hint=f"'{exc.flag}'") from None
+    except builds_bench.BuildsError as exc:
+        raise fail(str(exc)) from None
+    if json_out:
+        typer.echo(json.dumps(result))
 
 
 # -- fuzzing the decoders (bench/fuzz/) ------------------------------------------------------

@@ -55,7 +55,7 @@ from rocketq.common.exceptions import (
     for_code,
 )
 from rocketq.remoting.route_data import RouteBodyError
-from rocketq.sdk.message_body import BadMessageError
+from rocketq.sdk.bad_message import BadMessageError
 
 __all__ = [
     "BadMessageError",

@@ -49,7 +49,8 @@ if TYPE_CHECKING:
     from rocketq.sdk.consumer_config import ConsumerConfig, PullConsumerConfig
     from rocketq.sdk.consumer_types import MessageSelector
     from rocketq.sdk.metrics import MetricsOption
-    from rocketq.sdk.producer import ProducerConfig, SendResult
+    from rocketq.sdk.producer import SendResult
+    from rocketq.sdk.producer_config import ProducerConfig
     from rocketq.sdk.push_context import Handler
     from rocketq.sdk.queue_selectors import MessageQueueSelector
     from rocketq.sdk.running_info import ConsumerRunningInfo

@@ -59,7 +59,7 @@ class RoundRobinIndex:
         return self._value
 
 
-@dataclass(slots=True)
+@dataclass
 class FaultItem:
     """What is known of one broker: its last latency (ms) and when (clock seconds) its
     not-available window ends."""
@@ -117,7 +117,7 @@ class LatencyFaultTolerance:
         return ranked[self._which_item_worst.next() % half].name
 
 
-@dataclass(slots=True)
+@dataclass
 class TopicPublishInfo:
     """A topic's writable queues, all brokers' in one flat list, and its round-robin counter."""
 

@@ -25,11 +25,18 @@ from typing import TYPE_CHECKING, Final
 from rocketq.common.exceptions import ConfigError, MessageIllegalError
 from rocketq.common.message import MessageExt, SysFlag
 from rocketq.common.record import CRC_MASK, decode_record
+from rocketq.sdk.bad_message import BAD_RECORD as BAD_RECORD
+from rocketq.sdk.bad_message import BODY_CRC as BODY_CRC
+from rocketq.sdk.bad_message import INFLATE_CAP as INFLATE_CAP
+from rocketq.sdk.bad_message import NOT_ZLIB as NOT_ZLIB
+from rocketq.sdk.bad_message import BadMessageError as BadMessageError
 
 if TYPE_CHECKING:
     from rocketq.sdk.metrics import ClientMetrics
 
 log = logging.getLogger(__name__)
+
+_COMPRESSED: Final = int(SysFlag.COMPRESSED)
 
 # RocketMQ's maxMessageSize (the producer's and the broker's): 4 MiB.
 MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024
@@ -37,14 +44,6 @@ MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024
 MAX_BODY_INFLATE_RATIO: Final = 4
 # Inflate in steps of this many bytes of output.
 INFLATE_STEP: Final = 1024 * 1024
-
-# Why a message is bad (BadMessageError.reason, a metrics label).
-BODY_CRC: Final = "body_crc"
-NOT_ZLIB: Final = "not_zlib"
-INFLATE_CAP: Final = "inflate_cap"
-BAD_RECORD: Final = "bad_record"  # a pulled record that does not decode at all
-
-_COMPRESSED: Final = int(SysFlag.COMPRESSED)
 
 
 class InflateError(ValueError):
@@ -54,55 +53,6 @@ class InflateError(ValueError):
     def __init__(self, reason: str, text: str) -> None:
         super().__init__(text)
         self.reason = reason
-
-
-class BadMessageError(MessageIllegalError):
-    """A pulled message the consumer cannot deliver: its body fails its CRC, does not
-    inflate, or inflates past the cap. ``message`` is the message as stored (its body the
-    raw stored bytes); ``reason`` is BODY_CRC, NOT_ZLIB or INFLATE_CAP; ``topic``,
-    ``queue_id``, ``queue_offset`` and ``msg_id`` say which message it is. The consumer
-    has already moved past it.
-
-    With ``reason`` BAD_RECORD (:meth:`undecodable`) the record itself did not decode:
-    ``message`` is None, ``msg_id`` is empty and ``queue_offset`` is the offset the
-    consumer skipped (the record is there or after it)."""
-
-    message: MessageExt | None
-
-    def __init__(
-        self,
-        message: MessageExt | None,
-        reason: str,
-        detail: str,
-        *,
-        where: tuple[str, int, int] = ("", -1, -1),
-    ) -> None:
-        self.message = message
-        self.reason = reason
-        if message is None:
-            self.topic, self.queue_id, self.queue_offset = where
-            self.msg_id = ""
-            text = (
-                f"the record at offset {self.queue_offset} of {self.topic} queue "
-                f"{self.queue_id} (or the first after it) does not decode ({reason}): {detail}"
-            )
-        else:
-            self.topic = message.topic
-            self.queue_id = message.queue_id
-            self.queue_offset = message.queue_offset
-            self.msg_id = message.msg_id
-            text = (
-                f"message {self.msg_id} at offset {self.queue_offset} of {self.topic} queue "
-                f"{self.queue_id} is bad ({reason}): {detail}"
-            )
-        super().__init__(text)
-
-    @classmethod
-    def undecodable(
-        cls, topic: str, queue_id: int, queue_offset: int, detail: str
-    ) -> BadMessageError:
-        """A pulled record at or after ``queue_offset`` that does not decode."""
-        return cls(None, BAD_RECORD, detail, where=(topic, queue_id, queue_offset))
 
 
 def decode_pulled(

@@ -16,11 +16,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
+from mypy_extensions import mypyc_attr
 from prometheus_client import CollectorRegistry
 
 from rocketq.common.exceptions import (
     ClientStateError,
-    ConfigError,
     MessageIllegalError,
     NoPermissionError,
     RequestTimeoutError,
@@ -31,7 +31,6 @@ from rocketq.common.exceptions import (
     for_code,
 )
 from rocketq.common.message import (
-    AUTO_CREATE_TOPIC_KEY_TOPIC,
     DLQ_GROUP_TOPIC_PREFIX,
     MASTER_ID,
     PERM_WRITE,
@@ -47,8 +46,9 @@ from rocketq.sdk.client import ClientInstance, local_ip, producer_heartbeat, pub
 from rocketq.sdk.fault_tolerance import MQFaultStrategy, TopicPublishInfo
 from rocketq.sdk.metrics import MetricsOption, client_metrics
 from rocketq.sdk.natural_batch import NaturalBatcher
+from rocketq.sdk.producer_config import ProducerConfig, check_batching
 from rocketq.sdk.queue_selectors import MessageQueueSelector, java_string_hash, select_by_hash
-from rocketq.sdk.security import SecurityConfig, client_security, security_settings
+from rocketq.sdk.security import client_security, security_settings
 from rocketq.sdk.send_encoding import BATCH_LIMIT, Encoded, encode, estimated_size, split_batches
 from rocketq.sdk.settings import make_config, resolve_namesrv
 from rocketq.sdk.trace import TraceDispatcher, publish_event
@@ -112,7 +112,7 @@ class SendStatus(enum.Enum):
     FLUSH_SLAVE_TIMEOUT = 12
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class SendResult:
     """What a send returns.
 
@@ -138,88 +138,6 @@ class SendResult:
     def ok(self) -> bool:
         """Whether the status is SEND_OK."""
         return self.status is SendStatus.SEND_OK
-
-
-@dataclass(frozen=True, slots=True)
-class ProducerConfig(SecurityConfig):
-    """A producer's settings: RocketMQ's DefaultMQProducer ones, snake_case; every
-    duration is in seconds (a float).
-
-    Attributes:
-        send_timeout: Seconds a send may take, retries included, when ``send`` is given
-            no ``timeout`` (RocketMQ's sendMsgTimeout; this project's default is 10 s).
-        retry_times_when_send_failed: Retries of a failed send, on another broker when
-            there is one.
-        retry_another_broker_when_not_store_ok: Also retry a send the broker stored but
-            did not flush or replicate in time (a status other than SEND_OK).
-        compress_msg_body_over_howmuch: Bodies longer than this many bytes are sent
-            compressed (zlib), except in batches.
-        max_message_size: The largest body (or batch) sent, in bytes.
-        send_latency_fault_enable: Avoid, for a while, brokers that were slow or failed.
-        create_topic_key: The template topic an unknown topic is created from (TBW102).
-        default_topic_queue_nums: Queues of a topic created through the template.
-        poll_name_server_interval: Seconds between route refreshes.
-        heartbeat_broker_interval: Seconds between heartbeats to every broker.
-        auto_batch: Natural batching (RocketMQ's autoBatch): sends of one topic that
-            arrive while a request to their broker is in flight leave together as one
-            batch when it returns; a lone send leaves at once (see
-            :mod:`rocketq.sdk.natural_batch`).
-        batch_max_delay: Seconds a send waits for others to join it even when nothing
-            is in flight (RocketMQ's batchMaxDelayMs, in seconds); 0: never.
-        batch_max_bytes: A batch's largest size in bytes; a full batch leaves at once
-            (RocketMQ's batchMaxBytes).
-        batch_max_count: A batch's most messages.
-        total_batch_max_bytes: The most bytes waiting to be batched at once; past it a
-            send leaves alone (RocketMQ's totalBatchMaxBytes).
-        enable_trace: Write a trace event per message sent to ``trace_topic`` (see
-            :mod:`rocketq.sdk.trace`).
-        trace_topic: The topic trace events go to.
-        access_key: The access key requests are signed with (see
-            :class:`~rocketq.sdk.security.SecurityConfig`); None: ``ROCKETQ_ACCESS_KEY`` or
-            the credentials file.
-        secret_key: Its secret key; None: ``ROCKETQ_SECRET_KEY`` or the credentials file.
-        credentials_file: A TOML file of ``access_key`` and ``secret_key``.
-        tls: Connect over TLS.
-        tls_ca_file: The CA certificates a server's certificate must chain to.
-        tls_cert_file: A client certificate, for servers that ask for one.
-        tls_key_file: The private key of ``tls_cert_file``.
-        tls_verify_hostname: Check that a server's certificate names its address.
-    """
-
-    send_timeout: float = 10.0
-    retry_times_when_send_failed: int = 2
-    retry_another_broker_when_not_store_ok: bool = False
-    compress_msg_body_over_howmuch: int = 4096
-    max_message_size: int = 4 * 1024 * 1024
-    send_latency_fault_enable: bool = True
-    create_topic_key: str = AUTO_CREATE_TOPIC_KEY_TOPIC
-    default_topic_queue_nums: int = 4
-    poll_name_server_interval: float = 30.0
-    heartbeat_broker_interval: float = 30.0
-    auto_batch: bool = True
-    batch_max_delay: float = 0.0
-    batch_max_bytes: int = 32 * 1024
-    batch_max_count: int = 128
-    total_batch_max_bytes: int = 32 * 1024 * 1024
-    enable_trace: bool = False
-    trace_topic: str = "RMQ_SYS_TRACE_TOPIC"
-
-
-def _check_batching(config: ProducerConfig) -> None:
-    """The natural batching settings, or a ConfigError naming the one that is wrong."""
-    for name, value, low in (
-        ("batch_max_bytes", config.batch_max_bytes, 1),
-        ("batch_max_count", config.batch_max_count, 1),
-        ("total_batch_max_bytes", config.total_batch_max_bytes, 1),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ConfigError(f"{name} must be a whole number of at least {low}, not {value!r}")
-    delay = config.batch_max_delay
-    if isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay <= 30:
-        raise ConfigError(
-            f"batch_max_delay must be between 0 and 30 seconds (RocketMQ's batchMaxDelayMs "
-            f"allows up to 30 s), not {delay!r}"
-        )
 
 
 def split_result(result: SendResult) -> list[SendResult]:
@@ -250,6 +168,8 @@ class _Attempt:
     last_error: RocketqError | None = None
 
 
+# Compiled (setup.py), it stays a class applications and TransactionProducer may subclass.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Producer:
     """Sends messages (RocketMQ's DefaultMQProducer)::
 
@@ -319,7 +239,7 @@ class Producer:
         self._running = False
         self.batcher: NaturalBatcher[SendResult] | None = None
         if self.config.auto_batch:
-            _check_batching(self.config)
+            check_batching(self.config)
             self.batcher = NaturalBatcher(
                 self._send_lane,
                 split_result,

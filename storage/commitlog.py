@@ -50,7 +50,7 @@ QueueKey = tuple[bytes, int]
 _NO_QUEUE_OFFSET: Final = frozenset({0x4, 0xC})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class AppendResult:
     """Where a batch landed: its first record's physical and queue offsets."""
 
@@ -65,7 +65,7 @@ class AppendResult:
         return self.wrote_offset + self.wrote_bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class RecordInfo:
     """What dispatch and recovery read from one record's header (no body copy)."""
 

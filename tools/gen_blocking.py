@@ -29,9 +29,11 @@ import builtins
 import importlib
 import importlib.util
 import inspect
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -679,9 +681,45 @@ def _ruff() -> str:
     return found
 
 
+def _compiled(targets: list[type]) -> bool:
+    """Whether a class comes from a compiled module (``make compiled``), whose methods
+    have no source to read."""
+    return any(
+        not str(getattr(sys.modules[cls.__module__], "__file__", "")).endswith(".py")
+        for cls in targets
+    )
+
+
+def _render_pure() -> str:
+    """:func:`render_source` run on the pure package: a tree of links to the sources alone
+    (tools/link_tree.py), first on the path of a child interpreter."""
+    from tools.link_tree import build
+
+    with tempfile.TemporaryDirectory(prefix="gen-blocking-") as tmp:
+        build(Path(tmp))
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from tools import gen_blocking; "
+                "sys.stdout.write(gen_blocking.render_source())",
+            ],
+            cwd=tmp,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([tmp, str(ROOT)])},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    if done.returncode != 0:
+        raise GenerateError(f"the pure package's classes did not render: {done.stderr.strip()}")
+    return done.stdout
+
+
 def render(targets: list[type] | None = None) -> str:
-    """The module's text, import-sorted and formatted as ``ruff`` would leave it."""
-    text = render_source(targets)
+    """The module's text, import-sorted and formatted as ``ruff`` would leave it (of a
+    compiled build, as its pure package writes it)."""
+    pure = targets is None and _compiled(classes())
+    text = _render_pure() if pure else render_source(targets)
     ruff = _ruff()
     for args in (
         ["check", "--fix", "--select", "I", "--exit-zero", "--quiet"],

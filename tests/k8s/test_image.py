@@ -5,12 +5,15 @@ ports, store volume)."""
 
 from __future__ import annotations
 
+import importlib.machinery
 import json
+import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -211,8 +214,9 @@ def build_context(destination: Path) -> Path:
 
 def test_the_build_stage_sources_build_the_wheel(tmp_path: Path) -> None:
     """What `pip wheel .` sees in the build stage builds the rocketq wheel, holding the
-    files the project's own wheel holds (tests/packaging builds that one from the whole
-    checkout; this one is built from the Dockerfile's copies alone)."""
+    files the project's own wheel holds (tests/packaging builds that one, pure, from the
+    whole checkout; this one is built from the Dockerfile's copies alone) and the compiled
+    hot path."""
     (build,) = [s for s in stages() if s.name == "build"]
     assert build.last("WORKDIR") == "/src"
     assert all(c.dest.endswith("/") for c in copies(build)), "COPY destinations are folders"
@@ -222,6 +226,8 @@ def test_the_build_stage_sources_build_the_wheel(tmp_path: Path) -> None:
     done = subprocess.run(
         [*pip, "-w", str(dist), "."],
         cwd=context,
+        # Compiled without the C compiler's optimizations: the same modules, built sooner.
+        env={**os.environ, "ROCKETQ_MYPYC_OPT_LEVEL": "0"},
         capture_output=True,
         text=True,
         timeout=300,
@@ -231,7 +237,14 @@ def test_the_build_stage_sources_build_the_wheel(tmp_path: Path) -> None:
     (wheel,) = dist.glob("rocketq-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = sorted(n for n in archive.namelist() if n.startswith("rocketq/"))
-    assert names == sorted(package_files())
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    extensions = [n for n in names if n.endswith(suffix)]
+    assert [n for n in names if n not in extensions] == sorted(package_files())
+    # The hot path compiled (a C compiler is here as in the build stage), beside its source.
+    compiled = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["rocketq"]["compiled"]
+    assert sorted(extensions) == sorted(
+        [f"rocketq/_hotpath__mypyc{suffix}"] + [m.replace(".", "/") + suffix for m in compiled]
+    )
 
 
 def test_the_image_runs_rocketq_as_user_10001() -> None:

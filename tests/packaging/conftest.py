@@ -17,7 +17,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 # What a build leaves beside the sources, and what is not the project's.
 NOT_SOURCES = shutil.ignore_patterns(
-    ".git", ".venv", ".build", "build", "data", "*.egg-info", "__pycache__", ".*_cache", "dist"
+    ".git",
+    ".venv",
+    ".build",
+    "build",
+    "data",
+    "*.egg-info",
+    "__pycache__",
+    ".*_cache",
+    "dist",
+    "*.so",
+    "_compiled.json",
 )
 
 
@@ -52,6 +62,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = work / "source"
     shutil.copytree(ROOT, source, ignore=NOT_SOURCES)
     dist = work / "dist"
+    # The pure wheel: tests/k8s/test_image.py builds the compiled one, from the Dockerfile's
+    # build context.
     subprocess.run(
         [
             sys.executable,
@@ -65,6 +77,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
             str(dist),
             str(source),
         ],
+        env={**os.environ, "ROCKETQ_PURE": "1"},
         check=True,
         timeout=300,
     )

@@ -29,6 +29,8 @@ FAIL = 1002
 BOOM = 1003
 ONEWAY = 1004
 CALL_BACK = 1005
+# What each server's ONEWAY handler received, by the server's id.
+ONEWAYS: dict[int, list[str]] = {}
 
 
 @pytest.fixture
@@ -62,10 +64,11 @@ async def server() -> AsyncIterator[RemotingServer]:
         {ECHO: echo, SLOW: slow, FAIL: fail, BOOM: boom, ONEWAY: oneway, CALL_BACK: call_back}
     )
     await srv.start("127.0.0.1", 0)
-    srv.got = got
+    ONEWAYS[id(srv)] = got
     try:
         yield srv
     finally:
+        del ONEWAYS[id(srv)]
         await srv.stop()
 
 
@@ -127,7 +130,7 @@ async def test_oneway_requests_get_no_answer(server: RemotingServer) -> None:
             conn.invoke_oneway(RemotingCommand(ONEWAY, {"v": v}))
         conn.invoke_oneway(RemotingCommand(FAIL))  # an error is not answered either
         await conn.invoke(RemotingCommand(ECHO), 2.0)  # after the oneways, in order
-        assert server.got == ["a", "b", "c"]
+        assert ONEWAYS[id(server)] == ["a", "b", "c"]
         assert not conn.pending
     finally:
         conn.close()

@@ -296,7 +296,7 @@ async def test_index_is_fsynced_on_its_own_period(store_factory: Callable[..., A
     flush_interval_index (each fsync makes the next write to every hash-slot page fault)
     and at a clean stop."""
     store: MessageStore = await store_factory(flush_interval_index=3_600_000)
-    store.append(batch("T", [b"x"], keys="k1"), "T", 0)
+    store.append(batch("T", [b"x"], keys=["k1"]), "T", 0)
     while store.dispatcher.run(1 << 20):
         pass
     assert store.index is not None
