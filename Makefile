@@ -78,14 +78,14 @@ sysdeps:
 
 # ali-ons at the version package-lock.json pins.
 ALI_ONS := tests/conformance/ali_ons
-$(ALI_ONS)/node_modules/.package-lock.json: $(ALI_ONS)/package-lock.json | sysdeps
+$(ALI_ONS)/node_modules/.package-lock.json: $(ALI_ONS)/package-lock.json | $(if $(SYSDEPS_DONE),,sysdeps)
 	@if command -v npm >/dev/null; then \
 		npm ci --prefix $(ALI_ONS) --no-audit --no-fund --loglevel=error; \
 	else echo "npm is missing: the ali-ons conformance tests fail under CI, skip otherwise"; fi
 
 # The Spark tests (tests/spark) run a local Spark whose Python workers use this venv, bound
 # to loopback.
-unit: $(STAMP_DEV) compiled sysdeps $(ALI_ONS)/node_modules/.package-lock.json
+unit: $(STAMP_DEV) compiled $(if $(SYSDEPS_DONE),,sysdeps) $(ALI_ONS)/node_modules/.package-lock.json
 	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -q
 
 # The manual as a site (mkdocs.yml, docs/): a warning (a broken link, a page left out of the
@@ -95,8 +95,13 @@ docs: tree
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir .build/site
 
 # The Debian packages first: their versions head the output, a line that no longer
-# resolves stops the run before anything else.
-test: sysdeps lint typecheck docs unit
+# resolves stops the run before anything else. Then the environment, then the checks (ruff,
+# import-linter, mypy, the docs build) beside the compiled build, two at a time (each is one
+# process, the machine may have two cores), then pytest on the compiled build.
+test: sysdeps
+	@$(MAKE) --no-print-directory venv
+	@$(MAKE) --no-print-directory -j2 --output-sync=target lint typecheck docs compiled
+	@$(MAKE) --no-print-directory unit SYSDEPS_DONE=1
 
 # Coverage-guided fuzzing of every decoder of outside bytes (bench/fuzz/, atheris): each
 # harness FUZZ_SECONDS seconds in a process of its own, FUZZ_JOBS at a time; per harness the

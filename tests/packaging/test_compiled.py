@@ -126,7 +126,9 @@ def test_the_pure_package_passes_the_hot_path_tests(pure: Path) -> None:
             str(ROOT / "tests/sdk/test_natural_batch.py"),
             str(ROOT / "tests/integration/test_natural_batch.py")
             + "::test_concurrent_sends_leave_in_batches_each_with_its_own_result",
-            # Tests that patch what compiled code calls directly run here.
+            # Tests that patch what compiled code calls directly, or read what compiled
+            # classes do not keep (docstrings), run here.
+            str(ROOT / "tests/packaging/test_docstrings.py"),
             str(ROOT / "tests/remoting/test_bounds.py")
             + "::test_a_frame_a_decoder_bug_fails_on_closes_that_connection_alone",
         ],
