@@ -204,6 +204,14 @@ def bench_produce(
             help="The producer's natural batching (auto_batch): sends in flight leave in batches.",
         ),
     ] = True,
+    batch_in_flight: Annotated[
+        int,
+        typer.Option(
+            "--batch-in-flight",
+            min=1,
+            help="The producer's batch_max_in_flight: requests of a lane in flight at once.",
+        ),
+    ] = 2,
     replication: Annotated[
         Replication, typer.Option(help="--embedded: each broker group with a slave (ha).")
     ] = Replication.NONE,
@@ -319,7 +327,10 @@ def bench_produce(
                     queues=queues,
                     echo=typer.echo,
                     client=security_settings(),
-                    producer_settings={"auto_batch": auto_batch},
+                    producer_settings={
+                        "auto_batch": auto_batch,
+                        "batch_max_in_flight": batch_in_flight,
+                    },
                 )
             )
     except (RocketqError, OSError) as exc:

@@ -40,8 +40,9 @@ if TYPE_CHECKING:
 T = TypeVar("T", bound="DataclassInstance")
 
 ENV_PREFIX: Final = "ROCKETQ_"
-# The clients' variables (the SDK and the CLI read them: credentials and TLS), which a
-# server started from the same shell inherits: never a server's keys, never an error.
+# The clients' variables (the SDK and the CLI read them: credentials and TLS) and
+# ROCKETQ_PURE (every process runs the pure package: rocketq/__init__.py), which a server
+# started from the same shell inherits: never a server's keys, never an error.
 CLIENT_ENV: Final = frozenset(
     {
         "ROCKETQ_ACCESS_KEY",
@@ -53,6 +54,7 @@ CLIENT_ENV: Final = frozenset(
         "ROCKETQ_TLS_CERT_FILE",
         "ROCKETQ_TLS_KEY_FILE",
         "ROCKETQ_CONSOLE_SECRET",
+        "ROCKETQ_PURE",
     }
 )
 _TRUE: Final = frozenset({"true", "1", "yes"})

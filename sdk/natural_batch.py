@@ -2,11 +2,13 @@
 
 A send goes to a *lane*: its topic and the broker its queue is on (for a send to a given
 queue, through a selector or with a sharding key: its topic and that queue). A send to a
-lane with no request in flight leaves at once, alone, exactly as it would without
-batching: a lone send waits for nothing. Sends that arrive while a request of their lane
-is in flight wait; when it returns they leave together as one ``SEND_BATCH_MESSAGE``, or
-sooner when they fill ``batch_max_bytes`` or ``batch_max_count`` (an ordered lane never has
-two requests in flight: its messages are stored in the order they were sent). With
+lane with fewer than ``batch_max_in_flight`` requests in flight (2) leaves at once, alone,
+exactly as it would without batching: a lone send waits for nothing. Sends that arrive
+while the lane has that many in flight wait; when one returns they leave together as one
+``SEND_BATCH_MESSAGE``, or sooner when they fill ``batch_max_bytes`` or ``batch_max_count``
+(an ordered lane never has two requests in flight: its messages are stored in the order
+they were sent). Two in flight keep the broker busy while the client reads an answer and
+the next batch gathers (figures in docs/performance.md, "Natural batching"). With
 ``batch_max_delay``, a send to an idle lane also waits that long for others to join it.
 Waiting messages of every lane together hold at most ``total_batch_max_bytes``; past it a
 send leaves alone, at once.
@@ -82,6 +84,8 @@ class NaturalBatcher(Generic[R]):
         max_bytes: A batch's largest size in bytes; a full batch leaves at once.
         max_count: A batch's most messages.
         total_max_bytes: The most bytes waiting in every lane together.
+        max_in_flight: Requests an unordered lane has in flight at once before sends
+            wait (an ordered lane has one).
     """
 
     def __init__(
@@ -93,6 +97,7 @@ class NaturalBatcher(Generic[R]):
         max_bytes: int,
         max_count: int,
         total_max_bytes: int,
+        max_in_flight: int = 1,
     ) -> None:
         self._send = send
         self._split = split
@@ -100,6 +105,7 @@ class NaturalBatcher(Generic[R]):
         self.max_bytes = max_bytes
         self.max_count = max_count
         self.total_max_bytes = total_max_bytes
+        self.max_in_flight = max_in_flight
         self._lanes: dict[tuple[Any, ...], _Lane[R]] = {}
         self._held = 0  # bytes waiting in every lane
         self._tasks: set[asyncio.Task[None]] = set()
@@ -121,7 +127,11 @@ class NaturalBatcher(Generic[R]):
         lane = self._lanes.get(key)
         if lane is None:
             lane = self._lanes[key] = _Lane(mq, ordered)
-        if lane.in_flight == 0 and not lane.waiting and self.max_delay <= 0:
+        if (
+            not lane.waiting
+            and self.max_delay <= 0
+            and lane.in_flight < (1 if ordered else self.max_in_flight)
+        ):
             lane.in_flight += 1
             try:
                 return await self._send(enc, mq, ordered, timeout)

@@ -247,6 +247,7 @@ class Producer:
                 max_bytes=self.config.batch_max_bytes,
                 max_count=self.config.batch_max_count,
                 total_max_bytes=self.config.total_batch_max_bytes,
+                max_in_flight=self.config.batch_max_in_flight,
             )
 
     async def start(self) -> None:

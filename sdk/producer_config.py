@@ -45,6 +45,8 @@ class ProducerConfig(SecurityConfig):
         batch_max_count: A batch's most messages.
         total_batch_max_bytes: The most bytes waiting to be batched at once; past it a
             send leaves alone (RocketMQ's totalBatchMaxBytes).
+        batch_max_in_flight: Requests of one topic to one broker in flight at once before
+            further sends wait to be batched (sends to one queue, ordered, have one).
         enable_trace: Write a trace event per message sent to ``trace_topic`` (see
             :mod:`rocketq.sdk.trace`).
         trace_topic: The topic trace events go to.
@@ -75,6 +77,7 @@ class ProducerConfig(SecurityConfig):
     batch_max_bytes: int = 32 * 1024
     batch_max_count: int = 128
     total_batch_max_bytes: int = 32 * 1024 * 1024
+    batch_max_in_flight: int = 2
     enable_trace: bool = False
     trace_topic: str = "RMQ_SYS_TRACE_TOPIC"
 
@@ -85,6 +88,7 @@ def check_batching(config: ProducerConfig) -> None:
         ("batch_max_bytes", config.batch_max_bytes, 1),
         ("batch_max_count", config.batch_max_count, 1),
         ("total_batch_max_bytes", config.total_batch_max_bytes, 1),
+        ("batch_max_in_flight", config.batch_max_in_flight, 1),
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ConfigError(f"{name} must be a whole number of at least {low}, not {value!r}")

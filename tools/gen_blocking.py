@@ -693,6 +693,8 @@ def _compiled(targets: list[type]) -> bool:
 def _render_pure() -> str:
     """:func:`render_source` run on the pure package: a tree of links to the sources alone
     (tools/link_tree.py), first on the path of a child interpreter."""
+    if str(ROOT) not in sys.path:  # run as a script: the repository is not on the path
+        sys.path.append(str(ROOT))
     from tools.link_tree import build
 
     with tempfile.TemporaryDirectory(prefix="gen-blocking-") as tmp:

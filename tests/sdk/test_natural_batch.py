@@ -81,6 +81,7 @@ def _batcher(broker: FakeBroker, **caps: float) -> NaturalBatcher:
         max_bytes=int(settings["max_bytes"]),
         max_count=int(settings["max_count"]),
         total_max_bytes=int(settings["total_max_bytes"]),
+        max_in_flight=int(caps.get("max_in_flight", 1)),
     )
 
 
@@ -118,6 +119,29 @@ async def test_sends_arriving_while_one_is_in_flight_leave_together_each_with_it
         assert r.offset_msg_id == f"off-id{i}" and r.offset_msg_ids == (f"off-id{i}",)
         assert r.queue == QA1 and r.queue_offset == i - 1  # one after the other
     assert b.batches_sent == 1 and b.batched_messages == 5
+
+
+async def test_an_unordered_lane_has_max_in_flight_requests_before_sends_wait() -> None:
+    broker = FakeBroker()
+    b = _batcher(broker, max_in_flight=2)
+    sends = [asyncio.ensure_future(b.send(_enc(0), QA, False, 5.0))]
+    await _settled()
+    sends.append(asyncio.ensure_future(b.send(_enc(1), QA1, False, 5.0)))
+    await _settled()
+    sends += [asyncio.ensure_future(b.send(_enc(i), QA, False, 5.0)) for i in range(2, 6)]
+    await _settled()
+    # Two alone, at once; the rest wait for either to return.
+    assert [r[0] for r in broker.requests] == [["id0"], ["id1"]]
+    await broker.release()
+    assert [r[0] for r in broker.requests][2] == ["id2", "id3", "id4", "id5"]
+    await broker.release(2)
+    assert [(await t).msg_id for t in sends] == [f"id{i}" for i in range(6)]
+    # An ordered lane keeps one request in flight whatever the setting.
+    ordered = [asyncio.ensure_future(b.send(_enc(i), QB, True, 5.0)) for i in range(6, 8)]
+    await _settled()
+    assert [r[0] for r in broker.requests][3:] == [["id6"]]
+    await broker.release(2)
+    assert [(await t).msg_id for t in ordered] == ["id6", "id7"]
 
 
 async def test_each_broker_is_its_own_lane() -> None:
