@@ -84,9 +84,13 @@ $(ALI_ONS)/node_modules/.package-lock.json: $(ALI_ONS)/package-lock.json | $(if 
 	else echo "npm is missing: the ali-ons conformance tests fail under CI, skip otherwise"; fi
 
 # The Spark tests (tests/spark) run a local Spark whose Python workers use this venv, bound
-# to loopback.
+# to loopback. Two pytest workers (pytest-xdist), each taking whole test files, so that a
+# file's shared Spark session, browser or Prometheus stays one; most tests wait on servers
+# they started, and two workers keep both cores busy.
+TEST_WORKERS ?= 2
 unit: $(STAMP_DEV) compiled $(if $(SYSDEPS_DONE),,sysdeps) $(ALI_ONS)/node_modules/.package-lock.json
-	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -q
+	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -q \
+		-n $(TEST_WORKERS) --dist loadfile
 
 # The manual as a site (mkdocs.yml, docs/): a warning (a broken link, a page left out of the
 # navigation, a docstring the API reference cannot read) fails the build. The site is
