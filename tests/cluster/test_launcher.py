@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -212,15 +212,6 @@ def test_stop_on_error_inside_the_block(tmp_path: Path) -> None:
         pids = [n.pid for n in c.nodes]
         raise RuntimeError("boom")
     assert len(pids) == 2 and all(gone(pid) for pid in pids)
-
-
-@pytest.fixture
-def held_port() -> Iterator[int]:
-    """A port someone else listens on (as another program could hold 9876)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        yield s.getsockname()[1]
 
 
 def test_the_first_nameserver_takes_the_preferred_port_when_it_is_free(tmp_path: Path) -> None:

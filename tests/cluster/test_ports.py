@@ -10,7 +10,6 @@ import logging
 import pickle
 import socket
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,15 +22,6 @@ from rocketq.cluster.sidecar import start_sidecar
 from rocketq.common.metrics_server import MetricsServer
 from rocketq.common.ports import PortBindError
 from rocketq.replication.ha.master import listen_socket
-
-
-@pytest.fixture
-def held_port() -> Iterator[int]:
-    """A port another program listens on."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        yield s.getsockname()[1]
 
 
 def test_the_ready_line_names_every_port_it_serves(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,15 +16,6 @@ from rocketq.chaos.runner import ChaosOptions, ChaosRun
 from rocketq.cli.main import app
 from rocketq.cluster.launcher import LocalCluster, free_ports
 from tests.chaos.real_runs import FAST_RAFT, assert_clean, assert_promises_kept
-
-
-@pytest.fixture
-def held_port() -> Iterator[int]:
-    """A port another program listens on."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        yield s.getsockname()[1]
 
 
 @pytest.fixture
