@@ -290,8 +290,10 @@ class Broker:
                 RocketqRequestCode.AUTH_SESSION: self.security.session,
             },
             on_close=self.clients.connection_closed,
-            # What the sends of one read appended leaves for the slave or the Raft
-            # followers at once, in one write (MessageStore.settle), not once per send.
+            # The sends of one read are written to the CommitLog in one pwrite, before
+            # their answers, and leave for the slave or the Raft followers at once, in one
+            # write (MessageStore.hold_writes, MessageStore.settle), not once per send.
+            before_read=self.store.hold_writes,
             after_read=self.store.settle,
             bounds=config,
             access=self.security.hook,

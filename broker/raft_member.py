@@ -230,6 +230,11 @@ class RaftMember:
         if pending is None:
             return
         start, end = pending
+        # Held appends whose write failed were never stored: the entry ends where the
+        # CommitLog does.
+        end = min(end, self.store.commitlog.max_offset)
+        if end <= start:
+            return
         if self.node.role is Role.LEADER:
             self.log.record(self.node.term, start, end - start)
         else:  # stepped down in this turn: these bytes are no entry of ours

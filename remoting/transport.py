@@ -142,6 +142,7 @@ class Connection(asyncio.Protocol):
         *,
         on_close: Callable[[Connection], None] | None = None,
         max_frame: int = MAX_FRAME,
+        before_read: Callable[[], None] | None = None,
         after_read: Callable[[], None] | None = None,
         guard: ServerGuard | None = None,
         access: Access | None = None,
@@ -173,8 +174,11 @@ class Connection(asyncio.Protocol):
         self.max_in_flight_bytes = (
             guard.max_in_flight_bytes_per_connection if guard is not None else _UNBOUNDED
         )
-        # Called once the frames of one read are handled (a broker sends what the sends of
-        # that read appended to its slave or followers once, not once per send).
+        # Called before the frames of one read are handled, and once they are, before
+        # their answers are written: a broker holds the sends of one read and writes them
+        # to its CommitLog at once, then ships them to its slave or followers once. When
+        # ``after_read`` raises, the read's answers are dropped and the connection closed.
+        self.before_read = before_read
         self.after_read = after_read
         self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self.transport: asyncio.Transport | None = None
@@ -249,18 +253,36 @@ class Connection(asyncio.Protocol):
         view = memoryview(whole)
         pos, end = 0, len(whole)
         self._held = []
+        if self.before_read is not None:
+            self.before_read()
         try:
             self._frames(view, pos, end, admitted)
         finally:
             held, self._held = self._held, None
+            if self.after_read is not None and not self._after_read():
+                held = []
             if held and self.transport is not None and not self.transport.is_closing():
                 self.transport.write(held[0] if len(held) == 1 else b"".join(held))
                 if self._reading_paused:
                     self._check_write_buffer()
         if self.guard is not None and (before or buf):
             self.guard.settled(self, before, len(buf))
-        if self.after_read is not None:
+
+    def _after_read(self) -> bool:
+        """Run ``after_read``; when it fails (a broker could not write the read's sends),
+        log it and close the connection without the read's answers: its requests went
+        unanswered and the client sends them again."""
+        assert self.after_read is not None
+        try:
             self.after_read()
+        except Exception:
+            log.exception(
+                "finishing a read from %s failed; closing the connection unanswered", self.peer
+            )
+            if self.transport is not None:
+                self.transport.abort()
+            return False
+        return True
 
     def _frames(self, view: memoryview, pos: int, end: int, admitted: bool = False) -> None:
         """Hand on the frames in ``view[pos:end]`` and buffer what is left; ``admitted``:
@@ -882,6 +904,7 @@ class RemotingServer:
         handlers: dict[int, Handler],
         *,
         on_close: Callable[[Connection], None] | None = None,
+        before_read: Callable[[], None] | None = None,
         after_read: Callable[[], None] | None = None,
         bounds: ServerBoundsConfig | None = None,
         access: Access | None = None,
@@ -889,6 +912,7 @@ class RemotingServer:
     ) -> None:
         self.handlers = handlers
         self.on_close = on_close
+        self.before_read = before_read
         self.after_read = after_read
         self.access = access
         self.tls = tls if tls is not None and tls.enabled else None
@@ -926,6 +950,7 @@ class RemotingServer:
         conn = Connection(
             self.handlers,
             on_close=self._closed,
+            before_read=self.before_read,
             after_read=self.after_read,
             guard=self.guard,
             access=self.access,

@@ -5,6 +5,12 @@ topic and queue; it is validated whole before a byte is written, copied into the
 segment in one go, and stamped in place (queue id and offset, physical offset, store time
 and host, body CRC). A batch never spans two segments: when it does not fit, the rest of
 the segment becomes a blank record (END_OF_FILE) and the batch goes to the next one.
+
+Held writes: while :attr:`CommitLog.holding` is set (the broker sets it while it handles
+the requests of one network read), stamped batches are kept in memory at reserved
+positions and :meth:`CommitLog.write_held` writes them all with one ``pwrite``. Readers
+see only written bytes (``max_offset`` is the written end); the queue offsets the held
+batches took are given back if that write fails.
 """
 
 from __future__ import annotations
@@ -105,6 +111,13 @@ class CommitLog:
         self.queue_table: dict[QueueKey, int] = {}
         # (wrote offset, store timestamp) of the newest append, read by the flush thread.
         self.last_append: tuple[int, int] = (0, 0)
+        # Held writes (see the module's docstring): stamped batches not written yet, their
+        # size, and the queue offsets they took (the value before, None: no entry).
+        self.holding = False
+        self._held: list[bytearray] = []
+        self._held_bytes = 0
+        self._held_undo: dict[QueueKey, int | None] = {}
+        self._held_ts = 0
 
     # -- writing -------------------------------------------------------------------------
 
@@ -187,42 +200,80 @@ class CommitLog:
     ) -> AppendResult:
         """Validate, stamp and write one batch (one topic, one queue) in one go.
 
-        The batch is stamped in a private copy and written with one ``pwrite``: on Linux
+        The batch is stamped in a private copy and written with one ``pwrite`` (while
+        :attr:`holding`, with the other held batches by :meth:`write_held`): on Linux
         that shares the page cache with the mapping readers use, and it avoids a page
         fault per fresh page that copying into the mapping costs.
         """
         buf = bytearray(blob)
         n = len(buf)
         mf = self.files.last
-        roll = (
-            mf is None
-            or mf.is_full
-            or n + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position
-        )
+        used = mf.wrote_position + self._held_bytes if mf is not None else 0
+        roll = mf is None or mf.is_full or n + END_FILE_MIN_BLANK_LENGTH > mf.file_size - used
         if mf is None:
             base = 0
         elif roll:
             base = mf.end_offset
         else:
-            base = mf.file_from_offset + mf.wrote_position
+            base = mf.file_from_offset + used
         ts = self.clock_ms()
         key = (topic, queue_id)
-        first_qoff = self.queue_table.get(key, 0)
+        before = self.queue_table.get(key)
+        first_qoff = before or 0
         count, qoff = self.stamp(buf, topic, queue_id, base, first_qoff, ts)
         if roll:
+            self.write_held()  # what is held ends the segment, before its blank record
             mf = self._roll(mf, ts)
         assert mf is not None
-        mf.append_bytes(buf)
-        mf.last_modified_ms = ts
+        if self.holding:
+            if key not in self._held_undo:
+                self._held_undo[key] = before
+            self._held.append(buf)
+            self._held_bytes += n
+            self._held_ts = ts
+        else:
+            mf.append_bytes(buf)
+            mf.last_modified_ms = ts
+            self.last_append = (base + n, ts)
         self.queue_table[key] = qoff
-        self.last_append = (base + n, ts)
         return AppendResult(base, n, count, first_qoff, ts)
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of stamped batches not written yet (see :attr:`holding`)."""
+        return self._held_bytes
+
+    def write_held(self) -> int:
+        """Write the held batches with one ``pwrite``. -> how many bytes. When the write
+        fails, the batches are dropped, the queue offsets they took given back, and the
+        error raised: nothing of them was stored."""
+        if not self._held:
+            return 0
+        held, self._held = self._held, []
+        n, self._held_bytes = self._held_bytes, 0
+        undo, self._held_undo = self._held_undo, {}
+        mf = self.files.last
+        assert mf is not None
+        try:
+            mf.append_bytes(held[0] if len(held) == 1 else b"".join(held))
+        except BaseException:
+            table = self.queue_table
+            for key, qoff in undo.items():
+                if qoff is None:
+                    table.pop(key, None)
+                else:
+                    table[key] = qoff
+            raise
+        mf.last_modified_ms = self._held_ts
+        self.last_append = (mf.wrote_offset, self._held_ts)
+        return n
 
     def append_raw(self, offset: int, data: bytes | bytearray | memoryview) -> None:
         """Write bytes copied from another CommitLog at ``offset``, our end: the other
         side's stamped records and segment-end blanks, byte for byte, so both logs are
         identical. An empty log may start at any segment boundary (the source's oldest
         segments may be gone)."""
+        self.write_held()
         view = memoryview(data).cast("B")
         mf = self.files.last
         if mf is None:
@@ -256,9 +307,10 @@ class CommitLog:
         mf = self.files.last
         if mf is None:
             return 0
-        if mf.is_full or size + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position:
+        used = mf.wrote_position + self._held_bytes
+        if mf.is_full or size + END_FILE_MIN_BLANK_LENGTH > mf.file_size - used:
             return mf.end_offset
-        return mf.file_from_offset + mf.wrote_position
+        return mf.file_from_offset + used
 
     def _roll(self, mf: MappedFile | None, ts: int) -> MappedFile:
         """END_OF_FILE: a blank record fills the rest of the segment; a new one starts."""

@@ -228,6 +228,7 @@ class MessageStore:
         """Stop cleanly: everything flushed, checkpoint written, abort file removed."""
         if not self.running:
             return
+        self._write_held()
         await self._stop_tasks()
         while self.dispatcher.run(1 << 20):
             pass
@@ -337,31 +338,54 @@ class MessageStore:
     def append(
         self, blob: bytes | bytearray | memoryview, topic: str, queue_id: int
     ) -> AppendResult:
-        """Append a batch now (no flush wait). Raises on bad input; nothing is written then."""
+        """Append a batch now (no flush wait). Raises on bad input; nothing is written then.
+        While writes are held (:meth:`hold_writes`) the batch is written by :meth:`settle`."""
         self._check_writable()
-        result = self.commitlog.append(blob, self.topic_bytes(topic), queue_id)
+        commitlog = self.commitlog
+        result = commitlog.append(blob, self.topic_bytes(topic), queue_id)
         # Listeners first: what they schedule (shipping to a slave) runs before the
         # dispatch step this wakes, so replication does not wait behind dispatch.
         for listener in self.append_listeners:
             listener(result.end_offset)
-        if self.settle_listeners and self._settle_handle is None:
+        if (commitlog.holding or self.settle_listeners) and self._settle_handle is None:
             self._settle_handle = asyncio.get_running_loop().call_soon(self.settle)
-        if self.auto_commit:
+        if self.auto_commit and not commitlog.holding:
             self.dispatcher.committed_offset = result.end_offset
             self._dispatch_wake.set()
         return result
 
+    def hold_writes(self) -> None:
+        """Hold the appends until :meth:`settle` and write them then in one ``pwrite`` (the
+        broker calls this before it handles the requests of one network read, and settles
+        before it answers them). Appends held are not read, shipped or dispatched before;
+        should nobody settle, the loop's next turn does."""
+        self.commitlog.holding = True
+
     def settle(self) -> None:
-        """Run now what the appends since the last call queued for after them, instead of
-        at the loop's next turn: a caller that has appended everything it has calls this,
-        so its bytes leave for the slave or the Raft followers before anything else runs
-        (the next stream message read, a dispatch step)."""
+        """Write the held appends, then run what the appends since the last call queued
+        for after them, instead of at the loop's next turn: a caller that has appended
+        everything it has calls this, so its bytes leave for the slave or the Raft
+        followers before anything else runs (the next stream message read, a dispatch
+        step). When the write fails the error is raised: nothing held was stored, and the
+        queue offsets it took are free again."""
+        commitlog = self.commitlog
+        commitlog.holding = False
         handle, self._settle_handle = self._settle_handle, None
         if handle is None:
             return
         handle.cancel()
+        if commitlog.held_bytes:
+            commitlog.write_held()
+            if self.auto_commit:
+                self.dispatcher.committed_offset = commitlog.max_offset
+                self._dispatch_wake.set()
         for listener in self.settle_listeners:
             listener()
+
+    def _write_held(self) -> None:
+        """Write what is held before an operation that reads or rewrites the CommitLog."""
+        if self.commitlog.held_bytes:
+            self.settle()
 
     def append_raw(
         self, offset: int, data: bytes | bytearray | memoryview, *, wake_dispatch: bool = True
@@ -384,6 +408,7 @@ class MessageStore:
     def truncate_to(self, offset: int) -> None:
         """Forget every record at or past ``offset`` (a replica ahead of its source): the
         CommitLog is cut there, and ConsumeQueue and index entries pointing past it go."""
+        self._write_held()
         offset = max(offset, self.commitlog.min_offset)
         if offset >= self.commitlog.max_offset:
             return
@@ -414,6 +439,7 @@ class MessageStore:
     def refresh_queue_offsets(self) -> None:
         """Take the next queue offsets from the ConsumeQueues (after replicated appends, a
         replica's own appends must continue them)."""
+        self._write_held()
         while self.dispatcher.run(1 << 20):
             pass
         table = self.commitlog.queue_table

@@ -15,7 +15,7 @@ from rocketq.common.exceptions import (
     TopicNotExistError,
 )
 from rocketq.remoting.codes import RequestCode, ResponseCode, SerializeType
-from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.command import RemotingCommand, encode
 from rocketq.remoting.transport import (
     Connection,
     RemotingClient,
@@ -200,3 +200,40 @@ async def test_frames_split_anywhere_are_put_back_together(server: RemotingServe
     assert [c.field("i") for c in got] == [str(i) for i in range(20)]
     assert [len(c.body or b"") for c in got] == list(range(20))
     writer.close()
+
+
+async def test_a_read_is_framed_by_the_read_hooks_and_a_failing_end_drops_its_answers() -> None:
+    """``before_read`` runs before the frames of one read are handled and ``after_read``
+    once they are, before their answers leave; when ``after_read`` raises (a broker could
+    not write the read's sends), the connection closes without those answers."""
+    events: list[str] = []
+    fail = False
+
+    def echo(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        events.append(f"handle {cmd.field('n')}")
+        return cmd.response(ResponseCode.SUCCESS, cmd.ext)
+
+    def after() -> None:
+        events.append("after")
+        if fail:
+            raise OSError(5, "Input/output error")
+
+    srv = RemotingServer(
+        {ECHO: echo}, before_read=lambda: events.append("before"), after_read=after
+    )
+    await srv.start("127.0.0.1", 0)
+    try:
+        frames = b"".join(encode(RemotingCommand(ECHO, {"n": str(i)}, opaque=i)) for i in (1, 2))
+        reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+        writer.write(frames)
+        for _ in (1, 2):
+            size = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), 5.0), "big")
+            await asyncio.wait_for(reader.readexactly(size), 5.0)
+        assert events == ["before", "handle 1", "handle 2", "after"]
+        fail = True
+        writer.write(frames)
+        assert await asyncio.wait_for(reader.read(), 5.0) == b""  # closed, nothing answered
+        assert events[-1] == "after" and events.count("handle 2") == 2
+        writer.close()
+    finally:
+        await srv.stop()
