@@ -13,10 +13,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rocketq.bench.report import MB, json_line, rate, summarize_ns, tps_line
 from rocketq.common.message import Message
+
+if TYPE_CHECKING:
+    from rocketq.cluster.launcher import LocalCluster
 
 EMBEDDED_SETTINGS = {"mapped_file_size_commit_log": str(1 << 30)}
 
@@ -36,6 +39,20 @@ def target_cluster(
     if not embedded:
         yield namesrv or os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876")
         return
+    with embedded_cluster(data_dir, echo, replication=replication, role=role) as cluster:
+        yield cluster.namesrv_addr
+
+
+@contextlib.contextmanager
+def embedded_cluster(
+    data_dir: str | None,
+    echo: Callable[[str], None],
+    *,
+    replication: str = "none",
+    role: str = "ASYNC_MASTER",
+) -> Iterator[LocalCluster]:
+    """A local cluster started for the run in a temp dir under ``data_dir`` (default
+    ``data``), stopped and removed after it."""
     from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 
     base = Path(data_dir or "data")
@@ -52,7 +69,7 @@ def target_cluster(
                 f"embedded cluster: nameserver {cluster.namesrv_addr}, replication "
                 f"{replication}, master {role}, data in {tmp}"
             )
-            yield cluster.namesrv_addr
+            yield cluster
 
 
 @dataclass

@@ -11,15 +11,23 @@ With ``compare_security`` each cluster kind instead runs as four clusters side b
 (plain, auth, tls, auth_tls: ``bench/security_bench.py``), one kind after the other; each
 variant's rates and ratios are to the plain cluster of the same kind, so what the HA or
 Raft links' signing and encryption cost shows beside the client's.
+
+With ``profile_dir`` py-spy records every broker of each cluster and this process (the
+client) while the load runs (``<cluster>-r<round>-<node>.txt``), and the busiest thread of
+each file is summarized after the run (``bench/profiling.py``, ``rocketq bench profile``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import statistics
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Final
 
-from rocketq.bench.client_bench import produce, run, target_cluster
+from rocketq.bench.client_bench import embedded_cluster, produce, run
+from rocketq.bench.profiling import ProfileError, format_summary, recording, summarize
 
 MODES: Final = {
     "async_master": ("ha", "ASYNC_MASTER"),
@@ -38,6 +46,7 @@ def replication_bench(
     duration: float,
     data_dir: str | None,
     echo: Callable[[str], None],
+    profile_dir: Path | None = None,
 ) -> dict[str, object]:
     for m in modes:
         if m not in MODES:
@@ -45,14 +54,16 @@ def replication_bench(
     runs = [("lone", "none", "ASYNC_MASTER")] + [(m, *MODES[m]) for m in modes]
     rates: dict[str, list[float]] = {name: [] for name, _, _ in runs}
     lags: dict[str, int] = {}
+    profiles: list[Path] = []
     for r in range(rounds):
         for name, replication, role in runs:
             echo(f"--- {name} (round {r + 1}/{rounds}) ---")
-            with target_cluster(
-                None, True, data_dir, echo, replication=replication, role=role
-            ) as ns:
+            with (
+                embedded_cluster(data_dir, echo, replication=replication, role=role) as cluster,
+                _profiled(cluster.brokers, f"{name}-r{r + 1}", profile_dir, echo, profiles),
+            ):
                 result = run(
-                    lambda ns=ns: produce(  # type: ignore[misc]
+                    lambda ns=cluster.namesrv_addr: produce(  # type: ignore[misc]
                         ns,
                         topic="BenchmarkTest",
                         size=size,
@@ -90,7 +101,34 @@ def replication_bench(
             "round_ratios": [round(x, 3) for x in ratios],
             "max_lag_bytes": lag,
         }
+    for path in profiles:
+        try:
+            for line in format_summary(summarize(path), top=10):
+                echo(line)
+        except ProfileError as exc:
+            echo(f"no profile summary: {exc}")
+    if profiles:
+        summary["profiles"] = [str(p) for p in profiles]
     return summary
+
+
+@contextlib.contextmanager
+def _profiled(
+    brokers: list[Any],
+    prefix: str,
+    profile_dir: Path | None,
+    echo: Callable[[str], None],
+    profiles: list[Path],
+) -> Any:
+    """py-spy on each broker of the cluster and on this process while the block runs."""
+    if profile_dir is None:
+        yield
+        return
+    targets = [(f"{prefix}-{b.name}", b.pid) for b in brokers]
+    targets.append((f"{prefix}-client", os.getpid()))
+    with recording(targets, profile_dir, echo) as files:
+        yield
+    profiles.extend(p for p in files.values() if p.exists())
 
 
 def replication_security_bench(

@@ -367,6 +367,14 @@ def bench_replication(
             "--rounds rounds; rates, latencies, CPU per message and ratios to plain.",
         ),
     ] = False,
+    profile: Annotated[
+        Path | None,
+        typer.Option(
+            file_okay=False,
+            help="py-spy profiles (raw) of every broker and the client, per cluster and "
+            "round, written here and summarized after the run (`rocketq bench profile`).",
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """One run, clusters one after the other: a lone broker, an ASYNC_MASTER with a slave,
@@ -378,6 +386,11 @@ def bench_replication(
     from rocketq.common.exceptions import RocketqError
 
     chosen = [m.strip() for m in modes.split(",") if m.strip()]
+    if compare_security and profile is not None:
+        raise typer.BadParameter(
+            "profiles are taken of the plain comparison; leave out --compare-security",
+            param_hint="'--profile'",
+        )
     if compare_security:
         try:
             result = replication_security_bench(
@@ -407,6 +420,7 @@ def bench_replication(
             duration=duration,
             data_dir=str(data_dir) if data_dir else None,
             echo=typer.echo,
+            profile_dir=profile,
         )
     except ValueError as exc:
         raise fail(f"--modes: {exc}") from None
@@ -821,6 +835,45 @@ def bench_builds(
         raise fail(str(exc)) from None
     if json_out:
         typer.echo(json.dumps(result))
+
+
+@bench_app.command("profile")
+def bench_profile(
+    files: Annotated[
+        list[Path],
+        typer.Argument(help="py-spy raw profiles (what --profile of a benchmark writes)."),
+    ],
+    top: Annotated[int, typer.Option(min=1, help="Functions listed per file.")] = 15,
+    thread: Annotated[
+        str | None, typer.Option(help="The thread to break down (default: the busiest).")
+    ] = None,
+    rate: Annotated[
+        int, typer.Option(min=1, help="The sampling rate the profile was taken at (Hz).")
+    ] = 200,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Where the time went in profiles taken by `rocketq bench peers --profile DIR` or
+    `rocketq bench replication --profile DIR`: each thread's samples, and for the busiest
+    thread (the event loop) each function's share of its samples, by itself and with what
+    it calls. Compiled functions show under their nearest Python caller: profile with
+    ROCKETQ_PURE=1 to see them by name."""
+    import json
+
+    from rocketq.bench.profiling import ProfileError, format_summary, summarize, summary_json
+
+    out: list[dict[str, object]] = []
+    for path in files:
+        try:
+            profile = summarize(path)
+            if json_out:
+                out.append(summary_json(profile, top=top, rate=rate))
+            else:
+                for line in format_summary(profile, top=top, thread=thread, rate=rate):
+                    typer.echo(line)
+        except ProfileError as exc:
+            raise fail(str(exc)) from None
+    if json_out:
+        typer.echo(json.dumps(out))
 
 
 # -- fuzzing the decoders (bench/fuzz/) ------------------------------------------------------

@@ -8,9 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
-import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -24,6 +22,7 @@ from rocketq.bench.peers.results import FAILED, MISSING, Report, ScenarioResult
 from rocketq.bench.peers.scenarios import run_scenario
 from rocketq.bench.peers.systems.base import PeerSystem, ServerInfo
 from rocketq.bench.peers.workload import Scenario, Workload
+from rocketq.bench.profiling import ProfileError, find_py_spy, format_summary, summarize
 
 Echo = Callable[[str], None]
 # A scenario is cut off after this many seconds on top of its own bounds.
@@ -159,12 +158,9 @@ def _profiled(
     echo: Echo,
 ) -> Iterator[None]:
     """With a profile dir: py-spy records rocketq's broker and this process (the client)
-    for the scenario, as collapsed stacks (``py-spy record --format raw``)."""
-    # py-spy from PATH, or beside this Python (a venv that is not activated)
-    spy = shutil.which(
-        "py-spy",
-        path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
-    )
+    for the scenario, as collapsed stacks (``py-spy record --format raw``), and their
+    summaries are printed after it (``rocketq bench profile``)."""
+    spy = find_py_spy()
     if options.profile_dir is None or system.name != "rocketq" or not server.pids:
         yield
         return
@@ -174,6 +170,7 @@ def _profiled(
         return
     options.profile_dir.mkdir(parents=True, exist_ok=True)
     names: list[str] = []
+    outs: list[Path] = []
     targets = [("broker", server.pids[0]), ("client", os.getpid())]
     for label, pid in targets:
         name = f"py-spy-{label}-{scenario}"
@@ -194,11 +191,18 @@ def _profiled(
             argv.append("--threads")
         procs.spawn(name, argv, log=options.profile_dir / f"{name}.log")
         names.append(name)
+        outs.append(out)
     try:
         yield
     finally:
         for name in names:
             procs.stop(name, sig=signal.SIGINT)  # py-spy writes its file on SIGINT
+    for out in outs:
+        try:
+            for line in format_summary(summarize(out), top=10):
+                echo(line)
+        except ProfileError as exc:
+            echo(f"no profile summary: {exc}")
 
 
 def _in_loop(factory: Callable[[], Any]) -> Any:

@@ -1,0 +1,195 @@
+"""Where a benchmark's time goes: py-spy profiles of its processes, and their summary.
+
+:func:`recording` runs ``py-spy record --format raw`` against processes for as long as its
+``with`` block lasts (``rocketq bench peers --profile``, ``rocketq bench replication
+--profile``), one file of collapsed stacks per process. :func:`summarize` reads such a file
+and :func:`format_summary` prints what ``rocketq bench profile`` shows: the samples of each
+thread, and for the busiest thread (an event loop, usually) each function's share of its
+samples, by itself ("self") and with what it calls ("total").
+
+py-spy sees Python frames only: in the compiled build (mypyc) the time of a compiled
+function shows under the nearest Python frame that called it, so a profile that should name
+the hot path's functions is taken with ``ROCKETQ_PURE=1``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+SAMPLE_RATE: Final = 200  # Hz
+STOP_TIMEOUT: Final = 10.0  # s for py-spy to write its file after SIGINT
+
+# "name (path/file.py:123)" -> "name (path/file.py)": lines of one function count together.
+_LINE: Final = re.compile(r":\d+\)$")
+_THREAD: Final = re.compile(r"^thread \((?:0x)?[0-9a-fA-F]+\)(?::\s*(.*))?$")
+_PROCESS: Final = re.compile(r"^process \d+:")
+
+
+class ProfileError(Exception):
+    """A profile file that cannot be read as py-spy's collapsed stacks."""
+
+
+def find_py_spy() -> str | None:
+    """py-spy from PATH, or beside this Python (a virtualenv that is not activated)."""
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return shutil.which("py-spy", path=path)
+
+
+@contextlib.contextmanager
+def recording(
+    targets: Sequence[tuple[str, int]],
+    out_dir: Path,
+    echo: Callable[[str], None],
+    *,
+    rate: int = SAMPLE_RATE,
+) -> Iterator[dict[str, Path]]:
+    """Record each (label, pid) of ``targets`` into ``out_dir/<label>.txt`` while the block
+    runs; -> label -> file. Each py-spy is stopped by its pid when the block is left
+    (SIGINT: it writes its file), killed if it does not exit in time. Without py-spy, says
+    so and records nothing."""
+    spy = find_py_spy()
+    if spy is None:
+        echo("py-spy not found (pip install py-spy, or rocketq[bench]): no profile")
+        yield {}
+        return
+    out_dir.mkdir(parents=True, exist_ok=True)
+    running: list[subprocess.Popen[bytes]] = []
+    files: dict[str, Path] = {}
+    try:
+        for label, pid in targets:
+            out = out_dir / f"{label}.txt"
+            argv = [spy, "record", "--format", "raw", "--rate", str(rate), "--threads"]
+            argv += ["--nonblocking", "--pid", str(pid), "-o", str(out)]
+            with open(out_dir / f"{label}.py-spy.log", "wb") as log:
+                running.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT))
+            files[label] = out
+        yield files
+    finally:
+        for proc in running:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        for proc in running:
+            try:
+                proc.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@dataclass
+class ThreadProfile:
+    """One thread's samples, and each function's samples by itself and in all."""
+
+    name: str
+    samples: int = 0
+    self_samples: Counter[str] = field(default_factory=Counter)
+    total_samples: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
+class Profile:
+    path: Path
+    samples: int
+    threads: dict[str, ThreadProfile]
+
+    @property
+    def busiest(self) -> ThreadProfile | None:
+        return max(self.threads.values(), key=lambda t: t.samples, default=None)
+
+
+def summarize(path: Path) -> Profile:
+    """Read a ``py-spy record --format raw`` file: one stack per line, frames joined by
+    ``;`` from the outermost, then a space and its sample count."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        raise ProfileError(f"cannot read the profile {path}: {exc.strerror}") from exc
+    threads: dict[str, ThreadProfile] = {}
+    total = 0
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            raise ProfileError(
+                f"{path}:{number}: not a py-spy raw stack ('frame;frame;... count'): {line[:80]!r}"
+            )
+        count = int(count_text)
+        frames = stack.split(";")
+        name = "all"
+        if frames and _PROCESS.match(frames[0]):
+            frames = frames[1:]
+        if frames:
+            thread = _THREAD.match(frames[0])
+            if thread is not None:
+                name = thread.group(1) or frames[0]
+                frames = frames[1:]
+        t = threads.get(name)
+        if t is None:
+            t = threads[name] = ThreadProfile(name)
+        t.samples += count
+        total += count
+        functions = [_LINE.sub(")", f) for f in frames]
+        if functions:
+            t.self_samples[functions[-1]] += count
+        for f in set(functions):
+            t.total_samples[f] += count
+    return Profile(path, total, threads)
+
+
+def format_summary(
+    profile: Profile, *, top: int = 15, thread: str | None = None, rate: int = SAMPLE_RATE
+) -> list[str]:
+    """What ``rocketq bench profile`` prints for one file."""
+    lines = [
+        f"{profile.path}: {profile.samples:,} samples ({profile.samples / rate:.1f} s at {rate} Hz)"
+    ]
+    for t in sorted(profile.threads.values(), key=lambda t: -t.samples):
+        lines.append(f"  thread {t.name}: {t.samples:,} samples ({t.samples / rate:.1f} s busy)")
+    chosen = profile.threads.get(thread) if thread else profile.busiest
+    if chosen is None:
+        if thread:
+            names = ", ".join(profile.threads) or "none"
+            raise ProfileError(f"{profile.path} has no thread {thread!r} (threads: {names})")
+        return lines
+    lines.append(f"  {chosen.name}, by own samples (self) and with callees (total):")
+    lines.append(f"  {'self %':>7} {'total %':>8}  function")
+    for func, own in chosen.self_samples.most_common(top):
+        lines.append(
+            f"  {100 * own / chosen.samples:7.1f} "
+            f"{100 * chosen.total_samples[func] / chosen.samples:8.1f}  {func}"
+        )
+    return lines
+
+
+def summary_json(profile: Profile, *, top: int = 15, rate: int = SAMPLE_RATE) -> dict[str, object]:
+    return {
+        "file": str(profile.path),
+        "samples": profile.samples,
+        "seconds": round(profile.samples / rate, 2),
+        "threads": {
+            t.name: {
+                "samples": t.samples,
+                "top_self": [
+                    {
+                        "function": func,
+                        "self_pct": round(100 * own / t.samples, 2),
+                        "total_pct": round(100 * t.total_samples[func] / t.samples, 2),
+                    }
+                    for func, own in t.self_samples.most_common(top)
+                ],
+            }
+            for t in profile.threads.values()
+        },
+    }
