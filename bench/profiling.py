@@ -4,8 +4,10 @@
 ``with`` block lasts (``rocketq bench peers --profile``, ``rocketq bench replication
 --profile``), one file of collapsed stacks per process. :func:`summarize` reads such a file
 and :func:`format_summary` prints what ``rocketq bench profile`` shows: the samples of each
-thread, and for the busiest thread (an event loop, usually) each function's share of its
-samples, by itself ("self") and with what it calls ("total").
+thread (with the time it was recorded, kept beside the file, the share of that time each
+thread was busy: py-spy leaves idle samples out), and for the busiest thread (an event
+loop, usually) each function's share of its samples, by itself ("self") and with what it
+calls ("total").
 
 py-spy sees Python frames only: in the compiled build (mypyc) the time of a compiled
 function shows under the nearest Python frame that called it, so a profile that should name
@@ -15,12 +17,14 @@ the hot path's functions is taken with ``ROCKETQ_PURE=1``.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -66,6 +70,7 @@ def recording(
     out_dir.mkdir(parents=True, exist_ok=True)
     running: list[subprocess.Popen[bytes]] = []
     files: dict[str, Path] = {}
+    started = time.monotonic()
     try:
         for label, pid in targets:
             out = out_dir / f"{label}.txt"
@@ -79,12 +84,21 @@ def recording(
         for proc in running:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGINT)
+        seconds = time.monotonic() - started
         for proc in running:
             try:
                 proc.wait(STOP_TIMEOUT)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        for out in files.values():
+            # How long each was recorded: its threads' busy shares of the wall time.
+            meta = {"seconds": round(seconds, 3), "rate": rate}
+            _meta_path(out).write_text(json.dumps(meta) + "\n")
+
+
+def _meta_path(profile: Path) -> Path:
+    return profile.with_name(profile.stem + ".meta.json")
 
 
 @dataclass
@@ -102,6 +116,9 @@ class Profile:
     path: Path
     samples: int
     threads: dict[str, ThreadProfile]
+    # How long it was recorded and at what rate, when :func:`recording` wrote it.
+    seconds: float | None = None
+    rate: int | None = None
 
     @property
     def busiest(self) -> ThreadProfile | None:
@@ -145,18 +162,35 @@ def summarize(path: Path) -> Profile:
             t.self_samples[functions[-1]] += count
         for f in set(functions):
             t.total_samples[f] += count
-    return Profile(path, total, threads)
+    seconds, rate = _read_meta(path)
+    return Profile(path, total, threads, seconds, rate)
+
+
+def _read_meta(path: Path) -> tuple[float | None, int | None]:
+    """The recording's wall time and rate, when :func:`recording` wrote them beside it."""
+    try:
+        meta = json.loads(_meta_path(path).read_text())
+        seconds, rate = meta["seconds"], meta["rate"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, None
+    if not isinstance(seconds, (int, float)) or not isinstance(rate, int) or rate <= 0:
+        return None, None
+    return float(seconds), rate
 
 
 def format_summary(
-    profile: Profile, *, top: int = 15, thread: str | None = None, rate: int = SAMPLE_RATE
+    profile: Profile, *, top: int = 15, thread: str | None = None, rate: int | None = None
 ) -> list[str]:
-    """What ``rocketq bench profile`` prints for one file."""
-    lines = [
-        f"{profile.path}: {profile.samples:,} samples ({profile.samples / rate:.1f} s at {rate} Hz)"
-    ]
+    """What ``rocketq bench profile`` prints for one file (``rate``: the sampling rate, if
+    the file does not say; default 200 Hz)."""
+    rate = rate or profile.rate or SAMPLE_RATE
+    wall = profile.seconds
+    head = f"{profile.path}: {profile.samples:,} samples at {rate} Hz"
+    lines = [head + (f", {wall:.1f} s recorded" if wall else "")]
     for t in sorted(profile.threads.values(), key=lambda t: -t.samples):
-        lines.append(f"  thread {t.name}: {t.samples:,} samples ({t.samples / rate:.1f} s busy)")
+        busy = t.samples / rate
+        share = f", {100 * busy / wall:.0f} % of the time" if wall else ""
+        lines.append(f"  thread {t.name}: {t.samples:,} samples ({busy:.1f} s busy{share})")
     chosen = profile.threads.get(thread) if thread else profile.busiest
     if chosen is None:
         if thread:
@@ -173,11 +207,14 @@ def format_summary(
     return lines
 
 
-def summary_json(profile: Profile, *, top: int = 15, rate: int = SAMPLE_RATE) -> dict[str, object]:
+def summary_json(profile: Profile, *, top: int = 15, rate: int | None = None) -> dict[str, object]:
+    rate = rate or profile.rate or SAMPLE_RATE
     return {
         "file": str(profile.path),
         "samples": profile.samples,
-        "seconds": round(profile.samples / rate, 2),
+        "rate": rate,
+        "recorded_seconds": profile.seconds,
+        "busy_seconds": round(profile.samples / rate, 2),
         "threads": {
             t.name: {
                 "samples": t.samples,

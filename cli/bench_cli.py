@@ -848,8 +848,13 @@ def bench_profile(
         str | None, typer.Option(help="The thread to break down (default: the busiest).")
     ] = None,
     rate: Annotated[
-        int, typer.Option(min=1, help="The sampling rate the profile was taken at (Hz).")
-    ] = 200,
+        int | None,
+        typer.Option(
+            min=1,
+            help="The sampling rate the profile was taken at (Hz), if it does not say "
+            "(default 200).",
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Where the time went in profiles taken by `rocketq bench peers --profile DIR` or

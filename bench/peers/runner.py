@@ -22,7 +22,7 @@ from rocketq.bench.peers.results import FAILED, MISSING, Report, ScenarioResult
 from rocketq.bench.peers.scenarios import run_scenario
 from rocketq.bench.peers.systems.base import PeerSystem, ServerInfo
 from rocketq.bench.peers.workload import Scenario, Workload
-from rocketq.bench.profiling import ProfileError, find_py_spy, format_summary, summarize
+from rocketq.bench.profiling import ProfileError, format_summary, recording, summarize
 
 Echo = Callable[[str], None]
 # A scenario is cut off after this many seconds on top of its own bounds.
@@ -115,7 +115,7 @@ async def _scenarios(
     try:
         for scenario in w.scenarios:
             stream = f"bench_peers_{scenario}"
-            with _profiled(system, server, scenario, options, procs, echo):
+            with _profiled(system, server, scenario, options, echo):
                 try:
                     r = await asyncio.wait_for(run_scenario(driver, scenario, w, stream), bound)
                 except Exception as exc:  # reported as failed; the others still run
@@ -154,50 +154,19 @@ def _profiled(
     server: ServerInfo,
     scenario: Scenario,
     options: PeerRunOptions,
-    procs: ProcessGroup,
     echo: Echo,
 ) -> Iterator[None]:
     """With a profile dir: py-spy records rocketq's broker and this process (the client)
     for the scenario, as collapsed stacks (``py-spy record --format raw``), and their
     summaries are printed after it (``rocketq bench profile``)."""
-    spy = find_py_spy()
     if options.profile_dir is None or system.name != "rocketq" or not server.pids:
         yield
         return
-    if spy is None:
-        echo("py-spy not found (pip install py-spy): no profile")
+    prefix = f"{options.workload.durability}-{scenario}"
+    targets = [(f"{prefix}-broker", server.pids[0]), (f"{prefix}-client", os.getpid())]
+    with recording(targets, options.profile_dir, echo) as files:
         yield
-        return
-    options.profile_dir.mkdir(parents=True, exist_ok=True)
-    names: list[str] = []
-    outs: list[Path] = []
-    targets = [("broker", server.pids[0]), ("client", os.getpid())]
-    for label, pid in targets:
-        name = f"py-spy-{label}-{scenario}"
-        out = options.profile_dir / f"{options.workload.durability}-{scenario}-{label}.txt"
-        argv = [
-            spy,
-            "record",
-            "--format",
-            "raw",
-            "--rate",
-            "200",
-            "--pid",
-            str(pid),
-            "-o",
-            str(out),
-        ]
-        if label == "broker":
-            argv.append("--threads")
-        procs.spawn(name, argv, log=options.profile_dir / f"{name}.log")
-        names.append(name)
-        outs.append(out)
-    try:
-        yield
-    finally:
-        for name in names:
-            procs.stop(name, sig=signal.SIGINT)  # py-spy writes its file on SIGINT
-    for out in outs:
+    for out in files.values():
         try:
             for line in format_summary(summarize(out), top=10):
                 echo(line)

@@ -51,7 +51,8 @@ def test_stacks_are_summed_per_thread_and_function(tmp_path: Path) -> None:
     assert main.total_samples["handle (broker/send.py)"] == 60
     assert main.total_samples["run (asyncio/runners.py)"] == 110
     lines = format_summary(profile, top=2)
-    assert lines[0].endswith("115 samples (0.6 s at 200 Hz)")
+    assert lines[0].endswith("115 samples at 200 Hz")
+    assert lines[1] == "  thread MainThread: 110 samples (0.6 s busy)"
     assert lines[-2:] == [
         "     45.5    100.0  run (asyncio/runners.py)",
         "     36.4     36.4  append (storage/commitlog.py)",
@@ -149,4 +150,7 @@ def test_a_replication_run_profiles_its_broker_and_client(tmp_path: Path) -> Non
     ]
     broker = summarize(out / "lone-r1-broker-a-0.txt")
     assert "MainThread" in broker.threads and broker.samples > 0
+    # The time it was recorded is kept beside it: busy shares of that time.
+    assert broker.rate == 200 and broker.seconds is not None and broker.seconds >= 1.0
+    assert "% of the time)" in result.output
     assert f"{out / 'lone-r1-broker-a-0.txt'}: " in result.output
