@@ -19,6 +19,11 @@ from rocketq.storage.service_thread import ServiceThread
 log = logging.getLogger(__name__)
 
 CHUNK: Final = 256 * 1024
+# Caught up, the thread sleeps this long, then warms what the writer has used since in one
+# go: waking often would take the GIL from the event loop hundreds of times a second for
+# nothing (a 2 ms poll cost 32 sends in flight about 5 % of their rate). At a
+# hundred MB/s the writer uses 5 MB of the 8 MB ahead meanwhile.
+IDLE_WAIT: Final = 0.05  # s
 
 
 class CommitLogWarmer(ServiceThread):
@@ -39,12 +44,12 @@ class CommitLogWarmer(ServiceThread):
         while not self._stopping:
             mf = self.files.last
             if mf is None or mf.is_full:
-                self._wake.wait(0.005)
+                self._wake.wait(IDLE_WAIT)
                 continue
             target = min(mf.file_size, mf.wrote_position + self.ahead)
             start = max(mf.warmed_position, mf.wrote_position)
             if start >= target:
-                self._wake.wait(0.002)
+                self._wake.wait(IDLE_WAIT)
                 continue
             try:
                 mf.warm(start, self._zeros)
