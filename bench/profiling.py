@@ -64,7 +64,7 @@ def recording(
     so and records nothing."""
     spy = find_py_spy()
     if spy is None:
-        echo("py-spy not found (pip install py-spy, or rocketq[bench]): no profile")
+        echo("py-spy not found (pip install 'rocketq[profile]'): no profile")
         yield {}
         return
     out_dir.mkdir(parents=True, exist_ok=True)

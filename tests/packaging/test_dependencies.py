@@ -38,6 +38,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "chart": ("rocketq.bench.peers.chart", "rocketq.chaos.report"),
     "fuzz": ("rocketq.bench.fuzz.worker",),
     "tls": ("rocketq.cluster.security",),
+    "profile": ("rocketq.bench.profiling",),
 }
 
 # Dependencies the code reaches through another package, each with the import of ours that
@@ -47,6 +48,8 @@ THROUGH: dict[str, tuple[str, str]] = {
     "itsdangerous": ("console", "starlette.middleware.sessions"),
     # Request.form() parses a form with python-multipart (starlette.formparsers).
     "python-multipart": ("console", "request.form()"),
+    # A program, not a module: bench/profiling.py finds and runs it.
+    "py-spy": ("profile", "find_py_spy()"),
 }
 
 # Import names of distributions not installed here (the dev environment has every extra,
