@@ -435,6 +435,14 @@ async def test_metrics_over_https(certs: Certs) -> None:
         ):
             return str(sock.getpeercert()["serialNumber"])
 
+    def serial_or_none() -> str | None:
+        """The served certificate's serial; None when the handshake did not finish (the
+        server gives up on one after its 2 s timeout, as it may on a loaded machine)."""
+        try:
+            return peer_serial()
+        except (ssl.SSLError, ConnectionError, TimeoutError):
+            return None
+
     try:
         status, body = await asyncio.to_thread(get, "https", "/metrics")
         assert status == 200
@@ -451,8 +459,8 @@ async def test_metrics_over_https(certs: Certs) -> None:
             certs.directory,
             Path(certs.server.cert).stem,
         )
-        deadline = time.monotonic() + 5.0
-        while await asyncio.to_thread(peer_serial) == first:
+        deadline = time.monotonic() + 10.0
+        while await asyncio.to_thread(serial_or_none) in (first, None):
             assert time.monotonic() < deadline, "the new certificate was never served"
         assert await asyncio.to_thread(get, "https", "/healthz") == (200, b"ok\n")
     finally:
