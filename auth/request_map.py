@@ -31,6 +31,9 @@ Broker, messages (POLICY):
 - PULL_MESSAGE: Sub on the topic and Sub on the group (``consumerGroup``). RocketMQ skips
   the topic when it is a retry topic; rocketq asks Sub on that retry topic's group, so a
   group cannot read another group's retries.
+- POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME: Sub on the topic and Sub on
+  the group (``consumerGroup``), as RocketMQ 5.3 asks. The topic named is the one popped:
+  a receipt for a message of the group's pop retry topic names the topic too.
 - QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET: Sub on the topic and Sub on the group
   (RocketMQ: Sub or Get, and Sub or Update; the consumer's action is the one asked).
 - GET_CONSUMER_LIST_BY_GROUP: Sub on the group (RocketMQ: Sub or Get).
@@ -296,6 +299,9 @@ _BROKER_RULES: Final[dict[int, _Rule]] = {
     RequestCode.SEND_MESSAGE_V2: _send,
     RequestCode.SEND_BATCH_MESSAGE: _send,
     RequestCode.PULL_MESSAGE: _on_topic_and_group(Action.SUB, "consumerGroup"),
+    RequestCode.POP_MESSAGE: _on_topic_and_group(Action.SUB, "consumerGroup"),
+    RequestCode.ACK_MESSAGE: _on_topic_and_group(Action.SUB, "consumerGroup"),
+    RequestCode.CHANGE_MESSAGE_INVISIBLETIME: _on_topic_and_group(Action.SUB, "consumerGroup"),
     RequestCode.QUERY_CONSUMER_OFFSET: _on_topic_and_group(Action.SUB, "consumerGroup"),
     RequestCode.UPDATE_CONSUMER_OFFSET: _on_topic_and_group(Action.SUB, "consumerGroup"),
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: _on_group(Action.SUB, "consumerGroup"),

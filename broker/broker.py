@@ -10,6 +10,7 @@ import socket
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from rocketq.auth.metadata import AuthMetadata
 from rocketq.auth.request_map import broker_requirement
@@ -21,6 +22,7 @@ from rocketq.broker.flow_control import FlowControl
 from rocketq.broker.long_polling import PullRequestHoldService
 from rocketq.broker.metrics import BrokerCounters
 from rocketq.broker.metrics_export import readiness, registry_for
+from rocketq.broker.pop import PopService
 from rocketq.broker.pull_processor import PullProcessor
 from rocketq.broker.raft_member import RaftMember, slave_id_of
 from rocketq.broker.rebalance_lock import RebalanceLockManager
@@ -36,6 +38,7 @@ from rocketq.broker.transaction import TransactionalMessageService
 from rocketq.broker.wire.admin import AdminRequests
 from rocketq.broker.wire.auth import AuthRequests
 from rocketq.broker.wire.client import ClientRequests
+from rocketq.broker.wire.pop import PopRequests
 from rocketq.broker.wire.pull import PullRequests
 from rocketq.broker.wire.send import SendRequests
 from rocketq.common.aio import cancel_all
@@ -237,6 +240,7 @@ class Broker:
         self.pull = PullProcessor(
             config, self.store, self.topics, self.groups, self.offsets, self.holds
         )
+        self.pop = PopService(self)
         self.registration = NameServerRegistration(
             config.namesrv_addrs,
             identity=self._identity,
@@ -284,6 +288,7 @@ class Broker:
             {
                 **SendRequests(self).handlers(),
                 **PullRequests(self).handlers(),
+                **PopRequests(self).handlers(),
                 **self.clients.handlers(),
                 **AdminRequests(self).handlers(),
                 **AuthRequests(self, self.auth_metadata).handlers(),
@@ -306,7 +311,7 @@ class Broker:
                 port.guard.count_into(self.remoting.guard.rejected)
         self.boot_time = time.time()
         self._tasks: list[asyncio.Task[None]] = []
-        self._side_tasks: set[asyncio.Task[None]] = set()
+        self._side_tasks: set[asyncio.Task[Any]] = set()
 
     def _prepare_queues(self, put: list[TopicConfig]) -> None:
         """New or grown topics: the store makes their queues' files ahead of their first
@@ -361,6 +366,7 @@ class Broker:
         if self.ha_slave is not None:
             self.ha_slave.start()
             self.sync.start()
+        self.pop.start()  # the revive: it works while this broker writes
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self.flow.probe()),
@@ -418,6 +424,7 @@ class Broker:
         if self.ha_master is not None:
             await self.ha_master.stop()
         await cancel_all(self._tasks)
+        await self.pop.stop()
         if self.raft is not None:
             await self.raft.stop()
         await self.schedule.stop()

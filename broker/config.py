@@ -135,6 +135,14 @@ class BrokerConfig(ServerSecurityConfig):
     long_polling_max_suspend_millis: int = field(default=15_000, metadata={"min": 0})
     # ms a pull is held without long polling (short polling).
     short_polling_time_mills: int = field(default=1_000, metadata={"min": 0})
+    # Pop consumption: queues of the revive topic (rmq_sys_REVIVE_LOG_<cluster>) that hold
+    # the pops' check points and acknowledgements, how often (ms) the revive looks for
+    # pops whose invisible time is over, and the percentage of pops that read the group's
+    # pop retry topic before the topic's queues (RocketMQ's reviveQueueNum, reviveInterval,
+    # popFromRetryProbability).
+    revive_queue_num: int = field(default=8, metadata={"min": 1, "max": 64})
+    revive_interval: int = field(default=1_000, metadata={"min": 10})
+    pop_from_retry_probability: int = field(default=20, metadata={"min": 0, "max": 100})
     # ms a queued send may wait before the broker answers SYSTEM_BUSY.
     wait_time_mills_in_send_queue: int = field(default=200, metadata={"min": 1})
     # Sends the broker holds at once before it answers SYSTEM_BUSY.

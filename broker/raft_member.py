@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from rocketq.broker.host import BrokerHost
 from rocketq.broker.slave_sync import SlaveSynchronizer
@@ -63,6 +63,11 @@ if TYPE_CHECKING:
     from rocketq.broker.transaction import TransactionalMessageService
 
 log = logging.getLogger(__name__)
+
+# A new leader asks the nameserver for its group's members again every TAKE_BACK_RETRY
+# seconds, for at most TAKE_BACK_WINDOW, until each other member gave its offsets.
+TAKE_BACK_RETRY: Final = 0.5
+TAKE_BACK_WINDOW: Final = 30.0
 
 LEADER_ROLE = "SYNC_MASTER"  # what a serving leader reports (RocketMQ's DLedger does too)
 
@@ -384,7 +389,9 @@ class RaftMember:
                 b.transactions.start()
                 if b.config.timer_wheel_enable:
                     b.timer.start()
-                await self._take_back_offsets()
+                task = asyncio.ensure_future(self._take_back_offsets())
+                self._side.add(task)
+                task.add_done_callback(self._side.discard)
             else:
                 await b.schedule.stop()
                 await b.transactions.stop()
@@ -423,11 +430,23 @@ class RaftMember:
         return "" if addr == self.b.config.broker_addr else addr
 
     async def _take_back_offsets(self) -> None:
-        """A new leader adopts the consumer offsets its followers hold ahead of its own."""
+        """A new leader adopts the consumer offsets its followers hold ahead of its own
+        (merged by taking the larger). The members are found at the nameserver, where the
+        member that led before may still be registered as the master, or not at all while
+        it registers again as a follower: every registered address but ours counts, and
+        the nameserver is asked again until each other member has answered, for at most
+        TAKE_BACK_WINDOW seconds while this member serves."""
         me = self.b.config.broker_addr
-        for bid, addr in (await self._cluster_addrs()).items():
-            if bid != MASTER_ID and addr != me and self.serving:
-                await self.sync.take_back_offsets(addr)
+        taken: set[str] = set()
+        deadline = time.monotonic() + TAKE_BACK_WINDOW
+        while self.serving:
+            for addr in (await self._cluster_addrs()).values():
+                fresh = addr != me and addr not in taken and self.serving
+                if fresh and await self.sync.take_back_offsets(addr):
+                    taken.add(addr)
+            if len(taken) >= len(self.server.peers) or time.monotonic() > deadline:
+                return
+            await asyncio.sleep(TAKE_BACK_RETRY)
 
     # -- leadership transfer -----------------------------------------------------------
 

@@ -16,6 +16,7 @@ from rocketq.broker.stats import BrokerStats
 
 if TYPE_CHECKING:
     from rocketq.broker.flow_control import FlowControl
+    from rocketq.broker.pop import PopService
     from rocketq.broker.pull_processor import PullProcessor
     from rocketq.broker.raft_member import RaftMember
     from rocketq.broker.send_processor import SendProcessor
@@ -29,6 +30,7 @@ class RequestHost(BrokerHost, Protocol):
 
     send: SendProcessor
     pull: PullProcessor
+    pop: PopService
     transactions: TransactionalMessageService
     flow: FlowControl
     raft: RaftMember | None

@@ -285,6 +285,23 @@ class SendProcessor:
         log.info("message %s resent to group %s through %s", msg.offset_msg_id, group, target)
         return appended
 
+    async def store_internal(self, record: bytes, topic: str, queue_id: int) -> AppendResult:
+        """Append a record the broker made itself (a pop's check point or acknowledgement,
+        a popped message put back) and wait as a send waits: the flush under SYNC_FLUSH,
+        a quorum in Raft mode; raises when either times out."""
+        self._check_writable()
+        appended = self.store.append(record, topic, queue_id)
+        status = await self.store.wait_stored(appended.end_offset)
+        if status is PutStatus.FLUSH_DISK_TIMEOUT:
+            raise FlushDiskTimeoutError(f"a record on {topic} was stored but its flush timed out")
+        if self.raft is not None:
+            timeout = self.store.config.sync_flush_timeout / 1000
+            if await self.raft.wait_committed(appended.end_offset, timeout) != PutStatus.PUT_OK:
+                raise FlushSlaveTimeoutError(
+                    f"a record on {topic} was stored but no quorum has it yet"
+                )
+        return appended
+
     async def send_back(
         self,
         group: str,

@@ -194,12 +194,14 @@ class SlaveSynchronizer:
             self.b.offsets.dirty = True
         return moved
 
-    async def take_back_offsets(self, slave_addr: str) -> None:
-        """A master's side: adopt the offsets its slave holds that are ahead of its own."""
+    async def take_back_offsets(self, slave_addr: str) -> bool:
+        """A master's side: adopt the offsets its slave holds that are ahead of its own.
+        -> whether the slave answered."""
         try:
             moved = self.merge_offsets(await self._fetch(slave_addr))
         except RocketqError as exc:
             log.warning("cannot read the offsets of slave %s: %s", slave_addr, exc)
-            return
+            return False
         if moved:
             log.info("took back %d consumer offsets from slave %s", moved, slave_addr)
+        return True

@@ -15,6 +15,8 @@ from rocketq.common.message_id import encode_offset_msg_id
 AUTO_CREATE_TOPIC_KEY_TOPIC: Final = "TBW102"
 SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
+# The pops' check points and acknowledgements (rmq_sys_REVIVE_LOG_<cluster>): broker only.
+REVIVE_TOPIC_PREFIX: Final = "rmq_sys_REVIVE_LOG_"
 DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
 TRANS_HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC: Final = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
@@ -142,6 +144,8 @@ def send_forbidden_reason(topic: str, producer_group: str) -> str | None:
             "a consumer group's dead-letter topic; the broker moves a message there after "
             "max_reconsume_times failed deliveries"
         )
+    if topic.startswith(REVIVE_TOPIC_PREFIX):
+        return "the pop revive log; the broker writes the pops' check points and acknowledgements"
     if topic == TRACE_TOPIC and producer_group != TRACE_PRODUCER_GROUP:
         return "the message trace topic; producers and consumers with enable_trace=True write it"
     return None

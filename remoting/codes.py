@@ -145,6 +145,12 @@ class RequestCode:
     AUTH_DELETE_ACL: Final = 3008
     AUTH_GET_ACL: Final = 3009
     AUTH_LIST_ACL: Final = 3010
+    # Pop consumption (RocketMQ 5): the broker picks the messages, hides them for an
+    # invisible time and takes them back unless acknowledged. Above 32767: these go in
+    # JSON headers only (the binary header holds the code in an int16, as in RocketMQ).
+    POP_MESSAGE: Final = 200050
+    ACK_MESSAGE: Final = 200051
+    CHANGE_MESSAGE_INVISIBLETIME: Final = 200053
 
     NAMES: ClassVar[dict[int, str]]
 

@@ -192,6 +192,49 @@ BROKER_TABLE: Final[dict[int, tuple[RemotingCommand, Requirement]]] = {
         pull_request(group=GROUP, topic=TOPIC, queue_id=0, offset=0),
         policy((topic(), SUB), (group(), SUB)),
     ),
+    RequestCode.POP_MESSAGE: (
+        RemotingCommand(
+            RequestCode.POP_MESSAGE,
+            {
+                "consumerGroup": GROUP,
+                "topic": TOPIC,
+                "queueId": "-1",
+                "maxMsgNums": "1",
+                "invisibleTime": "60000",
+                "pollTime": "0",
+                "bornTime": "0",
+                "initMode": "0",
+            },
+        ),
+        policy((topic(), SUB), (group(), SUB)),
+    ),
+    RequestCode.ACK_MESSAGE: (
+        RemotingCommand(
+            RequestCode.ACK_MESSAGE,
+            {
+                "consumerGroup": GROUP,
+                "topic": TOPIC,
+                "queueId": "0",
+                "extraInfo": "0 1700000000000 60000 0 0 broker-a 0 0",
+                "offset": "0",
+            },
+        ),
+        policy((topic(), SUB), (group(), SUB)),
+    ),
+    RequestCode.CHANGE_MESSAGE_INVISIBLETIME: (
+        RemotingCommand(
+            RequestCode.CHANGE_MESSAGE_INVISIBLETIME,
+            {
+                "consumerGroup": GROUP,
+                "topic": TOPIC,
+                "queueId": "0",
+                "extraInfo": "0 1700000000000 60000 0 0 broker-a 0 0",
+                "offset": "0",
+                "invisibleTime": "1000",
+            },
+        ),
+        policy((topic(), SUB), (group(), SUB)),
+    ),
     RequestCode.QUERY_CONSUMER_OFFSET: (
         cw.query_offset_request(GROUP, TOPIC, 0),
         policy((topic(), SUB), (group(), SUB)),
