@@ -207,6 +207,7 @@ class PopService:
         self._task: asyncio.Task[None] | None = None
         self.revived = 0  # messages put back for another delivery
         self.dead_lettered = 0
+        self.turns = 0  # revive turns done while writing
 
     @property
     def revive_topic(self) -> str:
@@ -566,11 +567,13 @@ class PopService:
             self._pending.clear()
             return 0
         if self.b.topics.get(self.revive_topic) is None:
+            self.turns += 1
             return 0
         count = 0
         for qid in range(self.revive_queues):
             self._read_revive_queue(qid)
             count += await self._revive_due(qid)
+        self.turns += 1
         return count
 
     def _read_revive_queue(self, qid: int) -> None:

@@ -143,6 +143,12 @@ async def pop_all(conn: Connection, want: int, **kw: Any) -> list[MessageExt]:
     return got
 
 
+async def revive_turns(b: Broker, turns: int) -> None:
+    """Wait until the broker's revive has run ``turns`` more times."""
+    target = b.pop.turns + turns
+    await wait_until(lambda: b.pop.turns >= target, f"{turns} revive turns")
+
+
 async def setup_topic(b: Broker, queues: int = 2) -> None:
     await wait_until(lambda: all(b.registration.registered.values()), "registration")
     b.topics.update(TopicConfig(TOPIC, queues, queues))
@@ -183,7 +189,7 @@ async def test_acknowledged_pops_never_return_and_the_rest_do_after_their_invisi
     assert back.properties["1ST_POP_TIME"] == str(receipt(by_body[b"m1"]).pop_time)
     assert (await ack(conn, back)).code == ResponseCode.SUCCESS
     assert b.pop.revived == 1
-    await asyncio.sleep(0.5)  # several revive turns: nothing else comes back
+    await revive_turns(b, 3)  # nothing else comes back
     assert (await pop(conn))[1] == [] and b.pop.revived == 1
 
 
@@ -222,7 +228,7 @@ async def test_after_the_groups_max_attempts_a_message_goes_to_the_dlq(cluster: 
     [dead] = decode_records(b.store.get_messages(dlq, 0, 0).to_bytes())
     assert dead.body == b"poison" and dead.reconsume_times == 2
     assert b.pop.dead_lettered == 1
-    await asyncio.sleep(0.5)
+    await revive_turns(b, 3)
     assert (await pop(conn))[1] == []
 
 
@@ -236,7 +242,7 @@ async def test_pop_state_survives_a_restart(cluster: Start) -> None:
     b, conn = await cluster()  # stopped and started again on the same store
     again = await pop_all(conn, 1, invisible=60_000)
     assert [m.body for m in again] == [b"pending"]
-    await asyncio.sleep(0.5)
+    await revive_turns(b, 3)
     assert (await pop(conn))[1] == []
     assert b.pop.revived == 1
 
@@ -262,7 +268,7 @@ async def test_a_pop_with_nothing_waits_for_a_message(cluster: Start) -> None:
     b, conn = await cluster()
     await setup_topic(b, queues=2)
     waiting = asyncio.ensure_future(pop(conn, poll=5_000))
-    await asyncio.sleep(0.2)
+    await wait_until(lambda: b.holds.held_count == 2, "the pop held on both queues")
     assert not waiting.done()
     await send(conn, [b"late"], queue=1)
     answer, msgs = await asyncio.wait_for(waiting, 5.0)
