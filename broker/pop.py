@@ -23,6 +23,11 @@ Its offset moves only past records whose CKs are settled, so after a restart or 
 change the revive reads them again and rebuilds what is pending: an acknowledged message is
 never delivered again, and one whose revive was under way when the broker stopped may be
 delivered twice (at least once, as RocketMQ).
+
+An orderly pop (``order``, RocketMQ's RIP-51) writes no CK: the batch a queue gave out is
+kept in memory (:class:`OrderBatch`) and locks the queue for the group until it is
+acknowledged or its invisible time ends, and the group's offset moves only with the
+acknowledgements, so what a restart forgets is given again.
 """
 
 from __future__ import annotations
@@ -89,6 +94,7 @@ MAX_POP: Final = 32  # messages per pop, as RocketMQ
 MAX_INVISIBLE_MS: Final = 12 * 3600 * 1000
 INIT_MODE_MIN: Final = 0  # a group's first pop of a queue starts at its oldest message
 INIT_MODE_MAX: Final = 1  # ... or at its end (ConsumeInitMode)
+ORDER_REVIVE_QID: Final = 999  # an orderly pop's receipt: no CK (KeyBuilder.POP_ORDER_REVIVE_QUEUE)
 _NORMAL: Final = "0"
 _RETRY: Final = "1"
 _REVIVE_READ: Final = 256  # revive records read per queue and turn
@@ -180,6 +186,22 @@ class CheckPoint:
 
 
 @dataclass
+class OrderBatch:
+    """What an orderly pop of one queue gave out and is not acknowledged yet: the queue is
+    locked for the group until every offset is acknowledged or the invisible time ends,
+    and the batch is then given again (RocketMQ's ConsumerOrderInfoManager)."""
+
+    offsets: list[int]
+    pop_time: int
+    invisible_time: int
+    acked: set[int] = field(default_factory=set)
+    attempts: dict[int, int] = field(default_factory=dict)  # offset -> deliveries
+
+    def locked(self, now: int) -> bool:
+        return len(self.acked) < len(self.offsets) and now < self.pop_time + self.invisible_time
+
+
+@dataclass
 class PopAnswer:
     records: list[bytes] = field(default_factory=list)
     pop_time: int = 0
@@ -188,6 +210,7 @@ class PopAnswer:
     rest: int = 0
     start_offsets: list[str] = field(default_factory=list)
     msg_offsets: list[str] = field(default_factory=list)
+    order_counts: list[str] = field(default_factory=list)
 
 
 class PopHost(BrokerHost, Protocol):
@@ -201,6 +224,9 @@ class PopService:
         self.b = broker
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self._busy: set[tuple[str, str, int]] = set()  # (group, topic, queue) being popped
+        # Orderly pops given out, by (group, topic, queue): kept in memory only (a restart
+        # gives the unacknowledged ones again at once, as the group's offset is theirs).
+        self._order: dict[tuple[str, str, int], OrderBatch] = {}
         # The revive's view, per revive queue: the next record to read and the CKs pending.
         self._read: dict[int, int] = {}
         self._pending: dict[int, dict[tuple[str, str, int, int, int], CheckPoint]] = {}
@@ -240,10 +266,13 @@ class PopService:
         init_mode: int = INIT_MODE_MIN,
         expression: str = "*",
         expression_type: str = "TAG",
+        order: bool = False,
     ) -> PopAnswer:
         """Up to ``max_nums`` messages of ``topic`` for ``group`` (of queue ``queue_id``,
         -1: any), hidden for ``invisible_time`` ms; with nothing to give, waits up to
-        ``poll_time`` ms for a message to arrive."""
+        ``poll_time`` ms for a message to arrive. With ``order``, a queue gives its next
+        messages only once those it gave before are acknowledged (or their invisible time
+        is over: then they are given again, in order)."""
         cfg = self.b.config
         if not cfg.broker_permission & PERM_READ:
             raise NoPermissionError(f"the broker[{cfg.broker_addr}] pulling message is forbidden")
@@ -275,16 +304,13 @@ class PopService:
         if len(queues) > 1:
             first = random.randrange(len(queues))
             queues = queues[first:] + queues[:first]
-        answer = await self._pop_once(
-            group, topic, queues, max_nums, invisible_time, init_mode, tags, records
-        )
+        args = (group, topic, queues, max_nums, invisible_time, init_mode, tags, records)
+        answer = await (self._pop_ordered(*args) if order else self._pop_once(*args))
         if answer.records or poll_time <= 0:
             return answer
         wait_ms = min(poll_time, cfg.long_polling_max_suspend_millis)
         if await self._arrival(group, topic, queues, wait_ms / 1000):
-            answer = await self._pop_once(
-                group, topic, queues, max_nums, invisible_time, init_mode, tags, records
-            )
+            answer = await (self._pop_ordered(*args) if order else self._pop_once(*args))
         return answer
 
     async def _arrival(self, group: str, topic: str, queues: list[int], timeout: float) -> bool:
@@ -341,6 +367,96 @@ class PopService:
             else:
                 answer.rest += self._rest(group, t, q)
         return answer
+
+    async def _pop_ordered(
+        self,
+        group: str,
+        topic: str,
+        queues: list[int],
+        max_nums: int,
+        invisible_time: int,
+        init_mode: int,
+        tags: Callable[[int], bool] | None,
+        records: Callable[[memoryview], bool] | None,
+    ) -> PopAnswer:
+        """An orderly pop: from the first queue not locked for the group, its messages
+        from the group's offset (which moves only as they are acknowledged)."""
+        now = self.clock_ms()
+        answer = PopAnswer(pop_time=now, invisible_time=invisible_time, revive_qid=ORDER_REVIVE_QID)
+        for q in queues:
+            key = (group, topic, q)
+            batch = self._order.get(key)
+            if batch is not None and batch.locked(now):
+                answer.rest += self._rest(group, topic, q)
+                continue
+            if answer.records:
+                answer.rest += self._rest(group, topic, q)
+                continue
+            offset = self._start_offset(group, topic, q, init_mode)
+            result = self.b.store.get_messages(
+                topic, q, offset, max_count=max_nums, tag_filter=tags, record_filter=records
+            )
+            try:
+                found = result.to_bytes() if result.status is GetStatus.FOUND else b""
+            finally:
+                result.release()
+            if result.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
+                self.b.offsets.commit(group, topic, q, result.next_begin_offset)
+                continue
+            if not found:
+                if result.next_begin_offset > offset:  # messages the filter skipped
+                    self.b.offsets.commit(group, topic, q, result.next_begin_offset)
+                continue
+            self.b.offsets.commit(group, topic, q, offset)  # where acknowledgements move on
+            views = [found[pos : pos + size] for pos, size in iter_records(found)]
+            offsets = [LONG.unpack_from(v, POS_QUEUE_OFFSET)[0] for v in views]
+            attempts = batch.attempts if batch is not None else {}
+            fresh = OrderBatch(offsets, now, invisible_time)
+            fresh.attempts = {o: attempts.get(o, 0) + 1 for o in offsets}
+            self._order[key] = fresh
+            for view, queue_offset in zip(views, offsets, strict=True):
+                info = ExtraInfo(
+                    offset,
+                    now,
+                    invisible_time,
+                    ORDER_REVIVE_QID,
+                    False,
+                    self.b.config.broker_name,
+                    q,
+                    queue_offset,
+                )
+                answer.records.append(with_pop_receipt(view, info.text(), None))
+                # Deliveries so far, as RocketMQ's orderCountInfo counts them: the first
+                # delivery is 0.
+                count = fresh.attempts[queue_offset] - 1
+                answer.order_counts.append(f"{_NORMAL} qo{q}%{queue_offset} {count}")
+            answer.start_offsets.append(f"{_NORMAL} {q} {offset}")
+            answer.msg_offsets.append(f"{_NORMAL} {q} {','.join(map(str, offsets))}")
+            answer.rest += max(0, result.max_offset - offsets[-1] - 1)
+        return answer
+
+    def _ack_ordered(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """An orderly pop's message acknowledged: the group's offset moves past every
+        message of the batch acknowledged before the first one still out."""
+        key = (group, topic, queue_id)
+        batch = self._order.get(key)
+        committed = self.b.offsets.query(group, topic, queue_id)
+        if batch is None:
+            if offset == committed:  # given before a restart, acknowledged in order
+                self.b.offsets.commit(group, topic, queue_id, offset + 1)
+            return
+        if offset not in batch.offsets:
+            return  # a receipt of an older delivery
+        batch.acked.add(offset)
+        next_offset = committed
+        for o in batch.offsets:
+            if o not in batch.acked:
+                break
+            next_offset = o + 1
+        if next_offset > committed:
+            self.b.offsets.commit(group, topic, queue_id, next_offset)
+        if len(batch.acked) == len(batch.offsets):
+            del self._order[key]
 
     def _rest(self, group: str, topic: str, queue_id: int) -> int:
         offset = self.b.offsets.query(group, topic, queue_id)
@@ -445,7 +561,7 @@ class PopService:
             )
         if self.b.topics.get(topic) is None:
             raise TopicNotExistError(f"topic {topic!r} does not exist on this broker")
-        if not 0 <= info.revive_qid < self.revive_queues:
+        if info.revive_qid != ORDER_REVIVE_QID and not 0 <= info.revive_qid < self.revive_queues:
             raise MessageIllegalError(
                 f"the receipt's revive queue {info.revive_qid} is not one of this broker's "
                 f"{self.revive_queues}"
@@ -467,6 +583,9 @@ class PopService:
                 f"no message at offset {offset} of {real} queue {queue_id} (it holds {lo} to "
                 f"{hi - 1})"
             )
+        if info.revive_qid == ORDER_REVIVE_QID:
+            self._ack_ordered(group, real, queue_id, offset)
+            return
         ack = {
             "ao": offset,
             "so": info.ck_offset,
@@ -496,6 +615,21 @@ class PopService:
         info = ExtraInfo.parse(extra_info)
         real = self._check_receipt(group, topic, info)
         now = self.clock_ms()
+        if info.revive_qid == ORDER_REVIVE_QID:
+            # The queue stays locked for the new time (RocketMQ updates the lock's time).
+            batch = self._order.get((group, real, queue_id))
+            if batch is not None and offset in batch.offsets:
+                batch.pop_time, batch.invisible_time = now, invisible_time
+            return ExtraInfo(
+                info.ck_offset,
+                now,
+                invisible_time,
+                ORDER_REVIVE_QID,
+                False,
+                self.b.config.broker_name,
+                queue_id,
+                offset,
+            )
         ck = {
             "so": offset,
             "pt": now,

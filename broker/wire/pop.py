@@ -6,6 +6,7 @@ A pop's answer is SUCCESS with the messages as stored (each with its ``POP_CK`` 
 added) and the header fields RocketMQ's PopMessageResponseHeader has: ``popTime``,
 ``invisibleTime``, ``reviveQid``, ``restNum``, ``startOffsetInfo``, ``msgOffsetInfo`` and
 ``orderCountInfo``; or PULL_NOT_FOUND once ``pollTime`` has passed with nothing to give.
+``order=true`` asks for an orderly pop (see :meth:`~rocketq.broker.pop.PopService.pop`).
 """
 
 from __future__ import annotations
@@ -44,11 +45,6 @@ class PopRequests:
     async def pop(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         started = time.perf_counter()
         ext = cmd.ext or {}
-        if (ext.get("order") or "").lower() == "true":
-            raise MessageIllegalError(
-                "orderly pop (order=true) is not supported by this broker yet; pop without "
-                "it, or consume the topic's queues in order with a pull consumer"
-            )
         answer = await self.b.pop.pop(
             _text(cmd, "consumerGroup"),
             _text(cmd, "topic"),
@@ -59,6 +55,7 @@ class PopRequests:
             init_mode=header_int(cmd, "initMode", INIT_MODE_MIN),
             expression=ext.get("exp") or "*",
             expression_type=ext.get("expType") or "TAG",
+            order=(ext.get("order") or "").lower() == "true",
         )
         code = ResponseCode.SUCCESS if answer.records else ResponseCode.PULL_NOT_FOUND
         if self.b.metrics is not None:
@@ -74,7 +71,7 @@ class PopRequests:
                 "restNum": str(answer.rest),
                 "startOffsetInfo": ";".join(answer.start_offsets),
                 "msgOffsetInfo": ";".join(answer.msg_offsets),
-                "orderCountInfo": "",
+                "orderCountInfo": ";".join(answer.order_counts),
             },
             b"".join(answer.records) or None,
         )

@@ -104,11 +104,12 @@ async def pop(
     poll: int = 0,
     queue: int = -1,
     exp: str = "*",
+    order: bool = False,
 ) -> tuple[RemotingCommand, list[MessageExt]]:
     header = {
         "consumerGroup": group, "topic": topic, "queueId": str(queue), "maxMsgNums": str(n),
         "invisibleTime": str(invisible), "pollTime": str(poll), "bornTime": "0",
-        "initMode": "0", "expType": "TAG", "exp": exp,
+        "initMode": "0", "expType": "TAG", "exp": exp, "order": str(order).lower(),
     }  # fmt: skip
     answer = await conn.invoke(
         RemotingCommand(RequestCode.POP_MESSAGE, header, serialize_type=SerializeType.JSON),
@@ -295,7 +296,6 @@ async def test_tags_filter_what_a_pop_takes(cluster: Start) -> None:
         ({"invisibleTime": "0"}, ResponseCode.MESSAGE_ILLEGAL, "invisibleTime"),
         ({"invisibleTime": "soon"}, ResponseCode.MESSAGE_ILLEGAL, "not a number"),
         ({"queueId": "9"}, ResponseCode.SYSTEM_ERROR, "queue id 9 is illegal"),
-        ({"order": "true"}, ResponseCode.MESSAGE_ILLEGAL, "orderly pop"),
     ],
 )
 async def test_bad_pops_are_refused_clearly(
@@ -382,3 +382,59 @@ async def test_clients_cannot_write_the_revive_log(cluster: Start) -> None:
         RemotingCommand(RequestCode.SEND_MESSAGE_V2, header, b'{"ao":0}'), 5.0
     )
     assert answer.code == ResponseCode.NO_PERMISSION and "revive log" in (answer.remark or "")
+
+
+async def test_an_orderly_pop_gives_a_queues_next_message_once_the_last_is_acked(
+    cluster: Start,
+) -> None:
+    b, conn = await cluster()
+    await setup_topic(b, queues=1)
+    await send(conn, [b"first", b"second", b"third"])
+    answer, [one] = await pop(conn, n=1, order=True, invisible=60_000)
+    assert one.body == b"first" and receipt(one).revive_qid == 999
+    assert (answer.ext or {})["orderCountInfo"] == "0 qo0%0 0"
+    # The queue is locked for the group while "first" is out.
+    locked, none = await pop(conn, n=1, order=True)
+    assert locked.code == ResponseCode.PULL_NOT_FOUND and none == []
+    assert (locked.ext or {})["restNum"] == "3"
+    assert (await ack(conn, one)).code == ResponseCode.SUCCESS
+    assert b.offsets.query(GROUP, TOPIC, 0) == 1
+    _, [two] = await pop(conn, n=1, order=True, invisible=300)
+    assert two.body == b"second"
+    # Not acknowledged: once its invisible time is over it is given again, before "third".
+    again: list[tuple[RemotingCommand, list[MessageExt]]] = []
+
+    async def given_again() -> bool:
+        again.append(await pop(conn, n=2, order=True, invisible=60_000))
+        return bool(again[-1][1])
+
+    await wait_until(given_again, "the unacknowledged message given again")
+    answer, msgs = again[-1]
+    assert [m.body for m in msgs] == [b"second", b"third"]
+    assert (answer.ext or {})["orderCountInfo"] == "0 qo0%1 1;0 qo0%2 0"
+    # Acknowledging the second one first moves nothing; then both move the offset on.
+    assert (await ack(conn, msgs[1])).code == ResponseCode.SUCCESS
+    assert b.offsets.query(GROUP, TOPIC, 0) == 1
+    assert (await ack(conn, msgs[0])).code == ResponseCode.SUCCESS
+    assert b.offsets.query(GROUP, TOPIC, 0) == 3
+    assert (await pop(conn, order=True))[1] == []
+    assert b.topics.get(pop_retry_topic(TOPIC, GROUP)) is None  # no retry topic in order
+
+
+async def test_an_orderly_pops_invisible_time_can_be_extended(cluster: Start) -> None:
+    b, conn = await cluster()
+    await setup_topic(b, queues=1)
+    await send(conn, [b"only"])
+    _, [msg] = await pop(conn, n=1, order=True, invisible=300)
+    info = receipt(msg)
+    header = {
+        "consumerGroup": GROUP, "topic": TOPIC, "queueId": "0",
+        "extraInfo": msg.properties[PROPERTY_POP_CK], "offset": str(info.queue_offset),
+        "invisibleTime": "60000",
+    }  # fmt: skip
+    changed = await conn.invoke(
+        RemotingCommand(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header), 5.0
+    )
+    assert changed.code == ResponseCode.SUCCESS and (changed.ext or {})["reviveQid"] == "999"
+    await revive_turns(b, 5)  # 0.5 s: past the first 300 ms
+    assert (await pop(conn, order=True))[1] == []
