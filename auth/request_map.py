@@ -34,6 +34,8 @@ Broker, messages (POLICY):
 - POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME: Sub on the topic and Sub on
   the group (``consumerGroup``), as RocketMQ 5.3 asks. The topic named is the one popped:
   a receipt for a message of the group's pop retry topic names the topic too.
+- BATCH_ACK_MESSAGE (the body's acks, ``common/pop_body.py``): Sub on each ack's topic and
+  group.
 - QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET: Sub on the topic and Sub on the group
   (RocketMQ: Sub or Get, and Sub or Update; the consumer's action is the one asked).
 - GET_CONSUMER_LIST_BY_GROUP: Sub on the group (RocketMQ: Sub or Get).
@@ -109,6 +111,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from rocketq.auth.model import Action, Gate, Requirement, Resource
+from rocketq.common.pop_body import decode_batch_acks
 from rocketq.remoting import fastjson
 from rocketq.remoting.codes import RequestCode, RocketqRequestCode
 from rocketq.remoting.command import RemotingCommand
@@ -258,6 +261,17 @@ def _heartbeat(ext: Mapping[str, str], cmd: RemotingCommand, cluster: str) -> Re
     return _policy(needs)
 
 
+def _batch_ack(ext: Mapping[str, str], cmd: RemotingCommand, cluster: str) -> Requirement:
+    try:
+        acks = decode_batch_acks(cmd.body)
+    except ValueError:
+        raise _UnreadableError from None
+    needs: list[Need] = []
+    for a in acks:
+        needs += [_topic(_name(a.topic), Action.SUB), _group(_name(a.group), Action.SUB)]
+    return _policy(needs)
+
+
 def _queue_lock(ext: Mapping[str, str], cmd: RemotingCommand, cluster: str) -> Requirement:
     doc = _body(cmd)
     needs = [_group(_name(doc.get("consumerGroup")), Action.SUB)]
@@ -302,6 +316,7 @@ _BROKER_RULES: Final[dict[int, _Rule]] = {
     RequestCode.POP_MESSAGE: _on_topic_and_group(Action.SUB, "consumerGroup"),
     RequestCode.ACK_MESSAGE: _on_topic_and_group(Action.SUB, "consumerGroup"),
     RequestCode.CHANGE_MESSAGE_INVISIBLETIME: _on_topic_and_group(Action.SUB, "consumerGroup"),
+    RequestCode.BATCH_ACK_MESSAGE: _batch_ack,
     RequestCode.QUERY_CONSUMER_OFFSET: _on_topic_and_group(Action.SUB, "consumerGroup"),
     RequestCode.UPDATE_CONSUMER_OFFSET: _on_topic_and_group(Action.SUB, "consumerGroup"),
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: _on_group(Action.SUB, "consumerGroup"),

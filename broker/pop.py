@@ -62,6 +62,7 @@ from rocketq.common.message import (
     REVIVE_TOPIC_PREFIX,
     dlq_topic,
 )
+from rocketq.common.pop_body import decode_batch_acks
 from rocketq.common.record import (
     FIXED_SIZE,
     INT,
@@ -90,6 +91,7 @@ PROPERTY_FIRST_POP_TIME: Final = "1ST_POP_TIME"
 REVIVE_GROUP: Final = "CID_RMQ_SYS_REVIVE_GROUP"
 CK_TAG: Final = "ck"
 ACK_TAG: Final = "ack"
+BATCH_ACK_TAG: Final = "bAck"
 MAX_POP: Final = 32  # messages per pop, as RocketMQ
 MAX_INVISIBLE_MS: Final = 12 * 3600 * 1000
 INIT_MODE_MIN: Final = 0  # a group's first pop of a queue starts at its oldest message
@@ -597,6 +599,42 @@ class PopService:
         }
         await self._put_record(ACK_TAG, ack, info.revive_qid)
 
+    async def batch_ack(self, body: bytes | memoryview | None) -> int:
+        """BATCH_ACK_MESSAGE: every ack of the body is checked before any is written; each
+        entry's offsets are acknowledged with one record (tag ``bAck``, its offsets in
+        ``aol``). -> how many offsets were acknowledged."""
+        self.b.send._check_writable()
+        try:
+            acks = decode_batch_acks(body)
+        except ValueError as exc:
+            raise MessageIllegalError(str(exc)) from None
+        checked = []
+        for a in acks:
+            info = ExtraInfo(
+                a.start_offset, a.pop_time, a.invisible_time, a.revive_qid, a.retry, "", 0, 0
+            )
+            checked.append((a, self._check_receipt(a.group, a.topic, info)))
+        count = 0
+        for a, real in checked:
+            if not a.bits:
+                continue
+            count += len(a.bits)
+            if a.revive_qid == ORDER_REVIVE_QID:
+                for offset in a.offsets:
+                    self._ack_ordered(a.group, real, a.queue_id, offset)
+                continue
+            record = {
+                "aol": a.offsets,
+                "so": a.start_offset,
+                "c": a.group,
+                "t": real,
+                "q": a.queue_id,
+                "pt": a.pop_time,
+                "bn": self.b.config.broker_name,
+            }
+            await self._put_record(BATCH_ACK_TAG, record, a.revive_qid)
+        return count
+
     async def change_invisible(
         self,
         group: str,
@@ -756,11 +794,13 @@ class PopService:
                     revive_offset,
                 )
                 pending.setdefault(ck.key, ck)
-            elif tag == ACK_TAG:
+            elif tag in (ACK_TAG, BATCH_ACK_TAG):
                 key = (str(doc["t"]), str(doc["c"]), int(doc["q"]), int(doc["so"]), int(doc["pt"]))
                 found = pending.get(key)
                 if found is not None:  # else settled and gone already
-                    found.ack(int(doc["ao"]))
+                    offsets = doc["aol"] if tag == BATCH_ACK_TAG else [doc["ao"]]
+                    for offset in offsets:
+                        found.ack(int(offset))
                     if found.settled:
                         del pending[key]
         except (ValueError, KeyError, TypeError) as exc:

@@ -151,6 +151,7 @@ class RequestCode:
     POP_MESSAGE: Final = 200050
     ACK_MESSAGE: Final = 200051
     CHANGE_MESSAGE_INVISIBLETIME: Final = 200053
+    BATCH_ACK_MESSAGE: Final = 200151
 
     NAMES: ClassVar[dict[int, str]]
 

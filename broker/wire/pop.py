@@ -1,5 +1,5 @@
-"""POP_MESSAGE, ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME (RocketMQ 5's
-PopMessageProcessor, AckMessageProcessor and ChangeInvisibleTimeProcessor), over
+"""POP_MESSAGE, ACK_MESSAGE, BATCH_ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME (RocketMQ
+5's PopMessageProcessor, AckMessageProcessor and ChangeInvisibleTimeProcessor), over
 :class:`~rocketq.broker.pop.PopService`.
 
 A pop's answer is SUCCESS with the messages as stored (each with its ``POP_CK`` receipt
@@ -40,6 +40,7 @@ class PopRequests:
             RequestCode.POP_MESSAGE: self.pop,
             RequestCode.ACK_MESSAGE: self.ack,
             RequestCode.CHANGE_MESSAGE_INVISIBLETIME: self.change_invisible,
+            RequestCode.BATCH_ACK_MESSAGE: self.batch_ack,
         }
 
     async def pop(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -84,6 +85,10 @@ class PopRequests:
             _text(cmd, "extraInfo"),
             header_int(cmd, "offset"),
         )
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def batch_ack(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        await self.b.pop.batch_ack(cmd.body)
         return cmd.response(ResponseCode.SUCCESS)
 
     async def change_invisible(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

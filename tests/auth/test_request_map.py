@@ -30,6 +30,7 @@ from rocketq.broker.broker import Broker
 from rocketq.broker.config import BrokerConfig
 from rocketq.common.config import StoreConfig
 from rocketq.common.message import MessageQueue
+from rocketq.common.pop_body import BatchAck, encode_batch_acks
 from rocketq.nameserver.config import NameServerConfig
 from rocketq.nameserver.server import NameServer
 from rocketq.remoting import fastjson
@@ -218,6 +219,16 @@ BROKER_TABLE: Final[dict[int, tuple[RemotingCommand, Requirement]]] = {
                 "extraInfo": "0 1700000000000 60000 0 0 broker-a 0 0",
                 "offset": "0",
             },
+        ),
+        policy((topic(), SUB), (group(), SUB)),
+    ),
+    RequestCode.BATCH_ACK_MESSAGE: (
+        RemotingCommand(
+            RequestCode.BATCH_ACK_MESSAGE,
+            {},
+            encode_batch_acks(
+                "broker-a", [BatchAck(GROUP, TOPIC, False, 0, 0, 0, 1700000000000, 60000, (0,))]
+            ),
         ),
         policy((topic(), SUB), (group(), SUB)),
     ),

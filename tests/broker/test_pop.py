@@ -7,6 +7,8 @@ restart, pull consumers of another group beside a pop group, long polling and ba
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from rocketq.broker.subscription_group import SubscriptionGroupConfig
 from rocketq.common.config import StoreConfig
 from rocketq.common.exceptions import MessageIllegalError
 from rocketq.common.message import Message, MessageExt, TopicConfig
+from rocketq.common.pop_body import BatchAck, PopBodyError, decode_batch_acks, encode_batch_acks
 from rocketq.common.record import decode_records, encode_message
 from rocketq.nameserver.config import NameServerConfig
 from rocketq.nameserver.server import NameServer
@@ -438,3 +441,119 @@ async def test_an_orderly_pops_invisible_time_can_be_extended(cluster: Start) ->
     assert changed.code == ResponseCode.SUCCESS and (changed.ext or {})["reviveQid"] == "999"
     await revive_turns(b, 5)  # 0.5 s: past the first 300 ms
     assert (await pop(conn, order=True))[1] == []
+
+
+async def batch_ack(conn: Connection, acks: list[BatchAck]) -> RemotingCommand:
+    body = encode_batch_acks("broker-a", acks)
+    return await conn.invoke(RemotingCommand(RequestCode.BATCH_ACK_MESSAGE, {}, body), 5.0)
+
+
+def batch_of(msgs: list[MessageExt], *, group: str = GROUP) -> BatchAck:
+    """One BatchAck for messages of one pop of one queue, as a RocketMQ 5 client builds it."""
+    info = receipt(msgs[0])
+    bits = tuple(receipt(m).queue_offset - info.ck_offset for m in msgs)
+    return BatchAck(
+        group, TOPIC, info.retry, info.ck_offset, info.queue_id, info.revive_qid,
+        info.pop_time, info.invisible_time, bits,
+    )  # fmt: skip
+
+
+async def test_a_batch_ack_acknowledges_its_offsets_and_no_others(cluster: Start) -> None:
+    b, conn = await cluster()
+    await setup_topic(b, queues=1)
+    await send(conn, [b"a", b"b", b"c"])
+    _, msgs = await pop(conn, invisible=1_000)
+    assert [m.body for m in msgs] == [b"a", b"b", b"c"]
+    answer = await batch_ack(conn, [batch_of([msgs[0], msgs[2]])])
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    [back] = await pop_all(conn, 1, invisible=60_000)
+    assert back.body == b"b" and back.reconsume_times == 1
+    await revive_turns(b, 3)
+    assert (await pop(conn))[1] == [] and b.pop.revived == 1
+
+
+async def test_an_orderly_batch_ack_moves_the_offset(cluster: Start) -> None:
+    b, conn = await cluster()
+    await setup_topic(b, queues=1)
+    await send(conn, [b"a", b"b"])
+    _, msgs = await pop(conn, order=True)
+    assert (await batch_ack(conn, [batch_of(msgs)])).code == ResponseCode.SUCCESS
+    assert b.offsets.query(GROUP, TOPIC, 0) == 2
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (b"nope", "not JSON"),
+        (b'{"acks": 3}', "no list 'acks'"),
+        (b'{"acks": [{"c": "pop-cg"}]}', "no 'topic'"),
+        (
+            b'{"acks": [{"c": "pop-cg", "t": "PopTopic", "so": 0, "q": 0, "rq": 0, "pt": 1,'
+            b' "it": 1, "b": "!!"}]}',
+            "not base64",
+        ),
+        (
+            b'{"acks": [{"c": "pop-cg", "t": "PopTopic", "so": 0, "q": 0, "rq": 77, "pt": 1,'
+            b' "it": 1, "b": "AQ=="}]}',
+            "revive queue 77",
+        ),
+    ],
+)
+async def test_bad_batch_acks_are_refused_and_change_nothing(
+    cluster: Start, body: bytes, says: str
+) -> None:
+    b, conn = await cluster()
+    await setup_topic(b, queues=1)
+    await send(conn, [b"only"])
+    await pop(conn)
+    before = b.store.max_phy_offset
+    answer = await conn.invoke(RemotingCommand(RequestCode.BATCH_ACK_MESSAGE, {}, body), 5.0)
+    assert answer.code == ResponseCode.MESSAGE_ILLEGAL and says in (answer.remark or "")
+    assert b.store.max_phy_offset == before
+
+
+@given(st.binary(max_size=300))
+def test_any_batch_ack_body_decodes_or_is_refused_clearly(body: bytes) -> None:
+    try:
+        acks = decode_batch_acks(body)
+    except PopBodyError:
+        return
+    assert all(isinstance(a, BatchAck) for a in acks)
+
+
+@given(
+    st.recursive(
+        st.none() | st.integers() | st.text(max_size=5),
+        lambda c: (
+            st.lists(c)
+            | st.dictionaries(
+                st.sampled_from(["acks", "c", "t", "so", "q", "rq", "pt", "it", "b", "r"]), c
+            )
+        ),
+        max_leaves=20,
+    )
+)
+def test_any_json_batch_ack_body_decodes_or_is_refused_clearly(doc: object) -> None:
+    with contextlib.suppress(PopBodyError):
+        decode_batch_acks(json.dumps(doc).encode())
+
+
+@given(
+    st.lists(
+        st.builds(
+            BatchAck,
+            st.text(min_size=1, max_size=8),
+            st.text(min_size=1, max_size=8),
+            st.booleans(),
+            st.integers(0, 1 << 40),
+            st.integers(0, 64),
+            st.integers(0, 999),
+            st.integers(0, 1 << 42),
+            st.integers(0, 1 << 30),
+            st.lists(st.integers(0, 300), unique=True).map(lambda b: tuple(sorted(b))),
+        ),
+        max_size=4,
+    )
+)
+def test_batch_acks_round_trip(acks: list[BatchAck]) -> None:
+    assert decode_batch_acks(encode_batch_acks("b", acks)) == acks
