@@ -10,7 +10,7 @@ import socket
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rocketq.auth.metadata import AuthMetadata
 from rocketq.auth.request_map import broker_requirement
@@ -54,6 +54,9 @@ from rocketq.remoting.transport import listen_socket as remoting_listen_socket
 from rocketq.replication.ha.master import HAMaster, SlaveConnection, listen_socket
 from rocketq.replication.ha.slave import HASlave
 from rocketq.storage.message_store import MessageStore
+
+if TYPE_CHECKING:
+    from rocketq.broker.grpc_v2.endpoint import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -241,6 +244,7 @@ class Broker:
             config, self.store, self.topics, self.groups, self.offsets, self.holds
         )
         self.pop = PopService(self)
+        self.grpc: Endpoint | None = None  # the v2 endpoint (grpc_listen_port)
         self.registration = NameServerRegistration(
             config.namesrv_addrs,
             identity=self._identity,
@@ -367,6 +371,11 @@ class Broker:
             self.ha_slave.start()
             self.sync.start()
         self.pop.start()  # the revive: it works while this broker writes
+        if self.config.grpc_listen_port >= 0:
+            from rocketq.broker.grpc_v2.endpoint import Endpoint
+
+            self.grpc = Endpoint(self, self.config.bind_address, self.config.grpc_listen_port)
+            await self.grpc.start()
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self.flow.probe()),
@@ -424,6 +433,8 @@ class Broker:
         if self.ha_master is not None:
             await self.ha_master.stop()
         await cancel_all(self._tasks)
+        if self.grpc is not None:
+            await self.grpc.stop()
         await self.pop.stop()
         if self.raft is not None:
             await self.raft.stop()

@@ -140,6 +140,9 @@ class BrokerConfig(ServerSecurityConfig):
     # pops whose invisible time is over, and the percentage of pops that read the group's
     # pop retry topic before the topic's queues (RocketMQ's reviveQueueNum, reviveInterval,
     # popFromRetryProbability).
+    # The apache.rocketmq.v2 gRPC endpoint for RocketMQ 5's clients (RocketMQ's proxy
+    # port, 8081 there): -1 serves none, 0 any free port.
+    grpc_listen_port: int = field(default=-1, metadata={"min": -1, "max": 65535})
     revive_queue_num: int = field(default=8, metadata={"min": 1, "max": 64})
     revive_interval: int = field(default=1_000, metadata={"min": 10})
     pop_from_retry_probability: int = field(default=20, metadata={"min": 0, "max": 100})

@@ -1,0 +1,436 @@
+"""The apache.rocketmq.v2 gRPC endpoint of a broker, for RocketMQ 5's official clients.
+
+It translates, as RocketMQ 5's proxy does in its "local" mode, each RPC into what the
+broker already does: QueryRoute answers the topic's queues on this broker with this
+endpoint's address; SendMessage stores the message through the broker's send path
+(``TAGS``, ``KEYS``, ``UNIQ_KEY``, a FIFO message's group as ``__SHARDINGKEY`` choosing its
+queue, a delay as ``TIMER_DELIVER_MS``); ReceiveMessage pops (:mod:`rocketq.broker.pop`)
+and streams the status, the messages and the delivery time; AckMessage and
+ChangeInvisibleDuration take the pop's receipt as the receipt handle (the ``POP_CK``
+receipt and the CommitLog offset, RocketMQ's ReceiptHandle). Telemetry answers each
+settings frame with the settings the broker applies; Heartbeat and NotifyClientTermination
+are acknowledged. Business errors go in the response's ``Status`` with RocketMQ's codes.
+
+Not yet: transactional messages, QueryAssignment and the push consumer, forwarding to the
+DLQ, signatures, and the port in the launcher, the chart and the chaos harness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import zlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+import grpc
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from rocketq.broker.grpc_v2 import definition_pb2 as d
+from rocketq.broker.grpc_v2 import service_pb2 as s
+from rocketq.broker.grpc_v2 import service_pb2_grpc
+from rocketq.broker.host import BrokerHost
+from rocketq.broker.pop import PROPERTY_POP_CK, ExtraInfo
+from rocketq.common.exceptions import (
+    FlushDiskTimeoutError,
+    FlushSlaveTimeoutError,
+    MessageIllegalError,
+    NoMessageError,
+    NoPermissionError,
+    NotLeaderError,
+    RocketqError,
+    ServiceNotAvailableError,
+    SubscriptionGroupNotExistError,
+    SystemBusyError,
+    TopicNotExistError,
+)
+from rocketq.common.message import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    PROPERTY_KEYS,
+    PROPERTY_SHARDING_KEY,
+    PROPERTY_TAGS,
+    PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    SYSTEM_PROPERTY_NAMES,
+    MessageExt,
+)
+from rocketq.common.record import decode_records, encode_host, encode_properties, encode_record
+from rocketq.storage.results import PutStatus
+
+if TYPE_CHECKING:
+    from rocketq.broker.pop import PopService
+    from rocketq.broker.send_processor import SendProcessor
+
+log = logging.getLogger(__name__)
+
+OK: Final = d.Code.OK
+DEFAULT_INVISIBLE_MS: Final = 60_000  # an auto-renewing receive (RocketMQ's proxy: 60 s)
+MAX_POLL_MS: Final = 20_000
+POLL_MARGIN_S: Final = 1.0  # a long poll ends this long before the call's deadline
+_HIDDEN: Final = SYSTEM_PROPERTY_NAMES | {PROPERTY_POP_CK, "1ST_POP_TIME", "CLUSTER"}
+
+
+class EndpointHost(BrokerHost, Protocol):
+    send: SendProcessor
+    pop: PopService
+
+
+def _status(code: int, message: str = "") -> d.Status:
+    status = d.Status(message=message or d.Code.Name(code))
+    status.code = code  # type: ignore[assignment]
+    return status
+
+
+def error_status(exc: BaseException) -> d.Status:
+    """A broker error as the v2 Status a RocketMQ 5 client understands."""
+    code: int
+    if isinstance(exc, TopicNotExistError):
+        code = d.Code.TOPIC_NOT_FOUND
+    elif isinstance(exc, SubscriptionGroupNotExistError):
+        code = d.Code.CONSUMER_GROUP_NOT_FOUND
+    elif isinstance(exc, NoPermissionError):
+        code = d.Code.FORBIDDEN
+    elif isinstance(exc, NoMessageError):
+        code = d.Code.INVALID_RECEIPT_HANDLE
+    elif isinstance(exc, MessageIllegalError):
+        code = d.Code.BAD_REQUEST
+    elif isinstance(exc, SystemBusyError):
+        code = d.Code.TOO_MANY_REQUESTS
+    elif isinstance(exc, FlushDiskTimeoutError):
+        code = d.Code.MASTER_PERSISTENCE_TIMEOUT
+    elif isinstance(exc, FlushSlaveTimeoutError):
+        code = d.Code.SLAVE_PERSISTENCE_TIMEOUT
+    elif isinstance(exc, (NotLeaderError, ServiceNotAvailableError)):
+        code = d.Code.HA_NOT_AVAILABLE
+    else:
+        code = d.Code.INTERNAL_SERVER_ERROR
+    return _status(code, str(exc))
+
+
+def _ms(ts: Timestamp) -> int:
+    return int(ts.seconds) * 1000 + int(ts.nanos) // 1_000_000
+
+
+def _timestamp(ms: int) -> Timestamp:
+    return Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def _duration_ms(value: Duration) -> int:
+    return int(value.seconds) * 1000 + int(value.nanos) // 1_000_000
+
+
+class Endpoint(service_pb2_grpc.MessagingServiceServicer):
+    """The v2 MessagingService on ``host:port`` (port 0: any free port)."""
+
+    def __init__(self, broker: EndpointHost, host: str, port: int) -> None:
+        self.b = broker
+        self.host = host
+        self.port = port
+        self._server: grpc.aio.Server | None = None
+        self._next_queue = itertools.count()
+
+    async def start(self) -> int:
+        server = grpc.aio.server()
+        service_pb2_grpc.add_MessagingServiceServicer_to_server(self, server)  # type: ignore[no-untyped-call]
+        self.port = server.add_insecure_port(f"{self.host}:{self.port}")
+        await server.start()
+        self._server = server
+        log.info("apache.rocketmq.v2 gRPC endpoint on %s:%d", self.host, self.port)
+        return self.port
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            await self._server.stop(grace=1.0)
+            self._server = None
+
+    # -- routes, settings, liveness ----------------------------------------------------
+
+    def _endpoints(self) -> d.Endpoints:
+        host = self.b.config.broker_ip1 or self.host
+        return d.Endpoints(
+            scheme=d.AddressScheme.IPv4, addresses=[d.Address(host=host, port=self.port)]
+        )
+
+    async def QueryRoute(self, request: s.QueryRouteRequest, context: Any) -> s.QueryRouteResponse:
+        topic = request.topic.name
+        try:
+            config = self.b.topics.get(topic) or self.b.topics.create_in_send(
+                topic, AUTO_CREATE_TOPIC_KEY_TOPIC, 0
+            )
+        except RocketqError as exc:
+            return s.QueryRouteResponse(status=error_status(exc))
+        broker = d.Broker(name=self.b.config.broker_name, id=0, endpoints=self._endpoints())
+        kinds = [d.MessageType.NORMAL, d.MessageType.FIFO, d.MessageType.DELAY]
+        queues = [
+            d.MessageQueue(
+                topic=d.Resource(name=topic, resource_namespace=request.topic.resource_namespace),
+                id=i,
+                permission=d.Permission.READ_WRITE,
+                broker=broker,
+                accept_message_types=kinds,
+            )
+            for i in range(max(config.read_queue_nums, config.write_queue_nums))
+        ]
+        return s.QueryRouteResponse(status=_status(OK), message_queues=queues)
+
+    async def Heartbeat(self, request: s.HeartbeatRequest, context: Any) -> s.HeartbeatResponse:
+        return s.HeartbeatResponse(status=_status(OK))
+
+    async def NotifyClientTermination(
+        self, request: s.NotifyClientTerminationRequest, context: Any
+    ) -> s.NotifyClientTerminationResponse:
+        return s.NotifyClientTerminationResponse(status=_status(OK))
+
+    async def Telemetry(
+        self, request_iterator: AsyncIterator[s.TelemetryCommand], context: Any
+    ) -> AsyncIterator[s.TelemetryCommand]:
+        async for command in request_iterator:
+            if not command.HasField("settings"):
+                continue
+            settings = d.Settings()
+            settings.CopyFrom(command.settings)
+            if settings.HasField("publishing"):
+                settings.publishing.max_body_size = self.b.store_config.max_message_size
+            if settings.HasField("subscription"):
+                group = settings.subscription.group.name
+                retries = self.b.groups.find_or_create(group).retry_max_times if group else 16
+                settings.backoff_policy.max_attempts = retries + 1
+                settings.backoff_policy.exponential_backoff.initial.FromMilliseconds(1000)
+                settings.backoff_policy.exponential_backoff.max.FromMilliseconds(60_000)
+                settings.backoff_policy.exponential_backoff.multiplier = 2.0
+                if not settings.subscription.HasField("long_polling_timeout"):
+                    settings.subscription.long_polling_timeout.FromMilliseconds(MAX_POLL_MS)
+            settings.metric.on = False
+            yield s.TelemetryCommand(status=_status(OK), settings=settings)
+
+    # -- sending ---------------------------------------------------------------------------
+
+    async def SendMessage(
+        self, request: s.SendMessageRequest, context: Any
+    ) -> s.SendMessageResponse:
+        if len(request.messages) != 1:
+            return s.SendMessageResponse(
+                status=_status(d.Code.BAD_REQUEST, "send one message per request")
+            )
+        msg = request.messages[0]
+        try:
+            entry = await self._send(msg, context.peer())
+        except RocketqError as exc:
+            return s.SendMessageResponse(status=error_status(exc))
+        return s.SendMessageResponse(status=_status(OK), entries=[entry])
+
+    async def _send(self, msg: d.Message, peer: str) -> s.SendResultEntry:
+        topic = msg.topic.name
+        sp = msg.system_properties
+        if not msg.body:
+            raise MessageIllegalError("the message body is empty")
+        props = dict(msg.user_properties)
+        clash = sorted(set(props) & _HIDDEN)
+        if clash:
+            raise MessageIllegalError(f"user properties may not be named {', '.join(clash)}")
+        props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = sp.message_id
+        if sp.HasField("tag"):
+            props[PROPERTY_TAGS] = sp.tag
+        if sp.keys:
+            props[PROPERTY_KEYS] = " ".join(sp.keys)
+        kind = sp.message_type
+        config = self.b.topics.get(topic) or self.b.topics.create_in_send(
+            topic, AUTO_CREATE_TOPIC_KEY_TOPIC, 0
+        )
+        queues = max(1, config.write_queue_nums)
+        if kind == d.MessageType.FIFO:
+            if not sp.message_group:
+                raise MessageIllegalError("a FIFO message needs a message group")
+            props[PROPERTY_SHARDING_KEY] = sp.message_group
+            queue_id = zlib.crc32(sp.message_group.encode()) % queues
+        else:
+            queue_id = next(self._next_queue) % queues
+        if kind == d.MessageType.DELAY:
+            when = sp.delivery_timestamp
+            # The 5.1.2 Python client writes milliseconds into the seconds field.
+            due = when.seconds if when.seconds > 10**11 else _ms(when)
+            props[PROPERTY_TIMER_DELIVER_MS] = str(due)
+        elif kind == d.MessageType.TRANSACTION:
+            raise MessageIllegalError(
+                "transactional messages are not taken over the gRPC endpoint yet; send them "
+                "with a 4.x client or rocketq's SDK"
+            )
+        host, _, port = peer.rpartition(":") if peer.startswith("ipv4:") else ("", "", "0")
+        born_host = encode_host(f"{host.removeprefix('ipv4:') or '127.0.0.1'}:{port or 0}")
+        record = encode_record(
+            topic=topic.encode(),
+            body=msg.body,
+            properties=encode_properties(props),
+            born_timestamp=_ms(sp.born_timestamp),
+            born_host=born_host,
+            queue_id=queue_id,
+            sys_flag=1 if sp.body_encoding == d.Encoding.GZIP else 0,
+        )
+        result = self.b.send.append(
+            record,
+            topic,
+            queue_id,
+            default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
+            default_queue_nums=4,
+            producer_group=topic,
+        )
+        if self.b.send.waits:
+            done: asyncio.Future[PutStatus | BaseException] = (
+                asyncio.get_running_loop().create_future()
+            )
+
+            def stored(status: PutStatus | BaseException) -> None:
+                if not done.done():
+                    done.set_result(status)
+
+            self.b.send.wait_stored_then(result.end_offset, stored)
+            status = await done
+            if isinstance(status, BaseException):
+                raise status
+            if status is PutStatus.FLUSH_DISK_TIMEOUT:
+                raise FlushDiskTimeoutError("the message was stored but its flush timed out")
+            if status is PutStatus.FLUSH_SLAVE_TIMEOUT:
+                raise FlushSlaveTimeoutError("the message was stored; no replica has it yet")
+        return s.SendResultEntry(
+            status=_status(OK), message_id=sp.message_id, offset=result.queue_offset
+        )
+
+    # -- receiving -------------------------------------------------------------------------
+
+    async def ReceiveMessage(
+        self, request: s.ReceiveMessageRequest, context: Any
+    ) -> AsyncIterator[s.ReceiveMessageResponse]:
+        group = request.group.name
+        topic = request.message_queue.topic.name
+        invisible = (
+            _duration_ms(request.invisible_duration)
+            if request.HasField("invisible_duration")
+            else DEFAULT_INVISIBLE_MS
+        )
+        poll = (
+            _duration_ms(request.long_polling_timeout)
+            if request.HasField("long_polling_timeout")
+            else MAX_POLL_MS
+        )
+        remaining = context.time_remaining()
+        if remaining is not None:
+            poll = max(0, min(poll, int((remaining - POLL_MARGIN_S) * 1000)))
+        expression = request.filter_expression
+        kind = "SQL92" if expression.type == d.FilterType.SQL else "TAG"
+        try:
+            answer = await self.b.pop.pop(
+                group,
+                topic,
+                request.message_queue.id if request.message_queue.id >= 0 else -1,
+                max_nums=max(1, min(request.batch_size or 32, 32)),
+                invisible_time=invisible,
+                poll_time=poll,
+                expression=expression.expression or "*",
+                expression_type=kind,
+            )
+        except RocketqError as exc:
+            yield s.ReceiveMessageResponse(status=error_status(exc))
+            yield s.ReceiveMessageResponse(delivery_timestamp=_timestamp(_now_ms()))
+            return
+        if not answer.records:
+            yield s.ReceiveMessageResponse(status=_status(d.Code.MESSAGE_NOT_FOUND))
+            yield s.ReceiveMessageResponse(delivery_timestamp=_timestamp(_now_ms()))
+            return
+        yield s.ReceiveMessageResponse(status=_status(OK))
+        for msg in decode_records(b"".join(answer.records)):
+            yield s.ReceiveMessageResponse(message=self._message(msg, invisible))
+        yield s.ReceiveMessageResponse(delivery_timestamp=_timestamp(answer.pop_time))
+
+    def _message(self, msg: MessageExt, invisible: int) -> d.Message:
+        props = msg.properties
+        receipt = f"{props[PROPERTY_POP_CK]} {msg.commit_log_offset}"
+        sp = d.SystemProperties(
+            message_id=props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or msg.offset_msg_id,
+            body_digest=d.Digest(type=d.DigestType.CRC32, checksum=f"{zlib.crc32(msg.body):08X}"),
+            body_encoding=d.Encoding.GZIP if msg.sys_flag & 1 else d.Encoding.IDENTITY,
+            born_timestamp=_timestamp(msg.born_timestamp),
+            born_host=msg.born_host,
+            store_timestamp=_timestamp(msg.store_timestamp),
+            store_host=msg.store_host,
+            receipt_handle=receipt,
+            queue_id=msg.queue_id,
+            queue_offset=msg.queue_offset,
+            invisible_duration=Duration(seconds=invisible // 1000, nanos=invisible % 1000 * 10**6),
+            delivery_attempt=msg.reconsume_times + 1,
+        )
+        if msg.tags:
+            sp.tag = msg.tags
+        if msg.keys:
+            sp.keys.extend(msg.keys)
+        group = props.get(PROPERTY_SHARDING_KEY)
+        if group:
+            sp.message_type = d.MessageType.FIFO
+            sp.message_group = group
+        elif PROPERTY_TIMER_DELIVER_MS in props:
+            sp.message_type = d.MessageType.DELAY
+            sp.delivery_timestamp.CopyFrom(_timestamp(int(props[PROPERTY_TIMER_DELIVER_MS])))
+        else:
+            sp.message_type = d.MessageType.NORMAL
+        user = {k: v for k, v in props.items() if k not in _HIDDEN}
+        return d.Message(
+            topic=d.Resource(name=msg.topic), user_properties=user, system_properties=sp,
+            body=msg.body,
+        )  # fmt: skip
+
+    async def AckMessage(self, request: s.AckMessageRequest, context: Any) -> s.AckMessageResponse:
+        group, topic = request.group.name, request.topic.name
+        results = []
+        status = _status(OK)
+        for entry in request.entries:
+            try:
+                info = ExtraInfo.parse(entry.receipt_handle)
+                await self.b.pop.ack(
+                    group, topic, info.queue_id, entry.receipt_handle, info.queue_offset
+                )
+                one = _status(OK)
+            except RocketqError as exc:
+                one = error_status(exc)
+                if isinstance(exc, MessageIllegalError):
+                    one = _status(d.Code.INVALID_RECEIPT_HANDLE, str(exc))
+                status = one
+            results.append(
+                s.AckMessageResultEntry(
+                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=one
+                )
+            )
+        if len(request.entries) > 1 and any(r.status.code != OK for r in results):
+            status = _status(d.Code.MULTIPLE_RESULTS)
+        return s.AckMessageResponse(status=status, entries=results)
+
+    async def ChangeInvisibleDuration(
+        self, request: s.ChangeInvisibleDurationRequest, context: Any
+    ) -> s.ChangeInvisibleDurationResponse:
+        handle = request.receipt_handle
+        try:
+            info = ExtraInfo.parse(handle)
+            new = await self.b.pop.change_invisible(
+                request.group.name,
+                request.topic.name,
+                info.queue_id,
+                handle,
+                info.queue_offset,
+                _duration_ms(request.invisible_duration),
+            )
+        except RocketqError as exc:
+            status = error_status(exc)
+            if isinstance(exc, MessageIllegalError):
+                status = _status(d.Code.INVALID_RECEIPT_HANDLE, str(exc))
+            return s.ChangeInvisibleDurationResponse(status=status, receipt_handle=handle)
+        parts = handle.split(" ")
+        commit_log_offset = parts[8] if len(parts) > 8 else "0"
+        return s.ChangeInvisibleDurationResponse(
+            status=_status(OK), receipt_handle=f"{new.text()} {commit_log_offset}"
+        )
+
+
+def _now_ms() -> int:
+    import time
+
+    return int(time.time() * 1000)

@@ -1,0 +1,106 @@
+"""RocketMQ 5's official Python client, unmodified, against the broker's apache.rocketmq.v2
+endpoint: it sends, receives (pop), acknowledges, and gets back what it did not
+acknowledge. The client runs in a child process (tests/grpc_v2/v5_client.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from rocketq.broker.broker import Broker
+from rocketq.broker.config import BrokerConfig
+from rocketq.common.config import StoreConfig
+from rocketq.common.message import TopicConfig
+from rocketq.nameserver.config import NameServerConfig
+from rocketq.nameserver.server import NameServer
+from tests.integration.waiting import wait_until
+
+CLIENT = Path(__file__).with_name("v5_client.py")
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    ns = NameServer(
+        NameServerConfig(listen_port=0, metrics_port=0, kv_config_path=str(tmp_path / "kv.json"))
+    )
+    await ns.start()
+    b = Broker(
+        BrokerConfig(
+            listen_port=0,
+            ha_listen_port=0,
+            metrics_port=0,
+            grpc_listen_port=0,
+            revive_interval=100,
+            namesrv_addr=f"127.0.0.1:{ns.port}",
+        ),
+        StoreConfig(
+            store_path_root_dir=str(tmp_path / "store"), mapped_file_size_commit_log=4 << 20
+        ),
+    )
+    await b.start()
+    try:
+        await wait_until(lambda: all(b.registration.registered.values()), "registration")
+        yield b
+    finally:
+        await b.stop()
+        await ns.stop()
+
+
+async def run_client(b: Broker, tmp_path: Path, topic: str, group: str, scenario: str) -> dict:
+    assert b.grpc is not None
+    b.topics.update(TopicConfig(topic, 2, 2))
+    env = {**os.environ, "HOME": str(tmp_path)}  # the client logs under ~/logs
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(CLIENT),
+        f"127.0.0.1:{b.grpc.port}",
+        topic,
+        group,
+        scenario,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 90)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    assert proc.returncode == 0, err.decode()[-3000:]
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+async def test_the_official_client_sends_receives_and_acknowledges(
+    broker: Broker, tmp_path: Path
+) -> None:
+    result = await run_client(broker, tmp_path, "V5Topic", "v5-group", "send_receive_ack")
+    got = sorted(result["got"], key=lambda m: m["body"])
+    assert [m["body"] for m in got] == ["v5-0", "v5-1", "v5-2"]
+    assert sorted(m["id"] for m in got) == sorted(result["sent"])
+    assert all(m["tag"] == "TagA" and m["attempt"] == 1 for m in got)
+    assert got[0]["keys"] == ["key-v5-0"] and got[0]["props"] == {"origin": "v5"}
+    assert result["after_ack"] == []
+
+
+async def test_what_is_not_acknowledged_comes_back(broker: Broker, tmp_path: Path) -> None:
+    result = await run_client(broker, tmp_path, "V5Again", "v5-again", "redelivery")
+    assert result["first"] == ["again"]
+    assert result["second"] == [["again", 2]]
+
+
+async def test_fifo_messages_keep_their_group_and_a_delayed_one_waits(
+    broker: Broker, tmp_path: Path
+) -> None:
+    result = await run_client(broker, tmp_path, "V5Fifo", "v5-fifo", "fifo_and_delay")
+    seen = result["seen"]
+    fifo = [m for m in seen if m["group"] == "orders-1"]
+    assert [m["body"] for m in fifo] == ["f-0", "f-1", "f-2"]  # one queue, in order
+    [later] = [m for m in seen if m["body"] == "later"]
+    assert later["group"] is None and later["after"] >= 2.0

@@ -1,0 +1,119 @@
+"""Run in a child process by tests/grpc_v2: RocketMQ 5's official Python client
+(rocketmq-python-client, import name ``rocketmq``), unmodified, against the endpoint given
+on the command line. Its generated protos and rocketq's cannot share a process.
+
+    python tests/grpc_v2/v5_client.py ENDPOINT TOPIC GROUP SCENARIO
+
+prints one JSON line with what happened."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from rocketmq import (  # type: ignore[import-untyped]
+    ClientConfiguration,
+    Credentials,
+    FilterExpression,
+    Message,
+    Producer,
+    SimpleConsumer,
+)
+
+
+def produce(config: ClientConfiguration, topic: str, bodies: list[str], **kind: str) -> list[str]:
+    producer = Producer(config, (topic,))
+    producer.startup()
+    try:
+        ids = []
+        for body in bodies:
+            msg = Message()
+            msg.topic = topic
+            msg.body = body.encode()
+            msg.tag = "TagA"
+            msg.keys = f"key-{body}"
+            msg.add_property("origin", "v5")
+            if "group" in kind:
+                msg.message_group = kind["group"]
+            if "delay_s" in kind:
+                msg.delivery_timestamp = int(time.time()) + int(kind["delay_s"])
+            ids.append(producer.send(msg).message_id)
+        return ids
+    finally:
+        producer.shutdown()
+
+
+def main() -> None:
+    endpoint, topic, group, scenario = sys.argv[1:5]
+    config = ClientConfiguration(endpoint, Credentials(), request_timeout=5)
+    out: dict[str, object] = {}
+    if scenario == "send_receive_ack":
+        out["sent"] = produce(config, topic, ["v5-0", "v5-1", "v5-2"])
+        consumer = SimpleConsumer(config, group, {topic: FilterExpression("*")}, await_duration=3)
+        consumer.startup()
+        try:
+            got: list[dict[str, object]] = []
+            deadline = time.monotonic() + 30
+            while len(got) < 3 and time.monotonic() < deadline:
+                for m in consumer.receive(16, 15):
+                    got.append(
+                        {
+                            "body": m.body.decode(),
+                            "id": m.message_id,
+                            "tag": m.tag,
+                            "keys": list(m.keys),
+                            "props": dict(m.properties),
+                            "attempt": m.delivery_attempt,
+                        }
+                    )
+                    consumer.ack(m)
+            out["got"] = got
+            out["after_ack"] = [m.body.decode() for m in consumer.receive(16, 15)]
+        finally:
+            consumer.shutdown()
+    elif scenario == "redelivery":
+        produce(config, topic, ["again"])
+        consumer = SimpleConsumer(config, group, {topic: FilterExpression("*")}, await_duration=3)
+        consumer.startup()
+        try:
+            first: list[str] = []
+            deadline = time.monotonic() + 30
+            while not first and time.monotonic() < deadline:
+                first = [m.body.decode() for m in consumer.receive(16, 2)]  # not acked
+            second: list[tuple[str, int]] = []
+            while not second and time.monotonic() < deadline:
+                for m in consumer.receive(16, 15):
+                    second.append((m.body.decode(), m.delivery_attempt))
+                    consumer.change_invisible_duration(m, 30)
+                    consumer.ack(m)
+            out["first"], out["second"] = first, second
+        finally:
+            consumer.shutdown()
+    elif scenario == "fifo_and_delay":
+        produce(config, topic, ["f-0", "f-1", "f-2"], group="orders-1")
+        sent_at = time.time()
+        produce(config, topic, ["later"], delay_s="3")
+        consumer = SimpleConsumer(config, group, {topic: FilterExpression("*")}, await_duration=3)
+        consumer.startup()
+        try:
+            seen: list[dict[str, object]] = []
+            deadline = time.monotonic() + 40
+            while len(seen) < 4 and time.monotonic() < deadline:
+                for m in consumer.receive(16, 15):
+                    seen.append(
+                        {
+                            "body": m.body.decode(),
+                            "group": m.message_group,
+                            "after": round(time.time() - sent_at, 2),
+                        }
+                    )
+                    consumer.ack(m)
+            out["seen"] = seen
+        finally:
+            consumer.shutdown()
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
