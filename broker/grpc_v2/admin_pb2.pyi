@@ -1,8 +1,7 @@
-from typing import ClassVar as _ClassVar
-
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
@@ -22,10 +21,10 @@ class ChangeLogLevelRequest(_message.Message):
     ERROR: ChangeLogLevelRequest.Level
     LEVEL_FIELD_NUMBER: _ClassVar[int]
     level: ChangeLogLevelRequest.Level
-    def __init__(self, level: ChangeLogLevelRequest.Level | str | None = ...) -> None: ...
+    def __init__(self, level: _Optional[_Union[ChangeLogLevelRequest.Level, str]] = ...) -> None: ...
 
 class ChangeLogLevelResponse(_message.Message):
     __slots__ = ("remark",)
     REMARK_FIELD_NUMBER: _ClassVar[int]
     remark: str
-    def __init__(self, remark: str | None = ...) -> None: ...
+    def __init__(self, remark: _Optional[str] = ...) -> None: ...

@@ -1,14 +1,13 @@
 import datetime
-from collections.abc import Iterable as _Iterable
-from collections.abc import Mapping as _Mapping
-from typing import ClassVar as _ClassVar
 
-from google.protobuf import descriptor as _descriptor
-from google.protobuf import duration_pb2 as _duration_pb2
-from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
@@ -276,22 +275,22 @@ END: QueryOffsetPolicy
 TIMESTAMP: QueryOffsetPolicy
 
 class FilterExpression(_message.Message):
-    __slots__ = ("expression", "type")
+    __slots__ = ("type", "expression")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     EXPRESSION_FIELD_NUMBER: _ClassVar[int]
     type: FilterType
     expression: str
-    def __init__(self, type: FilterType | str | None = ..., expression: str | None = ...) -> None: ...
+    def __init__(self, type: _Optional[_Union[FilterType, str]] = ..., expression: _Optional[str] = ...) -> None: ...
 
 class RetryPolicy(_message.Message):
-    __slots__ = ("customized_backoff", "exponential_backoff", "max_attempts")
+    __slots__ = ("max_attempts", "exponential_backoff", "customized_backoff")
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     EXPONENTIAL_BACKOFF_FIELD_NUMBER: _ClassVar[int]
     CUSTOMIZED_BACKOFF_FIELD_NUMBER: _ClassVar[int]
     max_attempts: int
     exponential_backoff: ExponentialBackoff
     customized_backoff: CustomizedBackoff
-    def __init__(self, max_attempts: int | None = ..., exponential_backoff: ExponentialBackoff | _Mapping | None = ..., customized_backoff: CustomizedBackoff | _Mapping | None = ...) -> None: ...
+    def __init__(self, max_attempts: _Optional[int] = ..., exponential_backoff: _Optional[_Union[ExponentialBackoff, _Mapping]] = ..., customized_backoff: _Optional[_Union[CustomizedBackoff, _Mapping]] = ...) -> None: ...
 
 class ExponentialBackoff(_message.Message):
     __slots__ = ("initial", "max", "multiplier")
@@ -301,29 +300,29 @@ class ExponentialBackoff(_message.Message):
     initial: _duration_pb2.Duration
     max: _duration_pb2.Duration
     multiplier: float
-    def __init__(self, initial: datetime.timedelta | _duration_pb2.Duration | _Mapping | None = ..., max: datetime.timedelta | _duration_pb2.Duration | _Mapping | None = ..., multiplier: float | None = ...) -> None: ...
+    def __init__(self, initial: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., multiplier: _Optional[float] = ...) -> None: ...
 
 class CustomizedBackoff(_message.Message):
     __slots__ = ("next",)
     NEXT_FIELD_NUMBER: _ClassVar[int]
     next: _containers.RepeatedCompositeFieldContainer[_duration_pb2.Duration]
-    def __init__(self, next: _Iterable[datetime.timedelta | _duration_pb2.Duration | _Mapping] | None = ...) -> None: ...
+    def __init__(self, next: _Optional[_Iterable[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]]] = ...) -> None: ...
 
 class Resource(_message.Message):
-    __slots__ = ("name", "resource_namespace")
+    __slots__ = ("resource_namespace", "name")
     RESOURCE_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     resource_namespace: str
     name: str
-    def __init__(self, resource_namespace: str | None = ..., name: str | None = ...) -> None: ...
+    def __init__(self, resource_namespace: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class SubscriptionEntry(_message.Message):
-    __slots__ = ("expression", "topic")
+    __slots__ = ("topic", "expression")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     EXPRESSION_FIELD_NUMBER: _ClassVar[int]
     topic: Resource
     expression: FilterExpression
-    def __init__(self, topic: Resource | _Mapping | None = ..., expression: FilterExpression | _Mapping | None = ...) -> None: ...
+    def __init__(self, topic: _Optional[_Union[Resource, _Mapping]] = ..., expression: _Optional[_Union[FilterExpression, _Mapping]] = ...) -> None: ...
 
 class Address(_message.Message):
     __slots__ = ("host", "port")
@@ -331,28 +330,28 @@ class Address(_message.Message):
     PORT_FIELD_NUMBER: _ClassVar[int]
     host: str
     port: int
-    def __init__(self, host: str | None = ..., port: int | None = ...) -> None: ...
+    def __init__(self, host: _Optional[str] = ..., port: _Optional[int] = ...) -> None: ...
 
 class Endpoints(_message.Message):
-    __slots__ = ("addresses", "scheme")
+    __slots__ = ("scheme", "addresses")
     SCHEME_FIELD_NUMBER: _ClassVar[int]
     ADDRESSES_FIELD_NUMBER: _ClassVar[int]
     scheme: AddressScheme
     addresses: _containers.RepeatedCompositeFieldContainer[Address]
-    def __init__(self, scheme: AddressScheme | str | None = ..., addresses: _Iterable[Address | _Mapping] | None = ...) -> None: ...
+    def __init__(self, scheme: _Optional[_Union[AddressScheme, str]] = ..., addresses: _Optional[_Iterable[_Union[Address, _Mapping]]] = ...) -> None: ...
 
 class Broker(_message.Message):
-    __slots__ = ("endpoints", "id", "name")
+    __slots__ = ("name", "id", "endpoints")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     id: int
     endpoints: Endpoints
-    def __init__(self, name: str | None = ..., id: int | None = ..., endpoints: Endpoints | _Mapping | None = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., id: _Optional[int] = ..., endpoints: _Optional[_Union[Endpoints, _Mapping]] = ...) -> None: ...
 
 class MessageQueue(_message.Message):
-    __slots__ = ("accept_message_types", "broker", "id", "permission", "topic")
+    __slots__ = ("topic", "id", "permission", "broker", "accept_message_types")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     PERMISSION_FIELD_NUMBER: _ClassVar[int]
@@ -363,18 +362,18 @@ class MessageQueue(_message.Message):
     permission: Permission
     broker: Broker
     accept_message_types: _containers.RepeatedScalarFieldContainer[MessageType]
-    def __init__(self, topic: Resource | _Mapping | None = ..., id: int | None = ..., permission: Permission | str | None = ..., broker: Broker | _Mapping | None = ..., accept_message_types: _Iterable[MessageType | str] | None = ...) -> None: ...
+    def __init__(self, topic: _Optional[_Union[Resource, _Mapping]] = ..., id: _Optional[int] = ..., permission: _Optional[_Union[Permission, str]] = ..., broker: _Optional[_Union[Broker, _Mapping]] = ..., accept_message_types: _Optional[_Iterable[_Union[MessageType, str]]] = ...) -> None: ...
 
 class Digest(_message.Message):
-    __slots__ = ("checksum", "type")
+    __slots__ = ("type", "checksum")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     CHECKSUM_FIELD_NUMBER: _ClassVar[int]
     type: DigestType
     checksum: str
-    def __init__(self, type: DigestType | str | None = ..., checksum: str | None = ...) -> None: ...
+    def __init__(self, type: _Optional[_Union[DigestType, str]] = ..., checksum: _Optional[str] = ...) -> None: ...
 
 class SystemProperties(_message.Message):
-    __slots__ = ("body_digest", "body_encoding", "born_host", "born_timestamp", "dead_letter_queue", "delivery_attempt", "delivery_timestamp", "invisible_duration", "keys", "lite_topic", "message_group", "message_id", "message_type", "orphaned_transaction_recovery_duration", "priority", "queue_id", "queue_offset", "receipt_handle", "store_host", "store_timestamp", "tag", "trace_context")
+    __slots__ = ("tag", "keys", "message_id", "body_digest", "body_encoding", "message_type", "born_timestamp", "born_host", "store_timestamp", "store_host", "delivery_timestamp", "receipt_handle", "queue_id", "queue_offset", "invisible_duration", "delivery_attempt", "message_group", "trace_context", "orphaned_transaction_recovery_duration", "dead_letter_queue", "lite_topic", "priority")
     TAG_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -419,25 +418,25 @@ class SystemProperties(_message.Message):
     dead_letter_queue: DeadLetterQueue
     lite_topic: str
     priority: int
-    def __init__(self, tag: str | None = ..., keys: _Iterable[str] | None = ..., message_id: str | None = ..., body_digest: Digest | _Mapping | None = ..., body_encoding: Encoding | str | None = ..., message_type: MessageType | str | None = ..., born_timestamp: datetime.datetime | _timestamp_pb2.Timestamp | _Mapping | None = ..., born_host: str | None = ..., store_timestamp: datetime.datetime | _timestamp_pb2.Timestamp | _Mapping | None = ..., store_host: str | None = ..., delivery_timestamp: datetime.datetime | _timestamp_pb2.Timestamp | _Mapping | None = ..., receipt_handle: str | None = ..., queue_id: int | None = ..., queue_offset: int | None = ..., invisible_duration: datetime.timedelta | _duration_pb2.Duration | _Mapping | None = ..., delivery_attempt: int | None = ..., message_group: str | None = ..., trace_context: str | None = ..., orphaned_transaction_recovery_duration: datetime.timedelta | _duration_pb2.Duration | _Mapping | None = ..., dead_letter_queue: DeadLetterQueue | _Mapping | None = ..., lite_topic: str | None = ..., priority: int | None = ...) -> None: ...
+    def __init__(self, tag: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., message_id: _Optional[str] = ..., body_digest: _Optional[_Union[Digest, _Mapping]] = ..., body_encoding: _Optional[_Union[Encoding, str]] = ..., message_type: _Optional[_Union[MessageType, str]] = ..., born_timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., born_host: _Optional[str] = ..., store_timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., store_host: _Optional[str] = ..., delivery_timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., receipt_handle: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., invisible_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., delivery_attempt: _Optional[int] = ..., message_group: _Optional[str] = ..., trace_context: _Optional[str] = ..., orphaned_transaction_recovery_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., dead_letter_queue: _Optional[_Union[DeadLetterQueue, _Mapping]] = ..., lite_topic: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class DeadLetterQueue(_message.Message):
-    __slots__ = ("message_id", "topic")
+    __slots__ = ("topic", "message_id")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     topic: str
     message_id: str
-    def __init__(self, topic: str | None = ..., message_id: str | None = ...) -> None: ...
+    def __init__(self, topic: _Optional[str] = ..., message_id: _Optional[str] = ...) -> None: ...
 
 class Message(_message.Message):
-    __slots__ = ("body", "system_properties", "topic", "user_properties")
+    __slots__ = ("topic", "user_properties", "system_properties", "body")
     class UserPropertiesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
         key: str
         value: str
-        def __init__(self, key: str | None = ..., value: str | None = ...) -> None: ...
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     USER_PROPERTIES_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_PROPERTIES_FIELD_NUMBER: _ClassVar[int]
@@ -446,13 +445,13 @@ class Message(_message.Message):
     user_properties: _containers.ScalarMap[str, str]
     system_properties: SystemProperties
     body: bytes
-    def __init__(self, topic: Resource | _Mapping | None = ..., user_properties: _Mapping[str, str] | None = ..., system_properties: SystemProperties | _Mapping | None = ..., body: bytes | None = ...) -> None: ...
+    def __init__(self, topic: _Optional[_Union[Resource, _Mapping]] = ..., user_properties: _Optional[_Mapping[str, str]] = ..., system_properties: _Optional[_Union[SystemProperties, _Mapping]] = ..., body: _Optional[bytes] = ...) -> None: ...
 
 class Assignment(_message.Message):
     __slots__ = ("message_queue",)
     MESSAGE_QUEUE_FIELD_NUMBER: _ClassVar[int]
     message_queue: MessageQueue
-    def __init__(self, message_queue: MessageQueue | _Mapping | None = ...) -> None: ...
+    def __init__(self, message_queue: _Optional[_Union[MessageQueue, _Mapping]] = ...) -> None: ...
 
 class Status(_message.Message):
     __slots__ = ("code", "message")
@@ -460,10 +459,10 @@ class Status(_message.Message):
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     code: Code
     message: str
-    def __init__(self, code: Code | str | None = ..., message: str | None = ...) -> None: ...
+    def __init__(self, code: _Optional[_Union[Code, str]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class UA(_message.Message):
-    __slots__ = ("hostname", "language", "platform", "version")
+    __slots__ = ("language", "version", "platform", "hostname")
     LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     PLATFORM_FIELD_NUMBER: _ClassVar[int]
@@ -472,10 +471,10 @@ class UA(_message.Message):
     version: str
     platform: str
     hostname: str
-    def __init__(self, language: Language | str | None = ..., version: str | None = ..., platform: str | None = ..., hostname: str | None = ...) -> None: ...
+    def __init__(self, language: _Optional[_Union[Language, str]] = ..., version: _Optional[str] = ..., platform: _Optional[str] = ..., hostname: _Optional[str] = ...) -> None: ...
 
 class Settings(_message.Message):
-    __slots__ = ("access_point", "backoff_policy", "client_type", "metric", "publishing", "request_timeout", "subscription", "user_agent")
+    __slots__ = ("client_type", "access_point", "backoff_policy", "request_timeout", "publishing", "subscription", "user_agent", "metric")
     CLIENT_TYPE_FIELD_NUMBER: _ClassVar[int]
     ACCESS_POINT_FIELD_NUMBER: _ClassVar[int]
     BACKOFF_POLICY_FIELD_NUMBER: _ClassVar[int]
@@ -492,20 +491,20 @@ class Settings(_message.Message):
     subscription: Subscription
     user_agent: UA
     metric: Metric
-    def __init__(self, client_type: ClientType | str | None = ..., access_point: Endpoints | _Mapping | None = ..., backoff_policy: RetryPolicy | _Mapping | None = ..., request_timeout: datetime.timedelta | _duration_pb2.Duration | _Mapping | None = ..., publishing: Publishing | _Mapping | None = ..., subscription: Subscription | _Mapping | None = ..., user_agent: UA | _Mapping | None = ..., metric: Metric | _Mapping | None = ...) -> None: ...
+    def __init__(self, client_type: _Optional[_Union[ClientType, str]] = ..., access_point: _Optional[_Union[Endpoints, _Mapping]] = ..., backoff_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., request_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., publishing: _Optional[_Union[Publishing, _Mapping]] = ..., subscription: _Optional[_Union[Subscription, _Mapping]] = ..., user_agent: _Optional[_Union[UA, _Mapping]] = ..., metric: _Optional[_Union[Metric, _Mapping]] = ...) -> None: ...
 
 class Publishing(_message.Message):
-    __slots__ = ("max_body_size", "topics", "validate_message_type")
+    __slots__ = ("topics", "max_body_size", "validate_message_type")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     MAX_BODY_SIZE_FIELD_NUMBER: _ClassVar[int]
     VALIDATE_MESSAGE_TYPE_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[Resource]
     max_body_size: int
     validate_message_type: bool
-    def __init__(self, topics: _Iterable[Resource | _Mapping] | None = ..., max_body_size: int | None = ..., validate_message_type: bool | None = ...) -> None: ...
+    def __init__(self, topics: _Optional[_Iterable[_Union[Resource, _Mapping]]] = ..., max_body_size: _Optional[int] = ..., validate_message_type: _Optional[bool] = ...) -> None: ...
 
 class Subscription(_message.Message):
-    __slots__ = ("fifo", "group", "lite_subscription_quota", "long_polling_timeout", "max_lite_topic_size", "receive_batch_size", "subscriptions")
+    __slots__ = ("group", "subscriptions", "fifo", "receive_batch_size", "long_polling_timeout", "lite_subscription_quota", "max_lite_topic_size")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
     FIFO_FIELD_NUMBER: _ClassVar[int]
@@ -520,18 +519,18 @@ class Subscription(_message.Message):
     long_polling_timeout: _duration_pb2.Duration
     lite_subscription_quota: int
     max_lite_topic_size: int
-    def __init__(self, group: Resource | _Mapping | None = ..., subscriptions: _Iterable[SubscriptionEntry | _Mapping] | None = ..., fifo: bool | None = ..., receive_batch_size: int | None = ..., long_polling_timeout: datetime.timedelta | _duration_pb2.Duration | _Mapping | None = ..., lite_subscription_quota: int | None = ..., max_lite_topic_size: int | None = ...) -> None: ...
+    def __init__(self, group: _Optional[_Union[Resource, _Mapping]] = ..., subscriptions: _Optional[_Iterable[_Union[SubscriptionEntry, _Mapping]]] = ..., fifo: _Optional[bool] = ..., receive_batch_size: _Optional[int] = ..., long_polling_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., lite_subscription_quota: _Optional[int] = ..., max_lite_topic_size: _Optional[int] = ...) -> None: ...
 
 class Metric(_message.Message):
-    __slots__ = ("endpoints", "on")
+    __slots__ = ("on", "endpoints")
     ON_FIELD_NUMBER: _ClassVar[int]
     ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
     on: bool
     endpoints: Endpoints
-    def __init__(self, on: bool | None = ..., endpoints: Endpoints | _Mapping | None = ...) -> None: ...
+    def __init__(self, on: _Optional[bool] = ..., endpoints: _Optional[_Union[Endpoints, _Mapping]] = ...) -> None: ...
 
 class OffsetOption(_message.Message):
-    __slots__ = ("offset", "policy", "tail_n", "timestamp")
+    __slots__ = ("policy", "offset", "tail_n", "timestamp")
     class Policy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         LAST: _ClassVar[OffsetOption.Policy]
@@ -548,4 +547,4 @@ class OffsetOption(_message.Message):
     offset: int
     tail_n: int
     timestamp: int
-    def __init__(self, policy: OffsetOption.Policy | str | None = ..., offset: int | None = ..., tail_n: int | None = ..., timestamp: int | None = ...) -> None: ...
+    def __init__(self, policy: _Optional[_Union[OffsetOption.Policy, str]] = ..., offset: _Optional[int] = ..., tail_n: _Optional[int] = ..., timestamp: _Optional[int] = ...) -> None: ...

@@ -11,8 +11,13 @@ receipt and the CommitLog offset, RocketMQ's ReceiptHandle). Telemetry answers e
 settings frame with the settings the broker applies; Heartbeat and NotifyClientTermination
 are acknowledged. Business errors go in the response's ``Status`` with RocketMQ's codes.
 
-Not yet: transactional messages, QueryAssignment and the push consumer, forwarding to the
-DLQ, signatures, and the port in the launcher, the chart and the chaos harness.
+Transactional messages are half messages until EndTransaction (the transaction id says
+where the half message is); QueryAssignment gives a push consumer this broker's queues as
+one (queue -1, pop from any); ForwardMessageToDeadLetterQueue copies a message to
+``%DLQ%<group>`` and acknowledges its pop.
+
+Not yet: the broker's transaction checks over Telemetry, signatures, and the port in the
+launcher, the chart and the chaos harness.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import itertools
 import logging
 import zlib
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import grpc
@@ -33,6 +39,7 @@ from rocketq.broker.grpc_v2 import service_pb2 as s
 from rocketq.broker.grpc_v2 import service_pb2_grpc
 from rocketq.broker.host import BrokerHost
 from rocketq.broker.pop import PROPERTY_POP_CK, ExtraInfo
+from rocketq.broker.transaction import Resolution
 from rocketq.common.exceptions import (
     FlushDiskTimeoutError,
     FlushSlaveTimeoutError,
@@ -49,19 +56,23 @@ from rocketq.common.exceptions import (
 from rocketq.common.message import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     PROPERTY_KEYS,
+    PROPERTY_PRODUCER_GROUP,
     PROPERTY_SHARDING_KEY,
     PROPERTY_TAGS,
     PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     SYSTEM_PROPERTY_NAMES,
     MessageExt,
 )
 from rocketq.common.record import decode_records, encode_host, encode_properties, encode_record
+from rocketq.remoting.codes import MessageSysFlag
 from rocketq.storage.results import PutStatus
 
 if TYPE_CHECKING:
     from rocketq.broker.pop import PopService
     from rocketq.broker.send_processor import SendProcessor
+    from rocketq.broker.transaction import TransactionalMessageService
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +86,7 @@ _HIDDEN: Final = SYSTEM_PROPERTY_NAMES | {PROPERTY_POP_CK, "1ST_POP_TIME", "CLUS
 class EndpointHost(BrokerHost, Protocol):
     send: SendProcessor
     pop: PopService
+    transactions: TransactionalMessageService
 
 
 def _status(code: int, message: str = "") -> d.Status:
@@ -162,7 +174,12 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         except RocketqError as exc:
             return s.QueryRouteResponse(status=error_status(exc))
         broker = d.Broker(name=self.b.config.broker_name, id=0, endpoints=self._endpoints())
-        kinds = [d.MessageType.NORMAL, d.MessageType.FIFO, d.MessageType.DELAY]
+        kinds = [
+            d.MessageType.NORMAL,
+            d.MessageType.FIFO,
+            d.MessageType.DELAY,
+            d.MessageType.TRANSACTION,
+        ]
         queues = [
             d.MessageQueue(
                 topic=d.Resource(name=topic, resource_namespace=request.topic.resource_namespace),
@@ -252,11 +269,13 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             # The 5.1.2 Python client writes milliseconds into the seconds field.
             due = when.seconds if when.seconds > 10**11 else _ms(when)
             props[PROPERTY_TIMER_DELIVER_MS] = str(due)
-        elif kind == d.MessageType.TRANSACTION:
-            raise MessageIllegalError(
-                "transactional messages are not taken over the gRPC endpoint yet; send them "
-                "with a 4.x client or rocketq's SDK"
-            )
+        sys_flag = 1 if sp.body_encoding == d.Encoding.GZIP else 0
+        if kind == d.MessageType.TRANSACTION:
+            # A half message until EndTransaction; its producer group is the topic, as
+            # RocketMQ 5's proxy makes it.
+            props[PROPERTY_TRANSACTION_PREPARED] = "true"
+            props[PROPERTY_PRODUCER_GROUP] = topic
+            sys_flag |= MessageSysFlag.TRANSACTION_PREPARED_TYPE
         host, _, port = peer.rpartition(":") if peer.startswith("ipv4:") else ("", "", "0")
         born_host = encode_host(f"{host.removeprefix('ipv4:') or '127.0.0.1'}:{port or 0}")
         record = encode_record(
@@ -266,7 +285,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             born_timestamp=_ms(sp.born_timestamp),
             born_host=born_host,
             queue_id=queue_id,
-            sys_flag=1 if sp.body_encoding == d.Encoding.GZIP else 0,
+            sys_flag=sys_flag,
         )
         result = self.b.send.append(
             record,
@@ -293,9 +312,47 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
                 raise FlushDiskTimeoutError("the message was stored but its flush timed out")
             if status is PutStatus.FLUSH_SLAVE_TIMEOUT:
                 raise FlushSlaveTimeoutError("the message was stored; no replica has it yet")
+        transaction_id = ""
+        if kind == d.MessageType.TRANSACTION:
+            # Where the half message is: what EndTransaction needs back.
+            transaction_id = f"{result.wrote_offset}:{result.queue_offset}"
         return s.SendResultEntry(
-            status=_status(OK), message_id=sp.message_id, offset=result.queue_offset
+            status=_status(OK),
+            message_id=sp.message_id,
+            offset=result.queue_offset,
+            transaction_id=transaction_id,
         )
+
+    async def EndTransaction(
+        self, request: s.EndTransactionRequest, context: Any
+    ) -> s.EndTransactionResponse:
+        try:
+            offset_text, _, queue_text = request.transaction_id.partition(":")
+            try:
+                end = _End(
+                    producer_group=request.topic.name,
+                    commit_log_offset=int(offset_text),
+                    tran_state_table_offset=int(queue_text),
+                    msg_id=request.message_id,
+                    resolution=Resolution(int(request.resolution)),
+                    from_transaction_check=request.source
+                    == d.TransactionSource.SOURCE_SERVER_CHECK,
+                )
+            except ValueError:
+                return s.EndTransactionResponse(
+                    status=_status(
+                        d.Code.INVALID_TRANSACTION_ID,
+                        f"transaction id {request.transaction_id[:60]!r} is not one this "
+                        "endpoint gave",
+                    )
+                )
+            await self.b.transactions.end(end)
+        except RocketqError as exc:
+            status = error_status(exc)
+            if status.code == d.Code.INTERNAL_SERVER_ERROR:
+                status = _status(d.Code.INVALID_TRANSACTION_ID, str(exc))
+            return s.EndTransactionResponse(status=status)
+        return s.EndTransactionResponse(status=_status(OK))
 
     # -- receiving -------------------------------------------------------------------------
 
@@ -379,6 +436,53 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             body=msg.body,
         )  # fmt: skip
 
+    async def QueryAssignment(
+        self, request: s.QueryAssignmentRequest, context: Any
+    ) -> s.QueryAssignmentResponse:
+        """One assignment per broker, queue -1: the push consumer pops from any queue of
+        this broker (RocketMQ 5's proxy, for a group that is not orderly)."""
+        topic = request.topic.name
+        config = self.b.topics.get(topic)
+        if config is None:
+            return s.QueryAssignmentResponse(
+                status=_status(d.Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist")
+            )
+        if not config.readable():
+            return s.QueryAssignmentResponse(
+                status=_status(d.Code.FORBIDDEN, f"topic {topic!r} has no readable queue")
+            )
+        queue = d.MessageQueue(
+            topic=d.Resource(name=topic, resource_namespace=request.topic.resource_namespace),
+            id=-1,
+            permission=d.Permission.READ_WRITE,
+            broker=d.Broker(name=self.b.config.broker_name, id=0, endpoints=self._endpoints()),
+            accept_message_types=[d.MessageType.NORMAL, d.MessageType.FIFO, d.MessageType.DELAY],
+        )
+        return s.QueryAssignmentResponse(
+            status=_status(OK), assignments=[d.Assignment(message_queue=queue)]
+        )
+
+    async def ForwardMessageToDeadLetterQueue(
+        self, request: s.ForwardMessageToDeadLetterQueueRequest, context: Any
+    ) -> s.ForwardMessageToDeadLetterQueueResponse:
+        """A consumer gave up on a message: a copy to ``%DLQ%<group>``, then the pop acked."""
+        handle = request.receipt_handle
+        parts = handle.split(" ")
+        try:
+            info = ExtraInfo.parse(handle)
+            if len(parts) < 9 or not parts[8].isdigit():
+                raise MessageIllegalError("the receipt handle has no CommitLog offset")
+            await self.b.send.send_back(request.group.name, int(parts[8]), -1, 0)
+            await self.b.pop.ack(
+                request.group.name, request.topic.name, info.queue_id, handle, info.queue_offset
+            )
+        except RocketqError as exc:
+            status = error_status(exc)
+            if isinstance(exc, MessageIllegalError):
+                status = _status(d.Code.INVALID_RECEIPT_HANDLE, str(exc))
+            return s.ForwardMessageToDeadLetterQueueResponse(status=status)
+        return s.ForwardMessageToDeadLetterQueueResponse(status=_status(OK))
+
     async def AckMessage(self, request: s.AckMessageRequest, context: Any) -> s.AckMessageResponse:
         group, topic = request.group.name, request.topic.name
         results = []
@@ -428,6 +532,18 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         return s.ChangeInvisibleDurationResponse(
             status=_status(OK), receipt_handle=f"{new.text()} {commit_log_offset}"
         )
+
+
+@dataclass(frozen=True)
+class _End:
+    """An EndTransaction as the transaction service reads it (its EndRequest)."""
+
+    producer_group: str
+    commit_log_offset: int
+    tran_state_table_offset: int
+    msg_id: str
+    resolution: Resolution
+    from_transaction_check: bool
 
 
 def _now_ms() -> int:

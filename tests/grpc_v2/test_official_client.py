@@ -104,3 +104,17 @@ async def test_fifo_messages_keep_their_group_and_a_delayed_one_waits(
     assert [m["body"] for m in fifo] == ["f-0", "f-1", "f-2"]  # one queue, in order
     [later] = [m for m in seen if m["body"] == "later"]
     assert later["group"] is None and later["after"] >= 2.0
+
+
+async def test_a_transaction_commits_or_rolls_back(broker: Broker, tmp_path: Path) -> None:
+    result = await run_client(broker, tmp_path, "V5Tx", "v5-tx", "transactions")
+    assert result["bodies"] == ["committed"]
+
+
+async def test_the_push_consumer_consumes_and_gets_back_what_failed(
+    broker: Broker, tmp_path: Path
+) -> None:
+    result = await run_client(broker, tmp_path, "V5Push", "v5-push", "push")
+    seen = sorted(tuple(x) for x in result["seen"])
+    assert sorted(b for b, _ in seen if b != "fail-once") == ["ok-1", "ok-2"]
+    assert [a for b, a in seen if b == "fail-once"] == [1, 2]

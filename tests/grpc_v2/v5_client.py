@@ -10,16 +10,44 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 
 from rocketmq import (  # type: ignore[import-untyped]
     ClientConfiguration,
+    ConsumeResult,
     Credentials,
     FilterExpression,
     Message,
+    MessageListener,
     Producer,
+    PushConsumer,
     SimpleConsumer,
+    TransactionChecker,
+    TransactionResolution,
 )
+
+
+class Checker(TransactionChecker):  # type: ignore[misc]
+    def check(self, message: Message) -> TransactionResolution:
+        return TransactionResolution.COMMIT
+
+
+class Recorder(MessageListener):  # type: ignore[misc]
+    """Records each delivery; fails the first delivery of a body starting with "fail"."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, int]] = []
+        self.lock = threading.Lock()
+
+    def consume(self, message: Message) -> ConsumeResult:
+        body = message.body.decode()
+        with self.lock:
+            self.seen.append((body, message.delivery_attempt))
+            first = sum(1 for b, _ in self.seen if b == body) == 1
+        if body.startswith("fail") and first:
+            return ConsumeResult.FAILURE
+        return ConsumeResult.SUCCESS
 
 
 def produce(config: ClientConfiguration, topic: str, bodies: list[str], **kind: str) -> list[str]:
@@ -112,6 +140,47 @@ def main() -> None:
             out["seen"] = seen
         finally:
             consumer.shutdown()
+    elif scenario == "transactions":
+        producer = Producer(config, (topic,), checker=Checker())
+        producer.startup()
+        try:
+            for body, commit in (("committed", True), ("rolled-back", False)):
+                tx = producer.begin_transaction()
+                msg = Message()
+                msg.topic = topic
+                msg.body = body.encode()
+                producer.send(msg, tx)
+                tx.commit() if commit else tx.rollback()
+        finally:
+            producer.shutdown()
+        consumer = SimpleConsumer(config, group, {topic: FilterExpression("*")}, await_duration=3)
+        consumer.startup()
+        try:
+            bodies: list[str] = []
+            deadline = time.monotonic() + 20
+            while "committed" not in bodies and time.monotonic() < deadline:
+                for m in consumer.receive(16, 15):
+                    bodies.append(m.body.decode())
+                    consumer.ack(m)
+            bodies += [m.body.decode() for m in consumer.receive(16, 15)]  # one more poll
+            out["bodies"] = bodies
+        finally:
+            consumer.shutdown()
+    elif scenario == "push":
+        produce(config, topic, ["ok-1", "fail-once", "ok-2"])
+        recorder = Recorder()
+        consumer = PushConsumer(config, group, recorder, {topic: FilterExpression("*")})
+        consumer.startup()
+        try:
+            deadline = time.monotonic() + 40
+            while time.monotonic() < deadline:
+                with recorder.lock:
+                    if len(recorder.seen) >= 4:
+                        break
+                time.sleep(0.2)
+        finally:
+            consumer.shutdown()
+        out["seen"] = recorder.seen
     print(json.dumps(out))
 
 
