@@ -30,10 +30,16 @@ PULL_MESSAGE: Final = "pull_message"
 HEARTBEAT: Final = "heartbeat"
 CONSUMER_SEND_MSG_BACK: Final = "consumer_send_msg_back"
 END_TRANSACTION: Final = "end_transaction"
+POP_MESSAGE: Final = "pop_message"
+ACK_MESSAGE: Final = "ack_message"
+CHANGE_INVISIBLE_TIME: Final = "change_message_invisibletime"
 
 # rpc_latency's and the connection gauges' protocol_type: the endpoint requests come through
 # (RocketMQ's remoting protocol on the client port).
 REMOTING: Final = "remoting"
+# The apache.rocketmq.v2 endpoint; its request_code is the RPC's name in snake_case
+# (send_message, receive_message, ack_message...), as RocketMQ 5's proxy labels them.
+GRPC: Final = "grpc"
 
 _SIZE_SLOTS: Final = len(MESSAGE_SIZE_BUCKETS) + 1
 

@@ -213,6 +213,7 @@ class PopAnswer:
     start_offsets: list[str] = field(default_factory=list)
     msg_offsets: list[str] = field(default_factory=list)
     order_counts: list[str] = field(default_factory=list)
+    held: bool = False  # it waited for a message (long polling)
 
 
 class PopHost(BrokerHost, Protocol):
@@ -313,6 +314,7 @@ class PopService:
         wait_ms = min(poll_time, cfg.long_polling_max_suspend_millis)
         if await self._arrival(group, topic, queues, wait_ms / 1000):
             answer = await (self._pop_ordered(*args) if order else self._pop_once(*args))
+        answer.held = True
         return answer
 
     async def _arrival(self, group: str, topic: str, queues: list[int], timeout: float) -> bool:

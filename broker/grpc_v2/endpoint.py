@@ -23,10 +23,12 @@ launcher, the chart and the chaos harness.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
+import time
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -38,6 +40,7 @@ from rocketq.broker.grpc_v2 import definition_pb2 as d
 from rocketq.broker.grpc_v2 import service_pb2 as s
 from rocketq.broker.grpc_v2 import service_pb2_grpc
 from rocketq.broker.host import BrokerHost
+from rocketq.broker.metrics import GRPC, BrokerCounters
 from rocketq.broker.pop import PROPERTY_POP_CK, ExtraInfo
 from rocketq.broker.transaction import Resolution
 from rocketq.common.exceptions import (
@@ -87,6 +90,7 @@ class EndpointHost(BrokerHost, Protocol):
     send: SendProcessor
     pop: PopService
     transactions: TransactionalMessageService
+    metrics: BrokerCounters | None
 
 
 def _status(code: int, message: str = "") -> d.Status:
@@ -133,6 +137,26 @@ def _duration_ms(value: Duration) -> int:
     return int(value.seconds) * 1000 + int(value.nanos) // 1_000_000
 
 
+_Unary = Callable[[Any, Any, Any], Awaitable[Any]]
+
+
+def _timed(rpc: str) -> Callable[[_Unary], _Unary]:
+    """Count a unary RPC in ``rocketmq_rpc_latency`` (protocol ``grpc``, the response's
+    status code)."""
+
+    def wrap(method: _Unary) -> _Unary:
+        @functools.wraps(method)
+        async def run(self: Endpoint, request: Any, context: Any) -> Any:
+            started = time.perf_counter()
+            response = await method(self, request, context)
+            self._observe(rpc, started, response.status.code)
+            return response
+
+        return run
+
+    return wrap
+
+
 class Endpoint(service_pb2_grpc.MessagingServiceServicer):
     """The v2 MessagingService on ``host:port`` (port 0: any free port)."""
 
@@ -142,6 +166,12 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         self.port = port
         self._server: grpc.aio.Server | None = None
         self._next_queue = itertools.count()
+
+    def _observe(self, rpc: str, started: float, code: int, *, held: bool = False) -> None:
+        metrics = self.b.metrics
+        if metrics is not None:
+            name = d.Code.Name(code) if code in d.Code.values() else str(code)
+            metrics.answered(rpc, name.lower(), started, held=held, protocol=GRPC)
 
     async def start(self) -> int:
         server = grpc.aio.server()
@@ -165,6 +195,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             scheme=d.AddressScheme.IPv4, addresses=[d.Address(host=host, port=self.port)]
         )
 
+    @_timed("query_route")
     async def QueryRoute(self, request: s.QueryRouteRequest, context: Any) -> s.QueryRouteResponse:
         topic = request.topic.name
         try:
@@ -192,9 +223,11 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         ]
         return s.QueryRouteResponse(status=_status(OK), message_queues=queues)
 
+    @_timed("heartbeat")
     async def Heartbeat(self, request: s.HeartbeatRequest, context: Any) -> s.HeartbeatResponse:
         return s.HeartbeatResponse(status=_status(OK))
 
+    @_timed("notify_client_termination")
     async def NotifyClientTermination(
         self, request: s.NotifyClientTerminationRequest, context: Any
     ) -> s.NotifyClientTerminationResponse:
@@ -224,6 +257,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
 
     # -- sending ---------------------------------------------------------------------------
 
+    @_timed("send_message")
     async def SendMessage(
         self, request: s.SendMessageRequest, context: Any
     ) -> s.SendMessageResponse:
@@ -323,6 +357,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             transaction_id=transaction_id,
         )
 
+    @_timed("end_transaction")
     async def EndTransaction(
         self, request: s.EndTransactionRequest, context: Any
     ) -> s.EndTransactionResponse:
@@ -359,6 +394,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
     async def ReceiveMessage(
         self, request: s.ReceiveMessageRequest, context: Any
     ) -> AsyncIterator[s.ReceiveMessageResponse]:
+        started = time.perf_counter()
         group = request.group.name
         topic = request.message_queue.topic.name
         invisible = (
@@ -391,6 +427,12 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             yield s.ReceiveMessageResponse(status=error_status(exc))
             yield s.ReceiveMessageResponse(delivery_timestamp=_timestamp(_now_ms()))
             return
+        self._observe(
+            "receive_message",
+            started,
+            OK if answer.records else d.Code.MESSAGE_NOT_FOUND,
+            held=answer.held,
+        )
         if not answer.records:
             yield s.ReceiveMessageResponse(status=_status(d.Code.MESSAGE_NOT_FOUND))
             yield s.ReceiveMessageResponse(delivery_timestamp=_timestamp(_now_ms()))
@@ -436,6 +478,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             body=msg.body,
         )  # fmt: skip
 
+    @_timed("query_assignment")
     async def QueryAssignment(
         self, request: s.QueryAssignmentRequest, context: Any
     ) -> s.QueryAssignmentResponse:
@@ -462,6 +505,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             status=_status(OK), assignments=[d.Assignment(message_queue=queue)]
         )
 
+    @_timed("forward_message_to_dead_letter_queue")
     async def ForwardMessageToDeadLetterQueue(
         self, request: s.ForwardMessageToDeadLetterQueueRequest, context: Any
     ) -> s.ForwardMessageToDeadLetterQueueResponse:
@@ -483,6 +527,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             return s.ForwardMessageToDeadLetterQueueResponse(status=status)
         return s.ForwardMessageToDeadLetterQueueResponse(status=_status(OK))
 
+    @_timed("ack_message")
     async def AckMessage(self, request: s.AckMessageRequest, context: Any) -> s.AckMessageResponse:
         group, topic = request.group.name, request.topic.name
         results = []
@@ -508,6 +553,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             status = _status(d.Code.MULTIPLE_RESULTS)
         return s.AckMessageResponse(status=status, entries=results)
 
+    @_timed("change_invisible_duration")
     async def ChangeInvisibleDuration(
         self, request: s.ChangeInvisibleDurationRequest, context: Any
     ) -> s.ChangeInvisibleDurationResponse:
@@ -547,6 +593,4 @@ class _End:
 
 
 def _now_ms() -> int:
-    import time
-
     return int(time.time() * 1000)

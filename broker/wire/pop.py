@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from rocketq.broker.metrics import REMOTING
+from rocketq.broker.metrics import ACK_MESSAGE, CHANGE_INVISIBLE_TIME, POP_MESSAGE, REMOTING
 from rocketq.broker.pop import INIT_MODE_MIN
 from rocketq.broker.request_host import RequestHost
 from rocketq.broker.wire.pull import header_int
@@ -61,7 +61,7 @@ class PopRequests:
         code = ResponseCode.SUCCESS if answer.records else ResponseCode.PULL_NOT_FOUND
         if self.b.metrics is not None:
             self.b.metrics.answered(
-                "POP_MESSAGE", response_code_name(code), started, protocol=REMOTING
+                POP_MESSAGE, response_code_name(code), started, held=answer.held, protocol=REMOTING
             )
         return cmd.response(
             code,
@@ -77,7 +77,14 @@ class PopRequests:
             b"".join(answer.records) or None,
         )
 
+    def _answered(self, request: str, started: float) -> None:
+        if self.b.metrics is not None:
+            self.b.metrics.answered(
+                request, response_code_name(ResponseCode.SUCCESS), started, protocol=REMOTING
+            )
+
     async def ack(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        started = time.perf_counter()
         await self.b.pop.ack(
             _text(cmd, "consumerGroup"),
             _text(cmd, "topic"),
@@ -85,13 +92,17 @@ class PopRequests:
             _text(cmd, "extraInfo"),
             header_int(cmd, "offset"),
         )
+        self._answered(ACK_MESSAGE, started)
         return cmd.response(ResponseCode.SUCCESS)
 
     async def batch_ack(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        started = time.perf_counter()
         await self.b.pop.batch_ack(cmd.body)
+        self._answered("batch_ack_message", started)
         return cmd.response(ResponseCode.SUCCESS)
 
     async def change_invisible(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        started = time.perf_counter()
         info = await self.b.pop.change_invisible(
             _text(cmd, "consumerGroup"),
             _text(cmd, "topic"),
@@ -100,6 +111,7 @@ class PopRequests:
             header_int(cmd, "offset"),
             header_int(cmd, "invisibleTime"),
         )
+        self._answered(CHANGE_INVISIBLE_TIME, started)
         return cmd.response(
             ResponseCode.SUCCESS,
             {

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from rocketq.broker.broker import Broker
 from rocketq.broker.config import BrokerConfig
+from rocketq.broker.metrics import BrokerCounters
 from rocketq.broker.pop import (
     PROPERTY_POP_CK,
     ExtraInfo,
@@ -162,6 +163,7 @@ async def test_acknowledged_pops_never_return_and_the_rest_do_after_their_invisi
     cluster: Start,
 ) -> None:
     b, conn = await cluster()
+    b.metrics = BrokerCounters()  # counted as with a metrics port
     await setup_topic(b)
     await send(conn, [b"m0", b"m1"], queue=0)
     await send(conn, [b"m2"], queue=1)
@@ -193,6 +195,13 @@ async def test_acknowledged_pops_never_return_and_the_rest_do_after_their_invisi
     assert back.properties["1ST_POP_TIME"] == str(receipt(by_body[b"m1"]).pop_time)
     assert (await ack(conn, back)).code == ResponseCode.SUCCESS
     assert b.pop.revived == 1
+    assert b.metrics is not None
+    counted = {(p, request, code) for p, request, code, _ in b.metrics.rpc.rows}
+    assert {
+        ("remoting", "pop_message", "success"),
+        ("remoting", "pop_message", "pull_not_found"),
+        ("remoting", "ack_message", "success"),
+    } <= counted
     await revive_turns(b, 3)  # nothing else comes back
     assert (await pop(conn))[1] == [] and b.pop.revived == 1
 

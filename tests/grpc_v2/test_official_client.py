@@ -15,6 +15,7 @@ import pytest
 
 from rocketq.broker.broker import Broker
 from rocketq.broker.config import BrokerConfig
+from rocketq.broker.metrics import BrokerCounters
 from rocketq.common.config import StoreConfig
 from rocketq.common.message import TopicConfig
 from rocketq.nameserver.config import NameServerConfig
@@ -80,6 +81,7 @@ async def run_client(b: Broker, tmp_path: Path, topic: str, group: str, scenario
 async def test_the_official_client_sends_receives_and_acknowledges(
     broker: Broker, tmp_path: Path
 ) -> None:
+    broker.metrics = BrokerCounters()  # counted as with a metrics port
     result = await run_client(broker, tmp_path, "V5Topic", "v5-group", "send_receive_ack")
     got = sorted(result["got"], key=lambda m: m["body"])
     assert [m["body"] for m in got] == ["v5-0", "v5-1", "v5-2"]
@@ -87,6 +89,12 @@ async def test_the_official_client_sends_receives_and_acknowledges(
     assert all(m["tag"] == "TagA" and m["attempt"] == 1 for m in got)
     assert got[0]["keys"] == ["key-v5-0"] and got[0]["props"] == {"origin": "v5"}
     assert result["after_ack"] == []
+    # Each RPC in rocketmq_rpc_latency, protocol grpc, by its status code.
+    assert broker.metrics is not None
+    counted = {(p, rpc, code) for p, rpc, code, _ in broker.metrics.rpc.rows}
+    for rpc in ("query_route", "send_message", "receive_message", "ack_message"):
+        assert ("grpc", rpc, "ok") in counted, (rpc, counted)
+    assert ("grpc", "receive_message", "message_not_found") in counted
 
 
 async def test_what_is_not_acknowledged_comes_back(broker: Broker, tmp_path: Path) -> None:
