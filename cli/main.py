@@ -177,6 +177,7 @@ def broker_cmd(
             "ha": server.ha_socket.getsockname()[1] if server.ha_socket is not None else 0,
             "raft": server.raft.server.port if server.raft is not None else 0,
             "metrics": server.metrics_server.port if server.metrics_server is not None else 0,
+            "grpc": server.grpc.port if server.grpc is not None else 0,
         }
         _announce("broker", ports)
 
@@ -275,6 +276,14 @@ def cluster_up(
             "once in DATA_DIR/tls (needs the tls extra).",
         ),
     ] = False,
+    grpc: Annotated[
+        bool,
+        typer.Option(
+            "--grpc",
+            help="Every broker serves the apache.rocketmq.v2 endpoint for RocketMQ 5's "
+            "clients too, on a free port shown in the table (needs the grpc extra).",
+        ),
+    ] = False,
 ) -> None:
     """Start a nameserver and broker groups as local processes and write cluster.json."""
     import contextlib
@@ -300,6 +309,7 @@ def cluster_up(
             namesrv_port=namesrv_port or None,
             auth=auth,
             tls=tls,
+            grpc=grpc,
         )
         cluster = LocalCluster(spec)
         cluster.start()
@@ -326,6 +336,9 @@ def cluster_up(
     ]
     for line in _node_table(rows):
         typer.echo(line)
+    if grpc:
+        endpoints = ";".join(f"{n.host}:{n.grpc_port}" for n in cluster.brokers if n.grpc_port)
+        typer.echo(f"RocketMQ 5 clients (apache.rocketmq.v2): endpoints {endpoints}")
     if auth or tls:
         # What a client of this cluster needs: the super user's credentials file, the CA.
         env = cluster.client_env()

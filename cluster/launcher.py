@@ -121,6 +121,8 @@ class ClusterSpec:
     auth: bool = False
     # TLS only on every remoting port, with certificates made once in <data_dir>/tls.
     tls: bool = False
+    # Brokers serve the apache.rocketmq.v2 endpoint for RocketMQ 5's clients (rocketq[grpc]).
+    grpc: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_dir", Path(self.data_dir).absolute())
@@ -179,6 +181,7 @@ class Node:
     raft_port: int = 0  # replication "raft": the member's Raft port, fixed before the start
     metrics_port: int = 0  # its HTTP port (/metrics, /healthz, /readyz); 0: none
     ha_port: int = 0  # a master's HA port (its slaves connect there); 0: none
+    grpc_port: int = 0  # a broker's apache.rocketmq.v2 endpoint (spec.grpc); 0: none
     host: str = HOST  # the address it binds and is reached at
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
 
@@ -221,6 +224,8 @@ class Node:
             doc["metrics_port"] = self.metrics_port
         if self.ha_port:
             doc["ha_port"] = self.ha_port
+        if self.grpc_port:
+            doc["grpc_port"] = self.grpc_port
         if self.role == "broker":
             doc |= {
                 "broker_name": self.broker_name,
@@ -466,6 +471,7 @@ class LocalCluster:
                 node.raft_port = int(saved.get("raft_port", 0))
                 node.metrics_port = int(saved.get("metrics_port", 0))
                 node.ha_port = int(saved.get("ha_port", 0))
+                node.grpc_port = int(saved.get("grpc_port", 0))
                 node.host = str(saved.get("host", HOST))
         except (KeyError, TypeError, ValueError) as exc:
             raise LauncherError(f"{path}: not a cluster description ({exc!r})") from None
@@ -490,7 +496,7 @@ class LocalCluster:
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         for n in self.nodes:
             n.port, n.pid, n.start_time, n.process = 0, 0, 0, None
-            n.raft_port = n.metrics_port = n.ha_port = 0
+            n.raft_port = n.metrics_port = n.ha_port = n.grpc_port = 0
         wanted = self.spec.namesrv_port
         if wanted is not None and port_free(wanted):
             self.nameservers[0].port = wanted
@@ -591,6 +597,9 @@ class LocalCluster:
                 "--set", f"ha_listen_port={node.ha_port}",
                 *self._metrics_setting(node),
             ]  # fmt: skip
+            if self.spec.grpc:
+                # The v2 endpoint for RocketMQ 5's clients: any free port, then the same.
+                cmd += ["--set", f"grpc_listen_port={node.grpc_port}"]
             settings = self.spec.broker_settings
         if node.role == "broker" and self.spec.replication == "raft":
             cmd += [
@@ -685,6 +694,7 @@ class LocalCluster:
         node.port = ports["client"]
         node.metrics_port = ports.get("metrics", 0)
         node.ha_port = ports.get("ha", 0)
+        node.grpc_port = ports.get("grpc", 0)
         node.raft_port = ports.get("raft", node.raft_port)
         stat = proc_stat(proc.pid)
         node.start_time = stat[1] if stat else 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 from typing import Final, Literal, get_args
 
-PortName = Literal["client", "ha", "raft", "metrics"]
+PortName = Literal["client", "ha", "raft", "metrics", "grpc"]
 PORT_NAMES: Final[tuple[PortName, ...]] = get_args(PortName)
 
 
