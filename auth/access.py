@@ -329,6 +329,75 @@ class AccessControl:
             )
         return self._authorize(cmd, who, need, peer_ip)
 
+    def check_signed(
+        self,
+        access_key: str,
+        verify: Callable[[str], bool],
+        need: Requirement,
+        peer_ip: str,
+    ) -> str | None:
+        """The check of a request that is not a RemotingCommand (the apache.rocketmq.v2
+        endpoint): ``access_key`` from its credential ("" when none), ``verify`` tells
+        whether its signature was made with a secret, ``need`` what it requires. None when
+        it may go on, else why not (a text starting "authentication failed" or
+        "authorization failed")."""
+        if not (self.authentication or self.authorization):
+            return None
+        if self._whitelist is not None:
+            addr = peer_address(peer_ip)
+            if addr is not None and self._whitelist(addr):
+                return None
+        who: _Who | str
+        inner = self.inner
+        if not access_key:
+            if need.gate is Gate.OPEN:
+                return None
+            what = "authentication" if self.authentication else "authorization"
+            return (
+                f"{what} failed: the request carries no credential; give the client a user's "
+                "access key and secret key"
+            )
+        if inner is not None and access_key == inner.access_key:
+            who = (
+                _Who(access_key, True)
+                if verify(inner.secret_key)
+                else f"authentication failed: the signature of access key {_show(access_key)} "
+                "does not match"
+            )
+        else:
+            user = self._user(access_key)
+            if user is None:
+                who = f"authentication failed: access key {_show(access_key)} is not a user"
+            elif not user.enabled:
+                who = f"authentication failed: user {_show(access_key)} is disabled"
+            else:
+                is_super = user.is_super or access_key in self.super_users
+                if (self.authentication or is_super) and not verify(user.password):
+                    who = (
+                        f"authentication failed: the signature of access key "
+                        f"{_show(access_key)} does not match (check the secret key)"
+                    )
+                else:
+                    who = _Who(access_key, is_super)
+        if isinstance(who, str):
+            return who
+        if who.super or not self.authorization or need.gate in (Gate.OPEN, Gate.USER):
+            return None
+        if need.gate is Gate.SUPER:
+            return f"authorization failed: User:{who.name} is not a super user"
+        compiled = self._compiled_acl(who.name)
+        addr = peer_address(peer_ip) if compiled.needs_address else None
+        for resource, action in need.needs:
+            decision = compiled.decide(resource, action, addr)
+            if decision is not Decision.ALLOW:
+                why = "no matched policies" if decision is None else "the decision is deny"
+                return (
+                    f"authorization failed: User:{who.name} has no permission to "
+                    f"{action.value} on {resource.key} from {peer_ip or 'an unknown address'} "
+                    f"({why})"
+                )
+        return None
+
     def identity(self, cmd: RemotingCommand) -> str | None:
         """The access key a request is signed with when its signature verifies (with a
         user's secret or the inner credentials), else None; None when authentication is

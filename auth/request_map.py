@@ -261,6 +261,30 @@ def _heartbeat(ext: Mapping[str, str], cmd: RemotingCommand, cluster: str) -> Re
     return _policy(needs)
 
 
+def v2_requirement(rpc: str, topic: str, group: str) -> Requirement:
+    """What an RPC of the apache.rocketmq.v2 endpoint requires, as RocketMQ 5.3's proxy
+    asks it: SendMessage and EndTransaction Pub on the topic; ReceiveMessage, AckMessage,
+    ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue and QueryAssignment Sub on the
+    topic and the group; QueryRoute Pub or Sub on the topic (rocketq: any user, as the
+    route names no message); Heartbeat, Telemetry and NotifyClientTermination any user (the
+    RPCs that act check the resources they act on). A request that names no topic or group
+    where one is needed needs a super user."""
+    try:
+        if rpc in ("SendMessage", "EndTransaction"):
+            return _policy([_topic(_name(topic), Action.PUB)])
+        if rpc in (
+            "ReceiveMessage",
+            "AckMessage",
+            "ChangeInvisibleDuration",
+            "ForwardMessageToDeadLetterQueue",
+            "QueryAssignment",
+        ):
+            return _policy([_topic(_name(topic), Action.SUB), _group(_name(group), Action.SUB)])
+    except _UnreadableError:
+        return SUPER
+    return USER
+
+
 def _batch_ack(ext: Mapping[str, str], cmd: RemotingCommand, cluster: str) -> Requirement:
     try:
         acks = decode_batch_acks(cmd.body)

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
+import hmac
 import itertools
 import logging
 import time
@@ -36,6 +38,7 @@ import grpc
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from rocketq.auth.request_map import v2_requirement
 from rocketq.broker.grpc_v2 import definition_pb2 as d
 from rocketq.broker.grpc_v2 import service_pb2 as s
 from rocketq.broker.grpc_v2 import service_pb2_grpc
@@ -125,6 +128,31 @@ def error_status(exc: BaseException) -> d.Status:
     return _status(code, str(exc))
 
 
+def credential(header: str) -> tuple[str, str]:
+    """(access key, signature) of an ``authorization`` header as RocketMQ 5's clients write
+    it: ``MQv2-HMAC-SHA1 Credential=<ak>, SignedHeaders=x-mq-date-time, Signature=<hex>``;
+    ("", "") when it is none."""
+    _, _, rest = header.partition(" ")
+    fields = {}
+    for part in rest.split(","):
+        key, _, value = part.strip().partition("=")
+        fields[key] = value.strip()
+    return fields.get("Credential", ""), fields.get("Signature", "")
+
+
+def signature(secret: str, date_time: str) -> str:
+    """HMAC-SHA1 of the ``x-mq-date-time`` header with the secret key, in hex."""
+    return hmac.new(secret.encode(), date_time.encode(), hashlib.sha1).hexdigest()
+
+
+def _peer_ip(peer: str) -> str:
+    """The address of a gRPC peer (``ipv4:10.0.0.1:5555``, ``ipv6:[::1]:5555``)."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv6" and rest.startswith("["):
+        return rest[1 : rest.find("]")]
+    return rest.rpartition(":")[0] if kind == "ipv4" else ""
+
+
 def _ms(ts: Timestamp) -> int:
     return int(ts.seconds) * 1000 + int(ts.nanos) // 1_000_000
 
@@ -167,6 +195,28 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         self._server: grpc.aio.Server | None = None
         self._next_queue = itertools.count()
 
+    def _refusal(self, rpc: str, context: Any, topic: str = "", group: str = "") -> d.Status | None:
+        """None when the request may go on; else the status refusing it: UNAUTHORIZED when
+        its signature does not verify, FORBIDDEN when its user may not do it (the same
+        users, ACLs and checks as the remoting port)."""
+        access = self.b.security.access
+        if access is None:
+            return None
+        metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ())}
+        access_key, sig = credential(str(metadata.get("authorization", "")))
+        date_time = str(metadata.get("x-mq-date-time", ""))
+
+        def verify(secret: str) -> bool:
+            return bool(sig) and hmac.compare_digest(signature(secret, date_time), sig.lower())
+
+        why = access.check_signed(
+            access_key, verify, v2_requirement(rpc, topic, group), _peer_ip(context.peer())
+        )
+        if why is None:
+            return None
+        code = d.Code.UNAUTHORIZED if why.startswith("authentication") else d.Code.FORBIDDEN
+        return _status(code, why)
+
     def _observe(self, rpc: str, started: float, code: int, *, held: bool = False) -> None:
         metrics = self.b.metrics
         if metrics is not None:
@@ -197,6 +247,9 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
 
     @_timed("query_route")
     async def QueryRoute(self, request: s.QueryRouteRequest, context: Any) -> s.QueryRouteResponse:
+        refused = self._refusal("QueryRoute", context, request.topic.name, "")
+        if refused is not None:
+            return s.QueryRouteResponse(status=refused)
         topic = request.topic.name
         try:
             config = self.b.topics.get(topic) or self.b.topics.create_in_send(
@@ -225,18 +278,28 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
 
     @_timed("heartbeat")
     async def Heartbeat(self, request: s.HeartbeatRequest, context: Any) -> s.HeartbeatResponse:
+        refused = self._refusal("Heartbeat", context, "", request.group.name)
+        if refused is not None:
+            return s.HeartbeatResponse(status=refused)
         return s.HeartbeatResponse(status=_status(OK))
 
     @_timed("notify_client_termination")
     async def NotifyClientTermination(
         self, request: s.NotifyClientTerminationRequest, context: Any
     ) -> s.NotifyClientTerminationResponse:
+        refused = self._refusal("NotifyClientTermination", context, "", "")
+        if refused is not None:
+            return s.NotifyClientTerminationResponse(status=refused)
         return s.NotifyClientTerminationResponse(status=_status(OK))
 
     async def Telemetry(
         self, request_iterator: AsyncIterator[s.TelemetryCommand], context: Any
     ) -> AsyncIterator[s.TelemetryCommand]:
         async for command in request_iterator:
+            refused = self._refusal("Telemetry", context)
+            if refused is not None:
+                yield s.TelemetryCommand(status=refused)
+                return
             if not command.HasField("settings"):
                 continue
             settings = d.Settings()
@@ -261,6 +324,11 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
     async def SendMessage(
         self, request: s.SendMessageRequest, context: Any
     ) -> s.SendMessageResponse:
+        refused = self._refusal(
+            "SendMessage", context, request.messages[0].topic.name if request.messages else "", ""
+        )
+        if refused is not None:
+            return s.SendMessageResponse(status=refused)
         if len(request.messages) != 1:
             return s.SendMessageResponse(
                 status=_status(d.Code.BAD_REQUEST, "send one message per request")
@@ -361,6 +429,9 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
     async def EndTransaction(
         self, request: s.EndTransactionRequest, context: Any
     ) -> s.EndTransactionResponse:
+        refused = self._refusal("EndTransaction", context, request.topic.name, "")
+        if refused is not None:
+            return s.EndTransactionResponse(status=refused)
         try:
             offset_text, _, queue_text = request.transaction_id.partition(":")
             try:
@@ -397,6 +468,11 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         started = time.perf_counter()
         group = request.group.name
         topic = request.message_queue.topic.name
+        refused = self._refusal("ReceiveMessage", context, topic, group)
+        if refused is not None:
+            yield s.ReceiveMessageResponse(status=refused)
+            yield s.ReceiveMessageResponse(delivery_timestamp=_timestamp(_now_ms()))
+            return
         invisible = (
             _duration_ms(request.invisible_duration)
             if request.HasField("invisible_duration")
@@ -484,6 +560,9 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
     ) -> s.QueryAssignmentResponse:
         """One assignment per broker, queue -1: the push consumer pops from any queue of
         this broker (RocketMQ 5's proxy, for a group that is not orderly)."""
+        refused = self._refusal("QueryAssignment", context, request.topic.name, request.group.name)
+        if refused is not None:
+            return s.QueryAssignmentResponse(status=refused)
         topic = request.topic.name
         config = self.b.topics.get(topic)
         if config is None:
@@ -510,6 +589,11 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         self, request: s.ForwardMessageToDeadLetterQueueRequest, context: Any
     ) -> s.ForwardMessageToDeadLetterQueueResponse:
         """A consumer gave up on a message: a copy to ``%DLQ%<group>``, then the pop acked."""
+        refused = self._refusal(
+            "ForwardMessageToDeadLetterQueue", context, request.topic.name, request.group.name
+        )
+        if refused is not None:
+            return s.ForwardMessageToDeadLetterQueueResponse(status=refused)
         handle = request.receipt_handle
         parts = handle.split(" ")
         try:
@@ -529,6 +613,9 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
 
     @_timed("ack_message")
     async def AckMessage(self, request: s.AckMessageRequest, context: Any) -> s.AckMessageResponse:
+        refused = self._refusal("AckMessage", context, request.topic.name, request.group.name)
+        if refused is not None:
+            return s.AckMessageResponse(status=refused)
         group, topic = request.group.name, request.topic.name
         results = []
         status = _status(OK)
@@ -557,6 +644,11 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
     async def ChangeInvisibleDuration(
         self, request: s.ChangeInvisibleDurationRequest, context: Any
     ) -> s.ChangeInvisibleDurationResponse:
+        refused = self._refusal(
+            "ChangeInvisibleDuration", context, request.topic.name, request.group.name
+        )
+        if refused is not None:
+            return s.ChangeInvisibleDurationResponse(status=refused)
         handle = request.receipt_handle
         try:
             info = ExtraInfo.parse(handle)

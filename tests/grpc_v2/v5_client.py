@@ -8,6 +8,7 @@ prints one JSON line with what happened."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import threading
@@ -74,7 +75,8 @@ def produce(config: ClientConfiguration, topic: str, bodies: list[str], **kind: 
 
 def main() -> None:
     endpoint, topic, group, scenario = sys.argv[1:5]
-    config = ClientConfiguration(endpoint, Credentials(), request_timeout=5)
+    ak, sk = (sys.argv[5], sys.argv[6]) if len(sys.argv) > 6 else ("", "")
+    config = ClientConfiguration(endpoint, Credentials(ak, sk), request_timeout=5)
     out: dict[str, object] = {}
     if scenario == "send_receive_ack":
         out["sent"] = produce(config, topic, ["v5-0", "v5-1", "v5-2"])
@@ -181,6 +183,25 @@ def main() -> None:
         finally:
             consumer.shutdown()
         out["seen"] = recorder.seen
+    elif scenario == "signed":
+        # One send and one receive; what the endpoint says is reported, not raised.
+        try:
+            out["sent"] = produce(config, topic, ["signed"])
+        except Exception as exc:
+            out["send_error"] = f"{type(exc).__name__}: {exc}"
+        consumer = SimpleConsumer(config, group, {topic: FilterExpression("*")}, await_duration=2)
+        try:
+            consumer.startup()
+            got: list[str] = []
+            deadline = time.monotonic() + 15  # each receive polls one queue of the route
+            while not got and time.monotonic() < deadline:
+                got = [m.body.decode() for m in consumer.receive(16, 15)]
+            out["got"] = got
+        except Exception as exc:
+            out["receive_error"] = f"{type(exc).__name__}: {exc}"
+        finally:
+            with contextlib.suppress(Exception):
+                consumer.shutdown()
     print(json.dumps(out))
 
 
