@@ -16,8 +16,7 @@ where the half message is); QueryAssignment gives a push consumer this broker's 
 one (queue -1, pop from any); ForwardMessageToDeadLetterQueue copies a message to
 ``%DLQ%<group>`` and acknowledges its pop.
 
-Not yet: the broker's transaction checks over Telemetry, signatures, and the port in the
-launcher, the chart and the chaos harness.
+The broker's transaction checks reach a v5 producer over its Telemetry stream.
 """
 
 from __future__ import annotations
@@ -39,13 +38,14 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from rocketq.auth.request_map import v2_requirement
+from rocketq.broker.consumer_manager import ConsumerManager
 from rocketq.broker.grpc_v2 import definition_pb2 as d
 from rocketq.broker.grpc_v2 import service_pb2 as s
 from rocketq.broker.grpc_v2 import service_pb2_grpc
 from rocketq.broker.host import BrokerHost
 from rocketq.broker.metrics import GRPC, BrokerCounters
 from rocketq.broker.pop import PROPERTY_POP_CK, ExtraInfo
-from rocketq.broker.transaction import Resolution
+from rocketq.broker.transaction import CheckTransaction, Resolution
 from rocketq.common.exceptions import (
     FlushDiskTimeoutError,
     FlushSlaveTimeoutError,
@@ -63,6 +63,7 @@ from rocketq.common.message import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     PROPERTY_KEYS,
     PROPERTY_PRODUCER_GROUP,
+    PROPERTY_REAL_TOPIC,
     PROPERTY_SHARDING_KEY,
     PROPERTY_TAGS,
     PROPERTY_TIMER_DELIVER_MS,
@@ -71,7 +72,13 @@ from rocketq.common.message import (
     SYSTEM_PROPERTY_NAMES,
     MessageExt,
 )
-from rocketq.common.record import decode_records, encode_host, encode_properties, encode_record
+from rocketq.common.record import (
+    decode_record,
+    decode_records,
+    encode_host,
+    encode_properties,
+    encode_record,
+)
 from rocketq.remoting.codes import MessageSysFlag
 from rocketq.storage.results import PutStatus
 
@@ -94,6 +101,7 @@ class EndpointHost(BrokerHost, Protocol):
     pop: PopService
     transactions: TransactionalMessageService
     metrics: BrokerCounters | None
+    consumers: ConsumerManager
 
 
 def _status(code: int, message: str = "") -> d.Status:
@@ -194,6 +202,8 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         self.port = port
         self._server: grpc.aio.Server | None = None
         self._next_queue = itertools.count()
+        # Producers with a Telemetry stream: client id -> the topics they publish to.
+        self._producers: dict[str, list[str]] = {}
 
     def _refusal(self, rpc: str, context: Any, topic: str = "", group: str = "") -> d.Status | None:
         """None when the request may go on; else the status refusing it: UNAUTHORIZED when
@@ -281,6 +291,10 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         refused = self._refusal("Heartbeat", context, "", request.group.name)
         if refused is not None:
             return s.HeartbeatResponse(status=refused)
+        metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ())}
+        client_id = str(metadata.get("x-mq-client-id", ""))
+        for topic in self._producers.get(client_id, ()):
+            self.b.consumers.register_producer(topic, client_id)  # still alive
         return s.HeartbeatResponse(status=_status(OK))
 
     @_timed("notify_client_termination")
@@ -294,29 +308,79 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
 
     async def Telemetry(
         self, request_iterator: AsyncIterator[s.TelemetryCommand], context: Any
-    ) -> AsyncIterator[s.TelemetryCommand]:
-        async for command in request_iterator:
-            refused = self._refusal("Telemetry", context)
-            if refused is not None:
-                yield s.TelemetryCommand(status=refused)
+    ) -> None:
+        """Answer each settings frame with the settings applied. A producer's stream also
+        carries the broker's transaction checks of its topics (the producer group of a v2
+        producer is the topic, as RocketMQ 5's proxy makes it): a half message not ended
+        in time is sent as a RecoverOrphanedTransactionCommand, and the producer's checker
+        ends it with EndTransaction."""
+        metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ())}
+        client_id = str(metadata.get("x-mq-client-id", ""))
+        consumers = self.b.consumers
+        channel: asyncio.Queue[Any] | None = None
+        forward: asyncio.Task[None] | None = None
+        try:
+            async for command in request_iterator:
+                refused = self._refusal("Telemetry", context)
+                if refused is not None:
+                    await context.write(s.TelemetryCommand(status=refused))
+                    return
+                if not command.HasField("settings"):
+                    continue
+                settings = self._settings(command.settings)
+                await context.write(s.TelemetryCommand(status=_status(OK), settings=settings))
+                if settings.HasField("publishing") and client_id:
+                    topics = [t.name for t in settings.publishing.topics if t.name]
+                    self._producers[client_id] = topics
+                    for topic in topics:
+                        consumers.register_producer(topic, client_id)
+                    if channel is None:
+                        channel = consumers.open_channel(client_id)
+                        forward = asyncio.ensure_future(self._forward(channel, context))
+        finally:
+            if forward is not None:
+                forward.cancel()
+            if channel is not None:
+                self._producers.pop(client_id, None)
+                consumers.close_channel(client_id, channel)
+
+    def _settings(self, asked: d.Settings) -> d.Settings:
+        settings = d.Settings()
+        settings.CopyFrom(asked)
+        if settings.HasField("publishing"):
+            settings.publishing.max_body_size = self.b.store_config.max_message_size
+        if settings.HasField("subscription"):
+            group = settings.subscription.group.name
+            retries = self.b.groups.find_or_create(group).retry_max_times if group else 16
+            settings.backoff_policy.max_attempts = retries + 1
+            settings.backoff_policy.exponential_backoff.initial.FromMilliseconds(1000)
+            settings.backoff_policy.exponential_backoff.max.FromMilliseconds(60_000)
+            settings.backoff_policy.exponential_backoff.multiplier = 2.0
+            if not settings.subscription.HasField("long_polling_timeout"):
+                settings.subscription.long_polling_timeout.FromMilliseconds(MAX_POLL_MS)
+        settings.metric.on = False
+        return settings
+
+    async def _forward(self, channel: asyncio.Queue[Any], context: Any) -> None:
+        """The broker's events for this client onto its Telemetry stream."""
+        while True:
+            event = await channel.get()
+            if not isinstance(event, CheckTransaction):
+                continue  # consumer events are for 4.x clients
+            half = decode_record(event.record)
+            real = half.properties.get(PROPERTY_REAL_TOPIC, half.topic)
+            msg = self._message(half, 0, topic=real)
+            command = s.RecoverOrphanedTransactionCommand(
+                message=msg,
+                transaction_id=f"{event.commit_log_offset}:{event.tran_state_table_offset}",
+            )
+            try:
+                await context.write(
+                    s.TelemetryCommand(recover_orphaned_transaction_command=command)
+                )
+            except Exception:  # the stream ended: the checks go to another producer
+                log.debug("transaction check not written to a closed Telemetry stream")
                 return
-            if not command.HasField("settings"):
-                continue
-            settings = d.Settings()
-            settings.CopyFrom(command.settings)
-            if settings.HasField("publishing"):
-                settings.publishing.max_body_size = self.b.store_config.max_message_size
-            if settings.HasField("subscription"):
-                group = settings.subscription.group.name
-                retries = self.b.groups.find_or_create(group).retry_max_times if group else 16
-                settings.backoff_policy.max_attempts = retries + 1
-                settings.backoff_policy.exponential_backoff.initial.FromMilliseconds(1000)
-                settings.backoff_policy.exponential_backoff.max.FromMilliseconds(60_000)
-                settings.backoff_policy.exponential_backoff.multiplier = 2.0
-                if not settings.subscription.HasField("long_polling_timeout"):
-                    settings.subscription.long_polling_timeout.FromMilliseconds(MAX_POLL_MS)
-            settings.metric.on = False
-            yield s.TelemetryCommand(status=_status(OK), settings=settings)
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -518,9 +582,11 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             yield s.ReceiveMessageResponse(message=self._message(msg, invisible))
         yield s.ReceiveMessageResponse(delivery_timestamp=_timestamp(answer.pop_time))
 
-    def _message(self, msg: MessageExt, invisible: int) -> d.Message:
+    def _message(self, msg: MessageExt, invisible: int, topic: str = "") -> d.Message:
         props = msg.properties
-        receipt = f"{props[PROPERTY_POP_CK]} {msg.commit_log_offset}"
+        receipt = (
+            f"{props[PROPERTY_POP_CK]} {msg.commit_log_offset}" if PROPERTY_POP_CK in props else ""
+        )
         sp = d.SystemProperties(
             message_id=props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or msg.offset_msg_id,
             body_digest=d.Digest(type=d.DigestType.CRC32, checksum=f"{zlib.crc32(msg.body):08X}"),
@@ -529,7 +595,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             born_host=msg.born_host,
             store_timestamp=_timestamp(msg.store_timestamp),
             store_host=msg.store_host,
-            receipt_handle=receipt,
+            receipt_handle=receipt or None,
             queue_id=msg.queue_id,
             queue_offset=msg.queue_offset,
             invisible_duration=Duration(seconds=invisible // 1000, nanos=invisible % 1000 * 10**6),
@@ -550,8 +616,8 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             sp.message_type = d.MessageType.NORMAL
         user = {k: v for k, v in props.items() if k not in _HIDDEN}
         return d.Message(
-            topic=d.Resource(name=msg.topic), user_properties=user, system_properties=sp,
-            body=msg.body,
+            topic=d.Resource(name=topic or msg.topic), user_properties=user,
+            system_properties=sp, body=msg.body,
         )  # fmt: skip
 
     @_timed("query_assignment")

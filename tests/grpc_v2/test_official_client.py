@@ -5,11 +5,13 @@ acknowledge. The client runs in a child process (tests/grpc_v2/v5_client.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,6 +30,13 @@ CLIENT = Path(__file__).with_name("v5_client.py")
 
 @pytest.fixture
 async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    async with running_broker(tmp_path) as b:
+        yield b
+
+
+@contextlib.asynccontextmanager
+async def running_broker(tmp_path: Path, **keys: Any) -> AsyncIterator[Broker]:
+    """A broker (with a nameserver) serving the v2 endpoint on a free port."""
     ns = NameServer(
         NameServerConfig(listen_port=0, metrics_port=0, kv_config_path=str(tmp_path / "kv.json"))
     )
@@ -40,6 +49,7 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
             grpc_listen_port=0,
             revive_interval=100,
             namesrv_addr=f"127.0.0.1:{ns.port}",
+            **keys,
         ),
         StoreConfig(
             store_path_root_dir=str(tmp_path / "store"), mapped_file_size_commit_log=4 << 20
@@ -252,3 +262,12 @@ async def test_each_refusal_has_its_v2_code(secured: Broker) -> None:
         for call, code in cases:
             answer = await call
             assert answer.status.code == code, answer.status
+
+
+async def test_an_open_transaction_is_checked_over_telemetry(tmp_path: Path) -> None:
+    async with running_broker(
+        tmp_path, transaction_timeout=500, transaction_check_interval=300
+    ) as b:
+        result = await run_client(b, tmp_path, "V5Check", "v5-check", "tx_check")
+        assert result["got"] == ["checked"]
+        assert b.transactions.checks_sent >= 1

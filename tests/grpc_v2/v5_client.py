@@ -168,6 +168,30 @@ def main() -> None:
             out["bodies"] = bodies
         finally:
             consumer.shutdown()
+    elif scenario == "tx_check":
+        # A transaction left open: the broker asks the checker (COMMIT) over Telemetry.
+        producer = Producer(config, (topic,), checker=Checker())
+        producer.startup()
+        try:
+            tx = producer.begin_transaction()
+            msg = Message()
+            msg.topic = topic
+            msg.body = b"checked"
+            producer.send(msg, tx)  # neither committed nor rolled back here
+            consumer = SimpleConsumer(
+                config, group, {topic: FilterExpression("*")}, await_duration=2
+            )
+            consumer.startup()
+            try:
+                got: list[str] = []
+                deadline = time.monotonic() + 30
+                while not got and time.monotonic() < deadline:
+                    got = [m.body.decode() for m in consumer.receive(16, 15)]
+                out["got"] = got
+            finally:
+                consumer.shutdown()
+        finally:
+            producer.shutdown()
     elif scenario == "push":
         produce(config, topic, ["ok-1", "fail-once", "ok-2"])
         recorder = Recorder()
