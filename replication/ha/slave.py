@@ -115,16 +115,16 @@ class HASlave:
         host, _, port = addr.rpartition(":")
         loop = asyncio.get_running_loop()
         receiver = _Receiver(self, addr)
-        transport, _ = await asyncio.wait_for(
-            loop.create_connection(
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation
+        # that lands as the connection completes, and the reconnect loop would outlive stop().
+        async with asyncio.timeout(CONNECT_TIMEOUT):
+            transport, _ = await loop.create_connection(
                 lambda: receiver,
                 host,
                 int(port),
                 ssl=self.ssl,
                 server_hostname=host if self.ssl is not None else None,
-            ),
-            CONNECT_TIMEOUT,
-        )
+            )
         store = self.store
         try:
             hello = Hello(self.broker_id, store.max_phy_offset, self.broker_addr)

@@ -462,16 +462,17 @@ class RaftServer:
             transport: asyncio.BaseTransport | None = None
             link = _Outbound(loop)
             try:
-                t, _ = await asyncio.wait_for(
-                    loop.create_connection(
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a
+                # cancellation that lands as the connection completes, and this loop would
+                # outlive stop() (cancel_all waits for it).
+                async with asyncio.timeout(CONNECT_TIMEOUT):
+                    t, _ = await loop.create_connection(
                         lambda link=link: link,
                         host,
                         int(port),
                         ssl=self.ssl,
                         server_hostname=host if self.ssl is not None else None,
-                    ),
-                    CONNECT_TIMEOUT,
-                )
+                    )
                 transport = t
                 sock = t.get_extra_info("socket")
                 if sock is not None:
