@@ -397,23 +397,11 @@ class PopService:
                 answer.rest += self._rest(group, topic, q)
                 continue
             offset = self._start_offset(group, topic, q, init_mode)
-            result = self.b.store.get_messages(
-                topic, q, offset, max_count=max_nums, tag_filter=tags, record_filter=records
-            )
-            try:
-                found = result.to_bytes() if result.status is GetStatus.FOUND else b""
-            finally:
-                result.release()
-            if result.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
-                self.b.offsets.commit(group, topic, q, result.next_begin_offset)
+            read = self._read_from(group, topic, q, offset, max_nums, tags, records)
+            if read is None:
                 continue
-            if not found:
-                if result.next_begin_offset > offset:  # messages the filter skipped
-                    self.b.offsets.commit(group, topic, q, result.next_begin_offset)
-                continue
+            views, offsets, _, _ = read
             self.b.offsets.commit(group, topic, q, offset)  # where acknowledgements move on
-            views = [found[pos : pos + size] for pos, size in iter_records(found)]
-            offsets = [LONG.unpack_from(v, POS_QUEUE_OFFSET)[0] for v in views]
             attempts = batch.attempts if batch is not None else {}
             fresh = OrderBatch(offsets, now, invisible_time)
             fresh.attempts = {o: attempts.get(o, 0) + 1 for o in offsets}
@@ -436,7 +424,7 @@ class PopService:
                 answer.order_counts.append(f"{_NORMAL} qo{q}%{queue_offset} {count}")
             answer.start_offsets.append(f"{_NORMAL} {q} {offset}")
             answer.msg_offsets.append(f"{_NORMAL} {q} {','.join(map(str, offsets))}")
-            answer.rest += max(0, result.max_offset - offsets[-1] - 1)
+            answer.rest += max(0, read[3] - offsets[-1] - 1)
         return answer
 
     def _ack_ordered(self, group: str, topic: str, queue_id: int, offset: int) -> None:
@@ -461,6 +449,39 @@ class PopService:
             self.b.offsets.commit(group, topic, queue_id, next_offset)
         if len(batch.acked) == len(batch.offsets):
             del self._order[key]
+
+    def _read_from(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        count: int,
+        tags: Callable[[int], bool] | None,
+        records: Callable[[memoryview], bool] | None,
+    ) -> tuple[list[bytes], list[int], int, int] | None:
+        """Up to ``count`` records of the queue from ``offset``: (the records, their queue
+        offsets, the next offset, the queue's end); None when there are none, after moving
+        the group's offset past what the filter skipped or to where a cut queue starts."""
+        result = self.b.store.get_messages(
+            topic, queue_id, offset, max_count=count, tag_filter=tags, record_filter=records
+        )
+        try:
+            found = result.to_bytes() if result.status is GetStatus.FOUND else b""
+        finally:
+            result.release()
+        if result.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
+            # The queue's oldest messages are gone (or it was cut): start where it is.
+            self.b.offsets.commit(group, topic, queue_id, result.next_begin_offset)
+            return None
+        next_offset = max(offset, result.next_begin_offset)
+        if not found:
+            if next_offset > offset:  # messages the filter skipped
+                self.b.offsets.commit(group, topic, queue_id, next_offset)
+            return None
+        views = [found[pos : pos + size] for pos, size in iter_records(found)]
+        offsets = [LONG.unpack_from(v, POS_QUEUE_OFFSET)[0] for v in views]
+        return views, offsets, next_offset, result.max_offset
 
     def _rest(self, group: str, topic: str, queue_id: int) -> int:
         offset = self.b.offsets.query(group, topic, queue_id)
@@ -493,31 +514,12 @@ class PopService:
             return  # another pop of this group is taking this queue's messages now
         self._busy.add(key)
         try:
-            store = self.b.store
             offset = self._start_offset(group, topic, queue_id, init_mode)
-            result = store.get_messages(
-                topic,
-                queue_id,
-                offset,
-                max_count=max_nums - len(answer.records),
-                tag_filter=tags,
-                record_filter=records,
-            )
-            try:
-                found = result.to_bytes() if result.status is GetStatus.FOUND else b""
-            finally:
-                result.release()
-            if result.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
-                # The queue's oldest messages are gone (or it was cut): start where it is.
-                self.b.offsets.commit(group, topic, queue_id, result.next_begin_offset)
+            count = max_nums - len(answer.records)
+            read = self._read_from(group, topic, queue_id, offset, count, tags, records)
+            if read is None:
                 return
-            next_offset = max(offset, result.next_begin_offset)
-            if not found:
-                if next_offset > offset:  # messages the filter skipped
-                    self.b.offsets.commit(group, topic, queue_id, next_offset)
-                return
-            views = [found[pos : pos + size] for pos, size in iter_records(found)]
-            offsets = [LONG.unpack_from(v, POS_QUEUE_OFFSET)[0] for v in views]
+            views, offsets, next_offset, max_offset = read
             ck = {
                 "so": offset,
                 "pt": answer.pop_time,
@@ -551,7 +553,7 @@ class PopService:
             flag = _RETRY if retry else _NORMAL
             answer.start_offsets.append(f"{flag} {queue_id} {offset}")
             answer.msg_offsets.append(f"{flag} {queue_id} {','.join(map(str, offsets))}")
-            answer.rest += max(0, result.max_offset - next_offset)
+            answer.rest += max(0, max_offset - next_offset)
         finally:
             self._busy.discard(key)
 

@@ -161,6 +161,14 @@ def _peer_ip(peer: str) -> str:
     return rest.rpartition(":")[0] if kind == "ipv4" else ""
 
 
+def receipt_error(exc: BaseException) -> d.Status:
+    """The status of a failed ack, change or forward: a receipt handle that does not parse
+    is INVALID_RECEIPT_HANDLE, the rest as :func:`error_status`."""
+    if isinstance(exc, MessageIllegalError):
+        return _status(d.Code.INVALID_RECEIPT_HANDLE, str(exc))
+    return error_status(exc)
+
+
 def _ms(ts: Timestamp) -> int:
     return int(ts.seconds) * 1000 + int(ts.nanos) // 1_000_000
 
@@ -671,9 +679,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
                 request.group.name, request.topic.name, info.queue_id, handle, info.queue_offset
             )
         except RocketqError as exc:
-            status = error_status(exc)
-            if isinstance(exc, MessageIllegalError):
-                status = _status(d.Code.INVALID_RECEIPT_HANDLE, str(exc))
+            status = receipt_error(exc)
             return s.ForwardMessageToDeadLetterQueueResponse(status=status)
         return s.ForwardMessageToDeadLetterQueueResponse(status=_status(OK))
 
@@ -693,9 +699,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
                 )
                 one = _status(OK)
             except RocketqError as exc:
-                one = error_status(exc)
-                if isinstance(exc, MessageIllegalError):
-                    one = _status(d.Code.INVALID_RECEIPT_HANDLE, str(exc))
+                one = receipt_error(exc)
                 status = one
             results.append(
                 s.AckMessageResultEntry(
@@ -727,9 +731,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
                 _duration_ms(request.invisible_duration),
             )
         except RocketqError as exc:
-            status = error_status(exc)
-            if isinstance(exc, MessageIllegalError):
-                status = _status(d.Code.INVALID_RECEIPT_HANDLE, str(exc))
+            status = receipt_error(exc)
             return s.ChangeInvisibleDurationResponse(status=status, receipt_handle=handle)
         parts = handle.split(" ")
         commit_log_offset = parts[8] if len(parts) > 8 else "0"
