@@ -337,6 +337,11 @@ class Broker:
             self._side_tasks.add(task)
             task.add_done_callback(self._side_tasks.discard)
 
+    @property
+    def grpc_port(self) -> int:
+        """The port of the apache.rocketmq.v2 endpoint; -1 without one."""
+        return self.grpc.port if self.grpc is not None else -1
+
     def _identity(self) -> dict[str, str]:
         """Who this broker is now (REGISTER_BROKER's header fields); registration adds the
         topics (full, delta or none)."""

@@ -18,6 +18,7 @@ GROUP_BOOLS: Final = {
     "consumeEnable": "consume_enable",
     "consumeBroadcastEnable": "consume_broadcast_enable",
     "notifyConsumerIdsChangedEnable": "notify_consumer_ids_changed_enable",
+    "consumeMessageOrderly": "consume_message_orderly",
     "consumeFromMinEnable": None,  # not kept: rocketq's groups have no such switch
 }
 GROUP_INTS: Final = {
@@ -48,6 +49,7 @@ def group_doc(g: SubscriptionGroupConfig) -> dict[str, Any]:
         "consumeBroadcastEnable": g.consume_broadcast_enable,
         "consumeEnable": g.consume_enable,
         "consumeFromMinEnable": True,
+        "consumeMessageOrderly": g.consume_message_orderly,
         "groupName": g.group_name,
         "notifyConsumerIdsChangedEnable": g.notify_consumer_ids_changed_enable,
         "retryMaxTimes": g.retry_max_times,

@@ -38,3 +38,8 @@ class RequestHost(BrokerHost, Protocol):
     ha_slave: HASlave | None
     metrics: BrokerCounters | None
     stats: BrokerStats
+
+    @property
+    def grpc_port(self) -> int:
+        """The port of the broker's apache.rocketmq.v2 endpoint; -1 without one."""
+        ...

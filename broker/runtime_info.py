@@ -64,6 +64,9 @@ def runtime_table(b: RequestHost) -> dict[str, str]:
         "topicCount": str(len(b.topics.topics)),
         "consumerGroups": str(len(b.consumers.groups)),
         "brokerVersionDesc": f"rocketq {broker_version()}",
+        # The apache.rocketmq.v2 endpoint's port (-1: none): the endpoints of the other
+        # brokers put it in the routes they answer RocketMQ 5's clients.
+        "grpcListenPort": str(b.grpc_port),
     }
     table.update(b.stats.runtime_info())
     table.update(b.registration.runtime_info())

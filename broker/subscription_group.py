@@ -26,6 +26,9 @@ class SubscriptionGroupConfig:
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    # RocketMQ 5's consumeMessageOrderly: a FIFO group. Its v5 clients get each queue
+    # apart and a queue's next messages only once the previous ones are acknowledged.
+    consume_message_orderly: bool = False
 
 
 def check_group(group: str) -> str:

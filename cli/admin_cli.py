@@ -263,6 +263,14 @@ def update_sub_group(
     retry_max_times: Annotated[int, typer.Option(min=0)] = 16,
     retry_queue_nums: Annotated[int, typer.Option(min=1)] = 1,
     consume_enable: Annotated[bool, typer.Option()] = True,
+    orderly: Annotated[
+        bool,
+        typer.Option(
+            "--orderly/--not-orderly",
+            help="A FIFO group (consumeMessageOrderly): RocketMQ 5's clients get a queue's "
+            "next messages only once the previous ones are acknowledged.",
+        ),
+    ] = False,
     cluster: Annotated[str | None, typer.Option("--cluster", "-c")] = None,
 ) -> None:
     """Create or update a consumer group's config on every master."""
@@ -275,6 +283,7 @@ def update_sub_group(
                 retry_max_times=retry_max_times,
                 retry_queue_nums=retry_queue_nums,
                 consume_enable=consume_enable,
+                consume_message_orderly=orderly,
             ),
         )
     )

@@ -69,6 +69,7 @@ class SubscriptionGroupConfig:
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
     consume_from_min_enable: bool = True  # RocketMQ's; rocketq's brokers do not keep it
+    consume_message_orderly: bool = False  # RocketMQ 5's: a FIFO group for v5 clients
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +151,7 @@ def subscription_group_doc(config: SubscriptionGroupConfig) -> dict[str, Any]:
         "consumeBroadcastEnable": config.consume_broadcast_enable,
         "consumeEnable": config.consume_enable,
         "consumeFromMinEnable": config.consume_from_min_enable,
+        "consumeMessageOrderly": config.consume_message_orderly,
         "groupName": config.group_name,
         "notifyConsumerIdsChangedEnable": config.notify_consumer_ids_changed_enable,
         "retryMaxTimes": config.retry_max_times,
@@ -172,6 +174,7 @@ def subscription_group(name: str, doc: Any, what: str) -> SubscriptionGroupConfi
         int_field(doc, "whichBrokerWhenConsumeSlowly", what, 1),
         bool_field(doc, "notifyConsumerIdsChangedEnable", what, True),
         bool_field(doc, "consumeFromMinEnable", what, True),
+        bool_field(doc, "consumeMessageOrderly", what, False),
     )
 
 

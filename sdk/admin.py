@@ -251,9 +251,11 @@ class Admin:
         retry_queue_nums: int = 1,
         consume_enable: bool = True,
         consume_broadcast_enable: bool = True,
+        consume_message_orderly: bool = False,
     ) -> None:
         """Create or update a subscription group (its retry and consume settings) on
-        every master of ``cluster`` (or of every cluster)."""
+        every master of ``cluster`` (or of every cluster). ``consume_message_orderly``
+        makes it a FIFO group for RocketMQ 5's clients."""
         config = aw.SubscriptionGroupConfig(
             group_name=group,
             consume_enable=consume_enable,
@@ -263,6 +265,7 @@ class Admin:
             broker_id=MASTER_ID,
             which_broker_when_consume_slowly=1,
             notify_consumer_ids_changed_enable=True,
+            consume_message_orderly=consume_message_orderly,
         )
         for addr in (await self._masters(cluster)).values():
             aw.parse_ok(await self._ask(addr, aw.update_subscription_group_request(config)))

@@ -526,9 +526,11 @@ class Admin:
         retry_queue_nums: int = 1,
         consume_enable: bool = True,
         consume_broadcast_enable: bool = True,
+        consume_message_orderly: bool = False,
     ) -> None:
         """Create or update a subscription group (its retry and consume settings) on
-        every master of ``cluster`` (or of every cluster).
+        every master of ``cluster`` (or of every cluster). ``consume_message_orderly``
+        makes it a FIFO group for RocketMQ 5's clients.
 
         Blocking twin of :meth:`rocketq.sdk.admin.Admin.update_sub_group`.
         """
@@ -540,6 +542,7 @@ class Admin:
                 retry_queue_nums=retry_queue_nums,
                 consume_enable=consume_enable,
                 consume_broadcast_enable=consume_broadcast_enable,
+                consume_message_orderly=consume_message_orderly,
             )
         )
 

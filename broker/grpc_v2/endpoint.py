@@ -42,6 +42,8 @@ from rocketq.broker.consumer_manager import ConsumerManager
 from rocketq.broker.grpc_v2 import definition_pb2 as d
 from rocketq.broker.grpc_v2 import service_pb2 as s
 from rocketq.broker.grpc_v2 import service_pb2_grpc
+from rocketq.broker.grpc_v2.renewal import Renewals, receipt_queue
+from rocketq.broker.grpc_v2.routes import PERM_READ, PERM_WRITE, ClusterRoutes, RouteBroker
 from rocketq.broker.host import BrokerHost
 from rocketq.broker.metrics import GRPC, BrokerCounters
 from rocketq.broker.pop import PROPERTY_POP_CK, ExtraInfo
@@ -90,7 +92,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OK: Final = d.Code.OK
-DEFAULT_INVISIBLE_MS: Final = 60_000  # an auto-renewing receive (RocketMQ's proxy: 60 s)
 MAX_POLL_MS: Final = 20_000
 POLL_MARGIN_S: Final = 1.0  # a long poll ends this long before the call's deadline
 _HIDDEN: Final = SYSTEM_PROPERTY_NAMES | {PROPERTY_POP_CK, "1ST_POP_TIME", "CLUSTER"}
@@ -212,6 +213,9 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         self._next_queue = itertools.count()
         # Producers with a Telemetry stream: client id -> the topics they publish to.
         self._producers: dict[str, list[str]] = {}
+        self.routes = ClusterRoutes(broker, self._own_address)
+        # What auto_renew consumers received, kept invisible until they are done with it.
+        self.renewals = Renewals(self._change_receipt, broker.pop.clock_ms)
 
     def _refusal(self, rpc: str, context: Any, topic: str = "", group: str = "") -> d.Status | None:
         """None when the request may go on; else the status refusing it: UNAUTHORIZED when
@@ -247,24 +251,43 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         self.port = server.add_insecure_port(f"{self.host}:{self.port}")
         await server.start()
         self._server = server
+        self.renewals.start()
         log.info("apache.rocketmq.v2 gRPC endpoint on %s:%d", self.host, self.port)
         return self.port
 
     async def stop(self) -> None:
+        self.routes.close()
+        await self.renewals.stop()
         if self._server is not None:
             await self._server.stop(grace=1.0)
             self._server = None
 
     # -- routes, settings, liveness ----------------------------------------------------
 
-    def _endpoints(self) -> d.Endpoints:
-        host = self.b.config.broker_ip1 or self.host
-        return d.Endpoints(
-            scheme=d.AddressScheme.IPv4, addresses=[d.Address(host=host, port=self.port)]
-        )
+    def _own_address(self) -> tuple[str, int]:
+        return self.b.config.broker_ip1 or self.host, self.port
+
+    def _endpoints(self, host: str = "", port: int = 0) -> d.Endpoints:
+        if not host:
+            host, port = self._own_address()
+        return d.Endpoints(scheme=_scheme(host), addresses=[d.Address(host=host, port=port)])
+
+    async def _brokers(self, topic: str, read_queues: int, write_queues: int) -> list[RouteBroker]:
+        """The masters holding ``topic`` with a v2 endpoint, from the nameservers' route;
+        this broker alone (its ``read_queues`` and ``write_queues``) when the nameservers
+        do not know the topic yet or cannot be reached."""
+        brokers = await self.routes.brokers(topic)
+        if brokers:
+            return brokers
+        host, port = self._own_address()
+        perm = PERM_READ | PERM_WRITE
+        return [RouteBroker(self.b.config.broker_name, host, port, read_queues, write_queues, perm)]
 
     @_timed("query_route")
     async def QueryRoute(self, request: s.QueryRouteRequest, context: Any) -> s.QueryRouteResponse:
+        """Every master holding the topic, each with its own endpoint's address (RocketMQ
+        5's proxy in local mode); a topic not known anywhere is created here as a send
+        would create it."""
         refused = self._refusal("QueryRoute", context, request.topic.name, "")
         if refused is not None:
             return s.QueryRouteResponse(status=refused)
@@ -275,23 +298,29 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             )
         except RocketqError as exc:
             return s.QueryRouteResponse(status=error_status(exc))
-        broker = d.Broker(name=self.b.config.broker_name, id=0, endpoints=self._endpoints())
         kinds = [
             d.MessageType.NORMAL,
             d.MessageType.FIFO,
             d.MessageType.DELAY,
             d.MessageType.TRANSACTION,
         ]
-        queues = [
-            d.MessageQueue(
-                topic=d.Resource(name=topic, resource_namespace=request.topic.resource_namespace),
-                id=i,
-                permission=d.Permission.READ_WRITE,
-                broker=broker,
-                accept_message_types=kinds,
+        namespace = request.topic.resource_namespace
+        queues: list[d.MessageQueue] = []
+        for found in await self._brokers(topic, config.read_queue_nums, config.write_queue_nums):
+            broker = d.Broker(
+                name=found.name, id=0, endpoints=self._endpoints(found.host, found.port)
             )
-            for i in range(max(config.read_queue_nums, config.write_queue_nums))
-        ]
+            permission = _permission(found.perm)
+            queues.extend(
+                d.MessageQueue(
+                    topic=d.Resource(name=topic, resource_namespace=namespace),
+                    id=i,
+                    permission=permission,
+                    broker=broker,
+                    accept_message_types=kinds,
+                )
+                for i in range(max(found.read_queue_nums, found.write_queue_nums))
+            )
         return s.QueryRouteResponse(status=_status(OK), message_queues=queues)
 
     @_timed("heartbeat")
@@ -312,6 +341,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         refused = self._refusal("NotifyClientTermination", context, "", "")
         if refused is not None:
             return s.NotifyClientTerminationResponse(status=refused)
+        self.renewals.drop_client(_client_id(context))
         return s.NotifyClientTerminationResponse(status=_status(OK))
 
     async def Telemetry(
@@ -359,7 +389,11 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             settings.publishing.max_body_size = self.b.store_config.max_message_size
         if settings.HasField("subscription"):
             group = settings.subscription.group.name
-            retries = self.b.groups.find_or_create(group).retry_max_times if group else 16
+            config = self.b.groups.find_or_create(group) if group else None
+            retries = config.retry_max_times if config is not None else 16
+            # A FIFO group (consumeMessageOrderly): the push consumer keeps each queue's
+            # messages in order.
+            settings.subscription.fifo = bool(config and config.consume_message_orderly)
             settings.backoff_policy.max_attempts = retries + 1
             settings.backoff_policy.exponential_backoff.initial.FromMilliseconds(1000)
             settings.backoff_policy.exponential_backoff.max.FromMilliseconds(60_000)
@@ -545,10 +579,11 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             yield s.ReceiveMessageResponse(status=refused)
             yield s.ReceiveMessageResponse(delivery_timestamp=_timestamp(_now_ms()))
             return
+        renew = request.auto_renew
         invisible = (
             _duration_ms(request.invisible_duration)
-            if request.HasField("invisible_duration")
-            else DEFAULT_INVISIBLE_MS
+            if request.HasField("invisible_duration") and not renew
+            else self.renewals.invisible_ms
         )
         poll = (
             _duration_ms(request.long_polling_timeout)
@@ -561,6 +596,8 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         expression = request.filter_expression
         kind = "SQL92" if expression.type == d.FilterType.SQL else "TAG"
         try:
+            group_config = self.b.groups.find_or_create(group)
+            orderly = group_config.consume_message_orderly
             answer = await self.b.pop.pop(
                 group,
                 topic,
@@ -570,7 +607,16 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
                 poll_time=poll,
                 expression=expression.expression or "*",
                 expression_type=kind,
+                order=orderly,
             )
+            records = decode_records(b"".join(answer.records)) if answer.records else []
+            attempts = [m.reconsume_times + 1 for m in records]
+            if orderly:
+                # An orderly pop counts deliveries itself (RocketMQ's orderCountInfo).
+                attempts = [int(c.rpartition(" ")[2]) + 1 for c in answer.order_counts]
+                records, attempts = await self._past_attempts(
+                    group, topic, records, attempts, group_config.retry_max_times + 1
+                )
         except RocketqError as exc:
             yield s.ReceiveMessageResponse(status=error_status(exc))
             yield s.ReceiveMessageResponse(delivery_timestamp=_timestamp(_now_ms()))
@@ -578,19 +624,53 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         self._observe(
             "receive_message",
             started,
-            OK if answer.records else d.Code.MESSAGE_NOT_FOUND,
+            OK if records else d.Code.MESSAGE_NOT_FOUND,
             held=answer.held,
         )
-        if not answer.records:
+        if not records:
             yield s.ReceiveMessageResponse(status=_status(d.Code.MESSAGE_NOT_FOUND))
             yield s.ReceiveMessageResponse(delivery_timestamp=_timestamp(_now_ms()))
             return
         yield s.ReceiveMessageResponse(status=_status(OK))
-        for msg in decode_records(b"".join(answer.records)):
-            yield s.ReceiveMessageResponse(message=self._message(msg, invisible))
+        client_id = _client_id(context) if renew else ""
+        for msg, attempt in zip(records, attempts, strict=True):
+            message = self._message(msg, invisible, attempt=attempt)
+            if renew:
+                receipt = message.system_properties.receipt_handle
+                self.renewals.add(client_id, group, topic, receipt, answer.pop_time + invisible)
+            yield s.ReceiveMessageResponse(message=message)
         yield s.ReceiveMessageResponse(delivery_timestamp=_timestamp(answer.pop_time))
 
-    def _message(self, msg: MessageExt, invisible: int, topic: str = "") -> d.Message:
+    async def _past_attempts(
+        self,
+        group: str,
+        topic: str,
+        records: list[MessageExt],
+        attempts: list[int],
+        max_attempts: int,
+    ) -> tuple[list[MessageExt], list[int]]:
+        """An orderly pop's messages delivered ``max_attempts`` times already go to
+        ``%DLQ%<group>`` and are acknowledged, so the queue moves on (RocketMQ 5's proxy
+        does the same for a FIFO group's receive); the others, with their attempts."""
+        kept, kept_attempts = [], []
+        for msg, attempt in zip(records, attempts, strict=True):
+            if attempt <= max_attempts:
+                kept.append(msg)
+                kept_attempts.append(attempt)
+                continue
+            receipt = msg.properties.get(PROPERTY_POP_CK, "")
+            info = ExtraInfo.parse(receipt)
+            await self.b.send.send_back(group, msg.commit_log_offset, -1, 0)
+            await self.b.pop.ack(group, topic, info.queue_id, receipt, info.queue_offset)
+            log.info(
+                "%s of %s queue %d went to the DLQ of %s after %d deliveries",
+                msg.offset_msg_id, topic, info.queue_id, group, attempt - 1,
+            )  # fmt: skip
+        return kept, kept_attempts
+
+    def _message(
+        self, msg: MessageExt, invisible: int, topic: str = "", attempt: int = 0
+    ) -> d.Message:
         props = msg.properties
         receipt = (
             f"{props[PROPERTY_POP_CK]} {msg.commit_log_offset}" if PROPERTY_POP_CK in props else ""
@@ -607,7 +687,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             queue_id=msg.queue_id,
             queue_offset=msg.queue_offset,
             invisible_duration=Duration(seconds=invisible // 1000, nanos=invisible % 1000 * 10**6),
-            delivery_attempt=msg.reconsume_times + 1,
+            delivery_attempt=attempt or msg.reconsume_times + 1,
         )
         if msg.tags:
             sp.tag = msg.tags
@@ -632,31 +712,50 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
     async def QueryAssignment(
         self, request: s.QueryAssignmentRequest, context: Any
     ) -> s.QueryAssignmentResponse:
-        """One assignment per broker, queue -1: the push consumer pops from any queue of
-        this broker (RocketMQ 5's proxy, for a group that is not orderly)."""
+        """One assignment per readable master holding the topic, queue -1: the push
+        consumer pops from any queue of each (RocketMQ 5's proxy); a FIFO group gets one
+        per queue."""
         refused = self._refusal("QueryAssignment", context, request.topic.name, request.group.name)
         if refused is not None:
             return s.QueryAssignmentResponse(status=refused)
         topic = request.topic.name
         config = self.b.topics.get(topic)
-        if config is None:
-            return s.QueryAssignmentResponse(
-                status=_status(d.Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist")
-            )
-        if not config.readable():
+        brokers = await self.routes.brokers(topic)
+        if not brokers:
+            if config is None:
+                return s.QueryAssignmentResponse(
+                    status=_status(d.Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist")
+                )
+            brokers = await self._brokers(topic, config.read_queue_nums, config.write_queue_nums)
+            if not config.readable():
+                brokers = []
+        readable = [b for b in brokers if b.readable]
+        if not readable:
             return s.QueryAssignmentResponse(
                 status=_status(d.Code.FORBIDDEN, f"topic {topic!r} has no readable queue")
             )
-        queue = d.MessageQueue(
-            topic=d.Resource(name=topic, resource_namespace=request.topic.resource_namespace),
-            id=-1,
-            permission=d.Permission.READ_WRITE,
-            broker=d.Broker(name=self.b.config.broker_name, id=0, endpoints=self._endpoints()),
-            accept_message_types=[d.MessageType.NORMAL, d.MessageType.FIFO, d.MessageType.DELAY],
-        )
-        return s.QueryAssignmentResponse(
-            status=_status(OK), assignments=[d.Assignment(message_queue=queue)]
-        )
+        namespace = request.topic.resource_namespace
+        # A FIFO group gets each queue apart (its order is per queue); the others pop
+        # from any queue of a broker (-1).
+        orderly = self.b.groups.find_or_create(request.group.name).consume_message_orderly
+        assignments = [
+            d.Assignment(
+                message_queue=d.MessageQueue(
+                    topic=d.Resource(name=topic, resource_namespace=namespace),
+                    id=queue_id,
+                    permission=_permission(found.perm),
+                    broker=d.Broker(
+                        name=found.name, id=0, endpoints=self._endpoints(found.host, found.port)
+                    ),
+                    accept_message_types=[
+                        d.MessageType.NORMAL, d.MessageType.FIFO, d.MessageType.DELAY
+                    ],
+                )
+            )
+            for found in readable
+            for queue_id in (range(found.read_queue_nums) if orderly else [-1])
+        ]  # fmt: skip
+        return s.QueryAssignmentResponse(status=_status(OK), assignments=assignments)
 
     @_timed("forward_message_to_dead_letter_queue")
     async def ForwardMessageToDeadLetterQueue(
@@ -668,7 +767,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         )
         if refused is not None:
             return s.ForwardMessageToDeadLetterQueueResponse(status=refused)
-        handle = request.receipt_handle
+        handle = await self.renewals.take(request.receipt_handle)
         parts = handle.split(" ")
         try:
             info = ExtraInfo.parse(handle)
@@ -693,10 +792,9 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         status = _status(OK)
         for entry in request.entries:
             try:
-                info = ExtraInfo.parse(entry.receipt_handle)
-                await self.b.pop.ack(
-                    group, topic, info.queue_id, entry.receipt_handle, info.queue_offset
-                )
+                handle = await self.renewals.take(entry.receipt_handle)
+                info = ExtraInfo.parse(handle)
+                await self.b.pop.ack(group, topic, info.queue_id, handle, info.queue_offset)
                 one = _status(OK)
             except RocketqError as exc:
                 one = receipt_error(exc)
@@ -719,25 +817,28 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         )
         if refused is not None:
             return s.ChangeInvisibleDurationResponse(status=refused)
-        handle = request.receipt_handle
         try:
-            info = ExtraInfo.parse(handle)
-            new = await self.b.pop.change_invisible(
+            handle = await self.renewals.take(request.receipt_handle)
+            new = await self._change_receipt(
                 request.group.name,
                 request.topic.name,
-                info.queue_id,
                 handle,
-                info.queue_offset,
                 _duration_ms(request.invisible_duration),
             )
         except RocketqError as exc:
             status = receipt_error(exc)
-            return s.ChangeInvisibleDurationResponse(status=status, receipt_handle=handle)
-        parts = handle.split(" ")
-        commit_log_offset = parts[8] if len(parts) > 8 else "0"
-        return s.ChangeInvisibleDurationResponse(
-            status=_status(OK), receipt_handle=f"{new.text()} {commit_log_offset}"
+            return s.ChangeInvisibleDurationResponse(
+                status=status, receipt_handle=request.receipt_handle
+            )
+        return s.ChangeInvisibleDurationResponse(status=_status(OK), receipt_handle=new)
+
+    async def _change_receipt(self, group: str, topic: str, handle: str, invisible: int) -> str:
+        """Hide a received message for ``invisible`` ms from now; -> its new receipt."""
+        queue_id, queue_offset, commit_log_offset = receipt_queue(handle)
+        new = await self.b.pop.change_invisible(
+            group, topic, queue_id, handle, queue_offset, invisible
         )
+        return f"{new.text()} {commit_log_offset}"
 
 
 @dataclass(frozen=True)
@@ -750,6 +851,33 @@ class _End:
     msg_id: str
     resolution: Resolution
     from_transaction_check: bool
+
+
+def _scheme(host: str) -> d.AddressScheme:
+    """IPv4 for an address like 10.0.0.1, DOMAIN_NAME for a host name."""
+    parts = host.split(".")
+    if len(parts) == 4 and all(p.isdigit() and int(p) < 256 for p in parts):
+        return d.AddressScheme.IPv4
+    if ":" in host:
+        return d.AddressScheme.IPv6
+    return d.AddressScheme.DOMAIN_NAME
+
+
+def _permission(perm: int) -> d.Permission:
+    """RocketMQ's permission bits as the v2 Permission."""
+    readable, writable = bool(perm & PERM_READ), bool(perm & PERM_WRITE)
+    if readable and writable:
+        return d.Permission.READ_WRITE
+    if readable:
+        return d.Permission.READ
+    return d.Permission.WRITE if writable else d.Permission.NONE
+
+
+def _client_id(context: Any) -> str:
+    for key, value in context.invocation_metadata() or ():
+        if key.lower() == "x-mq-client-id":
+            return str(value)
+    return ""
 
 
 def _now_ms() -> int:

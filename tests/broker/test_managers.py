@@ -84,6 +84,29 @@ def test_groups_are_checked_and_auto_created(tmp_path: Path) -> None:
         strict.find_or_create("cg")
 
 
+def test_a_fifo_group_is_kept_and_read_from_rocketmq_5_json(tmp_path: Path) -> None:
+    from rocketq.broker.config_json import group_doc, group_of
+    from rocketq.remoting.broker_tables import subscription_group, subscription_group_doc
+
+    path = tmp_path / "g.json"
+    path.write_text('{"subscriptionGroupTable": {"old": {"group_name": "old"}}}')
+    groups = SubscriptionGroupManager(path, auto_create=True)
+    groups.load()  # a file written before the field existed
+    assert not groups.find_or_create("old").consume_message_orderly
+    config = group_of({"groupName": "fifo", "consumeMessageOrderly": True})
+    assert config.consume_message_orderly and group_doc(config)["consumeMessageOrderly"]
+    groups.groups["fifo"] = config
+    groups.persist()
+    again = SubscriptionGroupManager(path, auto_create=True)
+    again.load()
+    assert again.find_or_create("fifo").consume_message_orderly
+    # What an admin client reads and writes: RocketMQ 5's field, false when absent.
+    read = subscription_group("fifo", group_doc(config), "a group")
+    assert read.consume_message_orderly
+    assert subscription_group_doc(read)["consumeMessageOrderly"] is True
+    assert not subscription_group("x", {"groupName": "x"}, "a group").consume_message_orderly
+
+
 def test_tag_expressions() -> None:
     assert parse_tags("*") is None and parse_tags("") is None
     assert parse_tags("A || B") == {tags_hash_code("A"), tags_hash_code("B")}

@@ -286,7 +286,8 @@ async def test_subscription_groups(wire: tuple[Broker, Connection]) -> None:
     b, conn = wire
     config = {
         "brokerId": 0, "consumeBroadcastEnable": False, "consumeEnable": True,
-        "consumeFromMinEnable": True, "groupName": "g1", "notifyConsumerIdsChangedEnable": False,
+        "consumeFromMinEnable": True, "consumeMessageOrderly": True, "groupName": "g1",
+        "notifyConsumerIdsChangedEnable": False,
         "retryMaxTimes": 5, "retryQueueNums": 2, "whichBrokerWhenConsumeSlowly": 1,
     }  # fmt: skip
     made = await ask(
@@ -295,7 +296,7 @@ async def test_subscription_groups(wire: tuple[Broker, Connection]) -> None:
     assert made.code == ResponseCode.SUCCESS, made.remark
     g1 = b.groups.groups["g1"]
     assert (g1.retry_max_times, g1.retry_queue_nums, g1.consume_broadcast_enable) == (5, 2, False)
-    assert g1.notify_consumer_ids_changed_enable is False
+    assert g1.notify_consumer_ids_changed_enable is False and g1.consume_message_orderly
 
     wrapper = doc_of(await ask(conn, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
     assert list(wrapper) == ["dataVersion", "subscriptionGroupTable"]

@@ -142,6 +142,30 @@ async def test_the_push_consumer_consumes_and_gets_back_what_failed(
     assert [a for b, a in seen if b == "fail-once"] == [1, 2]
 
 
+async def test_a_fifo_group_gets_a_queue_in_order_and_one_batch_at_a_time(
+    broker: Broker, tmp_path: Path
+) -> None:
+    """A FIFO group (consumeMessageOrderly): its settings say fifo, its assignments are
+    per queue, and a queue's next messages wait until those given are acknowledged or
+    come back."""
+    broker.groups.find_or_create("v5-fifo-group").consume_message_orderly = True
+    result = await run_client(broker, tmp_path, "V5FifoGroup", "v5-fifo-group", "fifo_group")
+    rounds = [[tuple(m) for m in r] for r in result["rounds"]]
+    assert rounds[0] == [("o-0", 1), ("o-1", 1)]
+    assert result["while_held"] == []  # the queue is locked while o-0 and o-1 are out
+    assert rounds[1] == [("o-0", 2), ("o-1", 2)]  # back after 3 s, in order
+    assert [b for r in rounds[2:] for b, _ in r] == ["o-2", "o-3", "o-4"]
+
+
+async def test_a_fifo_push_consumer_consumes_in_order_and_retries_in_place(
+    broker: Broker, tmp_path: Path
+) -> None:
+    broker.groups.find_or_create("v5-push-fifo").consume_message_orderly = True
+    result = await run_client(broker, tmp_path, "V5PushFifo", "v5-push-fifo", "push_fifo")
+    # The failed message is consumed again (by the client, in place) before the next.
+    assert [b for b, _ in result["seen"]] == ["p-0", "fail-p-1", "fail-p-1", "p-2", "p-3"]
+
+
 @pytest.fixture
 async def secured(tmp_path: Path) -> AsyncIterator[Broker]:
     """A broker with authentication and authorization on, a super user ``root``, and user

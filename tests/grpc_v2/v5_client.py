@@ -207,6 +207,50 @@ def main() -> None:
         finally:
             consumer.shutdown()
         out["seen"] = recorder.seen
+    elif scenario == "fifo_group":
+        # A FIFO group: a queue gives its next messages only once those it gave are
+        # acknowledged; what is not acknowledged comes back first, in order.
+        produce(config, topic, [f"o-{i}" for i in range(5)], group="g1")
+        consumer = SimpleConsumer(config, group, {topic: FilterExpression("*")}, await_duration=1)
+        consumer.startup()
+
+        def receive_some(tries: int, invisible: int) -> list[Message]:
+            for _ in range(tries):  # each receive polls one queue of the route
+                got = consumer.receive(2, invisible)
+                if got:
+                    return list(got)
+            return []
+
+        try:
+            rounds: list[list[tuple[str, int]]] = []
+            first = receive_some(8, 3)  # not acknowledged: back after 3 s
+            rounds.append([(m.body.decode(), m.delivery_attempt) for m in first])
+            out["while_held"] = [m.body.decode() for m in receive_some(2, 20)]
+            deadline = time.monotonic() + 40
+            while sum(len(r) for r in rounds) < 7 and time.monotonic() < deadline:
+                batch = receive_some(1, 20)
+                if batch:
+                    rounds.append([(m.body.decode(), m.delivery_attempt) for m in batch])
+                    for m in batch:
+                        consumer.ack(m)
+            out["rounds"] = rounds
+        finally:
+            consumer.shutdown()
+    elif scenario == "push_fifo":
+        produce(config, topic, ["p-0", "fail-p-1", "p-2", "p-3"], group="g1")
+        recorder = Recorder()
+        consumer = PushConsumer(config, group, recorder, {topic: FilterExpression("*")})
+        consumer.startup()
+        try:
+            deadline = time.monotonic() + 40
+            while time.monotonic() < deadline:
+                with recorder.lock:
+                    if len(recorder.seen) >= 5:
+                        break
+                time.sleep(0.2)
+        finally:
+            consumer.shutdown()
+        out["seen"] = recorder.seen
     elif scenario == "signed":
         # One send and one receive; what the endpoint says is reported, not raised.
         try:

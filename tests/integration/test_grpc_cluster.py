@@ -46,3 +46,54 @@ async def test_a_cluster_with_grpc_serves_rocketmq_5_clients(
     assert broker.grpc_port == port  # asked for the recorded port, and got it
     again = await run_client(endpoint, tmp_path, "LaunchV5", "launch-v5-again")
     assert len(again["got"]) >= 3  # type: ignore[arg-type]
+
+
+async def test_every_endpoint_answers_the_routes_of_every_group(
+    make_cluster: MakeCluster, tmp_path: Path
+) -> None:
+    """Two broker groups: whichever endpoint a v5 client asks, QueryRoute lists the queues
+    of both groups, each with its own broker's endpoint, and QueryAssignment gives one
+    assignment per group; the official client, given one endpoint, sends to both groups
+    and receives everything."""
+    import grpc
+
+    from rocketq.broker.grpc_v2 import definition_pb2 as d
+    from rocketq.broker.grpc_v2 import service_pb2 as sv
+    from rocketq.broker.grpc_v2 import service_pb2_grpc
+    from rocketq.common.exceptions import RocketqError
+    from tests.integration.waiting import wait_until
+
+    cluster = make_cluster(grpc=True, brokers=2)
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.update_topic("RouteV5", read_queue_nums=2, write_queue_nums=2)
+
+        async def both_registered() -> bool:
+            try:
+                return len((await admin.topic_route("RouteV5")).broker_datas) == 2
+            except RocketqError:
+                return False
+
+        await wait_until(both_registered, "the topic on both groups")
+    ports = [b.grpc_port for b in cluster.brokers]
+    assert len(set(ports)) == 2 and all(p > 0 for p in ports)
+    for b in cluster.brokers:
+        async with grpc.aio.insecure_channel(f"{b.host}:{b.grpc_port}") as channel:
+            stub = service_pb2_grpc.MessagingServiceStub(channel)
+            route = await stub.QueryRoute(sv.QueryRouteRequest(topic=d.Resource(name="RouteV5")))
+            assert route.status.code == d.Code.OK, route.status
+            seen = sorted(
+                (q.broker.name, q.id, q.broker.endpoints.addresses[0].port)
+                for q in route.message_queues
+            )
+            assert len(seen) == 4 and {s[2] for s in seen} == set(ports), seen
+            assignment = await stub.QueryAssignment(
+                sv.QueryAssignmentRequest(
+                    topic=d.Resource(name="RouteV5"), group=d.Resource(name="route-v5")
+                )
+            )
+            assert assignment.status.code == d.Code.OK, assignment.status
+            assert sorted(a.message_queue.broker.endpoints.addresses[0].port
+                          for a in assignment.assignments) == sorted(ports)  # fmt: skip
+    first = cluster.brokers[0]
+    result = await run_client(f"{first.host}:{first.grpc_port}", tmp_path, "RouteV5", "route-v5")
+    assert sorted(m["body"] for m in result["got"]) == ["v5-0", "v5-1", "v5-2"]  # type: ignore[attr-defined, index]

@@ -55,7 +55,7 @@ CONNECTION_KEYS = (
 GROUP_KEYS = (
     "group_name", "consume_enable", "consume_broadcast_enable", "retry_queue_nums",
     "retry_max_times", "broker_id", "which_broker_when_consume_slowly",
-    "notify_consumer_ids_changed_enable",
+    "notify_consumer_ids_changed_enable", "consume_message_orderly",
 )  # fmt: skip
 
 
@@ -180,7 +180,8 @@ def test_subscription_group_body_is_the_bean_in_field_order() -> None:
     assert cmd.code == RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP and cmd.ext is None
     assert cmd.body == (
         b'{"brokerId":0,"consumeBroadcastEnable":false,"consumeEnable":true,'
-        b'"consumeFromMinEnable":true,"groupName":"g","notifyConsumerIdsChangedEnable":true,'
+        b'"consumeFromMinEnable":true,"consumeMessageOrderly":false,"groupName":"g",'
+        b'"notifyConsumerIdsChangedEnable":true,'
         b'"retryMaxTimes":5,"retryQueueNums":1,"whichBrokerWhenConsumeSlowly":1}'
     )
 
