@@ -14,7 +14,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +26,11 @@ class Subscription:
     expression_type: str
     codes: frozenset[int]
     version: int
+
+
+# The consume type of a group's pop consumers (RocketMQ 5's ConsumeType.CONSUME_POP): the
+# v2 endpoint's simple and push consumers.
+CONSUME_POP: Final = "CONSUME_POP"
 
 
 @dataclass(slots=True)
@@ -47,6 +52,9 @@ class ConsumerManager:
         # client id -> queue of events for its ClientChannel stream: ("ids", group),
         # ("reset", group, topic) or a ready-made event object (transaction checks).
         self.channels: dict[str, asyncio.Queue[Any]] = {}
+        # client id -> (language, protocol) of the clients of the v2 endpoint, from their
+        # x-mq-language header (a remoting client's language is its channel's).
+        self.client_kinds: dict[str, tuple[str, str]] = {}
 
     def register_consumer(
         self,
@@ -93,6 +101,7 @@ class ConsumerManager:
                     self.notify_ids_changed(group)
         for clients in self.producer_groups.values():
             clients.pop(client_id, None)
+        self.client_kinds.pop(client_id, None)
 
     def scan_not_active(self, expired_ms: int) -> None:
         now = self.clock()

@@ -12,12 +12,15 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import time
+from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import Metric
 
+from rocketq.broker.client_channels import client_channels
+from rocketq.broker.consumer_manager import CONSUME_POP
 from rocketq.broker.host import BrokerHost
 from rocketq.broker.metrics import REMOTING, BrokerCounters
 from rocketq.common.message import (
@@ -253,17 +256,35 @@ class BrokerMetrics:
             "Producer clients connected.",
             ("language", "protocol_type"),
         )
+        kinds = b.consumers.client_kinds
+        channels = client_channels(b.consumers)
+
+        def kind(cid: str) -> tuple[str, str]:
+            """(language, protocol) of a client: a v2 client's own header, a remoting
+            client's channel (the language its heartbeat named)."""
+            known = kinds.get(cid)
+            if known is not None:
+                return known
+            channel = channels.get(cid)
+            return (channel.language_name.lower() if channel else "unknown"), REMOTING
+
         clients = {cid for ids in b.consumers.producer_groups.values() for cid in ids}
-        base.add(producers, ("python", REMOTING), len(clients))
+        for (language, protocol), count in sorted(Counter(map(kind, clients)).items()):
+            base.add(producers, (language, protocol), count)
         consumers = base.gauge(
             "rocketmq_consumer_connections",
             "Consumer clients connected, per group.",
             ("consumer_group", "language", "consume_mode", "protocol_type", "is_system"),
         )
         for group, info in list(b.consumers.groups.items()):
-            mode = "pull" if "ACTIVELY" in info.consume_type else "push"
-            values = (group, "python", mode, REMOTING, flag(is_system_group(group)))
-            base.add(consumers, values, len(info.clients))
+            if info.consume_type == CONSUME_POP:
+                mode = "pop"
+            else:
+                mode = "pull" if "ACTIVELY" in info.consume_type else "push"
+            system = flag(is_system_group(group))
+            counts = Counter(map(kind, list(info.clients)))
+            for (language, protocol), count in sorted(counts.items()):
+                base.add(consumers, (group, language, mode, protocol, system), count)
         topics = base.gauge("rocketmq_topic_number", "Topics on this broker.")
         base.add(topics, (), len(b.topics.topics))
         groups = base.gauge("rocketmq_consumer_group_number", "Subscription groups on this broker.")

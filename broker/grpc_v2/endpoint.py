@@ -38,12 +38,13 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from rocketq.auth.request_map import v2_requirement
-from rocketq.broker.consumer_manager import ConsumerManager
+from rocketq.broker.consumer_manager import CONSUME_POP, ConsumerManager
 from rocketq.broker.grpc_v2 import definition_pb2 as d
 from rocketq.broker.grpc_v2 import service_pb2 as s
 from rocketq.broker.grpc_v2 import service_pb2_grpc
 from rocketq.broker.grpc_v2.renewal import Renewals, receipt_queue
 from rocketq.broker.grpc_v2.routes import PERM_READ, PERM_WRITE, ClusterRoutes, RouteBroker
+from rocketq.broker.grpc_v2.tls import server_credentials
 from rocketq.broker.host import BrokerHost
 from rocketq.broker.metrics import GRPC, BrokerCounters
 from rocketq.broker.pop import PROPERTY_POP_CK, ExtraInfo
@@ -92,6 +93,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OK: Final = d.Code.OK
+_CONSUMERS: Final = (d.ClientType.PUSH_CONSUMER, d.ClientType.SIMPLE_CONSUMER)
 MAX_POLL_MS: Final = 20_000
 POLL_MARGIN_S: Final = 1.0  # a long poll ends this long before the call's deadline
 _HIDDEN: Final = SYSTEM_PROPERTY_NAMES | {PROPERTY_POP_CK, "1ST_POP_TIME", "CLUSTER"}
@@ -248,11 +250,19 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
     async def start(self) -> int:
         server = grpc.aio.server()
         service_pb2_grpc.add_MessagingServiceServicer_to_server(self, server)  # type: ignore[no-untyped-call]
-        self.port = server.add_insecure_port(f"{self.host}:{self.port}")
+        address = f"{self.host}:{self.port}"
+        tls = self.b.security.tls
+        if tls is not None and tls.enabled:
+            self.port = server.add_secure_port(address, server_credentials(tls))
+        else:
+            self.port = server.add_insecure_port(address)
         await server.start()
         self._server = server
         self.renewals.start()
-        log.info("apache.rocketmq.v2 gRPC endpoint on %s:%d", self.host, self.port)
+        log.info(
+            "apache.rocketmq.v2 gRPC endpoint on %s:%d (%s)",
+            self.host, self.port, "TLS" if tls is not None and tls.enabled else "plaintext",
+        )  # fmt: skip
         return self.port
 
     async def stop(self) -> None:
@@ -328,11 +338,37 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         refused = self._refusal("Heartbeat", context, "", request.group.name)
         if refused is not None:
             return s.HeartbeatResponse(status=refused)
-        metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ())}
-        client_id = str(metadata.get("x-mq-client-id", ""))
+        client_id = _client_id(context)
         for topic in self._producers.get(client_id, ()):
             self.b.consumers.register_producer(topic, client_id)  # still alive
+        if request.group.name and request.client_type in _CONSUMERS:
+            self._register_consumer(request.group.name, client_id, context)
         return s.HeartbeatResponse(status=_status(OK))
+
+    def _register_consumer(self, group: str, client_id: str, context: Any) -> None:
+        """A v2 consumer in the group's client list (as RocketMQ 5's proxy registers it,
+        consume type CONSUME_POP), with its language for the metrics; it leaves with
+        NotifyClientTermination or 120 s without a heartbeat."""
+        if not client_id:
+            return
+        self._describe(client_id, context)
+        self.b.consumers.register_consumer(
+            group,
+            client_id,
+            client_addr=_peer_ip(context.peer()),
+            consume_type=CONSUME_POP,
+            message_model="CLUSTERING",
+            consume_from_where="CONSUME_FROM_LAST_OFFSET",
+            subscriptions=[],
+        )
+
+    def _describe(self, client_id: str, context: Any) -> None:
+        if client_id:
+            language = "unknown"
+            for key, value in context.invocation_metadata() or ():
+                if key.lower() == "x-mq-language":
+                    language = str(value).lower()[:32] or "unknown"
+            self.b.consumers.client_kinds[client_id] = (language, GRPC)
 
     @_timed("notify_client_termination")
     async def NotifyClientTermination(
@@ -341,7 +377,10 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         refused = self._refusal("NotifyClientTermination", context, "", "")
         if refused is not None:
             return s.NotifyClientTerminationResponse(status=refused)
-        self.renewals.drop_client(_client_id(context))
+        client_id = _client_id(context)
+        self.renewals.drop_client(client_id)
+        if client_id and client_id not in self._producers:
+            self.b.consumers.unregister_client(client_id, reason="it terminated")
         return s.NotifyClientTerminationResponse(status=_status(OK))
 
     async def Telemetry(
@@ -367,7 +406,10 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
                     continue
                 settings = self._settings(command.settings)
                 await context.write(s.TelemetryCommand(status=_status(OK), settings=settings))
+                if settings.HasField("subscription") and settings.subscription.group.name:
+                    self._register_consumer(settings.subscription.group.name, client_id, context)
                 if settings.HasField("publishing") and client_id:
+                    self._describe(client_id, context)
                     topics = [t.name for t in settings.publishing.topics if t.name]
                     self._producers[client_id] = topics
                     for topic in topics:

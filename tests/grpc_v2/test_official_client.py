@@ -41,15 +41,14 @@ async def running_broker(tmp_path: Path, **keys: Any) -> AsyncIterator[Broker]:
         NameServerConfig(listen_port=0, metrics_port=0, kv_config_path=str(tmp_path / "kv.json"))
     )
     await ns.start()
+    defaults: dict[str, Any] = {"metrics_port": 0, "revive_interval": 100}
     b = Broker(
         BrokerConfig(
             listen_port=0,
             ha_listen_port=0,
-            metrics_port=0,
             grpc_listen_port=0,
-            revive_interval=100,
             namesrv_addr=f"127.0.0.1:{ns.port}",
-            **keys,
+            **(defaults | keys),
         ),
         StoreConfig(
             store_path_root_dir=str(tmp_path / "store"), mapped_file_size_commit_log=4 << 20
@@ -65,11 +64,17 @@ async def running_broker(tmp_path: Path, **keys: Any) -> AsyncIterator[Broker]:
 
 
 async def run_client(
-    b: Broker, tmp_path: Path, topic: str, group: str, scenario: str, *credentials: str
+    b: Broker,
+    tmp_path: Path,
+    topic: str,
+    group: str,
+    scenario: str,
+    *credentials: str,
+    env: dict[str, str] | None = None,
 ) -> dict:
     assert b.grpc is not None
     b.topics.update(TopicConfig(topic, 2, 2))
-    env = {**os.environ, "HOME": str(tmp_path)}  # the client logs under ~/logs
+    env = {**os.environ, "HOME": str(tmp_path), **(env or {})}  # the client logs under ~/logs
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(CLIENT),
@@ -286,6 +291,30 @@ async def test_each_refusal_has_its_v2_code(secured: Broker) -> None:
         for call, code in cases:
             answer = await call
             assert answer.status.code == code, answer.status
+
+
+async def test_the_endpoint_serves_tls_as_the_remoting_port_does(tmp_path: Path) -> None:
+    """tls_server_mode enforcing: the official client with tls_enable works (the CA in
+    gRPC's roots file), a plaintext one does not get through."""
+    import trustme
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    cert_path, key_path, ca_path = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
+    cert.cert_chain_pems[0].write_to_path(str(cert_path))
+    cert.private_key_pem.write_to_path(str(key_path))
+    ca.cert_pem.write_to_path(str(ca_path))
+    keys = {
+        "tls_server_mode": "enforcing",
+        "tls_server_cert_path": str(cert_path),
+        "tls_server_key_path": str(key_path),
+    }
+    async with running_broker(tmp_path, **keys) as b:
+        tls = {"V5_TLS": "1", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(ca_path)}
+        result = await run_client(b, tmp_path, "V5Tls", "v5-tls", "signed", env=tls)
+        assert "send_error" not in result and result["got"] == ["signed"], result
+        plain = await run_client(b, tmp_path, "V5Tls", "v5-tls-plain", "signed")
+        assert "send_error" in plain, plain
 
 
 async def test_an_open_transaction_is_checked_over_telemetry(tmp_path: Path) -> None:

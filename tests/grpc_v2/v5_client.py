@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import threading
 import time
@@ -27,6 +28,9 @@ from rocketmq import (  # type: ignore[import-untyped]
     TransactionChecker,
     TransactionResolution,
 )
+
+# V5_TLS=1: the clients connect over TLS (the CA in GRPC_DEFAULT_SSL_ROOTS_FILE_PATH).
+TLS = os.environ.get("V5_TLS") == "1"
 
 
 class Checker(TransactionChecker):  # type: ignore[misc]
@@ -52,7 +56,7 @@ class Recorder(MessageListener):  # type: ignore[misc]
 
 
 def produce(config: ClientConfiguration, topic: str, bodies: list[str], **kind: str) -> list[str]:
-    producer = Producer(config, (topic,))
+    producer = Producer(config, (topic,), tls_enable=TLS)
     producer.startup()
     try:
         ids = []
@@ -80,7 +84,9 @@ def main() -> None:
     out: dict[str, object] = {}
     if scenario == "send_receive_ack":
         out["sent"] = produce(config, topic, ["v5-0", "v5-1", "v5-2"])
-        consumer = SimpleConsumer(config, group, {topic: FilterExpression("*")}, await_duration=3)
+        consumer = SimpleConsumer(
+            config, group, {topic: FilterExpression("*")}, await_duration=3, tls_enable=TLS
+        )
         consumer.startup()
         try:
             got: list[dict[str, object]] = []
@@ -104,7 +110,9 @@ def main() -> None:
             consumer.shutdown()
     elif scenario == "redelivery":
         produce(config, topic, ["again"])
-        consumer = SimpleConsumer(config, group, {topic: FilterExpression("*")}, await_duration=3)
+        consumer = SimpleConsumer(
+            config, group, {topic: FilterExpression("*")}, await_duration=3, tls_enable=TLS
+        )
         consumer.startup()
         try:
             first: list[str] = []
@@ -124,7 +132,9 @@ def main() -> None:
         produce(config, topic, ["f-0", "f-1", "f-2"], group="orders-1")
         sent_at = time.time()
         produce(config, topic, ["later"], delay_s="3")
-        consumer = SimpleConsumer(config, group, {topic: FilterExpression("*")}, await_duration=3)
+        consumer = SimpleConsumer(
+            config, group, {topic: FilterExpression("*")}, await_duration=3, tls_enable=TLS
+        )
         consumer.startup()
         try:
             seen: list[dict[str, object]] = []
@@ -143,7 +153,7 @@ def main() -> None:
         finally:
             consumer.shutdown()
     elif scenario == "transactions":
-        producer = Producer(config, (topic,), checker=Checker())
+        producer = Producer(config, (topic,), checker=Checker(), tls_enable=TLS)
         producer.startup()
         try:
             for body, commit in (("committed", True), ("rolled-back", False)):
@@ -155,7 +165,9 @@ def main() -> None:
                 tx.commit() if commit else tx.rollback()
         finally:
             producer.shutdown()
-        consumer = SimpleConsumer(config, group, {topic: FilterExpression("*")}, await_duration=3)
+        consumer = SimpleConsumer(
+            config, group, {topic: FilterExpression("*")}, await_duration=3, tls_enable=TLS
+        )
         consumer.startup()
         try:
             bodies: list[str] = []
@@ -170,7 +182,7 @@ def main() -> None:
             consumer.shutdown()
     elif scenario == "tx_check":
         # A transaction left open: the broker asks the checker (COMMIT) over Telemetry.
-        producer = Producer(config, (topic,), checker=Checker())
+        producer = Producer(config, (topic,), checker=Checker(), tls_enable=TLS)
         producer.startup()
         try:
             tx = producer.begin_transaction()
@@ -179,7 +191,7 @@ def main() -> None:
             msg.body = b"checked"
             producer.send(msg, tx)  # neither committed nor rolled back here
             consumer = SimpleConsumer(
-                config, group, {topic: FilterExpression("*")}, await_duration=2
+                config, group, {topic: FilterExpression("*")}, await_duration=2, tls_enable=TLS
             )
             consumer.startup()
             try:
@@ -195,7 +207,9 @@ def main() -> None:
     elif scenario == "push":
         produce(config, topic, ["ok-1", "fail-once", "ok-2"])
         recorder = Recorder()
-        consumer = PushConsumer(config, group, recorder, {topic: FilterExpression("*")})
+        consumer = PushConsumer(
+            config, group, recorder, {topic: FilterExpression("*")}, tls_enable=TLS
+        )
         consumer.startup()
         try:
             deadline = time.monotonic() + 40
@@ -211,7 +225,9 @@ def main() -> None:
         # A FIFO group: a queue gives its next messages only once those it gave are
         # acknowledged; what is not acknowledged comes back first, in order.
         produce(config, topic, [f"o-{i}" for i in range(5)], group="g1")
-        consumer = SimpleConsumer(config, group, {topic: FilterExpression("*")}, await_duration=1)
+        consumer = SimpleConsumer(
+            config, group, {topic: FilterExpression("*")}, await_duration=1, tls_enable=TLS
+        )
         consumer.startup()
 
         def receive_some(tries: int, invisible: int) -> list[Message]:
@@ -239,7 +255,9 @@ def main() -> None:
     elif scenario == "push_fifo":
         produce(config, topic, ["p-0", "fail-p-1", "p-2", "p-3"], group="g1")
         recorder = Recorder()
-        consumer = PushConsumer(config, group, recorder, {topic: FilterExpression("*")})
+        consumer = PushConsumer(
+            config, group, recorder, {topic: FilterExpression("*")}, tls_enable=TLS
+        )
         consumer.startup()
         try:
             deadline = time.monotonic() + 40
@@ -257,7 +275,9 @@ def main() -> None:
             out["sent"] = produce(config, topic, ["signed"])
         except Exception as exc:
             out["send_error"] = f"{type(exc).__name__}: {exc}"
-        consumer = SimpleConsumer(config, group, {topic: FilterExpression("*")}, await_duration=2)
+        consumer = SimpleConsumer(
+            config, group, {topic: FilterExpression("*")}, await_duration=2, tls_enable=TLS
+        )
         try:
             consumer.startup()
             got: list[str] = []
