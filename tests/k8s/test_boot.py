@@ -290,12 +290,14 @@ def test_the_rendered_raft_release_boots_fails_over_and_loses_nothing(booted: Bo
     pods, kubelet = booted.pods, booted.kubelet
     kubelet.wait_ready(pods, timeout=90)
     namesrv = nameserver_address(booted.objects, pods)
-    # The NetworkPolicies hold: the client reaches a broker's client port but not its Raft
-    # or metrics port, and a nameserver does not reach the Raft port either.
+    # The NetworkPolicies hold: the client reaches a broker's client port and its gRPC
+    # endpoint (RocketMQ 5's clients; served as the chart's broker.toml says) but not its
+    # Raft or metrics port, and a nameserver does not reach the Raft port either.
     broker = next(p for p in pods if "broker" in p.name)
     nameserver = next(p for p in pods if "nameserver" in p.name)
     client_host = booted.lab.hosts[-1]
     assert reaches(client_host, broker.host.ip, broker.port("client"))
+    assert reaches(client_host, broker.host.ip, broker.port("grpc"))
     assert reaches(client_host, nameserver.host.ip, nameserver.port("remoting"))
     assert not reaches(client_host, broker.host.ip, broker.port("raft"))
     assert not reaches(client_host, broker.host.ip, broker.port("metrics"))

@@ -57,10 +57,11 @@ CASES: Final[dict[str, dict[str, Any]]] = {
     "ha": {"broker": {"replication": "ha", "groups": 2, "role": "SYNC_MASTER", "slaves": 1}},
     "raft": {"broker": {"replication": "raft", "groups": 2}},
     "monitoring": {"metrics": MONITORING},
-    # Named groups, broker keys, no volumes, required anti-affinity.
+    # Named groups, broker keys, no volumes, required anti-affinity, no gRPC endpoint.
     "custom": {
         "broker": {
             "groups": ["orders", "payments"],
+            "grpc": {"enabled": False},
             "config": {
                 "flush_disk_type": "SYNC_FLUSH",
                 "auto_create_topic_enable": False,
@@ -80,6 +81,8 @@ CASES: Final[dict[str, dict[str, Any]]] = {
 }
 # broker.replication -> pods per group.
 MEMBERS: Final = {"none": 1, "ha": 2, "raft": 3}
+# The apache.rocketmq.v2 endpoint's port (broker.ports.grpc), RocketMQ 5's proxy port.
+GRPC_PORT: Final = 8081
 # The secured cases: auth from Secrets the chart makes (values) or the user's own, TLS from
 # a Secret or cert-manager.
 SUPER_USER: Final = {"username": "admin", "password": "admin-secret-1"}
@@ -329,7 +332,13 @@ def test_broker_groups(releases: dict[str, Release], case: str) -> None:
         auth = CASES[case].get("auth", {}).get("enabled", False)
         assert [e["name"] for e in c["env"][1:]] == (AUTH_ENV if auth else [])
         replication_port = {"raft": 40911} if b["replication"] == "raft" else {"ha": 10912}
-        assert port_names(c) == {"client": 10911, "metrics": 10913, **replication_port}
+        grpc_port = {"grpc": GRPC_PORT} if b["grpc"]["enabled"] else {}
+        assert port_names(c) == {
+            "client": 10911,
+            "metrics": 10913,
+            **replication_port,
+            **grpc_port,
+        }
         headless = release.one("Service", f"{RELEASE}-{group}-headless")["spec"]
         assert headless["clusterIP"] == "None" and headless["publishNotReadyAddresses"] is True
         assert {p["name"]: p["port"] for p in headless["ports"]} == port_names(c)
@@ -363,6 +372,7 @@ def test_broker_toml(releases: dict[str, Release], case: str) -> None:
         assert toml["bind_address"] == "0.0.0.0"
         assert toml["store_path_root_dir"] == "/home/rocketq/store"
         assert (toml["listen_port"], toml["metrics_port"]) == (10911, 10913)
+        assert toml["grpc_listen_port"] == (GRPC_PORT if b["grpc"]["enabled"] else -1)
         for key, value in b["config"].items():
             assert toml[key] == value, key
         if b["replication"] == "raft":
@@ -387,6 +397,7 @@ def test_every_pod_loads_its_broker_toml(
     `--ordinal-from-hostname` takes from the pod's name)."""
     release = releases[case]
     replication = broker_values(CASES[case])["replication"]
+    grpc = broker_values(CASES[case])["grpc"]["enabled"]
     for group in release.groups:
         path = tmp_path / f"{group}.toml"
         path.write_text(release.one("ConfigMap", f"{RELEASE}-{group}")["data"]["broker.toml"])
@@ -398,6 +409,7 @@ def test_every_pod_loads_its_broker_toml(
                 overrides=ordinal_settings(ordinal),
             )
             assert broker.broker_addr == "10.1.2.3:10911"
+            assert broker.grpc_listen_port == (GRPC_PORT if grpc else -1)
             assert store.store_path_root_dir == "/home/rocketq/store"
             assert broker.broker_id == ordinal
             if replication == "raft":
@@ -421,6 +433,52 @@ def test_ha_groups_are_a_master_and_its_slaves(releases: dict[str, Release]) -> 
     for group in release.groups:
         assert release.one("StatefulSet", f"{RELEASE}-{group}")["spec"]["replicas"] == 2
         assert release.broker_toml(group)["broker_role"] == "SYNC_MASTER"
+
+
+def client_rule(policy: Mapping[str, Any]) -> dict[str, Any]:
+    """The ingress rule of a broker group's NetworkPolicy that admits clients (port 10911)."""
+    (rule,) = [
+        r for r in policy["spec"]["ingress"] if {"protocol": "TCP", "port": 10911} in r["ports"]
+    ]
+    return dict(rule)
+
+
+def test_the_grpc_endpoint_is_served_where_its_port_says(chart: helm.Chart) -> None:
+    """Every broker serves RocketMQ 5's clients on broker.ports.grpc: its broker.toml, its
+    container's and headless Service's port grpc, and its NetworkPolicy admitting clients
+    there as on the client port; NOTES.txt gives the endpoint."""
+    values = {"broker": {"groups": 2, "replication": "ha", "ports": {"grpc": 18081}}}
+    release = release_of(chart, values)
+    for group in release.groups:
+        assert release.broker_toml(group)["grpc_listen_port"] == 18081
+        sts = release.one("StatefulSet", f"{RELEASE}-{group}")
+        assert port_names(container(sts))["grpc"] == 18081
+        headless = release.one("Service", f"{RELEASE}-{group}-headless")["spec"]
+        (port,) = [p for p in headless["ports"] if p["name"] == "grpc"]
+        assert port == {"name": "grpc", "port": 18081, "targetPort": "grpc"}
+        rule = client_rule(release.one("NetworkPolicy", f"{RELEASE}-{group}"))
+        assert rule["ports"] == [
+            {"protocol": "TCP", "port": 10911},
+            {"protocol": "TCP", "port": 18081},
+        ]
+    endpoint = f"{RELEASE}-broker-a-headless.{DOMAIN}:18081"
+    assert "RocketMQ 5's clients (gRPC, apache.rocketmq.v2)" in release.notes
+    assert f"\n  {endpoint}\n" in release.notes
+
+
+def test_without_the_grpc_endpoint_nothing_names_its_port(chart: helm.Chart) -> None:
+    release = release_of(chart, {"broker": {"replication": "raft", "grpc": {"enabled": False}}})
+    for group in release.groups:
+        assert release.broker_toml(group)["grpc_listen_port"] == -1
+        sts = release.one("StatefulSet", f"{RELEASE}-{group}")
+        assert "grpc" not in port_names(container(sts))
+        headless = release.one("Service", f"{RELEASE}-{group}-headless")["spec"]
+        assert "grpc" not in {p["name"] for p in headless["ports"]}
+        rule = client_rule(release.one("NetworkPolicy", f"{RELEASE}-{group}"))
+        assert rule["ports"] == [{"protocol": "TCP", "port": 10911}]
+    # The port is nowhere but in the (unused) values.
+    assert [d.name for d in release.docs if str(GRPC_PORT) in d.text] == []
+    assert "gRPC" not in release.notes and str(GRPC_PORT) not in release.notes
 
 
 def test_the_cli_knows_the_options_the_chart_gives(releases: dict[str, Release]) -> None:
@@ -672,6 +730,9 @@ def test_helm_loads_the_linked_files(chart: helm.Chart) -> None:
         ({"broker": {"grups": 2}}, ["/broker", "'grups' not allowed"]),
         ({"nameserver": {"replicas": 0}}, ["/nameserver/replicas", "minimum"]),
         ({"broker": {"config": {"x": [1]}}}, ["/broker/config/x", "got array"]),
+        ({"broker": {"ports": {"grpc": 0}}}, ["/broker/ports/grpc", "minimum: got 0, want 1"]),
+        ({"broker": {"grpc": {"enabled": "yes"}}}, ["/broker/grpc/enabled", "got string"]),
+        ({"broker": {"grpc": {"port": 8081}}}, ["/broker/grpc", "'port' not allowed"]),
     ],
 )
 def test_the_schema_refuses_bad_values(
@@ -701,6 +762,10 @@ def test_the_schema_refuses_bad_values(
         (
             {"nameserver": {"config": {"listen_port": 1}}},
             ["nameserver.config.listen_port", "nameserver.ports.remoting"],
+        ),
+        (
+            {"broker": {"config": {"grpc_listen_port": 9090}}},
+            ["broker.config.grpc_listen_port", "use broker.grpc.enabled and broker.ports.grpc"],
         ),
     ],
 )
@@ -780,6 +845,9 @@ def test_notes_say_how_to_send_a_first_message(releases: dict[str, Release]) -> 
     assert f"exec -it {RELEASE}-broker-a-0" in notes
     assert "kubectl -n rocketq run" in notes
     assert "--image=rocketq:0.1.0" in notes
+    # RocketMQ 5's clients: a broker's gRPC port, by a name the broker certificates carry.
+    assert f"\n  {RELEASE}-broker-a-headless.{DOMAIN}:{GRPC_PORT}\n" in notes
+    assert "remoting and gRPC ports admit" in notes
 
 
 # The plain manifests.

@@ -66,7 +66,9 @@ def chart() -> helm.Chart:
 
 @pytest.fixture(scope="module")
 def releases(chart: helm.Chart) -> dict[str, Release]:
-    return {case: release_of(chart, CASES[case]) for case in (*SECURED, "default", "raft")}
+    return {
+        case: release_of(chart, CASES[case]) for case in (*SECURED, "default", "raft", "custom")
+    }
 
 
 def servers(release: Release) -> list[tuple[str, dict[str, Any]]]:
@@ -373,7 +375,7 @@ STRANGER_NS: Final = {"kubernetes.io/metadata.name": "elsewhere"}
 APP: Final = {"app": "shop-frontend"}
 
 
-@pytest.mark.parametrize("case", ["default", "raft", *SECURED])
+@pytest.mark.parametrize("case", ["default", "raft", "custom", *SECURED])
 def test_each_port_admits_only_its_peers(releases: dict[str, Release], case: str) -> None:
     release = releases[case]
     policies = release.objects("NetworkPolicy")
@@ -399,8 +401,9 @@ def test_each_port_admits_only_its_peers(releases: dict[str, Release], case: str
         own_pods = [pod_labels(s) for s in statefulsets.values()]
         for port_name, port in ports.items():
             peers = peers_of(policy, port)
-            if port_name in ("client", "remoting"):
-                # Clients: any pod (or those of clientSelector), and the release's own.
+            if port_name in ("client", "remoting", "grpc"):
+                # Clients (RocketMQ 5's on the gRPC port): any pod (or those of
+                # clientSelector), and the release's own.
                 assert all(admits(peers, other, OWN_NS) for other in own_pods)
                 assert admits(peers, APP, OTHER_NS)
                 # Restricted to clientSelector's namespaces: no other namespace.
@@ -595,8 +598,8 @@ def test_the_boot_labs_network_plugin_reads_the_policies_as_kubernetes_does(
     releases: dict[str, Release],
 ) -> None:
     """The nftables rules the boot test loads for the raft release: a member's Raft port
-    only from its group's pods, the client port from everyone, metrics from nobody but the
-    node (there is no monitoring namespace in the lab)."""
+    only from its group's pods, the client and gRPC ports from everyone, metrics from
+    nobody but the node (there is no monitoring namespace in the lab)."""
     release = releases["raft"]
     objects = [d.obj for d in release.docs]
     sts = {s["metadata"]["name"]: s for s in release.objects("StatefulSet").values()}
@@ -614,10 +617,11 @@ def test_the_boot_labs_network_plugin_reads_the_policies_as_kubernetes_does(
     assert rules is not None
     assert "ip saddr 10.0.0.254 accept" in rules
     assert "tcp dport 40911 ip saddr { 10.0.0.2, 10.0.0.3 } accept" in rules
-    assert (
-        "tcp dport 10911 ip saddr { 10.0.0.1, 10.0.0.10, 10.0.0.2, 10.0.0.3, 10.0.0.9 } accept"
-        in rules
-    )
+    for client_port in (10911, 8081):
+        assert (
+            f"tcp dport {client_port} ip saddr "
+            "{ 10.0.0.1, 10.0.0.10, 10.0.0.2, 10.0.0.3, 10.0.0.9 } accept"
+        ) in rules
     assert "10913" not in rules
     assert rules.rstrip().endswith("ct state new drop\n  }\n}")
     assert network_policy_rules(policies, endpoints["client"], everyone, "10.0.0.254") is None

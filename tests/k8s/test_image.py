@@ -1,7 +1,8 @@
 """The container image, without a container engine: the Dockerfile copies paths that exist,
 the .dockerignore leaves everything the wheel needs in the build context, the sources the
-build stage copies build the rocketq wheel, and the image agrees with the Helm chart (user,
-ports, store volume)."""
+build stage copies build the rocketq wheel, the final stage installs it with its grpc extra
+(pip itself resolving the Dockerfile's command), and the image agrees with the Helm chart
+(user, ports, store volume)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
 
 from tools.gen_manifests import CHART_DIR
 from tools.link_tree import package_files
@@ -31,6 +33,8 @@ DOCKERIGNORE = ROOT / ".dockerignore"
 BASE_IMAGE = "python:3.11-slim"
 UID = 10001
 STORE = "/home/rocketq/store"
+# The wheel's extras the image installs: grpc for the apache.rocketmq.v2 endpoint.
+IMAGE_EXTRAS = {"grpc"}
 
 
 @dataclass
@@ -272,6 +276,115 @@ def test_the_image_agrees_with_the_chart() -> None:
     assert ports == exposed
     statefulset = (CHART_DIR / "templates" / "broker-statefulset.yaml").read_text()
     assert f"mountPath: {STORE}" in statefulset
+
+
+@dataclass(frozen=True)
+class Run:
+    """A RUN instruction: its --mount flags (key=value pairs) and its shell command."""
+
+    mounts: list[dict[str, str]]
+    command: str
+
+
+def runs(stage: Stage) -> list[Run]:
+    """The stage's RUN instructions, their leading --flags parsed."""
+    found = []
+    for args in stage.all("RUN"):
+        words = args.split()
+        count = next((i for i, w in enumerate(words) if not w.startswith("--")), len(words))
+        flags = words[:count]
+        command = args.split(maxsplit=count)[-1] if count else args
+        mounts = [
+            dict(pair.split("=", 1) for pair in f.removeprefix("--mount=").split(","))
+            for f in flags
+            if f.startswith("--mount=")
+        ]
+        found.append(Run(mounts, command))
+    return found
+
+
+def wheel_install(stage: Stage) -> tuple[Run, str]:
+    """The stage's RUN that installs the build stage's wheel, and where it mounts /dist."""
+    for run in runs(stage):
+        for mount in run.mounts:
+            if mount.get("from") == "build" and mount.get("source") == "/dist":
+                return run, mount["target"]
+    raise AssertionError(f"stage {stage.name or stage.base} mounts no /dist of the build stage")
+
+
+def stub_wheel(directory: Path, name: str, version: str, metadata: list[str]) -> Path:
+    """A wheel holding only its metadata: all pip reads to resolve it."""
+    info = f"{name}-{version}.dist-info"
+    files = {
+        f"{info}/METADATA": "\n".join(
+            ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", *metadata, ""]
+        ),
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+    }
+    files[f"{info}/RECORD"] = "".join(f"{path},,\n" for path in [*files, f"{info}/RECORD"])
+    path = directory / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, text in files.items():
+            archive.writestr(member, text)
+    return path
+
+
+def test_the_image_installs_the_wheel_with_the_grpc_extra(tmp_path: Path) -> None:
+    """The final stage's install command, run by a shell as the image build runs it, with
+    /dist holding a wheel of rocketq's name, version and extras' requirements, and `pip`
+    standing for pip resolving offline from stubs (--dry-run): what it would install is
+    rocketq with the grpc extra and that extra's requirements (grpcio)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras: dict[str, list[str]] = project["optional-dependencies"]
+    assert set(extras) >= IMAGE_EXTRAS
+    assert "grpcio" in {Requirement(r).name for r in extras["grpc"]}
+    run, target = wheel_install(stages()[-1])
+    dist, index = tmp_path / "dist", tmp_path / "index"
+    dist.mkdir()
+    index.mkdir()
+    declared = []
+    for extra in IMAGE_EXTRAS:
+        declared.append(f"Provides-Extra: {extra}")
+        for line in extras[extra]:
+            requirement = Requirement(line)
+            declared.append(f'Requires-Dist: {line}; extra == "{extra}"')
+            # A version every lower bound admits.
+            assert requirement.specifier.contains("999.0"), line
+            stub_wheel(index, requirement.name, "999.0", [])
+    stub_wheel(dist, project["name"], project["version"], declared)
+    report = tmp_path / "report.json"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_pip = bin_dir / "pip"
+    fake_pip.write_text(
+        "#!/bin/sh\n"
+        '[ "$1" = install ] || { echo "pip $1: not an install" >&2; exit 64; }\n'
+        "shift\n"
+        f"exec {shlex.quote(sys.executable)} -m pip install --dry-run --ignore-installed \\\n"
+        f"  --no-index --quiet --find-links {shlex.quote(str(index))} \\\n"
+        f'  --report {shlex.quote(str(report))} "$@"\n'
+    )
+    fake_pip.chmod(0o755)
+    done = subprocess.run(
+        ["/bin/sh", "-c", run.command.replace(target, str(dist))],
+        env={
+            "PATH": f"{bin_dir}:/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "PIP_CONFIG_FILE": os.devnull,
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    installs = json.loads(report.read_text())["install"]
+    found = {i["metadata"]["name"]: i for i in installs}
+    wanted = {Requirement(line).name for extra in IMAGE_EXTRAS for line in extras[extra]}
+    assert set(found) == {project["name"], *wanted}
+    assert set(found[project["name"]]["requested_extras"]) == IMAGE_EXTRAS
 
 
 @pytest.mark.parametrize("line", ["COPY --from=build /dist /dist", "COPY --link a b /x/"])

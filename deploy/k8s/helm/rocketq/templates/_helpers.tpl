@@ -193,6 +193,7 @@ bind_address: 0.0.0.0 in a pod
 listen_port: use broker.ports.client
 ha_listen_port: use broker.ports.ha
 metrics_port: use broker.ports.metrics
+grpc_listen_port: use broker.grpc.enabled and broker.ports.grpc
 store_path_root_dir: the store volume
 enable_dledger_commit_log: use broker.replication
 dledger_group: the group's name
@@ -396,7 +397,8 @@ rocketq/group: {{ .group }}
 
 {{/*
 A group's broker.toml. Argument: dict "root" "group". The keys the chart sets come first,
-then those of broker.config in alphabetical order.
+then those of broker.config in alphabetical order. grpc_listen_port is always written: the
+endpoint's port, or -1 (none) with broker.grpc.enabled false.
 */}}
 {{- define "rocketq.broker.toml" -}}
 {{- $root := .root }}
@@ -409,8 +411,9 @@ then those of broker.config in alphabetical order.
   "bind_address" "0.0.0.0"
   "listen_port" (int $b.ports.client)
   "metrics_port" (int $b.ports.metrics)
+  "grpc_listen_port" (ternary (int $b.ports.grpc) -1 $b.grpc.enabled)
   "store_path_root_dir" "/home/rocketq/store" }}
-{{- $keys := list "broker_cluster_name" "broker_name" "namesrv_addr" "bind_address" "listen_port" "metrics_port" "store_path_root_dir" }}
+{{- $keys := list "broker_cluster_name" "broker_name" "namesrv_addr" "bind_address" "listen_port" "metrics_port" "grpc_listen_port" "store_path_root_dir" }}
 {{- if eq $b.replication "raft" }}
 {{- $sts := printf "%s-%s" (include "rocketq.fullname" $root) $group }}
 {{- $peers := list }}
