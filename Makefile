@@ -22,7 +22,7 @@ $(STAMP_RUN): pyproject.toml | $(BIN)/python
 
 # `make test`: every extra the tests import and the dev group (lint, test and proto tools).
 $(STAMP_DEV): pyproject.toml | $(BIN)/python
-	ROCKETQ_PURE=1 $(BIN)/python -m pip install --quiet -e ".[console,spark,bench,chart,fuzz,tls,grpc,profile]" --group dev
+	ROCKETQ_PURE=1 $(BIN)/python -m pip install --quiet -e ".[console,spark,bench,chart,fuzz,tls,grpc,profile,v5client]" --group dev
 	touch $@ $(STAMP_RUN)
 
 venv: $(STAMP_DEV)

@@ -1,5 +1,7 @@
 """The outputs of a chaos check: a JSON document, a short Markdown summary and a PNG chart of
-throughput over time with the faults shaded (matplotlib, the ``rocketq[chart]`` extra).
+throughput over time with the faults shaded (matplotlib, the ``rocketq[chart]`` extra). The
+summary and the chart name the run's clients (:func:`run_protocol`): rocketq's SDK over the
+remoting protocol, or RocketMQ 5's official client over the v2 gRPC endpoints.
 Runs with the ``hostile`` fault add a section (:func:`hostile_json`,
 :func:`render_hostile`): the legitimate clients' send latency inside and outside the
 hostile windows, the servers' peak memory, server exits and what the neighbour sent."""
@@ -125,6 +127,30 @@ def _faults(result: CheckResult) -> list[str]:
     return lines
 
 
+def run_protocol(history: History) -> str | None:
+    """The clients of the run (``remoting`` or ``v5``) from its ``run`` record's options;
+    ``remoting`` for a run recorded before the option existed, None for a history without
+    its ``run`` record."""
+    for record in history.of_type("run"):
+        config = record.get("config")
+        if isinstance(config, dict):
+            return str(config.get("protocol") or "remoting")
+        return "remoting"
+    return None
+
+
+def protocol_text(protocol: str) -> str:
+    """What a run's clients were, in words."""
+    if protocol == "v5":
+        return (
+            "RocketMQ 5's official Python client (rocketmq-python-client) over the brokers' "
+            "apache.rocketmq.v2 gRPC endpoints (`--protocol v5`)"
+        )
+    if protocol == "remoting":
+        return "rocketq's SDK over RocketMQ's remoting protocol (`--protocol remoting`)"
+    return f"`--protocol {protocol}`"
+
+
 def security_text(security: dict[str, bool]) -> str:
     """What a run's cluster required of its clients, in words."""
     auth = "auth on (every client signed as the super user)" if security.get("auth") else "auth off"
@@ -132,14 +158,19 @@ def security_text(security: dict[str, bool]) -> str:
     return f"{auth}, {tls}"
 
 
-def render_markdown(result: CheckResult, *, broken: list[str] | None = None) -> str:
-    """A short Markdown summary: the counts, availability, faults with failover times, the
-    loss window, warnings (partial history, unreadable lines) and the verdict. ``broken`` is
-    the run's :func:`broken_promises`; without it the strictest promises are applied (no
+def render_markdown(
+    result: CheckResult, *, broken: list[str] | None = None, protocol: str | None = None
+) -> str:
+    """A short Markdown summary: the clients (``protocol``, :func:`run_protocol`), the
+    counts, availability, faults with failover times, the loss window, warnings (partial
+    history, unreadable lines) and the verdict. ``broken`` is the run's
+    :func:`broken_promises`; without it the strictest promises are applied (no
     acknowledged message lost, none unexpected, order kept)."""
     if broken is None:
         broken = broken_promises(result, replication="raft", role="SYNC_MASTER", orderly=True)
     lines = [f"# Chaos check{f': {result.history}' if result.history else ''}", ""]
+    if protocol is not None:
+        lines += [f"Clients: {protocol_text(protocol)}.", ""]
     if result.security is not None:
         lines += [f"Cluster: {security_text(result.security)}.", ""]
     if result.partial:
@@ -268,8 +299,9 @@ def write_chart(history: History, result: CheckResult, path: str | os.PathLike[s
                 label="failover (next acknowledged send)" if number == 0 else None,
             )
         partial = " (PARTIAL)" if result.partial else ""
+        clients = " with v5 clients" if run_protocol(history) == "v5" else ""
         ax.set_title(
-            f"chaos run{partial}: {result.acked} acknowledged, {result.lost} lost, "
+            f"chaos run{clients}{partial}: {result.acked} acknowledged, {result.lost} lost, "
             f"{result.duplicated} duplicated",
             fontsize=10,
         )

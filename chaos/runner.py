@@ -1,8 +1,11 @@
 """``rocketq chaos run``: a cluster under load, faults on a seeded schedule, then the check.
 
 The run, in order: launch the cluster (the launcher of ``rocketq cluster up``; as root with
-``partition`` each broker in a network namespace of its own), create the topics, start the
-consumers and then the producers (processes of their own), inject one fault at a time -
+``partition`` each broker in a network namespace of its own; with ``protocol`` v5 every
+broker serving the apache.rocketmq.v2 gRPC endpoint), create the topics, start the
+consumers and then the producers (processes of their own: rocketq's SDK over the remoting
+protocol, or RocketMQ 5's official Python client given every broker's v2 endpoint), inject
+one fault at a time -
 ``interval`` seconds of calm, then a fault held ``fault_duration`` seconds and healed -
 until ``duration`` has passed, wait until every node is up and every group has a master
 again, let the producers send a little longer, stop them, wait until the consumers have
@@ -34,7 +37,13 @@ from rocketq.chaos.netns import NetnsCluster, NetnsLab, netns_unavailable_reason
 from rocketq.chaos.proxy import ProxiedCluster, ProxyNet
 from rocketq.chaos.report import hostile_broken, hostile_json
 from rocketq.chaos.server_memory import ServerMemory
-from rocketq.chaos.workers import Workers, worker_env
+from rocketq.chaos.workers import (
+    STOP_TIMEOUT_S,
+    V5_WORKLOAD_MODULE,
+    WORKLOAD_MODULE,
+    Workers,
+    worker_env,
+)
 from rocketq.chaos.workload import ORDERLY_TOPIC, TOPIC
 from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 from rocketq.cluster.pids import wait_until
@@ -46,6 +55,12 @@ RECOVERY_TIMEOUT_S: Final = 120.0
 SETTLE_S: Final = 3.0  # sends after recovery, before the producers stop
 DRAIN_TIMEOUT_S: Final = 180.0
 DRAIN_IDLE_S: Final = 60.0  # no new receipt this long ends the drain early
+# The clients of a run: rocketq's SDK over RocketMQ's remoting protocol, or RocketMQ 5's
+# official Python client (rocketq[v5client]) over the brokers' v2 gRPC endpoints.
+PROTOCOLS: Final = ("remoting", "v5")
+# A v5 worker's own deadline past the run's schedule: it ends even if the harness is cut
+# off before it could stop it (it also ends when the harness process is gone).
+V5_DEADLINE_MARGIN_S: Final = 600.0
 # Brokers re-register every 5 s (RocketMQ: 30 s), so a restarted nameserver knows them soon.
 CHAOS_BROKER_SETTINGS: Final = {
     "register_name_server_period": "5000",
@@ -76,6 +91,9 @@ class ChaosOptions:
     auth: bool = False
     # TLS enforcing on every remoting port: every client connects over TLS.
     tls: bool = False
+    # The clients: "remoting" (rocketq's SDK) or "v5" (RocketMQ 5's official Python client
+    # over every broker's apache.rocketmq.v2 endpoint).
+    protocol: str = "remoting"
 
     def validate(self) -> None:
         def bad(flag: str, why: str) -> ChaosError:
@@ -83,6 +101,10 @@ class ChaosOptions:
 
         if self.replication not in ("raft", "ha"):
             raise bad("--replication", f"{self.replication!r}: choose raft or ha")
+        if self.protocol not in PROTOCOLS:
+            raise bad("--protocol", f"{self.protocol!r}: choose {' or '.join(PROTOCOLS)}")
+        if self.protocol == "v5":
+            self._validate_v5(bad)
         if self.role not in ("SYNC_MASTER", "ASYNC_MASTER"):
             raise bad("--role", f"{self.role!r}: choose SYNC_MASTER or ASYNC_MASTER")
         for flag, value, low in (
@@ -121,6 +143,36 @@ class ChaosOptions:
             if reason is not None:
                 raise bad("--faults", f"partition needs network namespaces: {reason}")
 
+    def _validate_v5(self, bad: Callable[[str, str], ChaosError]) -> None:
+        if self.orderly:
+            raise bad(
+                "--orderly",
+                "not with --protocol v5: the harness has no orderly (FIFO) consumption over "
+                "the v2 endpoint yet; run --orderly with --protocol remoting",
+            )
+        if self.tls:
+            raise bad(
+                "--tls",
+                "not with --protocol v5: the brokers' v2 endpoint serves plaintext gRPC only",
+            )
+        if importlib.util.find_spec("rocketmq") is None:
+            raise bad(
+                "--protocol",
+                "v5 runs RocketMQ 5's official Python client: pip install 'rocketq[v5client]'",
+            )
+        if importlib.util.find_spec("grpc") is None:
+            raise bad(
+                "--protocol",
+                "v5 needs the brokers' v2 gRPC endpoint: pip install 'rocketq[grpc]'",
+            )
+
+    @property
+    def clients(self) -> str:
+        """The run's clients, in words."""
+        if self.protocol == "v5":
+            return "RocketMQ 5's official Python client over the v2 gRPC endpoints"
+        return "rocketq's SDK over the remoting protocol"
+
     @property
     def security(self) -> str:
         """What the run's cluster requires of its clients, in words."""
@@ -135,6 +187,18 @@ class ChaosOptions:
         doc["data_dir"] = str(self.data_dir)
         doc["faults"] = list(self.faults)
         return doc
+
+
+def v5_access_point(cluster: LocalCluster) -> str:
+    """Every broker's apache.rocketmq.v2 endpoint, ``host:port`` joined by ';' (the access
+    point RocketMQ 5's clients take)."""
+    missing = [b.name for b in cluster.brokers if not b.grpc_port]
+    if missing:
+        raise ChaosError(
+            f"brokers {', '.join(missing)} serve no v2 endpoint; the cluster was started "
+            "without grpc"
+        )
+    return ";".join(f"{b.host}:{b.grpc_port}" for b in cluster.brokers)
 
 
 @dataclass
@@ -256,6 +320,7 @@ class ChaosRun:
             ready_timeout=60.0,
             auth=o.auth,
             tls=o.tls,
+            grpc=o.protocol == "v5",
         )
         members = o.groups * (3 if o.replication == "raft" else 2)
         if "partition" not in o.faults:
@@ -298,8 +363,12 @@ class ChaosRun:
                     raise ChaosError("the topics did not reach every broker group in 30 s")
                 await asyncio.sleep(0.2)
 
-    def _start_workload(self, namesrv: str) -> None:
+    def _start_workload(self, cluster: LocalCluster) -> None:
+        if self.opts.protocol == "v5":
+            self._start_v5_workload(cluster)
+            return
         o = self.opts
+        namesrv = cluster.namesrv_addr
         history = str(self.history_path)
         cluster_dir = str(self.data_dir / "cluster")
         for name in self.consumers:
@@ -311,8 +380,31 @@ class ChaosRun:
             args = ["producer", "--name", name, "--namesrv", namesrv, "--history", history]
             args += ["--rate", str(o.rate), "--seed", str(o.seed * 1000 + i)]
             args += ["--shards", "2"] if o.orderly else []
-            self.workers.add(name, args)
+            self.workers.add(name, args, module=WORKLOAD_MODULE)
             self.workers.start(name)
+
+    def _start_v5_workload(self, cluster: LocalCluster) -> None:
+        """RocketMQ 5's client in every worker, its access point every broker's v2 endpoint
+        joined by ';' (the client fails over between them; the endpoint it reaches answers
+        the route)."""
+        o = self.opts
+        endpoints = v5_access_point(cluster)
+        history = str(self.history_path)
+        logs = self.data_dir / "logs"
+        deadline = (
+            o.duration + RECOVERY_TIMEOUT_S + SETTLE_S + o.drain_timeout
+            + 2 * STOP_TIMEOUT_S + V5_DEADLINE_MARGIN_S
+        )  # fmt: skip
+        for role, names in (("consumer", self.consumers), ("producer", self.producers)):
+            for name in names:
+                args = [role, "--name", name, "--endpoints", endpoints, "--history", history]
+                args += ["--deadline", f"{deadline:g}"]
+                args += ["--client-home", str(logs / f"{name}-client")]
+                args += ["--rate", str(o.rate)] if role == "producer" else []
+                self.workers.add(
+                    name, args, ready_line=role == "consumer", module=V5_WORKLOAD_MODULE
+                )
+                self.workers.start(name)
 
     # ---------------------------------------------------------------- the run
 
@@ -399,7 +491,7 @@ class ChaosRun:
             self.cluster = cluster
             self._say(
                 f"starting {o.groups} {o.replication} group(s) and {o.nameservers} "
-                f"nameserver(s) in {self.data_dir} ({o.security})"
+                f"nameserver(s) in {self.data_dir} ({o.security}; clients: {o.clients})"
             )
             cluster.start()
             # The workload signs as the cluster's super user and trusts its CA.
@@ -409,7 +501,7 @@ class ChaosRun:
             self._write("run", config=o.to_dict())
             memory = self.memory = ServerMemory(cluster, self._write)
             memory.start()
-            self._start_workload(cluster.namesrv_addr)
+            self._start_workload(cluster)
             self._say(f"{o.producers} producer(s), {o.consumers} consumer(s) running")
             load_started = time.monotonic()
             faults = Faults(

@@ -1,7 +1,8 @@
 """The producer and consumer processes of a chaos run, started, killed and stopped by pid.
 
-Each worker is ``python -m rocketq.chaos.workload <role> ...`` in a session of its own, its
-output in ``<logs>/<name>.log``. A pid is signalled only while it is still the child this
+Each worker is ``python -m rocketq.chaos.workload <role> ...`` (with RocketMQ 5's official
+client, ``rocketq.chaos.v5_workload``) in a session of its own, its output in
+``<logs>/<name>.log``. A pid is signalled only while it is still the child this
 object started (``Popen.poll`` says it has not been reaped), so a reused pid is never hit.
 """
 
@@ -22,6 +23,8 @@ from typing import Final
 from rocketq.chaos.history import ChaosError
 from rocketq.cluster.pids import tail, wait_until
 
+WORKLOAD_MODULE: Final = "rocketq.chaos.workload"  # rocketq's SDK, the remoting protocol
+V5_WORKLOAD_MODULE: Final = "rocketq.chaos.v5_workload"  # RocketMQ 5's client, gRPC v2
 STOP_TIMEOUT_S: Final = 30.0
 READY_TIMEOUT_S: Final = 60.0
 # What a worker does not inherit from the harness's environment: credentials and TLS
@@ -71,8 +74,16 @@ class Workers:
         self.env = dict(env) if env is not None else None
         self.workers: dict[str, Worker] = {}
 
-    def add(self, name: str, args: list[str], *, ready_line: bool = False) -> Worker:
-        argv = [sys.executable, "-m", "rocketq.chaos.workload", *args]
+    def add(
+        self,
+        name: str,
+        args: list[str],
+        *,
+        ready_line: bool = False,
+        module: str = WORKLOAD_MODULE,
+    ) -> Worker:
+        """A worker running ``python -m <module> <args>``, started by :meth:`start`."""
+        argv = [sys.executable, "-m", module, *args]
         worker = Worker(name, argv, self.logs / f"{name}.log", ready_line)
         self.workers[name] = worker
         return worker

@@ -26,6 +26,11 @@ class ChaosReplication(enum.StrEnum):
     HA = "ha"
 
 
+class ChaosProtocol(enum.StrEnum):
+    REMOTING = "remoting"
+    V5 = "v5"
+
+
 def _interrupt(signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -49,15 +54,17 @@ def _report(
         render_hostile,
         render_markdown,
         result_json,
+        run_protocol,
         write_chart,
     )
 
     history = read_history(history_path)
     result = check(history, str(history_path))
     hostile = hostile_json(history)
+    protocol = run_protocol(history)
     broken = broken_promises(result, replication=replication, role=role, orderly=orderly)
     broken += hostile_broken(hostile) + (extra_broken or [])
-    typer.echo(render_markdown(result, broken=broken))
+    typer.echo(render_markdown(result, broken=broken, protocol=protocol))
     if hostile is not None:
         typer.echo(render_hostile(hostile))
     if chart is not None:
@@ -68,6 +75,7 @@ def _report(
             typer.echo(f"no chart: {exc}", err=True)
     if json_out:
         doc = result_json(result)
+        doc["protocol"] = protocol
         if hostile is not None:
             doc["hostile"] = hostile
         typer.echo(json.dumps(doc, sort_keys=True))
@@ -135,6 +143,15 @@ def chaos_run(
             "run's directory; needs `rocketq[tls]`); every client connects over TLS.",
         ),
     ] = False,
+    protocol: Annotated[
+        ChaosProtocol,
+        typer.Option(
+            case_sensitive=False,
+            help="The producers' and consumers' client: remoting (rocketq's SDK) or v5 "
+            "(RocketMQ 5's official Python client over every broker's apache.rocketmq.v2 "
+            "gRPC endpoint; needs `rocketq[v5client]`; not with --orderly or --tls).",
+        ),
+    ] = ChaosProtocol.REMOTING,
 ) -> None:
     """Launch a cluster, run producers and consumers as processes, inject faults on a seeded
     schedule, heal them, drain, check the history, report and tear everything down. Exits
@@ -166,6 +183,7 @@ def chaos_run(
             settings=extra,
             auth=auth,
             tls=tls,
+            protocol=protocol.value,
         )
         run = ChaosRun(opts, echo=typer.echo)
     except ChaosError as exc:

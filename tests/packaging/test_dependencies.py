@@ -40,6 +40,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "tls": ("rocketq.cluster.security",),
     "profile": ("rocketq.bench.profiling",),
     "grpc": ("rocketq.broker.grpc_v2",),
+    "v5client": ("rocketq.bench.v5_driver", "rocketq.chaos.v5_workload"),
 }
 
 # Dependencies the code reaches through another package, each with the import of ours that
