@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 from rocketq.broker.consumer_manager import ConsumerManager
 from rocketq.common.exceptions import (
@@ -45,6 +45,13 @@ class ClientChannel:
         return LanguageCode.BY_CODE.get(self.language, "OTHER")
 
 
+class RemoteClient(Protocol):
+    """A client without a remoting connection that still answers the broker's calls (a
+    v5 consumer, over its Telemetry stream: broker/grpc_v2/client_calls.py)."""
+
+    async def call(self, request: RemotingCommand, timeout: float) -> RemotingCommand: ...
+
+
 class ClientChannels:
     """client id -> its channel. A heartbeat records the client's channel (a reconnected
     client's new connection replaces its old one); the connection's closing removes it."""
@@ -52,6 +59,7 @@ class ClientChannels:
     def __init__(self, consumers: ConsumerManager) -> None:
         self.consumers = consumers
         self.by_id: dict[str, ClientChannel] = {}
+        self.remote: dict[str, RemoteClient] = {}  # client id -> a v5 consumer's calls
 
     def heartbeat(self, client_id: str, conn: Connection, cmd: RemotingCommand) -> None:
         self.by_id[client_id] = ClientChannel(client_id, conn, cmd.language, cmd.version)
@@ -63,6 +71,17 @@ class ClientChannels:
 
     def get(self, client_id: str) -> ClientChannel | None:
         return self.by_id.get(client_id)
+
+    def check_online(self, group: str, client_id: str) -> None:
+        """ConsumerNotOnlineError unless ``client_id`` is a consumer of ``group`` the
+        broker can call (over its remoting channel or its v5 Telemetry stream)."""
+        if not self._remote(group, client_id):
+            self.consumer(group, client_id)
+
+    def _remote(self, group: str, client_id: str) -> RemoteClient | None:
+        info = self.consumers.groups.get(group)
+        remote = self.remote.get(client_id)
+        return remote if remote is not None and info and client_id in info.clients else None
 
     def consumer(self, group: str, client_id: str) -> ClientChannel:
         """The channel of a client of ``group`` (RocketMQ's ConsumerManager.findChannel);
@@ -97,11 +116,16 @@ class ClientChannels:
         channel and answer ``request`` with the client's answer, whatever its code. A client
         that does not answer within ``timeout`` is CONSUME_MSG_TIMEOUT, a broken channel
         SYSTEM_ERROR, as RocketMQ's AdminBrokerProcessor.callConsumer answers."""
-        channel = self.consumer(group, client_id)
+        remote = self._remote(group, client_id)
+        channel = self.consumer(group, client_id) if remote is None else None
         name = RequestCode.NAMES.get(request.code, str(request.code))
         forwarded = RemotingCommand(request.code, dict(request.ext or {}), request.body)
         try:
-            answer = await channel.conn.invoke(forwarded, timeout)
+            if channel is not None:
+                answer = await channel.conn.invoke(forwarded, timeout)
+            else:
+                assert remote is not None
+                answer = await remote.call(forwarded, timeout)
         except RequestTimeoutError:
             raise ConsumeMsgTimeoutError(
                 f"consumer <{group}> <{client_id}> did not answer {name} within "

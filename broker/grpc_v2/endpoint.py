@@ -38,10 +38,12 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from rocketq.auth.request_map import v2_requirement
+from rocketq.broker.client_channels import client_channels
 from rocketq.broker.consumer_manager import CONSUME_POP, ConsumerManager
 from rocketq.broker.grpc_v2 import definition_pb2 as d
 from rocketq.broker.grpc_v2 import service_pb2 as s
 from rocketq.broker.grpc_v2 import service_pb2_grpc
+from rocketq.broker.grpc_v2.client_calls import ClientCalls
 from rocketq.broker.grpc_v2.renewal import Renewals, receipt_queue
 from rocketq.broker.grpc_v2.routes import PERM_READ, PERM_WRITE, ClusterRoutes, RouteBroker
 from rocketq.broker.grpc_v2.tls import server_credentials
@@ -364,10 +366,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
 
     def _describe(self, client_id: str, context: Any) -> None:
         if client_id:
-            language = "unknown"
-            for key, value in context.invocation_metadata() or ():
-                if key.lower() == "x-mq-language":
-                    language = str(value).lower()[:32] or "unknown"
+            language = _describe_client(context)[0] or "unknown"
             self.b.consumers.client_kinds[client_id] = (language, GRPC)
 
     @_timed("notify_client_termination")
@@ -390,24 +389,45 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         carries the broker's transaction checks of its topics (the producer group of a v2
         producer is the topic, as RocketMQ 5's proxy makes it): a half message not ended
         in time is sent as a RecoverOrphanedTransactionCommand, and the producer's checker
-        ends it with EndTransaction."""
-        metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ())}
-        client_id = str(metadata.get("x-mq-client-id", ""))
+        ends it with EndTransaction. A consumer's stream carries the broker's admin calls
+        to it (running info with thread stacks, consuming a message directly:
+        :mod:`rocketq.broker.grpc_v2.client_calls`) and their answers."""
+        client_id = _client_id(context)
         consumers = self.b.consumers
+        remote = client_channels(consumers).remote
         channel: asyncio.Queue[Any] | None = None
         forward: asyncio.Task[None] | None = None
+        calls: ClientCalls | None = None
+        lock = asyncio.Lock()  # one write at a time: replies, checks and calls share it
+
+        async def write(command: s.TelemetryCommand) -> None:
+            async with lock:
+                await context.write(command)
+
         try:
             async for command in request_iterator:
                 refused = self._refusal("Telemetry", context)
                 if refused is not None:
-                    await context.write(s.TelemetryCommand(status=refused))
+                    await write(s.TelemetryCommand(status=refused))
                     return
+                if calls is not None and calls.answered(command):
+                    continue
                 if not command.HasField("settings"):
                     continue
                 settings = self._settings(command.settings)
-                await context.write(s.TelemetryCommand(status=_status(OK), settings=settings))
+                await write(s.TelemetryCommand(status=_status(OK), settings=settings))
                 if settings.HasField("subscription") and settings.subscription.group.name:
                     self._register_consumer(settings.subscription.group.name, client_id, context)
+                    if calls is None and client_id:
+                        calls = ClientCalls(
+                            client_id,
+                            write,
+                            lambda m: self._message(m, 0),
+                            lambda: _describe_client(context),
+                        )
+                        remote[client_id] = calls
+                    if calls is not None:
+                        calls.settings = settings
                 if settings.HasField("publishing") and client_id:
                     self._describe(client_id, context)
                     topics = [t.name for t in settings.publishing.topics if t.name]
@@ -416,8 +436,12 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
                         consumers.register_producer(topic, client_id)
                     if channel is None:
                         channel = consumers.open_channel(client_id)
-                        forward = asyncio.ensure_future(self._forward(channel, context))
+                        forward = asyncio.ensure_future(self._forward(channel, write))
         finally:
+            if calls is not None:
+                calls.close()
+                if remote.get(client_id) is calls:
+                    del remote[client_id]
             if forward is not None:
                 forward.cancel()
             if channel is not None:
@@ -445,7 +469,9 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         settings.metric.on = False
         return settings
 
-    async def _forward(self, channel: asyncio.Queue[Any], context: Any) -> None:
+    async def _forward(
+        self, channel: asyncio.Queue[Any], write: Callable[[s.TelemetryCommand], Awaitable[None]]
+    ) -> None:
         """The broker's events for this client onto its Telemetry stream."""
         while True:
             event = await channel.get()
@@ -459,9 +485,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
                 transaction_id=f"{event.commit_log_offset}:{event.tran_state_table_offset}",
             )
             try:
-                await context.write(
-                    s.TelemetryCommand(recover_orphaned_transaction_command=command)
-                )
+                await write(s.TelemetryCommand(recover_orphaned_transaction_command=command))
             except Exception:  # the stream ended: the checks go to another producer
                 log.debug("transaction check not written to a closed Telemetry stream")
                 return
@@ -913,6 +937,15 @@ def _permission(perm: int) -> d.Permission:
     if readable:
         return d.Permission.READ
     return d.Permission.WRITE if writable else d.Permission.NONE
+
+
+def _describe_client(context: Any) -> tuple[str, str]:
+    """(language, version) a v5 client's headers name."""
+    found = {"x-mq-language": "unknown", "x-mq-client-version": ""}
+    for key, value in context.invocation_metadata() or ():
+        if key.lower() in found:
+            found[key.lower()] = str(value)[:32]
+    return found["x-mq-language"].lower(), found["x-mq-client-version"]
 
 
 def _client_id(context: Any) -> str:

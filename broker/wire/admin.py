@@ -280,7 +280,9 @@ class AdminRequests:
                 {
                     "clientAddr": info.client_addrs.get(cid, ""),
                     "clientId": cid,
-                    "language": UNKNOWN_LANGUAGE if channel is None else channel.language_name,
+                    "language": channel.language_name
+                    if channel is not None
+                    else self.b.consumers.client_kinds.get(cid, (UNKNOWN_LANGUAGE,))[0].upper(),
                     "version": 0 if channel is None else channel.version,
                 }
             )
@@ -315,7 +317,7 @@ class AdminRequests:
         group, client_id = header_text(cmd, "consumerGroup"), header_text(cmd, "clientId")
         msg_id = header_text(cmd, "msgId")
         channels = client_channels(self.b.consumers)
-        channels.consumer(group, client_id)  # not online: say so before reading anything
+        channels.check_online(group, client_id)  # not online: say so before reading anything
         try:
             _, offset = decode_offset_msg_id(msg_id)
             view = self.b.store.message_by_offset(offset)
