@@ -77,6 +77,68 @@ def produce(config: ClientConfiguration, topic: str, bodies: list[str], **kind: 
         producer.shutdown()
 
 
+def steady(
+    config: ClientConfiguration, topic: str, group: str, seconds: float
+) -> dict[str, object]:
+    """Send a message every 20 ms for ``seconds`` while receiving and acknowledging, then
+    keep receiving until every sent message came or 40 s more passed. Each send that
+    succeeded, failed, and each delivery is reported; the acknowledged count goes to the
+    file V5_PROGRESS names as it grows (a test waits on it)."""
+    progress = os.environ.get("V5_PROGRESS", "")
+    sent: list[str] = []
+    failed: list[str] = []
+    got: list[tuple[str, int]] = []
+    lock = threading.Lock()
+    stop_sending = time.monotonic() + seconds
+    producer = Producer(config, (topic,), tls_enable=TLS)
+    producer.startup()
+    consumer = SimpleConsumer(config, group, {topic: FilterExpression("*")}, await_duration=1,
+                              tls_enable=TLS)  # fmt: skip
+    consumer.startup()
+
+    def send_loop() -> None:
+        i = 0
+        while time.monotonic() < stop_sending:
+            msg = Message()
+            msg.topic, msg.body = topic, f"s-{i}".encode()
+            try:
+                producer.send(msg)
+                with lock:
+                    sent.append(f"s-{i}")
+            except Exception:
+                with lock:
+                    failed.append(f"s-{i}")
+            i += 1
+            time.sleep(0.02)
+
+    sender = threading.Thread(target=send_loop, daemon=True)
+    sender.start()
+    deadline = stop_sending + 40
+    while time.monotonic() < deadline:
+        with lock:
+            done = not sender.is_alive() and set(sent) <= {b for b, _ in got}
+        if done:
+            break
+        try:
+            batch = consumer.receive(16, 10)
+        except Exception:
+            continue  # the broker is away: receive again
+        for m in batch:
+            with lock:
+                got.append((m.body.decode(), m.delivery_attempt))
+            with contextlib.suppress(Exception):
+                consumer.ack(m)
+        if progress:
+            with open(progress, "w") as f:
+                f.write(str(len(got)))
+    sender.join(5)
+    with contextlib.suppress(Exception):
+        producer.shutdown()
+    with contextlib.suppress(Exception):
+        consumer.shutdown()
+    return {"sent": sent, "failed": failed, "got": got}
+
+
 def main() -> None:
     endpoint, topic, group, scenario = sys.argv[1:5]
     ak, sk = (sys.argv[5], sys.argv[6]) if len(sys.argv) > 6 else ("", "")
@@ -269,6 +331,8 @@ def main() -> None:
         finally:
             consumer.shutdown()
         out["seen"] = recorder.seen
+    elif scenario == "steady":
+        out = steady(config, topic, group, float(os.environ.get("V5_SECONDS", "20")))
     elif scenario == "signed":
         # One send and one receive; what the endpoint says is reported, not raised.
         try:

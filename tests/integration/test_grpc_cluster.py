@@ -14,13 +14,20 @@ from tests.grpc_v2.test_official_client import CLIENT
 from tests.integration.conftest import MakeCluster
 
 
-async def run_client(endpoint: str, home: Path, topic: str, group: str) -> dict[str, object]:
+async def run_client(
+    endpoint: str,
+    home: Path,
+    topic: str,
+    group: str,
+    scenario: str = "send_receive_ack",
+    env: dict[str, str] | None = None,
+) -> dict[str, object]:
     import os
     import sys
 
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(CLIENT), endpoint, topic, group, "send_receive_ack",
-        env={**os.environ, "HOME": str(home)},
+        sys.executable, str(CLIENT), endpoint, topic, group, scenario,
+        env={**os.environ, "HOME": str(home), **(env or {})},
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, err = await asyncio.wait_for(proc.communicate(), 90)
@@ -97,3 +104,36 @@ async def test_every_endpoint_answers_the_routes_of_every_group(
     first = cluster.brokers[0]
     result = await run_client(f"{first.host}:{first.grpc_port}", tmp_path, "RouteV5", "route-v5")
     assert sorted(m["body"] for m in result["got"]) == ["v5-0", "v5-1", "v5-2"]  # type: ignore[attr-defined, index]
+
+
+async def test_a_broker_restart_in_the_middle_of_a_v5_run_loses_nothing(
+    make_cluster: MakeCluster, tmp_path: Path
+) -> None:
+    """The official client sends and receives steadily while its broker restarts: every
+    send it was told succeeded is delivered (the pop state in the revive topic outlives
+    the restart: what was received and not acknowledged comes back)."""
+    from tests.integration.waiting import wait_until
+
+    cluster = make_cluster(grpc=True)
+    [broker] = cluster.brokers
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.update_topic("RestartV5", read_queue_nums=2, write_queue_nums=2)
+    progress = tmp_path / "progress"
+    env = {"V5_PROGRESS": str(progress), "V5_SECONDS": "16"}
+    endpoint = f"{broker.host}:{broker.grpc_port}"
+    client = asyncio.ensure_future(
+        run_client(endpoint, tmp_path, "RestartV5", "restart-v5", "steady", env)
+    )
+
+    def received(at_least: int) -> bool:
+        text = progress.read_text() if progress.exists() else "0"
+        return text.isdigit() and int(text) >= at_least
+
+    await wait_until(lambda: received(40), "deliveries before the restart", timeout=60)
+    await asyncio.to_thread(cluster.restart, broker.name)
+    before = int(progress.read_text())
+    await wait_until(lambda: received(before + 40), "deliveries after the restart", 60)
+    result = await asyncio.wait_for(client, 120)
+    sent = set(result["sent"])  # type: ignore[arg-type]
+    got = {body for body, _ in result["got"]}  # type: ignore[attr-defined]
+    assert len(sent) > 100 and not sent - got, sorted(sent - got)[:20]
