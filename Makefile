@@ -15,9 +15,10 @@ $(BIN)/python:
 
 # The editable install is pure Python (ROCKETQ_PURE): the compiled hot path is built in
 # place by `make compiled`, which rebuilds it whenever its sources change.
-# `make run` starts the console too: the core and the console extra.
+# `make run` starts the console and the brokers' v2 endpoint too: the core, the console
+# and the grpc extras.
 $(STAMP_RUN): pyproject.toml | $(BIN)/python
-	ROCKETQ_PURE=1 $(BIN)/python -m pip install --quiet -e ".[console,tls]"
+	ROCKETQ_PURE=1 $(BIN)/python -m pip install --quiet -e ".[console,tls,grpc]"
 	touch $@
 
 # `make test`: every extra the tests import and the dev group (lint, test and proto tools).
@@ -27,10 +28,10 @@ $(STAMP_DEV): pyproject.toml | $(BIN)/python
 
 venv: $(STAMP_DEV)
 
-# The main job: a local cluster (one nameserver, one broker group) and its web console
-# (the URL is printed) until Ctrl-C.
+# The main job: a local cluster (one nameserver, one broker group serving RocketMQ 5's
+# clients too) and its web console (the URL is printed) until Ctrl-C.
 run: $(STAMP_RUN) compiled
-	$(BIN)/rocketq cluster up --data-dir $(DATA_DIR)/cluster --foreground --console
+	$(BIN)/rocketq cluster up --data-dir $(DATA_DIR)/cluster --foreground --console --grpc
 
 # The compiled hot path: the modules under [tool.rocketq] compiled in pyproject.toml, built
 # in place with mypyc (setup.py) beside their sources when a C compiler is present, rebuilt

@@ -197,9 +197,10 @@ def test_the_dev_tools_are_dependency_groups_that_make_test_installs() -> None:
     makefile = (ROOT / "Makefile").read_text()
     extras = ",".join(EXTRAS)
     assert f'-e ".[{extras}]" --group dev' in makefile
-    # `make run` installs what it starts, the console, and what the README's secured
-    # cluster needs besides (`rocketq cluster up --tls`).
-    assert re.search(r'install --quiet -e "\.\[console,tls\]"', makefile)
+    # `make run` installs what it starts, the console and the brokers' v2 endpoint, and
+    # what the README's secured cluster needs besides (`rocketq cluster up --tls`).
+    assert re.search(r'install --quiet -e "\.\[console,tls,grpc\]"', makefile)
+    assert re.search(r"cluster up .*--console --grpc", makefile)
 
 
 def test_the_code_needing_the_generator_is_not_installed() -> None:
