@@ -171,6 +171,38 @@ async def test_a_fifo_push_consumer_consumes_in_order_and_retries_in_place(
     assert [b for b, _ in result["seen"]] == ["p-0", "fail-p-1", "fail-p-1", "p-2", "p-3"]
 
 
+def _dlq_bodies(b: Broker, group: str) -> list[bytes]:
+    from rocketq.common.record import decode_records
+
+    dlq = f"%DLQ%{group}"
+    if b.topics.get(dlq) is None:
+        return []
+    result = b.store.get_messages(dlq, 0, 0, max_count=16)
+    try:
+        data = result.to_bytes() if result.message_count else b""
+    finally:
+        result.release()
+    return [m.body for m in decode_records(data)] if data else []
+
+
+@pytest.mark.parametrize("fifo", [False, True], ids=["normal", "fifo"])
+async def test_a_message_never_acknowledged_goes_to_the_dlq_after_its_attempts(
+    broker: Broker, tmp_path: Path, fifo: bool
+) -> None:
+    """retryMaxTimes 1: two deliveries, then ``%DLQ%<group>`` (for a FIFO group the queue
+    then moves on to the next message of the message group)."""
+    group = f"v5-give-up-{'fifo' if fifo else 'normal'}"
+    config = broker.groups.find_or_create(group)
+    config.retry_max_times, config.consume_message_orderly = 1, fifo
+    env = {"V5_FIFO": "1" if fifo else "0", "V5_SECONDS": "12"}
+    result = await run_client(broker, tmp_path, f"V5GiveUp{fifo}", group, "give_up", env=env)
+    doomed = [a for body, a in result["seen"] if body == "doomed"]
+    assert doomed == [1, 2], result["seen"]
+    await wait_until(lambda: _dlq_bodies(broker, group) == [b"doomed"], "the message in the DLQ")
+    if fifo:
+        assert [body for body, _ in result["seen"]][-1] == "after"
+
+
 @pytest.fixture
 async def secured(tmp_path: Path) -> AsyncIterator[Broker]:
     """A broker with authentication and authorization on, a super user ``root``, and user

@@ -331,6 +331,25 @@ def main() -> None:
         finally:
             consumer.shutdown()
         out["seen"] = recorder.seen
+    elif scenario == "give_up":
+        # Never acknowledged: delivered until the group's attempts run out (then the DLQ).
+        kind = {"group": "g1"} if os.environ.get("V5_FIFO") == "1" else {}
+        produce(config, topic, ["doomed", "after"] if kind else ["doomed"], **kind)
+        consumer = SimpleConsumer(
+            config, group, {topic: FilterExpression("*")}, await_duration=1, tls_enable=TLS
+        )
+        consumer.startup()
+        try:
+            seen: list[tuple[str, int]] = []
+            deadline = time.monotonic() + float(os.environ.get("V5_SECONDS", "12"))
+            while time.monotonic() < deadline:
+                for m in consumer.receive(1, 2):
+                    seen.append((m.body.decode(), m.delivery_attempt))
+                    if m.body != b"doomed":
+                        consumer.ack(m)
+            out["seen"] = seen
+        finally:
+            consumer.shutdown()
     elif scenario == "steady":
         out = steady(config, topic, group, float(os.environ.get("V5_SECONDS", "20")))
     elif scenario == "signed":
