@@ -77,6 +77,26 @@ def produce(config: ClientConfiguration, topic: str, bodies: list[str], **kind: 
         producer.shutdown()
 
 
+def push_until(
+    config: ClientConfiguration, topic: str, group: str, deliveries: int
+) -> list[tuple[str, int]]:
+    """A PushConsumer's deliveries (body, attempt) until there are ``deliveries`` of them
+    or 40 s passed."""
+    recorder = Recorder()
+    consumer = PushConsumer(config, group, recorder, {topic: FilterExpression("*")}, tls_enable=TLS)
+    consumer.startup()
+    try:
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:
+            with recorder.lock:
+                if len(recorder.seen) >= deliveries:
+                    break
+            time.sleep(0.2)
+    finally:
+        consumer.shutdown()
+    return recorder.seen
+
+
 def steady(
     config: ClientConfiguration, topic: str, group: str, seconds: float
 ) -> dict[str, object]:
@@ -268,21 +288,7 @@ def main() -> None:
             producer.shutdown()
     elif scenario == "push":
         produce(config, topic, ["ok-1", "fail-once", "ok-2"])
-        recorder = Recorder()
-        consumer = PushConsumer(
-            config, group, recorder, {topic: FilterExpression("*")}, tls_enable=TLS
-        )
-        consumer.startup()
-        try:
-            deadline = time.monotonic() + 40
-            while time.monotonic() < deadline:
-                with recorder.lock:
-                    if len(recorder.seen) >= 4:
-                        break
-                time.sleep(0.2)
-        finally:
-            consumer.shutdown()
-        out["seen"] = recorder.seen
+        out["seen"] = push_until(config, topic, group, 4)
     elif scenario == "fifo_group":
         # A FIFO group: a queue gives its next messages only once those it gave are
         # acknowledged; what is not acknowledged comes back first, in order.
@@ -316,21 +322,7 @@ def main() -> None:
             consumer.shutdown()
     elif scenario == "push_fifo":
         produce(config, topic, ["p-0", "fail-p-1", "p-2", "p-3"], group="g1")
-        recorder = Recorder()
-        consumer = PushConsumer(
-            config, group, recorder, {topic: FilterExpression("*")}, tls_enable=TLS
-        )
-        consumer.startup()
-        try:
-            deadline = time.monotonic() + 40
-            while time.monotonic() < deadline:
-                with recorder.lock:
-                    if len(recorder.seen) >= 5:
-                        break
-                time.sleep(0.2)
-        finally:
-            consumer.shutdown()
-        out["seen"] = recorder.seen
+        out["seen"] = push_until(config, topic, group, 5)
     elif scenario == "give_up":
         # Never acknowledged: delivered until the group's attempts run out (then the DLQ).
         kind = {"group": "g1"} if os.environ.get("V5_FIFO") == "1" else {}
