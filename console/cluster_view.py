@@ -1,7 +1,8 @@
 """The cluster page (``/``, ``/api/cluster``) and a broker's page: every broker from
-``Admin.cluster_list()`` with what its runtime table reports, the Raft members, and whether
-authentication and authorization are on (each broker's config in effect, its
-``authentication_enabled`` and ``authorization_enabled`` keys).
+``Admin.cluster_list()`` with what its runtime table reports (its apache.rocketmq.v2 gRPC
+endpoint for RocketMQ 5's clients included), the Raft members, and whether authentication
+and authorization are on (each broker's config in effect, its ``authentication_enabled``
+and ``authorization_enabled`` keys).
 
 A broker that does not answer keeps its row, with the error, and the others are still
 shown; what a broker does not report (version, TPS) is ``None`` in the API, "not
@@ -53,6 +54,21 @@ def today(runtime: dict[str, str], now_key: str, morning_key: str) -> int | None
     return now - morning
 
 
+GRPC_OFF: Final = "off"
+
+
+def grpc_endpoint(addr: str, runtime: dict[str, str]) -> str | None:
+    """The broker's apache.rocketmq.v2 endpoint, ``host:port`` (the host of its remoting
+    address, as the brokers put it in the routes they answer RocketMQ 5's clients); "off"
+    when it serves none (``grpcListenPort`` -1); None when the broker does not say."""
+    port = _int(runtime, "grpcListenPort")
+    if port is None:
+        return None
+    if port <= 0:
+        return GRPC_OFF
+    return f"{addr.rpartition(':')[0]}:{port}"
+
+
 def broker_row(b: BrokerInfo) -> dict[str, Any]:
     rt = b.runtime
     return {
@@ -70,6 +86,8 @@ def broker_row(b: BrokerInfo) -> dict[str, Any]:
         "commit_log_max": _int(rt, "commitLogMaxOffset"),
         "replication_lag": replication_lag(rt),
         "dispatch_behind": _int(rt, "dispatchBehindBytes"),
+        "grpc_port": _int(rt, "grpcListenPort"),
+        "grpc_endpoint": grpc_endpoint(b.addr, rt),
         "error": rt.get("error"),
     }
 

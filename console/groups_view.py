@@ -1,6 +1,8 @@
 """The consumer group pages: every group the masters know with its members, consume TPS and
-lag; a group's per-queue progress with each queue's owner client, its connections and
-subscriptions, its config on each master, and reset offsets by time.
+lag; a group's per-queue progress with each queue's owner client, its connections (each
+with its language, version, consume mode and protocol: a RocketMQ 5 client of the brokers'
+apache.rocketmq.v2 endpoint is a pop consumer over gRPC), subscriptions, its config on
+each master with its FIFO switch (``consume_message_orderly``), and reset offsets by time.
 
 Consume TPS is what the masters measured over about the last minute, summed.
 """
@@ -18,11 +20,66 @@ from rocketq.console.messages_view import parse_time
 from rocketq.console.pages import admin_of, error_response, is_api, refuse_change, render
 from rocketq.console.security import audit
 from rocketq.console.topics_view import BadInputError, fields_of
+from rocketq.remoting.broker_tables import SubscriptionGroupConfig
+from rocketq.remoting.codes import RocketqVersion
 from rocketq.sdk.admin import Admin
+from rocketq.sdk.admin_wire import ConsumerConnection
+
+# The consume type brokers list a RocketMQ 5 (apache.rocketmq.v2, gRPC) consumer with, as
+# RocketMQ 5's proxy registers its clients: remoting clients say CONSUME_ACTIVELY (pull)
+# or CONSUME_PASSIVELY (push).
+CONSUME_POP: Final = "CONSUME_POP"
+GRPC: Final = "grpc"
+REMOTING: Final = "remoting"
 
 
 class UnknownGroupError(LookupError):
     """A group no master knows (answered 404)."""
+
+
+def consume_mode(consume_type: str) -> str | None:
+    """How a consume type consumes: "pop", "pull" or "push", as the brokers' metrics label
+    it (``consume_mode`` of ``rocketmq_consumer_connections``); None when not said."""
+    if consume_type == CONSUME_POP:
+        return "pop"
+    if "ACTIVELY" in consume_type:
+        return "pull"
+    if "PASSIVELY" in consume_type:
+        return "push"
+    return None
+
+
+def connection_row(c: ConsumerConnection) -> dict[str, Any]:
+    """One online client: who it is, its language and version, and how it consumes. The
+    consume type is the group's (brokers keep one per group, as RocketMQ does), so the
+    protocol follows it: a pop consumer is a client of the v2 gRPC endpoint."""
+    mode = consume_mode(c.consume_type)
+    protocol = GRPC if c.consume_type == CONSUME_POP else REMOTING
+    return {
+        "client_id": c.client_id,
+        "client_addr": c.client_addr,
+        "language": c.language or None,
+        # A remoting client's heartbeat names its release; a v5 client has none (0).
+        "version": RocketqVersion.describe(c.version) if c.version > 0 else None,
+        "protocol": protocol,
+        "consume_mode": mode,
+        "consume_type": c.consume_type,
+        "message_model": c.message_model,
+        "consume_from_where": c.consume_from_where,
+        "last_update_timestamp": c.last_update_timestamp,
+    }
+
+
+def fifo_state(configs: dict[str, SubscriptionGroupConfig]) -> str | None:
+    """The group's FIFO switch over the masters (``consume_message_orderly``: RocketMQ 5's
+    clients get a queue's next messages only once the previous ones are acknowledged):
+    "on", "off", "mixed" when they differ, None when no master holds a config for it."""
+    states = {c.consume_message_orderly for c in configs.values()}
+    if not states:
+        return None
+    if len(states) > 1:
+        return "mixed"
+    return "on" if states.pop() else "off"
 
 
 async def groups_data(admin: Admin) -> dict[str, Any]:
@@ -78,17 +135,7 @@ async def group_data(admin: Admin, group: str) -> dict[str, Any]:
             for p in progress
         ],
         "topics": sorted({p.topic for p in progress}),
-        "connections": [
-            {
-                "client_id": c.client_id,
-                "client_addr": c.client_addr,
-                "consume_type": c.consume_type,
-                "message_model": c.message_model,
-                "consume_from_where": c.consume_from_where,
-                "last_update_timestamp": c.last_update_timestamp,
-            }
-            for c in conns
-        ],
+        "connections": [connection_row(c) for c in conns],
         "subscriptions": sorted(
             {
                 (s.topic, s.expression_type or "TAG", s.expression or "*")
@@ -105,9 +152,11 @@ async def group_data(admin: Admin, group: str) -> dict[str, Any]:
                 "broker_id": c.broker_id,
                 "which_broker_when_consume_slowly": c.which_broker_when_consume_slowly,
                 "notify_consumer_ids_changed_enable": c.notify_consumer_ids_changed_enable,
+                "consume_message_orderly": c.consume_message_orderly,
             }
             for name, c in config.items()
         },
+        "fifo": fifo_state(config),
     }
 
 

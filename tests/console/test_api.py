@@ -86,6 +86,8 @@ def test_the_cluster_page_lists_every_broker(client: TestClient) -> None:
     a = next(b for b in data["brokers"] if b["broker_name"] == "broker-a")
     assert a["role"] == "ASYNC_MASTER" and a["commit_log_max"] is not None
     assert a["replication_lag"] == "no slave"
+    # This cluster's brokers serve no apache.rocketmq.v2 endpoint (grpcListenPort -1).
+    assert all(b["grpc_endpoint"] == "off" and b["grpc_port"] == -1 for b in data["brokers"])
     assert all(b["version"].startswith("rocketq ") for b in data["brokers"])
     # The four sends count in today's messages in and in the TPS of the last minute.
     put = sum(b["messages_in_today"] for b in data["brokers"])

@@ -1,13 +1,14 @@
 """The console in a real headless Chromium (Debian's ``chromium`` and ``chromedriver``,
 installed by ``make sysdeps``; Selenium Manager is kept offline, nothing is downloaded).
 
-One cluster (two broker groups), one console and one browser for the module. The console
-runs under uvicorn in a thread, on a socket bound to a free loopback port, with a short
-dashboard sample interval. Producers and consumers run on the SDK's background loop
-(``run_blocking``). Without chromium or its driver the tests skip, or fail when ``CI`` is
-set. A failed test leaves a screenshot under ``$TEST_ARTIFACTS`` (or pytest's
-temporary directory) and prints its path; with ``README_SCREENSHOTS`` set, the cluster and
-dashboard tests write the README's screenshots into ``docs/``.
+One cluster (two broker groups, each serving the v2 gRPC endpoint), one console and one
+browser for the module. The console runs under uvicorn in a thread, on a socket bound to a
+free loopback port, with a short dashboard sample interval. Producers and consumers run
+on the SDK's background loop (``run_blocking``). Without chromium or its driver the tests
+skip, or fail when ``CI`` is set. A failed test leaves a screenshot under
+``$TEST_ARTIFACTS`` (or pytest's temporary directory) and prints its path; with
+``README_SCREENSHOTS`` set, the cluster and dashboard tests write the README's screenshots
+into ``docs/``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from rocketq.console.app import create_app
 from rocketq.console.security import hash_password
 from rocketq.sdk.admin import Admin
 from rocketq.sdk.background_loop import run_blocking
+from tests.console.test_v5_clients import v5_heartbeat, v5_terminate
 from tests.dead_letters import consume_fixed, fill_dlq
 from tests.integration.conftest import SMALL_STORE
 from tests.system_deps import major_version, require_command, unavailable
@@ -56,6 +58,7 @@ DLQ_GROUP = "cg-browser-dlq"
 DLQ_TOPIC = "BrowserPay"
 LAG_GROUP = "cg-browser-lag"
 LAG_TOPIC = "BrowserLag"
+V5_GROUP = "cg-browser-v5"
 LOGIN_PASSWORD = "wonderland"
 
 
@@ -68,6 +71,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         data_dir=tmp_path_factory.mktemp("console-browser"),
         brokers=2,
         broker_settings=SMALL_STORE,
+        grpc=True,  # each broker's apache.rocketmq.v2 endpoint, on a free port
     )
     with LocalCluster(spec) as started:
         yield started
@@ -232,6 +236,20 @@ async def send_and_consume(ns: str, count: int) -> None:
     await consume_fixed(ns, LAG_TOPIC, LAG_GROUP, set(bodies))
 
 
+def column(browser: WebDriver, header: str) -> list[str]:
+    """The texts of the page's first table's column headed ``header``."""
+    heads = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "table thead th")]
+    index = heads.index(header)
+    rows = browser.find_elements(By.CSS_SELECTOR, "table tbody tr")
+    return [row.find_elements(By.TAG_NAME, "td")[index].text for row in rows]
+
+
+async def fifo_group(ns: str, group: str) -> None:
+    """``group`` as a FIFO group (consume_message_orderly) on every master."""
+    async with Admin(ns) as admin:
+        await admin.update_sub_group(group, consume_message_orderly=True)
+
+
 # -- tests -------------------------------------------------------------------------------
 
 
@@ -243,6 +261,27 @@ def test_the_cluster_page_lists_the_brokers(browser: WebDriver, console: str) ->
     assert groups == ["broker-a", "broker-b"]
     assert not browser.find_elements(By.ID, "down")
     keep_screenshot(browser, "console-cluster.png")
+
+
+def test_the_cluster_page_shows_each_brokers_grpc_endpoint_and_a_v5_consumer(
+    browser: WebDriver, console: str, cluster: LocalCluster
+) -> None:
+    browser.get(console + "/")
+    endpoints = {f"{n.host}:{n.grpc_port}" for n in cluster.brokers}
+    assert len(endpoints) == 2 and set(column(browser, "gRPC endpoint")) == endpoints
+
+    # A RocketMQ 5 consumer heartbeats to broker-a's endpoint, in a FIFO group.
+    a = next(n for n in cluster.brokers if n.broker_name == "broker-a")
+    run_blocking(fifo_group(cluster.namesrv_addr, V5_GROUP))
+    v5_heartbeat(f"{a.host}:{a.grpc_port}", V5_GROUP, "py-browser-1", "PYTHON")
+    try:
+        browser.get(f"{console}/groups/{V5_GROUP}")
+        assert browser.find_element(By.CSS_SELECTOR, "#fifo strong").text == "on"
+        connections = browser.find_element(By.XPATH, "//h2[text()='Connections']/following::table")
+        cells = [td.text for td in connections.find_elements(By.CSS_SELECTOR, "tbody td")]
+        assert "py-browser-1" in cells and "PYTHON" in cells and "pop (v5 gRPC)" in cells
+    finally:
+        v5_terminate(f"{a.host}:{a.grpc_port}", V5_GROUP, "py-browser-1")
 
 
 def test_create_a_topic_send_a_test_message_and_find_it_by_key(
