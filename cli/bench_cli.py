@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Annotated, Any
@@ -36,6 +37,14 @@ def _bench(ctx: typer.Context) -> None:
 class Flush(enum.StrEnum):
     ASYNC = "async"
     SYNC = "sync"
+
+
+class ClientProtocol(enum.StrEnum):
+    """The protocol ``bench produce|consume`` measures: the SDK's alone, or the SDK's and
+    RocketMQ 5's official client's (apache.rocketmq.v2) on one cluster, with their ratio."""
+
+    REMOTING = "remoting"
+    V5 = "v5"
 
 
 @bench_app.command("store")
@@ -182,6 +191,72 @@ def _bench_target(
     )
 
 
+_PROTOCOL_HELP = (
+    "remoting: the SDK. v5: the SDK and RocketMQ 5's official Python client (its "
+    "apache.rocketmq.v2 endpoint, in --processes driver processes) on the same cluster, "
+    "rounds alternating; both rates and their ratio (bench/v5_bench.py)."
+)
+_ProtocolOption = Annotated[ClientProtocol, typer.Option("--protocol", help=_PROTOCOL_HELP)]
+_ProcessesOption = Annotated[
+    int,
+    typer.Option(
+        "--processes",
+        min=0,
+        help="--protocol v5: driver processes of the official client; 0: 2 x (cores - 1), "
+        "what the cores leave beside the broker (2 on a 2-core machine).",
+    ),
+]
+_V5EndpointOption = Annotated[
+    str | None,
+    typer.Option(
+        "--v5-endpoint",
+        help="--protocol v5 against a running cluster: its brokers' v2 endpoints, "
+        "HOST:PORT[;HOST:PORT] (`rocketq cluster up --grpc` prints them).",
+    ),
+]
+_V5ProfileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--profile",
+        file_okay=False,
+        help="--protocol v5 --embedded: py-spy profiles (raw) of the broker and a client in "
+        "every window, written here and summarized after the run (`rocketq bench profile`).",
+    ),
+]
+
+
+def _v5_refusal(
+    protocol: ClientProtocol, processes: int, v5_endpoint: str | None, profile: Path | None
+) -> str | None:
+    """Why the v5 options cannot be taken with --protocol remoting, if they cannot."""
+    if protocol is ClientProtocol.V5:
+        return None
+    given = [
+        flag
+        for flag, value in (
+            ("--processes", processes),
+            ("--v5-endpoint", v5_endpoint),
+            ("--profile", profile),
+        )
+        if value
+    ]
+    return f"{', '.join(given)}: only with --protocol v5" if given else None
+
+
+def _v5_run(bench: Callable[[], dict[str, Any]], *, echo_json: bool) -> None:
+    """Run a v5 comparison, ``bench()``: its errors as the CLI says them, and with --json
+    its result as the last line."""
+    from rocketq.bench.client_bench import json_line
+    from rocketq.common.exceptions import RocketqError
+
+    try:
+        result = bench()
+    except (RocketqError, OSError) as exc:
+        raise fail(str(exc)) from None
+    if echo_json:
+        typer.echo(json_line(result))
+
+
 @bench_app.command("produce")
 @secured
 def bench_produce(
@@ -231,7 +306,7 @@ def bench_produce(
         typer.Option(
             min=1,
             help="--metrics-compare: clusters of each kind; --compare-security: rounds over "
-            "the four clusters (medians).",
+            "the four clusters (medians); --protocol v5: rounds of both protocols.",
         ),
     ] = 4,
     scrape_interval: Annotated[
@@ -245,9 +320,18 @@ def bench_produce(
             "flight (32 if -c is 1), then one at a time; ratios to plain.",
         ),
     ] = False,
+    protocol: _ProtocolOption = ClientProtocol.REMOTING,
+    processes: _ProcessesOption = 0,
+    v5_endpoint: _V5EndpointOption = None,
+    profile: _V5ProfileOption = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Send messages as fast as the given concurrency allows; TPS, RT, p50/p99/p999.
+
+    With --protocol v5, the SDK and RocketMQ 5's official client send to the same broker
+    in one run (the official client over the broker's apache.rocketmq.v2 endpoint, from
+    --processes driver processes sharing the -c sends in flight), --rounds rounds
+    alternating; both rates, their ratio and what each costs the broker.
 
     With --compare-security, four clusters of the --replication/--role shape run side by
     side (plain, auth, tls, auth_tls) for --rounds rounds: each one's rates, latencies and
@@ -258,6 +342,42 @@ def bench_produce(
     from rocketq.bench.client_bench import json_line, produce, run
     from rocketq.common.exceptions import RocketqError
 
+    if (why := _v5_refusal(protocol, processes, v5_endpoint, profile)) is not None:
+        raise fail(why, 2)
+    if protocol is ClientProtocol.V5:
+        if compare_security or metrics_compare:
+            raise fail("--protocol v5: leave out --compare-security and --metrics-compare", 2)
+        if batch > 1:
+            raise fail("--protocol v5: the v5 API sends one message per call; leave out -b", 2)
+        if replication is not Replication.NONE:
+            raise fail("--protocol v5 measures one broker: leave out --replication", 2)
+        from rocketq.bench.v5_bench import v5_produce_bench, v5_target
+
+        def v5_compare() -> dict[str, Any]:
+            with v5_target(
+                namesrv, v5_endpoint, embedded, str(data_dir) if data_dir else None, typer.echo
+            ) as target:
+                return v5_produce_bench(
+                    target,
+                    topic=topic,
+                    size=size,
+                    concurrency=concurrency,
+                    duration=duration,
+                    messages=messages,
+                    queues=queues,
+                    rounds=rounds,
+                    processes=processes,
+                    echo=typer.echo,
+                    client=security_settings(),
+                    producer_settings={
+                        "auto_batch": auto_batch,
+                        "batch_max_in_flight": batch_in_flight,
+                    },
+                    profile_dir=profile,
+                )
+
+        _v5_run(v5_compare, echo_json=json_out)
+        return
     if compare_security:
         if not embedded:
             raise fail("--compare-security starts its own clusters: add --embedded", 2)
@@ -498,12 +618,48 @@ def bench_consume(
     consume_batch: Annotated[
         int, typer.Option(min=1, max=1024, help="consume_message_batch_max_size")
     ] = 1,
+    protocol: _ProtocolOption = ClientProtocol.REMOTING,
+    processes: _ProcessesOption = 0,
+    v5_endpoint: _V5EndpointOption = None,
+    profile: _V5ProfileOption = None,
+    rounds: Annotated[int, typer.Option(min=1, help="--protocol v5: rounds of both.")] = 3,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Consume as fast as possible (a backlog, or what arrives); consume TPS."""
+    """Consume as fast as possible (a backlog, or what arrives); consume TPS.
+
+    With --protocol v5, a backlog (--backlog, default 100,000) is written once and consumed
+    in each of --rounds rounds by a new SDK group and by a new group of RocketMQ 5's
+    official client (SimpleConsumers in --processes driver processes, receiving 32 at a
+    time and acknowledging each message), alternating; both rates and their ratio."""
     from rocketq.bench.client_bench import consume, json_line, run
     from rocketq.common.exceptions import RocketqError
 
+    if (why := _v5_refusal(protocol, processes, v5_endpoint, profile)) is not None:
+        raise fail(why, 2)
+    if protocol is ClientProtocol.V5:
+        from rocketq.bench.v5_bench import v5_consume_bench, v5_target
+
+        def v5_compare() -> dict[str, Any]:
+            with v5_target(
+                namesrv, v5_endpoint, embedded, str(data_dir) if data_dir else None, typer.echo
+            ) as target:
+                return v5_consume_bench(
+                    target,
+                    topic=topic,
+                    group=group,
+                    size=size,
+                    backlog=backlog,
+                    duration=duration,
+                    queues=queues,
+                    consume_batch=consume_batch,
+                    rounds=rounds,
+                    processes=processes,
+                    echo=typer.echo,
+                    profile_dir=profile,
+                )
+
+        _v5_run(v5_compare, echo_json=json_out)
+        return
     try:
         with _bench_target(namesrv, embedded, data_dir) as ns:
             result = run(

@@ -95,6 +95,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OK: Final = d.Code.OK
+# rocketmq_rpc_latency's response_code of each v2 status code: ok, message_not_found...
+_CODE_LABELS: Final = {int(value): name.lower() for name, value in d.Code.items()}
 _CONSUMERS: Final = (d.ClientType.PUSH_CONSUMER, d.ClientType.SIMPLE_CONSUMER)
 MAX_POLL_MS: Final = 20_000
 POLL_MARGIN_S: Final = 1.0  # a long poll ends this long before the call's deadline
@@ -246,8 +248,8 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
     def _observe(self, rpc: str, started: float, code: int, *, held: bool = False) -> None:
         metrics = self.b.metrics
         if metrics is not None:
-            name = d.Code.Name(code) if code in d.Code.values() else str(code)
-            metrics.answered(rpc, name.lower(), started, held=held, protocol=GRPC)
+            name = _CODE_LABELS.get(code) or str(code)
+            metrics.answered(rpc, name, started, held=held, protocol=GRPC)
 
     async def start(self) -> int:
         server = grpc.aio.server()
