@@ -264,11 +264,12 @@ def _heartbeat(ext: Mapping[str, str], cmd: RemotingCommand, cluster: str) -> Re
 def v2_requirement(rpc: str, topic: str, group: str) -> Requirement:
     """What an RPC of the apache.rocketmq.v2 endpoint requires, as RocketMQ 5.3's proxy
     asks it: SendMessage and EndTransaction Pub on the topic; ReceiveMessage, AckMessage,
-    ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue and QueryAssignment Sub on the
-    topic and the group; QueryRoute Pub or Sub on the topic (rocketq: any user, as the
-    route names no message); Heartbeat, Telemetry and NotifyClientTermination any user (the
-    RPCs that act check the resources they act on). A request that names no topic or group
-    where one is needed needs a super user."""
+    ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue, QueryAssignment, PullMessage,
+    UpdateOffset and GetOffset Sub on the topic and the group; QueryOffset Sub on the
+    topic; QueryRoute Pub or Sub on the topic (rocketq: any user, as the route names no
+    message); Heartbeat, Telemetry and NotifyClientTermination any user (the RPCs that act
+    check the resources they act on). A request that names no topic or group where one is
+    needed needs a super user."""
     try:
         if rpc in ("SendMessage", "EndTransaction"):
             return _policy([_topic(_name(topic), Action.PUB)])
@@ -278,8 +279,13 @@ def v2_requirement(rpc: str, topic: str, group: str) -> Requirement:
             "ChangeInvisibleDuration",
             "ForwardMessageToDeadLetterQueue",
             "QueryAssignment",
+            "PullMessage",
+            "UpdateOffset",
+            "GetOffset",
         ):
             return _policy([_topic(_name(topic), Action.SUB), _group(_name(group), Action.SUB)])
+        if rpc == "QueryOffset":
+            return _policy([_topic(_name(topic), Action.SUB)])
     except _UnreadableError:
         return SUPER
     return USER
