@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from rocketq.cli.options import (
+    DEFAULT_GRPC_PORT,
     DEFAULT_NAMESRV_PORT,
     Replication,
     fail,
@@ -281,9 +282,19 @@ def cluster_up(
         typer.Option(
             "--grpc",
             help="Every broker serves the apache.rocketmq.v2 endpoint for RocketMQ 5's "
-            "clients too, on a free port shown in the table (needs the grpc extra).",
+            "clients too (needs the grpc extra): the first on --grpc-port, the others on "
+            "free ports, all shown after the table.",
         ),
     ] = False,
+    grpc_port: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=65535,
+            help="With --grpc, the first broker's endpoint port when it is free (RocketMQ "
+            "5's proxy's); taken: a free port, and the output says so. 0: a free port.",
+        ),
+    ] = DEFAULT_GRPC_PORT,
 ) -> None:
     """Start a nameserver and broker groups as local processes and write cluster.json."""
     import contextlib
@@ -310,6 +321,7 @@ def cluster_up(
             auth=auth,
             tls=tls,
             grpc=grpc,
+            grpc_port=grpc_port or None,
         )
         cluster = LocalCluster(spec)
         cluster.start()
@@ -339,6 +351,9 @@ def cluster_up(
     if grpc:
         endpoints = ";".join(f"{n.host}:{n.grpc_port}" for n in cluster.brokers if n.grpc_port)
         typer.echo(f"RocketMQ 5 clients (apache.rocketmq.v2): endpoints {endpoints}")
+        first = cluster.brokers[0].grpc_port
+        if grpc_port and first != grpc_port:
+            typer.echo(f"(port {grpc_port} is taken, so the first endpoint is on {first})")
     if auth or tls:
         # What a client of this cluster needs: the super user's credentials file, the CA.
         env = cluster.client_env()

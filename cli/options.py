@@ -20,6 +20,8 @@ R = TypeVar("R")
 # is free, and `rocketq send|consume|admin` look there when neither -n nor NAMESRV_ADDR
 # says otherwise.
 DEFAULT_NAMESRV_PORT: Final = 9876
+# The port RocketMQ 5's proxy serves its clients on: `cluster up --grpc`'s first endpoint.
+DEFAULT_GRPC_PORT: Final = 8081
 DEFAULT_NAMESRV: Final = f"127.0.0.1:{DEFAULT_NAMESRV_PORT}"
 
 

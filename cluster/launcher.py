@@ -123,6 +123,9 @@ class ClusterSpec:
     tls: bool = False
     # Brokers serve the apache.rocketmq.v2 endpoint for RocketMQ 5's clients (rocketq[grpc]).
     grpc: bool = False
+    # With grpc, the port the first broker's endpoint listens on if it is free (another
+    # free port if it is not); None: a free port, as for the others.
+    grpc_port: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_dir", Path(self.data_dir).absolute())
@@ -145,6 +148,8 @@ class ClusterSpec:
             raise ConfigError(f"ready_timeout must be > 0, got {self.ready_timeout}")
         if self.namesrv_port is not None and not 0 < self.namesrv_port < 65536:
             raise ConfigError(f"namesrv_port must be a port (1-65535), got {self.namesrv_port}")
+        if self.grpc_port is not None and not 0 < self.grpc_port < 65536:
+            raise ConfigError(f"grpc_port must be a port (1-65535), got {self.grpc_port}")
 
     def to_dict(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -500,6 +505,9 @@ class LocalCluster:
         wanted = self.spec.namesrv_port
         if wanted is not None and port_free(wanted):
             self.nameservers[0].port = wanted
+        wanted = self.spec.grpc_port
+        if self.spec.grpc and wanted is not None and port_free(wanted):
+            self.brokers[0].grpc_port = wanted
         try:
             for ns in self.nameservers:
                 self._start_fresh([ns])
@@ -531,6 +539,14 @@ class LocalCluster:
         for n, port in zip(metrics, ports[len(raft) :], strict=True):
             n.metrics_port = port
 
+    def _prefers_a_port(self, node: Node) -> bool:
+        """The node asks for a port the spec prefers (the first nameserver's, the first
+        broker's gRPC port), which may be taken between the check and the bind: then it
+        takes any free port."""
+        if node is self.nameservers[0]:
+            return self.spec.namesrv_port is not None
+        return node is self.brokers[0] and self.spec.grpc_port is not None
+
     def _start_fresh(self, nodes: list[Node]) -> None:
         """Start ``nodes`` for the first time. When another process took a port the
         launcher chose for one of them before it bound it, the ones started are stopped and
@@ -540,7 +556,7 @@ class LocalCluster:
             try:
                 for n in nodes:
                     # The preferred port may be taken between the check and the bind.
-                    any_port = n is self.nameservers[0] and self.spec.namesrv_port is not None
+                    any_port = self._prefers_a_port(n)
                     self._launch(n, self.spec.ready_timeout, any_port_if_busy=any_port)
                     self._save()
                 return
@@ -676,6 +692,13 @@ class LocalCluster:
                         node.name, node.port,
                     )  # fmt: skip
                     node.port = 0
+                    continue
+                if failed.port_name == "grpc" and any_port_if_busy and node.grpc_port:
+                    log.info(
+                        "%s: gRPC port %d was taken after the check; any free port instead",
+                        node.name, node.grpc_port,
+                    )  # fmt: skip
+                    node.grpc_port = 0
                     continue
                 chosen = {"raft": node.raft_port, "metrics": node.metrics_port}
                 if not port_retry and failed.port and chosen.get(failed.port_name) == failed.port:

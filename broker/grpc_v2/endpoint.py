@@ -27,6 +27,8 @@ import hashlib
 import hmac
 import itertools
 import logging
+import os
+import socket
 import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -79,6 +81,7 @@ from rocketq.common.message import (
     SYSTEM_PROPERTY_NAMES,
     MessageExt,
 )
+from rocketq.common.ports import PortBindError
 from rocketq.common.record import (
     decode_record,
     decode_records,
@@ -254,14 +257,25 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             metrics.answered(rpc, name, started, held=held, protocol=GRPC)
 
     async def start(self) -> int:
-        server = grpc.aio.server()
+        # No SO_REUSEPORT (gRPC's default): a second server asking for the same port must
+        # fail, not share it.
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         service_pb2_grpc.add_MessagingServiceServicer_to_server(self, server)  # type: ignore[no-untyped-call]
         address = f"{self.host}:{self.port}"
         tls = self.b.security.tls
-        if tls is not None and tls.enabled:
-            self.port = server.add_secure_port(address, server_credentials(tls))
-        else:
-            self.port = server.add_insecure_port(address)
+        try:
+            if tls is not None and tls.enabled:
+                self.port = server.add_secure_port(address, server_credentials(tls))
+            else:
+                self.port = server.add_insecure_port(address)
+        except RuntimeError:  # gRPC says only that it failed: learn why from a plain bind
+            raise PortBindError(
+                f"cannot listen on {address} for the apache.rocketmq.v2 endpoint "
+                f"({_bind_error(self.host, self.port)}); set grpc_listen_port",
+                name="grpc",
+                port=self.port,
+                code=_bind_errno(self.host, self.port),
+            ) from None
         await server.start()
         self._server = server
         self.renewals.start()
@@ -1090,6 +1104,20 @@ def _permission(perm: int) -> d.Permission:
     if readable:
         return d.Permission.READ
     return d.Permission.WRITE if writable else d.Permission.NONE
+
+
+def _bind_errno(host: str, port: int) -> int | None:
+    """Why ``host:port`` cannot be bound now (EADDRINUSE...), None when it can."""
+    try:
+        with socket.create_server((host, port)):
+            return None
+    except OSError as exc:
+        return exc.errno
+
+
+def _bind_error(host: str, port: int) -> str:
+    code = _bind_errno(host, port)
+    return os.strerror(code) if code is not None else "gRPC could not bind it"
 
 
 def _describe_client(context: Any) -> tuple[str, str]:

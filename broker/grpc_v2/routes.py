@@ -9,9 +9,13 @@ and kept for :data:`PORT_TTL_S`. A master without an endpoint is left out of the
 
 The route comes from the nameservers (GET_ROUTEINFO_BY_TOPIC, over one connection kept per
 nameserver, the next nameserver tried when one fails) and is kept for :data:`ROUTE_TTL_S`,
-so a leader change shows within a second or two. A topic the nameservers do not know yet
-(created a moment ago) or nameservers that cannot be reached leave the endpoint answering
-for its own broker only.
+so a leader change shows within a second or two. The queues of the answer do not change
+while a group has no master (a Raft leader being elected, a master restarting): the group
+stays, at its master's last known endpoint, as a 4.x client's route keeps the group's
+queues; a client choosing a queue by hashing a message group over them (FIFO) keeps each
+message group on its queue. Nameservers that cannot be reached leave the last answer in
+use; a topic no nameserver knows yet (created a moment ago) is answered by the endpoint for
+its own broker only.
 """
 
 from __future__ import annotations
@@ -68,6 +72,10 @@ class ClusterRoutes:
         self._routes: dict[str, tuple[float, list[RouteBroker] | None]] = {}
         self._asking: dict[str, asyncio.Future[list[RouteBroker] | None]] = {}
         self._ports: dict[str, tuple[float, int]] = {}  # remoting address -> (when, v2 port)
+        # Broker group -> the v2 address of its master, as last known; topic -> the last
+        # answer a nameserver's route gave.
+        self._known: dict[str, tuple[str, int]] = {}
+        self._last: dict[str, list[RouteBroker]] = {}
 
     async def brokers(self, topic: str) -> list[RouteBroker] | None:
         """The masters holding ``topic`` with an endpoint, in the route's order; None
@@ -84,14 +92,20 @@ class ClusterRoutes:
         return await asyncio.shield(asking)
 
     async def _ask(self, topic: str) -> list[RouteBroker] | None:
-        route = await self._route(topic)
+        answered, route = await self._route(topic)
+        if not answered:  # no nameserver answered: the last route known, if any
+            return self._last.get(topic)
         found = None if route is None else await self._masters(route)
-        if len(self._routes) > 10_000:  # topics come and go: keep the table bounded
+        if len(self._routes) > 10_000:  # topics come and go: keep the tables bounded
             self._routes.clear()
+            self._last.clear()
         self._routes[topic] = (time.monotonic(), found)
+        if found:
+            self._last[topic] = found
         return found
 
-    async def _route(self, topic: str) -> TopicRouteData | None:
+    async def _route(self, topic: str) -> tuple[bool, TopicRouteData | None]:
+        """(whether a nameserver answered, the topic's route; None when it has none)."""
         for addr in self.b.config.namesrv_addrs:
             try:
                 conn = await self._conn(addr)
@@ -102,30 +116,41 @@ class ClusterRoutes:
                 log.debug("nameserver %s did not give the route of %s: %s", addr, topic, exc)
                 continue
             if answer.code == ResponseCode.TOPIC_NOT_EXIST:
-                return None
+                return True, None
             if answer.code != ResponseCode.SUCCESS:
                 continue
             try:
-                return parse_route(answer.body or b"{}")
+                return True, parse_route(answer.body or b"{}")
             except RouteBodyError as exc:
                 log.warning("nameserver %s answered a route that does not read: %s", addr, exc)
-        return None
+        return False, None
 
     async def _masters(self, route: TopicRouteData) -> list[RouteBroker]:
         queues = {q.broker_name: q for q in route.queue_datas}
         own_addr = self.b.config.broker_addr
         found = []
         for data in route.broker_datas:
-            master = data.broker_addrs.get(0)
             queue = queues.get(data.broker_name)
-            if not master or queue is None:
+            if queue is None:
                 continue
-            if master == own_addr:
-                host, port = self.own()
+            master = data.broker_addrs.get(0)
+            address = await self._address(master, own_addr) if master else None
+            if address is not None:
+                self._known[data.broker_name] = address
             else:
-                host, port = master.rpartition(":")[0], await self._port(master)
-            if port <= 0:
-                continue  # a master without a v2 endpoint
+                # No master now (a leader being elected, a master restarting) or its port
+                # not learnt: the group keeps its queues in the answer, at its master's
+                # last known endpoint (or a member's), so that a client hashing message
+                # groups over the queues keeps each group on its queue. Sends there fail
+                # until a master is back, as a 4.x client's to a queue of that group.
+                address = self._known.get(data.broker_name)
+                for _, member in sorted(data.broker_addrs.items()):
+                    if address is not None:
+                        break
+                    address = await self._address(member, own_addr)
+            if address is None:
+                continue  # no member of the group serves a v2 endpoint
+            host, port = address
             found.append(
                 RouteBroker(
                     data.broker_name, host, port,
@@ -133,6 +158,13 @@ class ClusterRoutes:
                 )
             )  # fmt: skip
         return found
+
+    async def _address(self, addr: str, own_addr: str) -> tuple[str, int] | None:
+        """The v2 address of the broker at remoting address ``addr``; None without one."""
+        if addr == own_addr:
+            return self.own()
+        port = await self._port(addr)
+        return (addr.rpartition(":")[0], port) if port > 0 else None
 
     async def _port(self, addr: str) -> int:
         """A master's v2 port (-1: none), as its runtime info says."""

@@ -5,7 +5,9 @@ Every fenced block whose language is ``python`` is a whole program: it runs in a
 of its own, with ``NAMESRV_ADDR`` naming the cluster's nameserver, and must exit 0 within
 ``EXAMPLE_TIMEOUT`` seconds. Examples may write the nameserver as ``"127.0.0.1:9876"`` (the
 default port; the test puts the cluster's address in its place) or leave it out (the clients
-then read ``NAMESRV_ADDR``).
+then read ``NAMESRV_ADDR``); a RocketMQ 5 client's endpoint is written ``"127.0.0.1:8081"``
+(the port `rocketq cluster up --grpc` asks for first; the test puts its broker's in its
+place).
 
 Blocks not meant to run are marked by their fence language: ``py`` is highlighted as Python
 but not run (fragments, code that needs Spark or a Kubernetes cluster), though it must
@@ -36,6 +38,8 @@ ROOT: Final = Path(__file__).resolve().parents[2]
 DOCS: Final = ROOT / "docs"
 # The address examples write for the nameserver, replaced by the test cluster's.
 DEFAULT_NAMESRV: Final = "127.0.0.1:9876"
+# The v2 endpoint examples write, replaced by the test broker's.
+DEFAULT_V5_ENDPOINT: Final = "127.0.0.1:8081"
 # Seconds one example may take (a consumer example waits for its messages within it).
 EXAMPLE_TIMEOUT: Final = 20.0
 # The opening fence of a block, its indentation and its language (info string's first word).
@@ -105,16 +109,17 @@ EXAMPLES: Final = [b for b in all_blocks() if b.runs]
 
 
 @pytest.fixture(scope="module")
-def namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     spec = ClusterSpec(
         data_dir=tmp_path_factory.mktemp("docs-cluster"),
         broker_settings=EXAMPLE_BROKER_SETTINGS,
         metrics=False,
+        grpc=True,
     )
     cluster = LocalCluster(spec)
     try:
         cluster.start()
-        yield cluster.namesrv_addr
+        yield cluster
     finally:
         cluster.stop()
 
@@ -163,8 +168,11 @@ def test_fragment_compiles(block: Block) -> None:
 
 
 @pytest.mark.parametrize("block", EXAMPLES, ids=str)
-def test_example_runs(block: Block, namesrv: str, tmp_path: Path) -> None:
+def test_example_runs(block: Block, cluster: LocalCluster, tmp_path: Path) -> None:
+    namesrv = cluster.namesrv_addr
+    broker = cluster.brokers[0]
     code = block.code.replace(DEFAULT_NAMESRV, namesrv)
+    code = code.replace(DEFAULT_V5_ENDPOINT, f"{broker.host}:{broker.grpc_port}")
     env = {**os.environ, "NAMESRV_ADDR": namesrv, "HOME": str(tmp_path)}
     with subprocess.Popen(
         [sys.executable, "-c", code],

@@ -137,3 +137,17 @@ async def test_a_broker_restart_in_the_middle_of_a_v5_run_loses_nothing(
     sent = set(result["sent"])  # type: ignore[arg-type]
     got = {body for body, _ in result["got"]}  # type: ignore[attr-defined]
     assert len(sent) > 100 and not sent - got, sorted(sent - got)[:20]
+
+
+async def test_the_first_endpoint_takes_the_port_asked_for_or_another(
+    make_cluster: MakeCluster, held_port: int
+) -> None:
+    """`rocketq cluster up --grpc` asks for 8081 first (ClusterSpec.grpc_port); a port
+    another program holds gives way to a free one."""
+    from rocketq.cluster.launcher import free_ports
+
+    (wanted,) = free_ports(1)
+    cluster = make_cluster(grpc=True, grpc_port=wanted)
+    assert cluster.brokers[0].grpc_port == wanted
+    busy = make_cluster(grpc=True, grpc_port=held_port)
+    assert busy.brokers[0].grpc_port not in (0, held_port)
