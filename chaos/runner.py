@@ -2,7 +2,8 @@
 
 The run, in order: launch the cluster (the launcher of ``rocketq cluster up``; as root with
 ``partition`` each broker in a network namespace of its own; with ``protocol`` v5 every
-broker serving the apache.rocketmq.v2 gRPC endpoint), create the topics, start the
+broker serving the apache.rocketmq.v2 gRPC endpoint), create the topics (with ``orderly``
+and v5 the orderly group made a FIFO group on every broker), start the
 consumers and then the producers (processes of their own: rocketq's SDK over the remoting
 protocol, or RocketMQ 5's official Python client given every broker's v2 endpoint), inject
 one fault at a time -
@@ -44,13 +45,16 @@ from rocketq.chaos.workers import (
     Workers,
     worker_env,
 )
-from rocketq.chaos.workload import ORDERLY_TOPIC, TOPIC
+from rocketq.chaos.workload import ORDERLY_GROUP, ORDERLY_TOPIC, TOPIC
 from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 from rocketq.cluster.pids import wait_until
 from rocketq.common.exceptions import RocketqError
+from rocketq.sdk import admin_wire as aw
 from rocketq.sdk.admin import Admin
 
 QUEUES_PER_GROUP: Final = 4
+ORDERLY_SHARDS: Final = 2  # per producer, with --orderly
+TOPICS_TIMEOUT_S: Final = 30.0  # for the topics to reach every group, the FIFO group every broker
 RECOVERY_TIMEOUT_S: Final = 120.0
 SETTLE_S: Final = 3.0  # sends after recovery, before the producers stop
 DRAIN_TIMEOUT_S: Final = 180.0
@@ -89,7 +93,8 @@ class ChaosOptions:
     # Authentication and authorization on every node: every client of the run signs as the
     # cluster's super user (cluster/security.py).
     auth: bool = False
-    # TLS enforcing on every remoting port: every client connects over TLS.
+    # TLS enforcing on every remoting port (and, with v5, every v2 endpoint serving TLS
+    # only): every client connects over TLS.
     tls: bool = False
     # The clients: "remoting" (rocketq's SDK) or "v5" (RocketMQ 5's official Python client
     # over every broker's apache.rocketmq.v2 endpoint).
@@ -144,17 +149,6 @@ class ChaosOptions:
                 raise bad("--faults", f"partition needs network namespaces: {reason}")
 
     def _validate_v5(self, bad: Callable[[str, str], ChaosError]) -> None:
-        if self.orderly:
-            raise bad(
-                "--orderly",
-                "not with --protocol v5: the harness has no orderly (FIFO) consumption over "
-                "the v2 endpoint yet; run --orderly with --protocol remoting",
-            )
-        if self.tls:
-            raise bad(
-                "--tls",
-                "not with --protocol v5: the brokers' v2 endpoint serves plaintext gRPC only",
-            )
         if importlib.util.find_spec("rocketmq") is None:
             raise bad(
                 "--protocol",
@@ -189,16 +183,41 @@ class ChaosOptions:
         return doc
 
 
-def v5_access_point(cluster: LocalCluster) -> str:
+def v5_access_point(cluster: LocalCluster, *, one: int | None = None) -> str:
     """Every broker's apache.rocketmq.v2 endpoint, ``host:port`` joined by ';' (the access
-    point RocketMQ 5's clients take)."""
+    point RocketMQ 5's clients take); with ``one``, the endpoint of the broker at that
+    index (modulo their number) alone.
+
+    The access point over TLS is one endpoint: the official client makes a list of them one
+    gRPC target (``ipv4:h1:p1,h2:p2``), whose authority - the name the server's
+    certificate is verified against - is the whole list, which no certificate names."""
     missing = [b.name for b in cluster.brokers if not b.grpc_port]
     if missing:
         raise ChaosError(
             f"brokers {', '.join(missing)} serve no v2 endpoint; the cluster was started "
             "without grpc"
         )
-    return ";".join(f"{b.host}:{b.grpc_port}" for b in cluster.brokers)
+    brokers = cluster.brokers if one is None else [cluster.brokers[one % len(cluster.brokers)]]
+    return ";".join(f"{b.host}:{b.grpc_port}" for b in brokers)
+
+
+async def fifo_group_missing(admin: Admin, group: str) -> list[str]:
+    """The registered brokers (masters and followers) on which ``group`` is not a FIFO group
+    (or that did not answer)."""
+    missing = []
+    for addr in sorted(await admin.broker_addrs()):
+        try:
+            answer = await admin.client.broker(addr).invoke(
+                aw.all_subscription_group_config_request(), admin.timeout
+            )
+            table = aw.parse_all_subscription_group_config(answer).subscription_group_table
+        except (RocketqError, OSError):
+            missing.append(addr)
+            continue
+        config = table.get(group)
+        if config is None or not config.consume_message_orderly:
+            missing.append(addr)
+    return missing
 
 
 @dataclass
@@ -344,8 +363,10 @@ class ChaosRun:
                     write_queue_nums=QUEUES_PER_GROUP,
                     order=order,
                 )
+            if self.opts.orderly and self.opts.protocol == "v5":
+                await self._make_fifo_group(admin)
             # Every group's queues in the route before the load starts.
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + TOPICS_TIMEOUT_S
             while True:
                 groups: set[str] = set()
                 for topic, _order in topics:
@@ -360,8 +381,26 @@ class ChaosRun:
                 if len(groups) >= self.opts.groups:
                     return
                 if time.monotonic() > deadline:
-                    raise ChaosError("the topics did not reach every broker group in 30 s")
+                    raise ChaosError(
+                        f"the topics did not reach every broker group in {TOPICS_TIMEOUT_S:g} s"
+                    )
                 await asyncio.sleep(0.2)
+
+    async def _make_fifo_group(self, admin: Admin) -> None:
+        """The orderly group made a FIFO group (``consume_message_orderly``, RocketMQ 5's
+        consumeMessageOrderly) on every master, then waited for on every broker: followers
+        copy their leader's groups every second, and a follower elected before it had the
+        flag would pop the group's queues unordered. Done before the consumers start: the
+        v2 endpoint reads the flag at each receive."""
+        await admin.update_sub_group(ORDERLY_GROUP, consume_message_orderly=True)
+        deadline = time.monotonic() + TOPICS_TIMEOUT_S
+        while lacking := await fifo_group_missing(admin, ORDERLY_GROUP):
+            if time.monotonic() > deadline:
+                raise ChaosError(
+                    f"brokers {', '.join(lacking)} did not have {ORDERLY_GROUP} as a FIFO "
+                    f"group within {TOPICS_TIMEOUT_S:g} s"
+                )
+            await asyncio.sleep(0.2)
 
     def _start_workload(self, cluster: LocalCluster) -> None:
         if self.opts.protocol == "v5":
@@ -379,32 +418,40 @@ class ChaosRun:
         for i, name in enumerate(self.producers):
             args = ["producer", "--name", name, "--namesrv", namesrv, "--history", history]
             args += ["--rate", str(o.rate), "--seed", str(o.seed * 1000 + i)]
-            args += ["--shards", "2"] if o.orderly else []
+            args += ["--shards", str(ORDERLY_SHARDS)] if o.orderly else []
             self.workers.add(name, args, module=WORKLOAD_MODULE)
             self.workers.start(name)
 
     def _start_v5_workload(self, cluster: LocalCluster) -> None:
         """RocketMQ 5's client in every worker, its access point every broker's v2 endpoint
         joined by ';' (the client fails over between them; the endpoint it reaches answers
-        the route)."""
+        the route), over TLS one broker's endpoint per worker. With ``orderly`` the
+        producers send FIFO messages in shards and the consumers also receive the orderly
+        topic as its FIFO group; with ``tls`` the workers' environment (the cluster's
+        ``client_env``) turns TLS on."""
         o = self.opts
-        endpoints = v5_access_point(cluster)
         history = str(self.history_path)
         logs = self.data_dir / "logs"
         deadline = (
             o.duration + RECOVERY_TIMEOUT_S + SETTLE_S + o.drain_timeout
             + 2 * STOP_TIMEOUT_S + V5_DEADLINE_MARGIN_S
         )  # fmt: skip
-        for role, names in (("consumer", self.consumers), ("producer", self.producers)):
-            for name in names:
-                args = [role, "--name", name, "--endpoints", endpoints, "--history", history]
-                args += ["--deadline", f"{deadline:g}"]
-                args += ["--client-home", str(logs / f"{name}-client")]
-                args += ["--rate", str(o.rate)] if role == "producer" else []
-                self.workers.add(
-                    name, args, ready_line=role == "consumer", module=V5_WORKLOAD_MODULE
-                )
-                self.workers.start(name)
+        roles = [("consumer", name) for name in self.consumers]
+        roles += [("producer", name) for name in self.producers]
+        for index, (role, name) in enumerate(roles):
+            # Over TLS each worker asks one broker's endpoint for routes (see
+            # v5_access_point), the workers spread over the brokers.
+            endpoints = v5_access_point(cluster, one=index if o.tls else None)
+            args = [role, "--name", name, "--endpoints", endpoints, "--history", history]
+            args += ["--deadline", f"{deadline:g}"]
+            args += ["--client-home", str(logs / f"{name}-client")]
+            if role == "producer":
+                args += ["--rate", str(o.rate)]
+                args += ["--shards", str(ORDERLY_SHARDS)] if o.orderly else []
+            else:
+                args += ["--orderly"] if o.orderly else []
+            self.workers.add(name, args, ready_line=role == "consumer", module=V5_WORKLOAD_MODULE)
+            self.workers.start(name)
 
     # ---------------------------------------------------------------- the run
 

@@ -28,13 +28,15 @@ V5_WORKLOAD_MODULE: Final = "rocketq.chaos.v5_workload"  # RocketMQ 5's client, 
 STOP_TIMEOUT_S: Final = 30.0
 READY_TIMEOUT_S: Final = 60.0
 # What a worker does not inherit from the harness's environment: credentials and TLS
-# settings meant for another cluster would win over the run's own.
+# settings meant for another cluster would win over the run's own (gRPC's roots are the
+# CA a v5 worker trusts).
 CLIENT_ENV_PREFIXES: Final = (
     "ROCKETQ_ACCESS_KEY",
     "ROCKETQ_SECRET_KEY",
     "ROCKETQ_SECURITY_TOKEN",
     "ROCKETQ_CREDENTIALS_FILE",
     "ROCKETQ_TLS",
+    "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
 )
 
 
@@ -42,7 +44,8 @@ def worker_env(
     client_env: Mapping[str, str], base: Mapping[str, str] = os.environ
 ) -> dict[str, str]:
     """The environment of a workload process: ``base`` without its client credential and
-    TLS variables, plus ``client_env`` (the run's cluster's, ``LocalCluster.client_env``)."""
+    TLS variables (gRPC's roots among them), plus ``client_env`` (the run's cluster's,
+    ``LocalCluster.client_env``)."""
     env = {k: v for k, v in base.items() if not k.startswith(CLIENT_ENV_PREFIXES)}
     return env | dict(client_env)
 

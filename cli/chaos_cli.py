@@ -139,8 +139,8 @@ def chaos_run(
         bool,
         typer.Option(
             "--tls",
-            help="TLS enforcing on every remoting, HA and Raft port (a test CA made in the "
-            "run's directory; needs `rocketq[tls]`); every client connects over TLS.",
+            help="TLS enforcing on every remoting, HA and Raft port and v2 endpoint (a test CA "
+            "made in the run's directory; needs `rocketq[tls]`); every client connects over TLS.",
         ),
     ] = False,
     protocol: Annotated[
@@ -149,7 +149,8 @@ def chaos_run(
             case_sensitive=False,
             help="The producers' and consumers' client: remoting (rocketq's SDK) or v5 "
             "(RocketMQ 5's official Python client over every broker's apache.rocketmq.v2 "
-            "gRPC endpoint; needs `rocketq[v5client]`; not with --orderly or --tls).",
+            "gRPC endpoint; needs `rocketq[v5client]`; with --orderly its FIFO messages and "
+            "FIFO group, with --tls the endpoints over TLS).",
         ),
     ] = ChaosProtocol.REMOTING,
 ) -> None:
