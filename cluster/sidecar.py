@@ -99,10 +99,11 @@ def start_sidecar(
     stop_sidecar(name, home, marker)
     for attempt in range(1, PORT_ATTEMPTS + 1):
         chosen = port or launcher.free_ports(1)[0]
-        side, offset = _spawn(name, home, argv(chosen), chosen, marker)
+        side, offset, proc = _spawn(name, home, argv(chosen), chosen, marker)
         text = _await_answer(side, ready_path, ready_timeout, offset)
         if text is None:
             break
+        _kill(proc)  # not ready: whatever it is doing, it does not outlive the attempt
         if port or _IN_USE not in text.lower() or attempt == PORT_ATTEMPTS:
             raise LauncherError(
                 f"{name} did not get ready within {ready_timeout:g} s; the end of "
@@ -120,8 +121,20 @@ def start_sidecar(
     return side
 
 
-def _spawn(name: str, home: Path, argv: list[str], port: int, marker: bytes) -> tuple[Sidecar, int]:
-    """Start the process; the offset where this run's log begins."""
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Kill a sidecar this process started, by its Popen (its pid is not reused before it
+    is reaped here), if it still runs."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
+
+
+def _spawn(
+    name: str, home: Path, argv: list[str], port: int, marker: bytes
+) -> tuple[Sidecar, int, subprocess.Popen[bytes]]:
+    """Start the process; the offset where this run's log begins; its Popen."""
     with (home / f"{name}.log").open("ab") as out:
         offset = out.tell()
         proc = subprocess.Popen(
@@ -133,7 +146,7 @@ def _spawn(name: str, home: Path, argv: list[str], port: int, marker: bytes) -> 
             start_new_session=True,
         )
     stat = proc_stat(proc.pid)
-    return Sidecar(name, home, port, proc.pid, stat[1] if stat else 0, marker), offset
+    return Sidecar(name, home, port, proc.pid, stat[1] if stat else 0, marker), offset, proc
 
 
 def _await_answer(side: Sidecar, ready_path: str, timeout: float, offset: int) -> str | None:

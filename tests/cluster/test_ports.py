@@ -9,8 +9,10 @@ import json
 import logging
 import pickle
 import socket
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -134,3 +136,32 @@ def test_a_sidecar_whose_port_is_taken_starts_again_on_another(
                 )  # fmt: skip
         finally:
             side.stop()
+
+
+def test_a_sidecar_that_never_gets_ready_does_not_outlive_its_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not ready in time (and not recognizable by its marker): the launcher still kills the
+    process it started, through its own handle."""
+    import rocketq.cluster.sidecar as sidecar
+
+    spawned: list[subprocess.Popen[bytes]] = []
+    real = sidecar._spawn
+
+    def spawn(*args: Any) -> Any:
+        found = real(*args)
+        spawned.append(found[2])
+        return found
+
+    monkeypatch.setattr(sidecar, "_spawn", spawn)
+
+    def argv(port: int) -> list[str]:
+        return [sys.executable, "-c", "import time; time.sleep(120)"]
+
+    with pytest.raises(LauncherError, match="did not get ready"):
+        start_sidecar(
+            "mute", tmp_path, argv, port=1, ready_path="/", marker=b"no-such-marker",
+            ready_timeout=1,
+        )  # fmt: skip
+    [proc] = spawned
+    assert proc.returncode is not None  # killed and reaped
