@@ -393,7 +393,9 @@ def test_a_tls_port_gets_half_its_traffic_over_tls_and_half_in_plaintext(
         assert stats.tls_handshakes == len(over_tls) > 0 and stats.tls_failures == 0
         assert server.plaintext > 0
         assert 0.2 < len(over_tls) / len(server.conns) < 0.8
-        assert all(c.data for c in over_tls)
+        # One connection at a time: only the last may be cut by the stop between its
+        # handshake and its first bytes.
+        assert sum(1 for c in over_tls if not c.data) <= 1
         if kind == "frames":
             assert any(frames_in(bytes(c.data)) for c in over_tls)
         assert summary["traffic"][kind]["tls_handshakes"] == stats.tls_handshakes  # type: ignore[index]
