@@ -22,51 +22,47 @@ The broker's transaction checks reach a v5 producer over its Telemetry stream.
 from __future__ import annotations
 
 import asyncio
-import functools
-import hashlib
 import hmac
 import itertools
 import logging
-import os
-import socket
 import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any
 
 import grpc
-from google.protobuf.duration_pb2 import Duration
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from rocketq.auth.request_map import v2_requirement
 from rocketq.broker.client_channels import client_channels
-from rocketq.broker.consumer_manager import CONSUME_POP, ConsumerManager
-from rocketq.broker.filter import sql_filter, tag_filter
+from rocketq.broker.consumer_manager import CONSUME_POP
+from rocketq.broker.grpc_v2 import convert as v2
 from rocketq.broker.grpc_v2 import definition_pb2 as d
 from rocketq.broker.grpc_v2 import service_pb2 as s
 from rocketq.broker.grpc_v2 import service_pb2_grpc
 from rocketq.broker.grpc_v2.client_calls import ClientCalls
+from rocketq.broker.grpc_v2.convert import (
+    MAX_POLL_MS,
+    OK,
+    POLL_MARGIN_S,
+    EndpointHost,
+    credential,
+    error_status,
+    receipt_error,
+    signature,
+)
+from rocketq.broker.grpc_v2.pull import PullRpcs
 from rocketq.broker.grpc_v2.renewal import Renewals, receipt_queue
 from rocketq.broker.grpc_v2.routes import PERM_READ, PERM_WRITE, ClusterRoutes, RouteBroker
 from rocketq.broker.grpc_v2.tls import server_credentials
-from rocketq.broker.host import BrokerHost
-from rocketq.broker.metrics import GRPC, BrokerCounters
+from rocketq.broker.metrics import GRPC
 from rocketq.broker.pop import PROPERTY_POP_CK, ExtraInfo
-from rocketq.broker.subscription_group import check_group
 from rocketq.broker.transaction import CheckTransaction, Resolution
 from rocketq.common.exceptions import (
     FlushDiskTimeoutError,
     FlushSlaveTimeoutError,
     MessageIllegalError,
-    NoMessageError,
-    NoPermissionError,
-    NotLeaderError,
     RocketqError,
-    ServiceNotAvailableError,
-    SubscriptionGroupNotExistError,
-    SystemBusyError,
-    TopicNotExistError,
 )
 from rocketq.common.message import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
@@ -78,7 +74,6 @@ from rocketq.common.message import (
     PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-    SYSTEM_PROPERTY_NAMES,
     MessageExt,
 )
 from rocketq.common.ports import PortBindError
@@ -90,130 +85,15 @@ from rocketq.common.record import (
     encode_record,
 )
 from rocketq.remoting.codes import MessageSysFlag
-from rocketq.storage.results import GetStatus, PutStatus
+from rocketq.storage.results import PutStatus
 
 if TYPE_CHECKING:
-    from rocketq.broker.pop import PopService
-    from rocketq.broker.send_processor import SendProcessor
-    from rocketq.broker.transaction import TransactionalMessageService
+    pass
 
 log = logging.getLogger(__name__)
 
-OK: Final = d.Code.OK
-# rocketmq_rpc_latency's response_code of each v2 status code: ok, message_not_found...
-_CODE_LABELS: Final = {int(value): name.lower() for name, value in d.Code.items()}
-_CONSUMERS: Final = (d.ClientType.PUSH_CONSUMER, d.ClientType.SIMPLE_CONSUMER)
-MAX_POLL_MS: Final = 20_000
-POLL_MARGIN_S: Final = 1.0  # a long poll ends this long before the call's deadline
-_HIDDEN: Final = SYSTEM_PROPERTY_NAMES | {PROPERTY_POP_CK, "1ST_POP_TIME", "CLUSTER"}
 
-
-class EndpointHost(BrokerHost, Protocol):
-    send: SendProcessor
-    pop: PopService
-    transactions: TransactionalMessageService
-    metrics: BrokerCounters | None
-    consumers: ConsumerManager
-
-
-def _status(code: int, message: str = "") -> d.Status:
-    status = d.Status(message=message or d.Code.Name(code))
-    status.code = code  # type: ignore[assignment]
-    return status
-
-
-def error_status(exc: BaseException) -> d.Status:
-    """A broker error as the v2 Status a RocketMQ 5 client understands."""
-    code: int
-    if isinstance(exc, TopicNotExistError):
-        code = d.Code.TOPIC_NOT_FOUND
-    elif isinstance(exc, SubscriptionGroupNotExistError):
-        code = d.Code.CONSUMER_GROUP_NOT_FOUND
-    elif isinstance(exc, NoPermissionError):
-        code = d.Code.FORBIDDEN
-    elif isinstance(exc, NoMessageError):
-        code = d.Code.INVALID_RECEIPT_HANDLE
-    elif isinstance(exc, MessageIllegalError):
-        code = d.Code.BAD_REQUEST
-    elif isinstance(exc, SystemBusyError):
-        code = d.Code.TOO_MANY_REQUESTS
-    elif isinstance(exc, FlushDiskTimeoutError):
-        code = d.Code.MASTER_PERSISTENCE_TIMEOUT
-    elif isinstance(exc, FlushSlaveTimeoutError):
-        code = d.Code.SLAVE_PERSISTENCE_TIMEOUT
-    elif isinstance(exc, (NotLeaderError, ServiceNotAvailableError)):
-        code = d.Code.HA_NOT_AVAILABLE
-    else:
-        code = d.Code.INTERNAL_SERVER_ERROR
-    return _status(code, str(exc))
-
-
-def credential(header: str) -> tuple[str, str]:
-    """(access key, signature) of an ``authorization`` header as RocketMQ 5's clients write
-    it: ``MQv2-HMAC-SHA1 Credential=<ak>, SignedHeaders=x-mq-date-time, Signature=<hex>``;
-    ("", "") when it is none."""
-    _, _, rest = header.partition(" ")
-    fields = {}
-    for part in rest.split(","):
-        key, _, value = part.strip().partition("=")
-        fields[key] = value.strip()
-    return fields.get("Credential", ""), fields.get("Signature", "")
-
-
-def signature(secret: str, date_time: str) -> str:
-    """HMAC-SHA1 of the ``x-mq-date-time`` header with the secret key, in hex."""
-    return hmac.new(secret.encode(), date_time.encode(), hashlib.sha1).hexdigest()
-
-
-def _peer_ip(peer: str) -> str:
-    """The address of a gRPC peer (``ipv4:10.0.0.1:5555``, ``ipv6:[::1]:5555``)."""
-    kind, _, rest = peer.partition(":")
-    if kind == "ipv6" and rest.startswith("["):
-        return rest[1 : rest.find("]")]
-    return rest.rpartition(":")[0] if kind == "ipv4" else ""
-
-
-def receipt_error(exc: BaseException) -> d.Status:
-    """The status of a failed ack, change or forward: a receipt handle that does not parse
-    is INVALID_RECEIPT_HANDLE, the rest as :func:`error_status`."""
-    if isinstance(exc, MessageIllegalError):
-        return _status(d.Code.INVALID_RECEIPT_HANDLE, str(exc))
-    return error_status(exc)
-
-
-def _ms(ts: Timestamp) -> int:
-    return int(ts.seconds) * 1000 + int(ts.nanos) // 1_000_000
-
-
-def _timestamp(ms: int) -> Timestamp:
-    return Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
-
-
-def _duration_ms(value: Duration) -> int:
-    return int(value.seconds) * 1000 + int(value.nanos) // 1_000_000
-
-
-_Unary = Callable[[Any, Any, Any], Awaitable[Any]]
-
-
-def _timed(rpc: str) -> Callable[[_Unary], _Unary]:
-    """Count a unary RPC in ``rocketmq_rpc_latency`` (protocol ``grpc``, the response's
-    status code)."""
-
-    def wrap(method: _Unary) -> _Unary:
-        @functools.wraps(method)
-        async def run(self: Endpoint, request: Any, context: Any) -> Any:
-            started = time.perf_counter()
-            response = await method(self, request, context)
-            self._observe(rpc, started, response.status.code)
-            return response
-
-        return run
-
-    return wrap
-
-
-class Endpoint(service_pb2_grpc.MessagingServiceServicer):
+class Endpoint(PullRpcs, service_pb2_grpc.MessagingServiceServicer):
     """The v2 MessagingService on ``host:port`` (port 0: any free port)."""
 
     def __init__(self, broker: EndpointHost, host: str, port: int) -> None:
@@ -243,17 +123,17 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             return bool(sig) and hmac.compare_digest(signature(secret, date_time), sig.lower())
 
         why = access.check_signed(
-            access_key, verify, v2_requirement(rpc, topic, group), _peer_ip(context.peer())
+            access_key, verify, v2_requirement(rpc, topic, group), v2.peer_ip(context.peer())
         )
         if why is None:
             return None
         code = d.Code.UNAUTHORIZED if why.startswith("authentication") else d.Code.FORBIDDEN
-        return _status(code, why)
+        return v2.status(code, why)
 
     def _observe(self, rpc: str, started: float, code: int, *, held: bool = False) -> None:
         metrics = self.b.metrics
         if metrics is not None:
-            name = _CODE_LABELS.get(code) or str(code)
+            name = v2.CODE_LABELS.get(code) or str(code)
             metrics.answered(rpc, name, started, held=held, protocol=GRPC)
 
     async def start(self) -> int:
@@ -271,10 +151,10 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         except RuntimeError:  # gRPC says only that it failed: learn why from a plain bind
             raise PortBindError(
                 f"cannot listen on {address} for the apache.rocketmq.v2 endpoint "
-                f"({_bind_error(self.host, self.port)}); set grpc_listen_port",
+                f"({v2.bind_error(self.host, self.port)}); set grpc_listen_port",
                 name="grpc",
                 port=self.port,
-                code=_bind_errno(self.host, self.port),
+                code=v2.bind_errno(self.host, self.port),
             ) from None
         await server.start()
         self._server = server
@@ -300,7 +180,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
     def _endpoints(self, host: str = "", port: int = 0) -> d.Endpoints:
         if not host:
             host, port = self._own_address()
-        return d.Endpoints(scheme=_scheme(host), addresses=[d.Address(host=host, port=port)])
+        return d.Endpoints(scheme=v2.scheme(host), addresses=[d.Address(host=host, port=port)])
 
     async def _brokers(self, topic: str, read_queues: int, write_queues: int) -> list[RouteBroker]:
         """The masters holding ``topic`` with a v2 endpoint, from the nameservers' route;
@@ -313,7 +193,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         perm = PERM_READ | PERM_WRITE
         return [RouteBroker(self.b.config.broker_name, host, port, read_queues, write_queues, perm)]
 
-    @_timed("query_route")
+    @v2.timed("query_route")
     async def QueryRoute(self, request: s.QueryRouteRequest, context: Any) -> s.QueryRouteResponse:
         """Every master holding the topic, each with its own endpoint's address (RocketMQ
         5's proxy in local mode); a topic not known anywhere is created here as a send
@@ -340,7 +220,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             broker = d.Broker(
                 name=found.name, id=0, endpoints=self._endpoints(found.host, found.port)
             )
-            permission = _permission(found.perm)
+            permission = v2.permission(found.perm)
             queues.extend(
                 d.MessageQueue(
                     topic=d.Resource(name=topic, resource_namespace=namespace),
@@ -351,19 +231,19 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
                 )
                 for i in range(max(found.read_queue_nums, found.write_queue_nums))
             )
-        return s.QueryRouteResponse(status=_status(OK), message_queues=queues)
+        return s.QueryRouteResponse(status=v2.status(OK), message_queues=queues)
 
-    @_timed("heartbeat")
+    @v2.timed("heartbeat")
     async def Heartbeat(self, request: s.HeartbeatRequest, context: Any) -> s.HeartbeatResponse:
         refused = self._refusal("Heartbeat", context, "", request.group.name)
         if refused is not None:
             return s.HeartbeatResponse(status=refused)
-        client_id = _client_id(context)
+        client_id = v2.client_id(context)
         for topic in self._producers.get(client_id, ()):
             self.b.consumers.register_producer(topic, client_id)  # still alive
-        if request.group.name and request.client_type in _CONSUMERS:
+        if request.group.name and request.client_type in v2.CONSUMER_TYPES:
             self._register_consumer(request.group.name, client_id, context)
-        return s.HeartbeatResponse(status=_status(OK))
+        return s.HeartbeatResponse(status=v2.status(OK))
 
     def _register_consumer(self, group: str, client_id: str, context: Any) -> None:
         """A v2 consumer in the group's client list (as RocketMQ 5's proxy registers it,
@@ -375,7 +255,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         self.b.consumers.register_consumer(
             group,
             client_id,
-            client_addr=_peer_ip(context.peer()),
+            client_addr=v2.peer_ip(context.peer()),
             consume_type=CONSUME_POP,
             message_model="CLUSTERING",
             consume_from_where="CONSUME_FROM_LAST_OFFSET",
@@ -384,21 +264,21 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
 
     def _describe(self, client_id: str, context: Any) -> None:
         if client_id:
-            language = _describe_client(context)[0] or "unknown"
+            language = v2.describe_client(context)[0] or "unknown"
             self.b.consumers.client_kinds[client_id] = (language, GRPC)
 
-    @_timed("notify_client_termination")
+    @v2.timed("notify_client_termination")
     async def NotifyClientTermination(
         self, request: s.NotifyClientTerminationRequest, context: Any
     ) -> s.NotifyClientTerminationResponse:
         refused = self._refusal("NotifyClientTermination", context, "", "")
         if refused is not None:
             return s.NotifyClientTerminationResponse(status=refused)
-        client_id = _client_id(context)
+        client_id = v2.client_id(context)
         self.renewals.drop_client(client_id)
         if client_id and client_id not in self._producers:
             self.b.consumers.unregister_client(client_id, reason="it terminated")
-        return s.NotifyClientTerminationResponse(status=_status(OK))
+        return s.NotifyClientTerminationResponse(status=v2.status(OK))
 
     async def Telemetry(
         self, request_iterator: AsyncIterator[s.TelemetryCommand], context: Any
@@ -410,7 +290,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         ends it with EndTransaction. A consumer's stream carries the broker's admin calls
         to it (running info with thread stacks, consuming a message directly:
         :mod:`rocketq.broker.grpc_v2.client_calls`) and their answers."""
-        client_id = _client_id(context)
+        client_id = v2.client_id(context)
         consumers = self.b.consumers
         remote = client_channels(consumers).remote
         channel: asyncio.Queue[Any] | None = None
@@ -433,15 +313,15 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
                 if not command.HasField("settings"):
                     continue
                 settings = self._settings(command.settings)
-                await write(s.TelemetryCommand(status=_status(OK), settings=settings))
+                await write(s.TelemetryCommand(status=v2.status(OK), settings=settings))
                 if settings.HasField("subscription") and settings.subscription.group.name:
                     self._register_consumer(settings.subscription.group.name, client_id, context)
                     if calls is None and client_id:
                         calls = ClientCalls(
                             client_id,
                             write,
-                            lambda m: self._message(m, 0),
-                            lambda: _describe_client(context),
+                            lambda m: v2.message(m, 0),
+                            lambda: v2.describe_client(context),
                         )
                         remote[client_id] = calls
                     if calls is not None:
@@ -497,7 +377,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
                 continue  # consumer events are for 4.x clients
             half = decode_record(event.record)
             real = half.properties.get(PROPERTY_REAL_TOPIC, half.topic)
-            msg = self._message(half, 0, topic=real)
+            msg = v2.message(half, 0, topic=real)
             command = s.RecoverOrphanedTransactionCommand(
                 message=msg,
                 transaction_id=f"{event.commit_log_offset}:{event.tran_state_table_offset}",
@@ -510,7 +390,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
 
     # -- sending ---------------------------------------------------------------------------
 
-    @_timed("send_message")
+    @v2.timed("send_message")
     async def SendMessage(
         self, request: s.SendMessageRequest, context: Any
     ) -> s.SendMessageResponse:
@@ -521,14 +401,14 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             return s.SendMessageResponse(status=refused)
         if len(request.messages) != 1:
             return s.SendMessageResponse(
-                status=_status(d.Code.BAD_REQUEST, "send one message per request")
+                status=v2.status(d.Code.BAD_REQUEST, "send one message per request")
             )
         msg = request.messages[0]
         try:
             entry = await self._send(msg, context.peer())
         except RocketqError as exc:
             return s.SendMessageResponse(status=error_status(exc))
-        return s.SendMessageResponse(status=_status(OK), entries=[entry])
+        return s.SendMessageResponse(status=v2.status(OK), entries=[entry])
 
     async def _send(self, msg: d.Message, peer: str) -> s.SendResultEntry:
         topic = msg.topic.name
@@ -536,7 +416,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         if not msg.body:
             raise MessageIllegalError("the message body is empty")
         props = dict(msg.user_properties)
-        clash = sorted(set(props) & _HIDDEN)
+        clash = sorted(set(props) & v2.HIDDEN)
         if clash:
             raise MessageIllegalError(f"user properties may not be named {', '.join(clash)}")
         props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = sp.message_id
@@ -559,7 +439,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         if kind == d.MessageType.DELAY:
             when = sp.delivery_timestamp
             # The 5.1.2 Python client writes milliseconds into the seconds field.
-            due = when.seconds if when.seconds > 10**11 else _ms(when)
+            due = when.seconds if when.seconds > 10**11 else v2.ms(when)
             props[PROPERTY_TIMER_DELIVER_MS] = str(due)
         sys_flag = 1 if sp.body_encoding == d.Encoding.GZIP else 0
         if kind == d.MessageType.TRANSACTION:
@@ -574,7 +454,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             topic=topic.encode(),
             body=msg.body,
             properties=encode_properties(props),
-            born_timestamp=_ms(sp.born_timestamp),
+            born_timestamp=v2.ms(sp.born_timestamp),
             born_host=born_host,
             queue_id=queue_id,
             sys_flag=sys_flag,
@@ -609,13 +489,13 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             # Where the half message is: what EndTransaction needs back.
             transaction_id = f"{result.wrote_offset}:{result.queue_offset}"
         return s.SendResultEntry(
-            status=_status(OK),
+            status=v2.status(OK),
             message_id=sp.message_id,
             offset=result.queue_offset,
             transaction_id=transaction_id,
         )
 
-    @_timed("end_transaction")
+    @v2.timed("end_transaction")
     async def EndTransaction(
         self, request: s.EndTransactionRequest, context: Any
     ) -> s.EndTransactionResponse:
@@ -636,7 +516,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
                 )
             except ValueError:
                 return s.EndTransactionResponse(
-                    status=_status(
+                    status=v2.status(
                         d.Code.INVALID_TRANSACTION_ID,
                         f"transaction id {request.transaction_id[:60]!r} is not one this "
                         "endpoint gave",
@@ -646,9 +526,9 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         except RocketqError as exc:
             status = error_status(exc)
             if status.code == d.Code.INTERNAL_SERVER_ERROR:
-                status = _status(d.Code.INVALID_TRANSACTION_ID, str(exc))
+                status = v2.status(d.Code.INVALID_TRANSACTION_ID, str(exc))
             return s.EndTransactionResponse(status=status)
-        return s.EndTransactionResponse(status=_status(OK))
+        return s.EndTransactionResponse(status=v2.status(OK))
 
     # -- receiving -------------------------------------------------------------------------
 
@@ -661,16 +541,16 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         refused = self._refusal("ReceiveMessage", context, topic, group)
         if refused is not None:
             yield s.ReceiveMessageResponse(status=refused)
-            yield s.ReceiveMessageResponse(delivery_timestamp=_timestamp(_now_ms()))
+            yield s.ReceiveMessageResponse(delivery_timestamp=v2.timestamp(v2.now_ms()))
             return
         renew = request.auto_renew
         invisible = (
-            _duration_ms(request.invisible_duration)
+            v2.duration_ms(request.invisible_duration)
             if request.HasField("invisible_duration") and not renew
             else self.renewals.invisible_ms
         )
         poll = (
-            _duration_ms(request.long_polling_timeout)
+            v2.duration_ms(request.long_polling_timeout)
             if request.HasField("long_polling_timeout")
             else MAX_POLL_MS
         )
@@ -703,7 +583,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
                 )
         except RocketqError as exc:
             yield s.ReceiveMessageResponse(status=error_status(exc))
-            yield s.ReceiveMessageResponse(delivery_timestamp=_timestamp(_now_ms()))
+            yield s.ReceiveMessageResponse(delivery_timestamp=v2.timestamp(v2.now_ms()))
             return
         self._observe(
             "receive_message",
@@ -712,18 +592,18 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             held=answer.held,
         )
         if not records:
-            yield s.ReceiveMessageResponse(status=_status(d.Code.MESSAGE_NOT_FOUND))
-            yield s.ReceiveMessageResponse(delivery_timestamp=_timestamp(_now_ms()))
+            yield s.ReceiveMessageResponse(status=v2.status(d.Code.MESSAGE_NOT_FOUND))
+            yield s.ReceiveMessageResponse(delivery_timestamp=v2.timestamp(v2.now_ms()))
             return
-        yield s.ReceiveMessageResponse(status=_status(OK))
-        client_id = _client_id(context) if renew else ""
+        yield s.ReceiveMessageResponse(status=v2.status(OK))
+        client_id = v2.client_id(context) if renew else ""
         for msg, attempt in zip(records, attempts, strict=True):
-            message = self._message(msg, invisible, attempt=attempt)
+            message = v2.message(msg, invisible, attempt=attempt)
             if renew:
                 receipt = message.system_properties.receipt_handle
                 self.renewals.add(client_id, group, topic, receipt, answer.pop_time + invisible)
             yield s.ReceiveMessageResponse(message=message)
-        yield s.ReceiveMessageResponse(delivery_timestamp=_timestamp(answer.pop_time))
+        yield s.ReceiveMessageResponse(delivery_timestamp=v2.timestamp(answer.pop_time))
 
     async def _past_attempts(
         self,
@@ -752,47 +632,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             )  # fmt: skip
         return kept, kept_attempts
 
-    def _message(
-        self, msg: MessageExt, invisible: int, topic: str = "", attempt: int = 0
-    ) -> d.Message:
-        props = msg.properties
-        receipt = (
-            f"{props[PROPERTY_POP_CK]} {msg.commit_log_offset}" if PROPERTY_POP_CK in props else ""
-        )
-        sp = d.SystemProperties(
-            message_id=props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or msg.offset_msg_id,
-            body_digest=d.Digest(type=d.DigestType.CRC32, checksum=f"{zlib.crc32(msg.body):08X}"),
-            body_encoding=d.Encoding.GZIP if msg.sys_flag & 1 else d.Encoding.IDENTITY,
-            born_timestamp=_timestamp(msg.born_timestamp),
-            born_host=msg.born_host,
-            store_timestamp=_timestamp(msg.store_timestamp),
-            store_host=msg.store_host,
-            receipt_handle=receipt or None,
-            queue_id=msg.queue_id,
-            queue_offset=msg.queue_offset,
-            invisible_duration=Duration(seconds=invisible // 1000, nanos=invisible % 1000 * 10**6),
-            delivery_attempt=attempt or msg.reconsume_times + 1,
-        )
-        if msg.tags:
-            sp.tag = msg.tags
-        if msg.keys:
-            sp.keys.extend(msg.keys)
-        group = props.get(PROPERTY_SHARDING_KEY)
-        if group:
-            sp.message_type = d.MessageType.FIFO
-            sp.message_group = group
-        elif PROPERTY_TIMER_DELIVER_MS in props:
-            sp.message_type = d.MessageType.DELAY
-            sp.delivery_timestamp.CopyFrom(_timestamp(int(props[PROPERTY_TIMER_DELIVER_MS])))
-        else:
-            sp.message_type = d.MessageType.NORMAL
-        user = {k: v for k, v in props.items() if k not in _HIDDEN}
-        return d.Message(
-            topic=d.Resource(name=topic or msg.topic), user_properties=user,
-            system_properties=sp, body=msg.body,
-        )  # fmt: skip
-
-    @_timed("query_assignment")
+    @v2.timed("query_assignment")
     async def QueryAssignment(
         self, request: s.QueryAssignmentRequest, context: Any
     ) -> s.QueryAssignmentResponse:
@@ -808,7 +648,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         if not brokers:
             if config is None:
                 return s.QueryAssignmentResponse(
-                    status=_status(d.Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist")
+                    status=v2.status(d.Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist")
                 )
             brokers = await self._brokers(topic, config.read_queue_nums, config.write_queue_nums)
             if not config.readable():
@@ -816,7 +656,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         readable = [b for b in brokers if b.readable]
         if not readable:
             return s.QueryAssignmentResponse(
-                status=_status(d.Code.FORBIDDEN, f"topic {topic!r} has no readable queue")
+                status=v2.status(d.Code.FORBIDDEN, f"topic {topic!r} has no readable queue")
             )
         namespace = request.topic.resource_namespace
         # A FIFO group gets each queue apart (its order is per queue); the others pop
@@ -827,7 +667,7 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
                 message_queue=d.MessageQueue(
                     topic=d.Resource(name=topic, resource_namespace=namespace),
                     id=queue_id,
-                    permission=_permission(found.perm),
+                    permission=v2.permission(found.perm),
                     broker=d.Broker(
                         name=found.name, id=0, endpoints=self._endpoints(found.host, found.port)
                     ),
@@ -839,9 +679,9 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             for found in readable
             for queue_id in (range(found.read_queue_nums) if orderly else [-1])
         ]  # fmt: skip
-        return s.QueryAssignmentResponse(status=_status(OK), assignments=assignments)
+        return s.QueryAssignmentResponse(status=v2.status(OK), assignments=assignments)
 
-    @_timed("forward_message_to_dead_letter_queue")
+    @v2.timed("forward_message_to_dead_letter_queue")
     async def ForwardMessageToDeadLetterQueue(
         self, request: s.ForwardMessageToDeadLetterQueueRequest, context: Any
     ) -> s.ForwardMessageToDeadLetterQueueResponse:
@@ -864,22 +704,22 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
         except RocketqError as exc:
             status = receipt_error(exc)
             return s.ForwardMessageToDeadLetterQueueResponse(status=status)
-        return s.ForwardMessageToDeadLetterQueueResponse(status=_status(OK))
+        return s.ForwardMessageToDeadLetterQueueResponse(status=v2.status(OK))
 
-    @_timed("ack_message")
+    @v2.timed("ack_message")
     async def AckMessage(self, request: s.AckMessageRequest, context: Any) -> s.AckMessageResponse:
         refused = self._refusal("AckMessage", context, request.topic.name, request.group.name)
         if refused is not None:
             return s.AckMessageResponse(status=refused)
         group, topic = request.group.name, request.topic.name
         results = []
-        status = _status(OK)
+        status = v2.status(OK)
         for entry in request.entries:
             try:
                 handle = await self.renewals.take(entry.receipt_handle)
                 info = ExtraInfo.parse(handle)
                 await self.b.pop.ack(group, topic, info.queue_id, handle, info.queue_offset)
-                one = _status(OK)
+                one = v2.status(OK)
             except RocketqError as exc:
                 one = receipt_error(exc)
                 status = one
@@ -889,10 +729,10 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
                 )
             )
         if len(request.entries) > 1 and any(r.status.code != OK for r in results):
-            status = _status(d.Code.MULTIPLE_RESULTS)
+            status = v2.status(d.Code.MULTIPLE_RESULTS)
         return s.AckMessageResponse(status=status, entries=results)
 
-    @_timed("change_invisible_duration")
+    @v2.timed("change_invisible_duration")
     async def ChangeInvisibleDuration(
         self, request: s.ChangeInvisibleDurationRequest, context: Any
     ) -> s.ChangeInvisibleDurationResponse:
@@ -907,14 +747,14 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
                 request.group.name,
                 request.topic.name,
                 handle,
-                _duration_ms(request.invisible_duration),
+                v2.duration_ms(request.invisible_duration),
             )
         except RocketqError as exc:
             status = receipt_error(exc)
             return s.ChangeInvisibleDurationResponse(
                 status=status, receipt_handle=request.receipt_handle
             )
-        return s.ChangeInvisibleDurationResponse(status=_status(OK), receipt_handle=new)
+        return s.ChangeInvisibleDurationResponse(status=v2.status(OK), receipt_handle=new)
 
     async def _change_receipt(self, group: str, topic: str, handle: str, invisible: int) -> str:
         """Hide a received message for ``invisible`` ms from now; -> its new receipt."""
@@ -923,155 +763,6 @@ class Endpoint(service_pb2_grpc.MessagingServiceServicer):
             group, topic, queue_id, handle, queue_offset, invisible
         )
         return f"{new.text()} {commit_log_offset}"
-
-    # -- the pull consumer: offsets kept by the client ---------------------------------
-
-    def _pull_queue(self, group: str, topic: str, queue_id: int, *, reading: bool) -> None:
-        """Refuse a pull or an offset of a queue that this broker cannot serve."""
-        if reading and not self.b.config.broker_permission & PERM_READ:
-            raise NoPermissionError(f"the broker[{self.b.config.broker_addr}] is not readable")
-        if group:
-            check_group(group)
-            if not self.b.groups.find_or_create(group).consume_enable:
-                raise NoPermissionError(f"consumer group {group} may not consume")
-        config = self.b.topics.get(topic)
-        if config is None:
-            raise TopicNotExistError(f"topic {topic!r} does not exist on this broker")
-        if reading and not config.readable():
-            raise NoPermissionError(f"topic {topic!r} is not readable")
-        if not 0 <= queue_id < config.read_queue_nums:
-            raise MessageIllegalError(
-                f"queue {queue_id} of {topic!r}: the topic has {config.read_queue_nums} "
-                "read queues on this broker"
-            )
-
-    async def PullMessage(
-        self, request: s.PullMessageRequest, context: Any
-    ) -> AsyncIterator[s.PullMessageResponse]:
-        """Up to ``batch_size`` messages of one queue from the client's ``offset`` (the
-        client keeps its offsets: UpdateOffset and GetOffset store them for the group),
-        waiting up to the long polling time for one: the status, the messages, then the
-        offset to pull next (RocketMQ 5's pull consumer)."""
-        started = time.perf_counter()
-        group, topic = request.group.name, request.message_queue.topic.name
-        queue_id, offset = request.message_queue.id, request.offset
-        refused = self._refusal("PullMessage", context, topic, group)
-        if refused is not None:
-            yield s.PullMessageResponse(status=refused)
-            return
-        expression = request.filter_expression
-        kind = "SQL92" if expression.type == d.FilterType.SQL else "TAG"
-        poll = _duration_ms(request.long_polling_timeout)
-        remaining = context.time_remaining()
-        if remaining is not None:
-            poll = max(0, min(poll, int((remaining - POLL_MARGIN_S) * 1000)))
-        store = self.b.store
-        held = False
-        try:
-            self._pull_queue(group, topic, queue_id, reading=True)
-            if offset < 0:
-                raise MessageIllegalError(f"offset {offset} is below 0")
-            tags = tag_filter(expression.expression or "*", kind)
-            records = sql_filter(
-                expression.expression or "*", kind, enabled=self.b.config.enable_property_filter
-            )
-            count = max(1, min(request.batch_size or 32, 32))
-            while True:
-                result = store.get_messages(
-                    topic, queue_id, offset, max_count=count, tag_filter=tags, record_filter=records
-                )
-                try:
-                    found = result.to_bytes() if result.status is GetStatus.FOUND else b""
-                finally:
-                    result.release()
-                end = store.max_offset_in_queue(topic, queue_id)
-                if found or held or poll <= 0 or offset < end:
-                    break
-                held = True
-                await self.b.holds.hold(topic.encode(), queue_id, end, poll / 1000)
-        except RocketqError as exc:
-            yield s.PullMessageResponse(status=error_status(exc))
-            return
-        code = OK if found else d.Code.MESSAGE_NOT_FOUND
-        if result.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
-            code = d.Code.ILLEGAL_OFFSET  # the queue no longer holds it: pull from next_offset
-        self._observe("pull_message", started, code, held=held)
-        yield s.PullMessageResponse(status=_status(code))
-        for msg in decode_records(found) if found else []:
-            yield s.PullMessageResponse(message=self._message(msg, 0))
-        yield s.PullMessageResponse(next_offset=result.next_begin_offset)
-
-    @_timed("update_offset")
-    async def UpdateOffset(
-        self, request: s.UpdateOffsetRequest, context: Any
-    ) -> s.UpdateOffsetResponse:
-        """Store the group's offset of one queue (as a 4.x consumer commits it)."""
-        group, topic = request.group.name, request.message_queue.topic.name
-        refused = self._refusal("UpdateOffset", context, topic, group)
-        if refused is not None:
-            return s.UpdateOffsetResponse(status=refused)
-        queue_id = request.message_queue.id
-        try:
-            self._pull_queue(group, topic, queue_id, reading=False)
-            self.b.send._check_writable()
-            end = self.b.store.max_offset_in_queue(topic, queue_id)
-            if not 0 <= request.offset <= end:
-                return s.UpdateOffsetResponse(
-                    status=_status(
-                        d.Code.ILLEGAL_OFFSET,
-                        f"offset {request.offset} of {topic} queue {queue_id}: it holds up to "
-                        f"{end}",
-                    )
-                )
-            self.b.offsets.commit(group, topic, queue_id, request.offset)
-        except RocketqError as exc:
-            return s.UpdateOffsetResponse(status=error_status(exc))
-        return s.UpdateOffsetResponse(status=_status(OK))
-
-    @_timed("get_offset")
-    async def GetOffset(self, request: s.GetOffsetRequest, context: Any) -> s.GetOffsetResponse:
-        """The group's stored offset of one queue; OFFSET_NOT_FOUND when it has none."""
-        group, topic = request.group.name, request.message_queue.topic.name
-        refused = self._refusal("GetOffset", context, topic, group)
-        if refused is not None:
-            return s.GetOffsetResponse(status=refused)
-        queue_id = request.message_queue.id
-        try:
-            self._pull_queue(group, topic, queue_id, reading=False)
-        except RocketqError as exc:
-            return s.GetOffsetResponse(status=error_status(exc))
-        offset = self.b.offsets.query(group, topic, queue_id)
-        if offset < 0:
-            return s.GetOffsetResponse(
-                status=_status(
-                    d.Code.OFFSET_NOT_FOUND, f"{group} has no offset of {topic} queue {queue_id}"
-                )
-            )
-        return s.GetOffsetResponse(status=_status(OK), offset=offset)
-
-    @_timed("query_offset")
-    async def QueryOffset(
-        self, request: s.QueryOffsetRequest, context: Any
-    ) -> s.QueryOffsetResponse:
-        """A queue's first offset (BEGINNING), its end (END) or the first message stored
-        at or after a time (TIMESTAMP)."""
-        topic, queue_id = request.message_queue.topic.name, request.message_queue.id
-        refused = self._refusal("QueryOffset", context, topic, "")
-        if refused is not None:
-            return s.QueryOffsetResponse(status=refused)
-        store = self.b.store
-        try:
-            self._pull_queue("", topic, queue_id, reading=False)
-        except RocketqError as exc:
-            return s.QueryOffsetResponse(status=error_status(exc))
-        policy = request.query_offset_policy
-        if policy == d.QueryOffsetPolicy.END:
-            offset = store.max_offset_in_queue(topic, queue_id)
-        elif policy == d.QueryOffsetPolicy.TIMESTAMP:
-            offset = store.offset_by_time(topic, queue_id, _ms(request.timestamp))
-        else:
-            offset = store.min_offset_in_queue(topic, queue_id)
-        return s.QueryOffsetResponse(status=_status(OK), offset=offset)
 
 
 @dataclass(frozen=True)
@@ -1084,57 +775,3 @@ class _End:
     msg_id: str
     resolution: Resolution
     from_transaction_check: bool
-
-
-def _scheme(host: str) -> d.AddressScheme:
-    """IPv4 for an address like 10.0.0.1, DOMAIN_NAME for a host name."""
-    parts = host.split(".")
-    if len(parts) == 4 and all(p.isdigit() and int(p) < 256 for p in parts):
-        return d.AddressScheme.IPv4
-    if ":" in host:
-        return d.AddressScheme.IPv6
-    return d.AddressScheme.DOMAIN_NAME
-
-
-def _permission(perm: int) -> d.Permission:
-    """RocketMQ's permission bits as the v2 Permission."""
-    readable, writable = bool(perm & PERM_READ), bool(perm & PERM_WRITE)
-    if readable and writable:
-        return d.Permission.READ_WRITE
-    if readable:
-        return d.Permission.READ
-    return d.Permission.WRITE if writable else d.Permission.NONE
-
-
-def _bind_errno(host: str, port: int) -> int | None:
-    """Why ``host:port`` cannot be bound now (EADDRINUSE...), None when it can."""
-    try:
-        with socket.create_server((host, port)):
-            return None
-    except OSError as exc:
-        return exc.errno
-
-
-def _bind_error(host: str, port: int) -> str:
-    code = _bind_errno(host, port)
-    return os.strerror(code) if code is not None else "gRPC could not bind it"
-
-
-def _describe_client(context: Any) -> tuple[str, str]:
-    """(language, version) a v5 client's headers name."""
-    found = {"x-mq-language": "unknown", "x-mq-client-version": ""}
-    for key, value in context.invocation_metadata() or ():
-        if key.lower() in found:
-            found[key.lower()] = str(value)[:32]
-    return found["x-mq-language"].lower(), found["x-mq-client-version"]
-
-
-def _client_id(context: Any) -> str:
-    for key, value in context.invocation_metadata() or ():
-        if key.lower() == "x-mq-client-id":
-            return str(value)
-    return ""
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
