@@ -1,22 +1,27 @@
 """The apache.rocketmq.v2 gRPC endpoint of a broker, for RocketMQ 5's official clients.
 
 It translates, as RocketMQ 5's proxy does in its "local" mode, each RPC into what the
-broker already does: QueryRoute answers the topic's queues on this broker with this
-endpoint's address; SendMessage stores the message through the broker's send path
-(``TAGS``, ``KEYS``, ``UNIQ_KEY``, a FIFO message's group as ``__SHARDINGKEY`` choosing its
-queue, a delay as ``TIMER_DELIVER_MS``); ReceiveMessage pops (:mod:`rocketq.broker.pop`)
-and streams the status, the messages and the delivery time; AckMessage and
-ChangeInvisibleDuration take the pop's receipt as the receipt handle (the ``POP_CK``
-receipt and the CommitLog offset, RocketMQ's ReceiptHandle). Telemetry answers each
-settings frame with the settings the broker applies; Heartbeat and NotifyClientTermination
-are acknowledged. Business errors go in the response's ``Status`` with RocketMQ's codes.
+broker already does:
 
-Transactional messages are half messages until EndTransaction (the transaction id says
-where the half message is); QueryAssignment gives a push consumer this broker's queues as
-one (queue -1, pop from any); ForwardMessageToDeadLetterQueue copies a message to
-``%DLQ%<group>`` and acknowledges its pop.
+- QueryRoute and QueryAssignment answer every master holding the topic, each at its own
+  endpoint (:mod:`rocketq.broker.grpc_v2.routes`); a FIFO group is assigned each queue,
+  the others one pseudo-queue (-1, pop from any) per master;
+- SendMessage and EndTransaction store through the send path
+  (:mod:`rocketq.broker.grpc_v2.sending`);
+- ReceiveMessage pops (:mod:`rocketq.broker.pop`, orderly for a FIFO group) and streams the
+  status, the messages and the delivery time; AckMessage, ChangeInvisibleDuration and
+  ForwardMessageToDeadLetterQueue take the pop's receipt and the CommitLog offset as the
+  receipt handle (RocketMQ's ReceiptHandle); what auto_renew consumers hold is renewed
+  (:mod:`rocketq.broker.grpc_v2.renewal`);
+- the pull consumer's RPCs read and store offsets (:mod:`rocketq.broker.grpc_v2.pull`);
+- Telemetry answers each settings frame with the settings the broker applies, carries the
+  broker's transaction checks to producers and its admin calls to consumers
+  (:mod:`rocketq.broker.grpc_v2.client_calls`); Heartbeat and NotifyClientTermination keep
+  a consumer in its group's client list.
 
-The broker's transaction checks reach a v5 producer over its Telemetry stream.
+Business errors go in the response's ``Status`` with RocketMQ's codes
+(:mod:`rocketq.broker.grpc_v2.convert`); signatures and ACLs are checked as on the remoting
+port, TLS follows the broker's keys (:mod:`rocketq.broker.grpc_v2.tls`).
 """
 
 from __future__ import annotations
@@ -26,9 +31,7 @@ import hmac
 import itertools
 import logging
 import time
-import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -54,38 +57,25 @@ from rocketq.broker.grpc_v2.convert import (
 from rocketq.broker.grpc_v2.pull import PullRpcs
 from rocketq.broker.grpc_v2.renewal import Renewals, receipt_queue
 from rocketq.broker.grpc_v2.routes import PERM_READ, PERM_WRITE, ClusterRoutes, RouteBroker
+from rocketq.broker.grpc_v2.sending import SendRpcs
 from rocketq.broker.grpc_v2.tls import server_credentials
 from rocketq.broker.metrics import GRPC
 from rocketq.broker.pop import PROPERTY_POP_CK, ExtraInfo
-from rocketq.broker.transaction import CheckTransaction, Resolution
+from rocketq.broker.transaction import CheckTransaction
 from rocketq.common.exceptions import (
-    FlushDiskTimeoutError,
-    FlushSlaveTimeoutError,
     MessageIllegalError,
     RocketqError,
 )
 from rocketq.common.message import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
-    PROPERTY_KEYS,
-    PROPERTY_PRODUCER_GROUP,
     PROPERTY_REAL_TOPIC,
-    PROPERTY_SHARDING_KEY,
-    PROPERTY_TAGS,
-    PROPERTY_TIMER_DELIVER_MS,
-    PROPERTY_TRANSACTION_PREPARED,
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     MessageExt,
 )
 from rocketq.common.ports import PortBindError
 from rocketq.common.record import (
     decode_record,
     decode_records,
-    encode_host,
-    encode_properties,
-    encode_record,
 )
-from rocketq.remoting.codes import MessageSysFlag
-from rocketq.storage.results import PutStatus
 
 if TYPE_CHECKING:
     pass
@@ -93,7 +83,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class Endpoint(PullRpcs, service_pb2_grpc.MessagingServiceServicer):
+class Endpoint(SendRpcs, PullRpcs, service_pb2_grpc.MessagingServiceServicer):
     """The v2 MessagingService on ``host:port`` (port 0: any free port)."""
 
     def __init__(self, broker: EndpointHost, host: str, port: int) -> None:
@@ -388,148 +378,6 @@ class Endpoint(PullRpcs, service_pb2_grpc.MessagingServiceServicer):
                 log.debug("transaction check not written to a closed Telemetry stream")
                 return
 
-    # -- sending ---------------------------------------------------------------------------
-
-    @v2.timed("send_message")
-    async def SendMessage(
-        self, request: s.SendMessageRequest, context: Any
-    ) -> s.SendMessageResponse:
-        refused = self._refusal(
-            "SendMessage", context, request.messages[0].topic.name if request.messages else "", ""
-        )
-        if refused is not None:
-            return s.SendMessageResponse(status=refused)
-        if len(request.messages) != 1:
-            return s.SendMessageResponse(
-                status=v2.status(d.Code.BAD_REQUEST, "send one message per request")
-            )
-        msg = request.messages[0]
-        try:
-            entry = await self._send(msg, context.peer())
-        except RocketqError as exc:
-            return s.SendMessageResponse(status=error_status(exc))
-        return s.SendMessageResponse(status=v2.status(OK), entries=[entry])
-
-    async def _send(self, msg: d.Message, peer: str) -> s.SendResultEntry:
-        topic = msg.topic.name
-        sp = msg.system_properties
-        if not msg.body:
-            raise MessageIllegalError("the message body is empty")
-        props = dict(msg.user_properties)
-        clash = sorted(set(props) & v2.HIDDEN)
-        if clash:
-            raise MessageIllegalError(f"user properties may not be named {', '.join(clash)}")
-        props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = sp.message_id
-        if sp.HasField("tag"):
-            props[PROPERTY_TAGS] = sp.tag
-        if sp.keys:
-            props[PROPERTY_KEYS] = " ".join(sp.keys)
-        kind = sp.message_type
-        config = self.b.topics.get(topic) or self.b.topics.create_in_send(
-            topic, AUTO_CREATE_TOPIC_KEY_TOPIC, 0
-        )
-        queues = max(1, config.write_queue_nums)
-        if kind == d.MessageType.FIFO:
-            if not sp.message_group:
-                raise MessageIllegalError("a FIFO message needs a message group")
-            props[PROPERTY_SHARDING_KEY] = sp.message_group
-            queue_id = zlib.crc32(sp.message_group.encode()) % queues
-        else:
-            queue_id = next(self._next_queue) % queues
-        if kind == d.MessageType.DELAY:
-            when = sp.delivery_timestamp
-            # The 5.1.2 Python client writes milliseconds into the seconds field.
-            due = when.seconds if when.seconds > 10**11 else v2.ms(when)
-            props[PROPERTY_TIMER_DELIVER_MS] = str(due)
-        sys_flag = 1 if sp.body_encoding == d.Encoding.GZIP else 0
-        if kind == d.MessageType.TRANSACTION:
-            # A half message until EndTransaction; its producer group is the topic, as
-            # RocketMQ 5's proxy makes it.
-            props[PROPERTY_TRANSACTION_PREPARED] = "true"
-            props[PROPERTY_PRODUCER_GROUP] = topic
-            sys_flag |= MessageSysFlag.TRANSACTION_PREPARED_TYPE
-        host, _, port = peer.rpartition(":") if peer.startswith("ipv4:") else ("", "", "0")
-        born_host = encode_host(f"{host.removeprefix('ipv4:') or '127.0.0.1'}:{port or 0}")
-        record = encode_record(
-            topic=topic.encode(),
-            body=msg.body,
-            properties=encode_properties(props),
-            born_timestamp=v2.ms(sp.born_timestamp),
-            born_host=born_host,
-            queue_id=queue_id,
-            sys_flag=sys_flag,
-        )
-        result = self.b.send.append(
-            record,
-            topic,
-            queue_id,
-            default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC,
-            default_queue_nums=4,
-            producer_group=topic,
-        )
-        if self.b.send.waits:
-            done: asyncio.Future[PutStatus | BaseException] = (
-                asyncio.get_running_loop().create_future()
-            )
-
-            def stored(status: PutStatus | BaseException) -> None:
-                if not done.done():
-                    done.set_result(status)
-
-            self.b.send.wait_stored_then(result.end_offset, stored)
-            status = await done
-            if isinstance(status, BaseException):
-                raise status
-            if status is PutStatus.FLUSH_DISK_TIMEOUT:
-                raise FlushDiskTimeoutError("the message was stored but its flush timed out")
-            if status is PutStatus.FLUSH_SLAVE_TIMEOUT:
-                raise FlushSlaveTimeoutError("the message was stored; no replica has it yet")
-        transaction_id = ""
-        if kind == d.MessageType.TRANSACTION:
-            # Where the half message is: what EndTransaction needs back.
-            transaction_id = f"{result.wrote_offset}:{result.queue_offset}"
-        return s.SendResultEntry(
-            status=v2.status(OK),
-            message_id=sp.message_id,
-            offset=result.queue_offset,
-            transaction_id=transaction_id,
-        )
-
-    @v2.timed("end_transaction")
-    async def EndTransaction(
-        self, request: s.EndTransactionRequest, context: Any
-    ) -> s.EndTransactionResponse:
-        refused = self._refusal("EndTransaction", context, request.topic.name, "")
-        if refused is not None:
-            return s.EndTransactionResponse(status=refused)
-        try:
-            offset_text, _, queue_text = request.transaction_id.partition(":")
-            try:
-                end = _End(
-                    producer_group=request.topic.name,
-                    commit_log_offset=int(offset_text),
-                    tran_state_table_offset=int(queue_text),
-                    msg_id=request.message_id,
-                    resolution=Resolution(int(request.resolution)),
-                    from_transaction_check=request.source
-                    == d.TransactionSource.SOURCE_SERVER_CHECK,
-                )
-            except ValueError:
-                return s.EndTransactionResponse(
-                    status=v2.status(
-                        d.Code.INVALID_TRANSACTION_ID,
-                        f"transaction id {request.transaction_id[:60]!r} is not one this "
-                        "endpoint gave",
-                    )
-                )
-            await self.b.transactions.end(end)
-        except RocketqError as exc:
-            status = error_status(exc)
-            if status.code == d.Code.INTERNAL_SERVER_ERROR:
-                status = v2.status(d.Code.INVALID_TRANSACTION_ID, str(exc))
-            return s.EndTransactionResponse(status=status)
-        return s.EndTransactionResponse(status=v2.status(OK))
-
     # -- receiving -------------------------------------------------------------------------
 
     async def ReceiveMessage(
@@ -763,15 +611,3 @@ class Endpoint(PullRpcs, service_pb2_grpc.MessagingServiceServicer):
             group, topic, queue_id, handle, queue_offset, invisible
         )
         return f"{new.text()} {commit_log_offset}"
-
-
-@dataclass(frozen=True)
-class _End:
-    """An EndTransaction as the transaction service reads it (its EndRequest)."""
-
-    producer_group: str
-    commit_log_offset: int
-    tran_state_table_offset: int
-    msg_id: str
-    resolution: Resolution
-    from_transaction_check: bool
