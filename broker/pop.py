@@ -324,8 +324,13 @@ class PopService:
         waits = [(topic, q) for q in queues]
         retry = pop_retry_topic(topic, group)
         retry_config = self.b.topics.get(retry)
-        if retry_config is not None:
-            waits += [(retry, q) for q in range(retry_config.read_queue_nums)]
+        # The first revive makes the retry topic: until then, wait on the queues it gets.
+        retry_queues = (
+            retry_config.read_queue_nums
+            if retry_config is not None
+            else self.b.groups.find_or_create(group).retry_queue_nums
+        )
+        waits += [(retry, q) for q in range(retry_queues)]
         tasks = [
             asyncio.ensure_future(
                 self.b.holds.hold(t.encode(), q, store.max_offset_in_queue(t, q), timeout)

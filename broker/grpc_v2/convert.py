@@ -22,7 +22,7 @@ from rocketq.broker.grpc_v2 import definition_pb2 as d
 from rocketq.broker.grpc_v2.routes import PERM_READ, PERM_WRITE
 from rocketq.broker.host import BrokerHost
 from rocketq.broker.metrics import BrokerCounters
-from rocketq.broker.pop import PROPERTY_POP_CK
+from rocketq.broker.pop import PROPERTY_POP_CK, ExtraInfo
 from rocketq.common.exceptions import (
     FlushDiskTimeoutError,
     FlushSlaveTimeoutError,
@@ -160,6 +160,16 @@ def timed(rpc: str) -> Callable[[_Unary], _Unary]:
         return run
 
     return wrap
+
+
+def receipt(handle: str) -> tuple[ExtraInfo, int]:
+    """A v2 receipt handle as :func:`message` makes it: the pop's receipt and the message's
+    CommitLog offset; MessageIllegalError when it is not one."""
+    info = ExtraInfo.parse(handle)
+    offset = handle.rpartition(" ")[2]
+    if handle.count(" ") < 8 or not offset.isdigit():
+        raise MessageIllegalError("the receipt handle has no CommitLog offset")
+    return info, int(offset)
 
 
 def message(msg: MessageExt, invisible: int, topic: str = "", attempt: int = 0) -> d.Message:

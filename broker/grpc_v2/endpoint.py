@@ -27,8 +27,6 @@ port, TLS follows the broker's keys (:mod:`rocketq.broker.grpc_v2.tls`).
 from __future__ import annotations
 
 import asyncio
-import hmac
-import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -36,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from rocketq.auth.request_map import v2_requirement
 from rocketq.broker.client_channels import client_channels
 from rocketq.broker.consumer_manager import CONSUME_POP
 from rocketq.broker.grpc_v2 import convert as v2
@@ -49,13 +46,11 @@ from rocketq.broker.grpc_v2.convert import (
     OK,
     POLL_MARGIN_S,
     EndpointHost,
-    credential,
     error_status,
     receipt_error,
-    signature,
 )
 from rocketq.broker.grpc_v2.pull import PullRpcs
-from rocketq.broker.grpc_v2.renewal import Renewals, receipt_queue
+from rocketq.broker.grpc_v2.renewal import Renewals
 from rocketq.broker.grpc_v2.routes import PERM_READ, PERM_WRITE, ClusterRoutes, RouteBroker
 from rocketq.broker.grpc_v2.sending import SendRpcs
 from rocketq.broker.grpc_v2.tls import server_credentials
@@ -63,7 +58,6 @@ from rocketq.broker.metrics import GRPC
 from rocketq.broker.pop import PROPERTY_POP_CK, ExtraInfo
 from rocketq.broker.transaction import CheckTransaction
 from rocketq.common.exceptions import (
-    MessageIllegalError,
     RocketqError,
 )
 from rocketq.common.message import (
@@ -87,44 +81,15 @@ class Endpoint(SendRpcs, PullRpcs, service_pb2_grpc.MessagingServiceServicer):
     """The v2 MessagingService on ``host:port`` (port 0: any free port)."""
 
     def __init__(self, broker: EndpointHost, host: str, port: int) -> None:
-        self.b = broker
+        super().__init__(broker)
         self.host = host
         self.port = port
         self._server: grpc.aio.Server | None = None
-        self._next_queue = itertools.count()
         # Producers with a Telemetry stream: client id -> the topics they publish to.
         self._producers: dict[str, list[str]] = {}
         self.routes = ClusterRoutes(broker, self._own_address)
         # What auto_renew consumers received, kept invisible until they are done with it.
         self.renewals = Renewals(self._change_receipt, broker.pop.clock_ms)
-
-    def _refusal(self, rpc: str, context: Any, topic: str = "", group: str = "") -> d.Status | None:
-        """None when the request may go on; else the status refusing it: UNAUTHORIZED when
-        its signature does not verify, FORBIDDEN when its user may not do it (the same
-        users, ACLs and checks as the remoting port)."""
-        access = self.b.security.access
-        if access is None:
-            return None
-        metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ())}
-        access_key, sig = credential(str(metadata.get("authorization", "")))
-        date_time = str(metadata.get("x-mq-date-time", ""))
-
-        def verify(secret: str) -> bool:
-            return bool(sig) and hmac.compare_digest(signature(secret, date_time), sig.lower())
-
-        why = access.check_signed(
-            access_key, verify, v2_requirement(rpc, topic, group), v2.peer_ip(context.peer())
-        )
-        if why is None:
-            return None
-        code = d.Code.UNAUTHORIZED if why.startswith("authentication") else d.Code.FORBIDDEN
-        return v2.status(code, why)
-
-    def _observe(self, rpc: str, started: float, code: int, *, held: bool = False) -> None:
-        metrics = self.b.metrics
-        if metrics is not None:
-            name = v2.CODE_LABELS.get(code) or str(code)
-            metrics.answered(rpc, name, started, held=held, protocol=GRPC)
 
     async def start(self) -> int:
         # No SO_REUSEPORT (gRPC's default): a second server asking for the same port must
@@ -540,12 +505,9 @@ class Endpoint(SendRpcs, PullRpcs, service_pb2_grpc.MessagingServiceServicer):
         if refused is not None:
             return s.ForwardMessageToDeadLetterQueueResponse(status=refused)
         handle = await self.renewals.take(request.receipt_handle)
-        parts = handle.split(" ")
         try:
-            info = ExtraInfo.parse(handle)
-            if len(parts) < 9 or not parts[8].isdigit():
-                raise MessageIllegalError("the receipt handle has no CommitLog offset")
-            await self.b.send.send_back(request.group.name, int(parts[8]), -1, 0)
+            info, commit_log_offset = v2.receipt(handle)
+            await self.b.send.send_back(request.group.name, commit_log_offset, -1, 0)
             await self.b.pop.ack(
                 request.group.name, request.topic.name, info.queue_id, handle, info.queue_offset
             )
@@ -606,8 +568,8 @@ class Endpoint(SendRpcs, PullRpcs, service_pb2_grpc.MessagingServiceServicer):
 
     async def _change_receipt(self, group: str, topic: str, handle: str, invisible: int) -> str:
         """Hide a received message for ``invisible`` ms from now; -> its new receipt."""
-        queue_id, queue_offset, commit_log_offset = receipt_queue(handle)
+        info, commit_log_offset = v2.receipt(handle)
         new = await self.b.pop.change_invisible(
-            group, topic, queue_id, handle, queue_offset, invisible
+            group, topic, info.queue_id, handle, info.queue_offset, invisible
         )
         return f"{new.text()} {commit_log_offset}"

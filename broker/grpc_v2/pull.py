@@ -12,6 +12,7 @@ from rocketq.broker.filter import sql_filter, tag_filter
 from rocketq.broker.grpc_v2 import convert as v2
 from rocketq.broker.grpc_v2 import definition_pb2 as d
 from rocketq.broker.grpc_v2 import service_pb2 as s
+from rocketq.broker.grpc_v2.base import RpcBase
 from rocketq.broker.grpc_v2.convert import OK, POLL_MARGIN_S, error_status
 from rocketq.broker.grpc_v2.routes import PERM_READ
 from rocketq.broker.subscription_group import check_group
@@ -25,17 +26,8 @@ from rocketq.common.record import decode_records
 from rocketq.storage.results import GetStatus
 
 
-class PullRpcs:
-    """The pull RPCs, mixed into the endpoint (which gives ``b``, ``_refusal`` and
-    ``_observe``)."""
-
-    b: v2.EndpointHost
-
-    def _refusal(self, rpc: str, context: Any, topic: str = "", group: str = "") -> d.Status | None:
-        raise NotImplementedError
-
-    def _observe(self, rpc: str, started: float, code: int, *, held: bool = False) -> None:
-        raise NotImplementedError
+class PullRpcs(RpcBase):
+    """The pull RPCs, a part of the endpoint."""
 
     # -- the pull consumer: offsets kept by the client ---------------------------------
 

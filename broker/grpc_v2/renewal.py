@@ -21,7 +21,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from rocketq.broker.pop import ExtraInfo
 from rocketq.common.exceptions import RocketqError
 
 log = logging.getLogger(__name__)
@@ -143,11 +142,3 @@ class Renewals:
                 held.renewing = None
         self.renewed += count
         return count
-
-
-def receipt_queue(handle: str) -> tuple[int, int, str]:
-    """(queue id, queue offset, CommitLog offset text) of a v2 receipt handle: the pop's
-    receipt and the CommitLog offset."""
-    info = ExtraInfo.parse(handle)
-    parts = handle.split(" ")
-    return info.queue_id, info.queue_offset, parts[8] if len(parts) > 8 else "0"

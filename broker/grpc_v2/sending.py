@@ -8,14 +8,15 @@ queue)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from rocketq.broker.grpc_v2 import convert as v2
 from rocketq.broker.grpc_v2 import definition_pb2 as d
 from rocketq.broker.grpc_v2 import service_pb2 as s
+from rocketq.broker.grpc_v2.base import RpcBase
 from rocketq.broker.grpc_v2.convert import (
     OK,
     EndpointHost,
@@ -47,18 +48,12 @@ from rocketq.remoting.codes import MessageSysFlag
 from rocketq.storage.results import PutStatus
 
 
-class SendRpcs:
-    """The sending RPCs, mixed into the endpoint (which gives ``b``, ``_refusal`` and
-    ``_observe``)."""
+class SendRpcs(RpcBase):
+    """The sending RPCs, a part of the endpoint."""
 
-    b: EndpointHost
-    _next_queue: Iterator[int]
-
-    def _refusal(self, rpc: str, context: Any, topic: str = "", group: str = "") -> d.Status | None:
-        raise NotImplementedError
-
-    def _observe(self, rpc: str, started: float, code: int, *, held: bool = False) -> None:
-        raise NotImplementedError
+    def __init__(self, broker: EndpointHost) -> None:
+        super().__init__(broker)
+        self._next_queue = itertools.count()  # the queue of the next send that is not FIFO
 
     @v2.timed("send_message")
     async def SendMessage(

@@ -23,6 +23,7 @@ from rocketq.common.config import StoreConfig
 from rocketq.common.message import TopicConfig
 from rocketq.nameserver.config import NameServerConfig
 from rocketq.nameserver.server import NameServer
+from rocketq.sdk.admin import Admin
 from tests.integration.waiting import wait_until
 
 CLIENT = Path(__file__).with_name("v5_client.py")
@@ -171,20 +172,6 @@ async def test_a_fifo_push_consumer_consumes_in_order_and_retries_in_place(
     assert [b for b, _ in result["seen"]] == ["p-0", "fail-p-1", "fail-p-1", "p-2", "p-3"]
 
 
-def _dlq_bodies(b: Broker, group: str) -> list[bytes]:
-    from rocketq.common.record import decode_records
-
-    dlq = f"%DLQ%{group}"
-    if b.topics.get(dlq) is None:
-        return []
-    result = b.store.get_messages(dlq, 0, 0, max_count=16)
-    try:
-        data = result.to_bytes() if result.message_count else b""
-    finally:
-        result.release()
-    return [m.body for m in decode_records(data)] if data else []
-
-
 @pytest.mark.parametrize("fifo", [False, True], ids=["normal", "fifo"])
 async def test_a_message_never_acknowledged_goes_to_the_dlq_after_its_attempts(
     broker: Broker, tmp_path: Path, fifo: bool
@@ -198,7 +185,12 @@ async def test_a_message_never_acknowledged_goes_to_the_dlq_after_its_attempts(
     result = await run_client(broker, tmp_path, f"V5GiveUp{fifo}", group, "give_up", env=env)
     doomed = [a for body, a in result["seen"] if body == "doomed"]
     assert doomed == [1, 2], result["seen"]
-    await wait_until(lambda: _dlq_bodies(broker, group) == [b"doomed"], "the message in the DLQ")
+    async with Admin(broker.config.namesrv_addr) as admin:
+
+        async def in_the_dlq() -> bool:
+            return [m.body for m in await admin.dlq_messages(group)] == [b"doomed"]
+
+        await wait_until(in_the_dlq, "the message in the DLQ")
     if fifo:
         assert [body for body, _ in result["seen"]][-1] == "after"
 
@@ -279,7 +271,7 @@ async def test_each_refusal_has_its_v2_code(secured: Broker) -> None:
     from rocketq.broker.grpc_v2 import definition_pb2 as d
     from rocketq.broker.grpc_v2 import service_pb2 as sv
     from rocketq.broker.grpc_v2 import service_pb2_grpc
-    from rocketq.broker.grpc_v2.endpoint import signature
+    from rocketq.broker.grpc_v2.convert import signature
 
     assert secured.grpc is not None
     secured.topics.update(TopicConfig("V5Auth", 2, 2))

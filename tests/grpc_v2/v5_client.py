@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
 
 from rocketmq import (  # type: ignore[import-untyped]
     ClientConfiguration,
@@ -75,6 +76,22 @@ def produce(config: ClientConfiguration, topic: str, bodies: list[str], **kind: 
         return ids
     finally:
         producer.shutdown()
+
+
+@contextlib.contextmanager
+def simple_consumer(
+    config: ClientConfiguration, topic: str, group: str, await_duration: int
+) -> Iterator[SimpleConsumer]:
+    """A started SimpleConsumer of every message of ``topic``, shut down at the end."""
+    consumer = SimpleConsumer(
+        config, group, {topic: FilterExpression("*")}, await_duration=await_duration,
+        tls_enable=TLS,
+    )  # fmt: skip
+    consumer.startup()
+    try:
+        yield consumer
+    finally:
+        consumer.shutdown()
 
 
 def push_until(
@@ -166,11 +183,7 @@ def main() -> None:
     out: dict[str, object] = {}
     if scenario == "send_receive_ack":
         out["sent"] = produce(config, topic, ["v5-0", "v5-1", "v5-2"])
-        consumer = SimpleConsumer(
-            config, group, {topic: FilterExpression("*")}, await_duration=3, tls_enable=TLS
-        )
-        consumer.startup()
-        try:
+        with simple_consumer(config, topic, group, 3) as consumer:
             got: list[dict[str, object]] = []
             deadline = time.monotonic() + 30
             while len(got) < 3 and time.monotonic() < deadline:
@@ -188,15 +201,9 @@ def main() -> None:
                     consumer.ack(m)
             out["got"] = got
             out["after_ack"] = [m.body.decode() for m in consumer.receive(16, 15)]
-        finally:
-            consumer.shutdown()
     elif scenario == "redelivery":
         produce(config, topic, ["again"])
-        consumer = SimpleConsumer(
-            config, group, {topic: FilterExpression("*")}, await_duration=3, tls_enable=TLS
-        )
-        consumer.startup()
-        try:
+        with simple_consumer(config, topic, group, 3) as consumer:
             first: list[str] = []
             deadline = time.monotonic() + 30
             while not first and time.monotonic() < deadline:
@@ -208,17 +215,11 @@ def main() -> None:
                     consumer.change_invisible_duration(m, 30)
                     consumer.ack(m)
             out["first"], out["second"] = first, second
-        finally:
-            consumer.shutdown()
     elif scenario == "fifo_and_delay":
         produce(config, topic, ["f-0", "f-1", "f-2"], group="orders-1")
         sent_at = time.time()
         produce(config, topic, ["later"], delay_s="3")
-        consumer = SimpleConsumer(
-            config, group, {topic: FilterExpression("*")}, await_duration=3, tls_enable=TLS
-        )
-        consumer.startup()
-        try:
+        with simple_consumer(config, topic, group, 3) as consumer:
             seen: list[dict[str, object]] = []
             deadline = time.monotonic() + 40
             while len(seen) < 4 and time.monotonic() < deadline:
@@ -232,8 +233,6 @@ def main() -> None:
                     )
                     consumer.ack(m)
             out["seen"] = seen
-        finally:
-            consumer.shutdown()
     elif scenario == "transactions":
         producer = Producer(config, (topic,), checker=Checker(), tls_enable=TLS)
         producer.startup()
@@ -247,11 +246,7 @@ def main() -> None:
                 tx.commit() if commit else tx.rollback()
         finally:
             producer.shutdown()
-        consumer = SimpleConsumer(
-            config, group, {topic: FilterExpression("*")}, await_duration=3, tls_enable=TLS
-        )
-        consumer.startup()
-        try:
+        with simple_consumer(config, topic, group, 3) as consumer:
             bodies: list[str] = []
             deadline = time.monotonic() + 20
             while "committed" not in bodies and time.monotonic() < deadline:
@@ -260,8 +255,6 @@ def main() -> None:
                     consumer.ack(m)
             bodies += [m.body.decode() for m in consumer.receive(16, 15)]  # one more poll
             out["bodies"] = bodies
-        finally:
-            consumer.shutdown()
     elif scenario == "tx_check":
         # A transaction left open: the broker asks the checker (COMMIT) over Telemetry.
         producer = Producer(config, (topic,), checker=Checker(), tls_enable=TLS)
@@ -272,18 +265,12 @@ def main() -> None:
             msg.topic = topic
             msg.body = b"checked"
             producer.send(msg, tx)  # neither committed nor rolled back here
-            consumer = SimpleConsumer(
-                config, group, {topic: FilterExpression("*")}, await_duration=2, tls_enable=TLS
-            )
-            consumer.startup()
-            try:
+            with simple_consumer(config, topic, group, 2) as consumer:
                 got: list[str] = []
                 deadline = time.monotonic() + 30
                 while not got and time.monotonic() < deadline:
                     got = [m.body.decode() for m in consumer.receive(16, 15)]
                 out["got"] = got
-            finally:
-                consumer.shutdown()
         finally:
             producer.shutdown()
     elif scenario == "push":
@@ -293,33 +280,27 @@ def main() -> None:
         # A FIFO group: a queue gives its next messages only once those it gave are
         # acknowledged; what is not acknowledged comes back first, in order.
         produce(config, topic, [f"o-{i}" for i in range(5)], group="g1")
-        consumer = SimpleConsumer(
-            config, group, {topic: FilterExpression("*")}, await_duration=1, tls_enable=TLS
-        )
-        consumer.startup()
 
-        def receive_some(tries: int, invisible: int) -> list[Message]:
+        def receive_some(consumer: SimpleConsumer, tries: int, invisible: int) -> list[Message]:
             for _ in range(tries):  # each receive polls one queue of the route
                 got = consumer.receive(2, invisible)
                 if got:
                     return list(got)
             return []
 
-        try:
+        with simple_consumer(config, topic, group, 1) as consumer:
             rounds: list[list[tuple[str, int]]] = []
-            first = receive_some(8, 3)  # not acknowledged: back after 3 s
+            first = receive_some(consumer, 8, 3)  # not acknowledged: back after 3 s
             rounds.append([(m.body.decode(), m.delivery_attempt) for m in first])
-            out["while_held"] = [m.body.decode() for m in receive_some(2, 20)]
+            out["while_held"] = [m.body.decode() for m in receive_some(consumer, 2, 20)]
             deadline = time.monotonic() + 40
             while sum(len(r) for r in rounds) < 7 and time.monotonic() < deadline:
-                batch = receive_some(1, 20)
+                batch = receive_some(consumer, 1, 20)
                 if batch:
                     rounds.append([(m.body.decode(), m.delivery_attempt) for m in batch])
                     for m in batch:
                         consumer.ack(m)
             out["rounds"] = rounds
-        finally:
-            consumer.shutdown()
     elif scenario == "push_fifo":
         produce(config, topic, ["p-0", "fail-p-1", "p-2", "p-3"], group="g1")
         out["seen"] = push_until(config, topic, group, 5)
@@ -327,11 +308,7 @@ def main() -> None:
         # Never acknowledged: delivered until the group's attempts run out (then the DLQ).
         kind = {"group": "g1"} if os.environ.get("V5_FIFO") == "1" else {}
         produce(config, topic, ["doomed", "after"] if kind else ["doomed"], **kind)
-        consumer = SimpleConsumer(
-            config, group, {topic: FilterExpression("*")}, await_duration=1, tls_enable=TLS
-        )
-        consumer.startup()
-        try:
+        with simple_consumer(config, topic, group, 1) as consumer:
             seen: list[tuple[str, int]] = []
             deadline = time.monotonic() + float(os.environ.get("V5_SECONDS", "12"))
             while time.monotonic() < deadline:
@@ -340,8 +317,6 @@ def main() -> None:
                     if m.body != b"doomed":
                         consumer.ack(m)
             out["seen"] = seen
-        finally:
-            consumer.shutdown()
     elif scenario == "steady":
         out = steady(config, topic, group, float(os.environ.get("V5_SECONDS", "20")))
     elif scenario == "signed":
