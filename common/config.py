@@ -490,6 +490,14 @@ class ServerSecurityConfig(ServerBoundsConfig):
         default="",
         metadata={"check": _check_json_keys("accessKey", "secretKey"), "secret": True},
     )
+    # Seconds a signed request's time may lie from the server's clock either way: a v2
+    # request whose x-mq-date-time is further off (or absent) is refused, and so is a
+    # strong remoting signature's timestamp (AWS SigV4 allows 15 minutes).
+    authentication_signature_window_seconds: float = field(default=900.0, metadata={"min": 1})
+    # Refuse RocketMQ's legacy remoting signature (values only, no time): only requests
+    # signed with rocketq's strong signature (keys, values, a timestamp and a nonce) pass.
+    # Stock 4.x clients sign the legacy way, so they are refused too.
+    authentication_require_strong_signature: bool = False
     # stateful: a connection's sender is verified at its first signed request and
     # remembered there (for stateful_authentication_cache_expired_second, and until the
     # users or ACLs change), so later requests on it are not verified again (RocketMQ's
@@ -524,11 +532,26 @@ class ServerSecurityConfig(ServerBoundsConfig):
     tls_client_trust_cert_path: str = ""
     # Whether a peer's certificate must name the host connected to.
     tls_client_verify_hostname: bool = True
+    # A glob a client certificate's subject common name or one of its DNS or URI subject
+    # alternative names must match for the certificate to prove a cluster node (the HA and
+    # Raft ports, registrations); "" : no certificate proves a node, the inner
+    # credentials' signature is required. A certificate that chains to the trusted CA but
+    # does not match is a user's certificate at most.
+    tls_node_name_pattern: str = ""
     # Seconds between checks of the certificate files; changed files are loaded for new
     # connections while open ones keep theirs (RocketMQ watches them likewise).
     tls_cert_reload_interval_seconds: float = field(default=5.0, metadata={"min": 0.05})
     # The metrics port serves HTTPS with the server certificate.
     metrics_tls_enable: bool = False
+    # A bearer token the metrics port's /metrics asks for ("": none), as Prometheus'
+    # exporters take one (scrape config ``authorization: {credentials: ...}``).
+    metrics_bearer_token: str = field(default="", metadata={"secret": True})
+    # Basic auth for the metrics port's /metrics, JSON {"username": "...", "password":
+    # "..."} ("": none); Prometheus scrapes it with ``basic_auth``.
+    metrics_basic_auth: str = field(
+        default="",
+        metadata={"check": _check_json_keys("username", "password"), "secret": True},
+    )
 
     def __post_init__(self) -> None:
         validate_config(self)
