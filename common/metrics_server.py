@@ -20,15 +20,26 @@ Given a :class:`~rocketq.remoting.tls.ServerTls`, the port speaks HTTPS only: ea
 connection gets the certificate current at that moment (a rotated certificate serves the
 next scrape), and a handshake that fails, such as plain HTTP sent to the port, closes the
 connection (counted as ``tls_handshake``).
+
+Given a :class:`MetricsAuth` (``metrics_bearer_token``, ``metrics_basic_auth``), ``/metrics``
+answers only a request that carries one of its credentials (``Authorization: Bearer ...`` or
+``Basic ...``, compared in constant time), as Prometheus' exporters ask; anything else is
+answered 401 with ``WWW-Authenticate`` and counted as ``unauthorized``. ``/healthz`` and
+``/readyz`` stay open: the probes of an orchestrator carry no credentials, and they tell
+nothing but up or down.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import concurrent.futures
 import contextlib
 import errno
+import hmac
 import io
+import json
 import logging
 import queue
 import socket
@@ -36,11 +47,13 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, TypeVar
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from rocketq.common.exceptions import ConfigError
 from rocketq.common.ports import PortBindError
 
 
@@ -53,6 +66,75 @@ class ServerTls(Protocol):
 
     @property
     def context(self) -> ssl.SSLContext: ...
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsAuth:
+    """The credentials ``/metrics`` asks for: a bearer token, a basic-auth user and password,
+    or both (either one then passes). Empty values are not credentials."""
+
+    bearer_token: str = field(default="", repr=False)
+    username: str = ""
+    password: str = field(default="", repr=False)
+
+    def __post_init__(self) -> None:
+        if bool(self.username) != bool(self.password):
+            raise ValueError("metrics basic auth needs both a username and a password")
+        if ":" in self.username:
+            raise ValueError("a metrics basic-auth username cannot contain ':'")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.bearer_token or self.username)
+
+    @classmethod
+    def from_config(cls, config: object) -> MetricsAuth | None:
+        """From a server config's ``metrics_bearer_token`` and ``metrics_basic_auth`` (JSON
+        ``{"username", "password"}``); None when neither is set.
+
+        Raises:
+            ConfigError: ``metrics_basic_auth`` is not such an object (without echoing it).
+        """
+        token = str(getattr(config, "metrics_bearer_token", "") or "")
+        basic = str(getattr(config, "metrics_basic_auth", "") or "")
+        username = password = ""
+        try:
+            if basic:
+                doc = json.loads(basic)
+                username, password = str(doc["username"]), str(doc["password"])
+            auth = cls(token, username, password)
+        except (ValueError, KeyError, TypeError) as exc:
+            why = exc if isinstance(exc, ValueError) and "metrics" in str(exc) else "malformed"
+            raise ConfigError(
+                f"metrics_basic_auth: {why}; give a JSON object "
+                '{"username": "...", "password": "..."} (a username without \':\')'
+            ) from None
+        return auth if auth.enabled else None
+
+    def challenge(self) -> list[tuple[str, str]]:
+        """The ``WWW-Authenticate`` headers of a 401: one per scheme accepted."""
+        headers = []
+        if self.bearer_token:
+            headers.append(("WWW-Authenticate", f'Bearer realm="{REALM}"'))
+        if self.username:
+            headers.append(("WWW-Authenticate", f'Basic realm="{REALM}", charset="UTF-8"'))
+        return headers
+
+    def allows(self, authorization: str) -> bool:
+        """Whether an ``Authorization`` header value carries one of the credentials (each
+        compared in constant time; a malformed value is a refusal)."""
+        scheme, _, value = authorization.strip().partition(" ")
+        scheme, value = scheme.lower(), value.strip()
+        if scheme == "bearer" and self.bearer_token:
+            return hmac.compare_digest(value.encode(), self.bearer_token.encode())
+        if scheme == "basic" and self.username:
+            try:
+                given = base64.b64decode(value.encode("ascii"), validate=True)
+            except (binascii.Error, UnicodeEncodeError, ValueError):
+                return False
+            wanted = f"{self.username}:{self.password}".encode()
+            return hmac.compare_digest(given, wanted)
+        return False
 
 
 class _HandshakeFailedError(Exception):
@@ -72,6 +154,9 @@ WORKERS_BUSY: Final = "workers_busy"
 TIMEOUT: Final = "timeout"
 TOO_LARGE: Final = "too_large"
 TLS_HANDSHAKE: Final = "tls_handshake"
+UNAUTHORIZED: Final = "unauthorized"
+# The realm a 401 names.
+REALM: Final = "rocketq metrics"
 _BUSY_ANSWER: Final = (
     b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
     b"Content-Length: 32\r\nConnection: close\r\n\r\nbusy: every worker is answering\n"
@@ -159,7 +244,7 @@ class _Server(WSGIServer):
         self._threads = []
 
     def count(self, reason: str, client_address: Any) -> None:
-        """Count a request cut off; log it at most once a minute per address."""
+        """Count a request cut off or refused; log it at most once a minute per address."""
         host = str(client_address[0]) if isinstance(client_address, tuple) else "?"
         now = time.monotonic()
         with self._count_lock:
@@ -170,6 +255,13 @@ class _Server(WSGIServer):
             if len(self._logged) > 1024:
                 self._logged.clear()
             self._logged[(host, reason)] = now
+        if reason == UNAUTHORIZED:
+            log.warning(
+                "metrics HTTP port: refused /metrics to %s without the right credentials "
+                "(metrics_bearer_token, metrics_basic_auth)",
+                host,
+            )
+            return
         log.warning(
             "metrics HTTP port: cut off a request from %s [%s] (metrics_http_workers %d, "
             "metrics_http_timeout_seconds %g)",
@@ -263,8 +355,10 @@ class MetricsServer:
         workers: int = 4,
         timeout: float = 10.0,
         tls: ServerTls | None = None,
+        auth: MetricsAuth | None = None,
     ) -> None:
         self.registry = registry
+        self.auth = auth if auth is not None and auth.enabled else None
         self.readiness = readiness
         self._loop: asyncio.AbstractEventLoop | None = None
         server_class = _Server6 if ":" in address else _Server
@@ -282,6 +376,8 @@ class MetricsServer:
         self._server.set_app(self._app)
         self._server.tls = tls if tls is not None and tls.enabled else None
         self._server.bound(workers, timeout)
+        if self.auth is not None:
+            self._server.rejected[UNAUTHORIZED] = 0
         self.port: int = self._server.server_port
         self._thread: threading.Thread | None = None
 
@@ -338,6 +434,16 @@ class MetricsServer:
         path = environ.get("PATH_INFO", "")
         try:
             if path == "/metrics":
+                if self.auth is not None and not self.auth.allows(
+                    str(environ.get("HTTP_AUTHORIZATION", ""))
+                ):
+                    self._server.count(UNAUTHORIZED, (environ.get("REMOTE_ADDR", "?"),))
+                    return _answer(
+                        start_response,
+                        "401 Unauthorized",
+                        b"unauthorized: /metrics needs the metrics credentials\n",
+                        extra=self.auth.challenge(),
+                    )
                 body = self._on_loop(lambda: generate_latest(self.registry))
                 return _answer(start_response, "200 OK", body, CONTENT_TYPE_LATEST)
             if path == "/healthz":
@@ -362,6 +468,9 @@ def _answer(
     status: str,
     body: bytes,
     content_type: str = "text/plain; charset=utf-8",
+    *,
+    extra: list[tuple[str, str]] | None = None,
 ) -> list[bytes]:
-    start_response(status, [("Content-Type", content_type), ("Content-Length", str(len(body)))])
+    headers = [("Content-Type", content_type), ("Content-Length", str(len(body)))]
+    start_response(status, headers + (extra or []))
     return [body]
