@@ -46,7 +46,7 @@ from rocketq.common.config import StoreConfig
 from rocketq.common.exceptions import ConfigError
 from rocketq.common.message import SCHEDULE_TOPIC, TIMER_TOPIC, TopicConfig
 from rocketq.common.metrics import Base, bounds_collector
-from rocketq.common.metrics_server import MetricsServer
+from rocketq.common.metrics_server import MetricsAuth, MetricsServer
 from rocketq.common.ports import PortBindError
 from rocketq.remoting.codes import RocketqRequestCode
 from rocketq.remoting.transport import RemotingServer
@@ -162,6 +162,7 @@ class Broker:
                     workers=config.metrics_http_workers,
                     timeout=config.metrics_http_timeout_seconds,
                     tls=self.security.metrics_tls,
+                    auth=MetricsAuth.from_config(config),
                 )
                 # What the bounds of the remoting and metrics ports refused.
                 self.metrics_server.registry.register(

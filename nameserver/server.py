@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rocketq.auth.request_map import nameserver_requirement
 from rocketq.auth.server_security import MemoryAuthMetadata, server_security
-from rocketq.common.metrics_server import MetricsServer
+from rocketq.common.metrics_server import MetricsAuth, MetricsServer
 from rocketq.common.ports import PortBindError
 from rocketq.nameserver.config import NameServerConfig
 from rocketq.nameserver.kv_config import KVConfigManager
@@ -61,6 +61,7 @@ class NameServer:
                 workers=config.metrics_http_workers,
                 timeout=config.metrics_http_timeout_seconds,
                 tls=self.security.metrics_tls,
+                auth=MetricsAuth.from_config(config),
             )
 
     def _readiness(self) -> tuple[bool, str]:
