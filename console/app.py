@@ -12,7 +12,7 @@ Every request must name an allowed host (else 400: a DNS-rebound name never reac
 page). Every POST carries the session's CSRF token. Login is on with ``users_file`` and
 whenever the console signs its cluster calls: then every page and API call but the login
 page and the static files needs a logged-in user, and failed logins are limited per client
-address and per user name.
+address (never per user name, so nobody can lock the real user out).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from rocketq.console.security import (
     actor,
     csrf_ok,
     csrf_token,
-    limiter_keys,
+    login_key,
     retry_after_header,
     safe_next,
 )
@@ -77,7 +77,8 @@ async def login_page(request: Request) -> Response:
 
 async def login_post(request: Request) -> Response:
     """Check a name and password (scrypt, in a worker thread). After too many failures from
-    one address or for one name within the limiter's window: 429 with Retry-After."""
+    one address within the limiter's window, that address gets 429 with Retry-After
+    whatever it sends; other addresses, the real user's among them, log in as before."""
     if not await csrf_ok(request):
         return error_response(request, 403, "the request carries no valid CSRF token")
     users: Users | None = request.app.state.users
@@ -85,8 +86,8 @@ async def login_post(request: Request) -> Response:
     form = await request.form()
     name, password = str(form.get("username", "")), str(form.get("password", ""))
     target = safe_next(str(form.get("next", "/")))
-    keys = limiter_keys(request, name)
-    wait = limiter.retry_after(*keys)
+    key = login_key(request)
+    wait = limiter.retry_after(key)
     if wait is not None:
         response = render(
             request,
@@ -98,14 +99,12 @@ async def login_post(request: Request) -> Response:
         return response
     # Counted as a failure before the check, so that attempts sent at the same time cannot
     # all pass the limit while their passwords are checked; taken back on success.
-    limiter.failed(*keys)
+    limiter.failed(key)
     if users is None or not await users.check_async(name, password):
         return render(
             request, "login.html", {"next": target, "message": "Wrong name or password."}, 401
         )
-    address, user = keys
-    limiter.take_back(address)
-    limiter.forget(user)
+    limiter.take_back(key)
     request.session.clear()
     request.session["user"] = name
     return RedirectResponse(target, status_code=303)
@@ -177,7 +176,7 @@ def create_app(
     ``cluster_client`` is the credentials and TLS settings of the console's own cluster
     calls (by default the environment's credentials, if any). A console that signs its
     calls needs ``users_file``: ValueError without it. ``login_limiter`` counts failed
-    logins (5 a minute per address and per name by default).
+    logins (5 a minute per client address by default).
     """
     users = Users.load(users_file) if users_file is not None else None
     client = cluster_client if cluster_client is not None else ClusterClient()

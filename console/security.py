@@ -1,5 +1,6 @@
 """The console's safety: users and their scrypt password hashes (``--users FILE``), the
-login every request needs once login is on, the limit on failed logins, the per-session
+login every request needs once login is on, the limit on failed logins per client address
+(never per user name: failures from elsewhere never lock the real user out), the per-session
 token every POST must carry (CSRF), and the credentials and TLS settings the console's own
 cluster calls use."""
 
@@ -10,6 +11,7 @@ import dataclasses
 import functools
 import hashlib
 import hmac
+import ipaddress
 import logging
 import math
 import os
@@ -102,7 +104,7 @@ class Users:
 
 
 class LoginLimiter:
-    """Failed logins counted per key (a client address, a user name): after
+    """Failed logins counted per key (a client address, :func:`login_key`): after
     ``max_failures`` failures within ``window`` seconds a key is refused until the oldest
     of them is ``window`` seconds old. At most ``max_keys`` keys are remembered (the least
     recently seen is forgotten first), each with at most ``max_failures`` times, so an
@@ -175,10 +177,21 @@ class LoginLimiter:
                 del self._failures[key]
 
 
-def limiter_keys(request: Request, name: str) -> tuple[str, str]:
-    """The keys a login attempt counts against: its client address and the user name."""
-    client = request.client.host if request.client is not None else "unknown"
-    return f"address:{client}", f"user:{name[:256]}"
+def login_key(request: Request) -> str:
+    """The key a login attempt counts against: its client address, an IPv6 address by its
+    /64 network (one host may hold all of it). Never the user name: then anyone could lock
+    the real user out by failing on purpose; a user's own address is locked only by the
+    failures sent from it."""
+    host = request.client.host if request.client is not None else "unknown"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return f"address:{host[:256]}"
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is None:
+        return f"address:{ipaddress.ip_network(f'{address}/64', strict=False)}"
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return f"address:{address}"
 
 
 def retry_after_header(seconds: float) -> dict[str, str]:
