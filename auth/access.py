@@ -12,8 +12,12 @@ refused; so is an unknown or disabled user or a signature that does not match, w
 key, never a secret. Clients up to 4.9.3 leave the
 ``_UNIQUE_KEY_QUERY`` field out of what they sign; for requests of those versions the
 signature without it is accepted too (as RocketMQ does). A connection with a verified client
-certificate and no ``AccessKey`` is the user named by the certificate's common name (super
-when that name is in ``super_users``). With the stateful strategy (``stateful_seconds``, as
+certificate and no ``AccessKey`` is a cluster node (a super identity) when the certificate
+names a node (``tls_node``: it matches ``tls_node_name_pattern``,
+:mod:`~remoting.node_identity`), else at most the user named by its common name: a
+certificate that merely chains to the trusted CA makes nobody a node or a super user
+(neither the inner access key nor a name in ``super_users`` as its name does).
+With the stateful strategy (``stateful_seconds``, as
 RocketMQ's StatefulAuthenticationStrategy), the sender a connection's request verified is
 remembered on that connection for those seconds, and while the users and ACLs are unchanged:
 its later requests naming the same access key are taken as that user without their
@@ -269,11 +273,13 @@ class AccessControl:
         peer_ip: str,
         tls_identity: str | None = None,
         session: dict[str, object] | None = None,
+        tls_node: bool = False,
     ) -> RemotingCommand | None:
         """None when the request may go on to its handler; else the refusal to answer it
         with (``NO_PERMISSION``, a remark saying why). ``session`` is the connection's own
         state (its attrs): with a stateful strategy the sender verified there is
-        remembered."""
+        remembered. ``tls_identity`` is the common name of the connection's verified
+        client certificate, ``tls_node`` whether that certificate proves a cluster node."""
         if not (self.authentication or self.authorization):
             return None
         if self._whitelist is not None:
@@ -294,9 +300,9 @@ class AccessControl:
             # is that sender's (the client was told so by AUTH_SESSION: ``keyless``).
             who = self.remembered(session)
             if who is None and tls_identity:
-                who = self._certificate(tls_identity)
+                who = self._certificate(tls_identity, tls_node)
         elif tls_identity:
-            who = self._certificate(tls_identity)
+            who = self._certificate(tls_identity, tls_node)
         if isinstance(who, _Who) and (who.super or not self.authorization):
             # A super user (or anyone authenticated, without authorization) passes every
             # gate, so what the request requires need not be read.
@@ -504,9 +510,11 @@ class AccessControl:
                 )
         return _Who(access_key, is_super)
 
-    def _certificate(self, name: str) -> _Who | str:
-        """The sender of a connection with a verified client certificate of that name."""
-        if name in self.super_users or (self.inner is not None and name == self.inner.access_key):
+    def _certificate(self, name: str, node: bool) -> _Who | str:
+        """The sender of a connection with a verified client certificate whose common name
+        is ``name``: a node (super) when the certificate proves one (``node``), else the
+        user of that name, if one exists and is enabled (super only when the user is)."""
+        if node:
             return _Who(name, True)
         user = self._user(name)
         if user is None:

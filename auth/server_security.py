@@ -34,6 +34,9 @@ from rocketq.remoting.transport import Connection
 
 log = logging.getLogger(__name__)
 
+# A connection's attr: the node its client certificate proves ("": none).
+_NODE_CERTIFICATE = "tls.node"
+
 
 @dataclass
 class ServerSecurity:
@@ -82,12 +85,27 @@ class ServerSecurity:
         ``rocketq_remoting_rejected_total{reason="unauthenticated"|"forbidden"}`` and
         logged at most once a minute per address and reason."""
         assert self.access is not None
-        refusal = self.access.check(cmd, conn.peer_ip, conn.tls_identity, conn.attrs)
+        node = self.node_certificate(conn)
+        refusal = self.access.check(
+            cmd, conn.peer_ip, conn.tls_identity or node, conn.attrs, tls_node=node is not None
+        )
         if refusal is not None and conn.guard is not None:
             remark = refusal.remark or ""
             reason = UNAUTHENTICATED if remark.startswith("authentication") else FORBIDDEN
             conn.guard.reject(conn, reason, f"request code {cmd.code}: {remark}")
         return refusal
+
+    def node_certificate(self, conn: Connection) -> str | None:
+        """The cluster node the connection's verified client certificate proves (its name
+        matching ``tls_node_name_pattern``), else None; read once per connection (kept in
+        its attrs)."""
+        tls = self.tls
+        if tls is None or not tls.nodes.enabled or conn.transport is None:
+            return None
+        node = conn.attrs.get(_NODE_CERTIFICATE)
+        if node is None:
+            node = conn.attrs[_NODE_CERTIFICATE] = tls.node_name(conn.transport) or ""
+        return str(node) or None
 
     @property
     def hook(self) -> Callable[[Connection, RemotingCommand], RemotingCommand | None] | None:
@@ -125,7 +143,7 @@ class ServerSecurity:
             name = self.access.remembered_name(conn.attrs)
             if name:
                 return name
-        return conn.tls_identity
+        return conn.tls_identity or self.node_certificate(conn)
 
 
 def _init_user(config: ServerSecurityConfig) -> User | None:

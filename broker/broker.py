@@ -63,17 +63,24 @@ log = logging.getLogger(__name__)
 
 def check_nodes_prove_identity(config: BrokerConfig, security: ServerSecurity) -> None:
     """With authentication on, the HA and Raft ports must know who connects: the inner
-    credentials sign the hellos and handshakes, or TLS requires a client certificate;
-    without either they would stream the CommitLog to anyone."""
+    credentials sign the hellos and handshakes, or TLS requires a client certificate and
+    says which certificates are nodes' (tls_node_name_pattern: one merely from the trusted
+    CA may be a user's); without either they would stream the CommitLog to anyone."""
     if not config.authentication_enabled or security.inner is not None:
         return
-    if security.tls is not None and config.tls_server_need_client_auth == "require":
+    if (
+        security.tls is not None
+        and config.tls_server_need_client_auth == "require"
+        and config.tls_node_name_pattern
+    ):
         return
     raise ConfigError(
         "authentication_enabled is on but neither inner_client_authentication_credentials "
-        'nor tls_server_need_client_auth = "require" is set: the HA and Raft ports could '
-        "not tell this group's members from anyone; set inner_client_authentication_credentials "
-        '= {"accessKey": "...", "secretKey": "..."} (the same on every node)'
+        'nor tls_server_need_client_auth = "require" with a tls_node_name_pattern is set: '
+        "the HA and Raft ports could not tell this group's members from anyone; set "
+        'inner_client_authentication_credentials = {"accessKey": "...", "secretKey": "..."} '
+        "(the same on every node), or require client certificates and name the nodes' "
+        'certificates (tls_node_name_pattern = "spiffe://example.org/rocketq/node/*")'
     )
 
 

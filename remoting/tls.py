@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
 from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.node_identity import NodePattern, peer_names
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,10 @@ class ServerTls:
         trust: str = "",
         client_auth: ClientAuth = "none",
         reload_interval: float = 5.0,
+        node_pattern: str = "",
     ) -> None:
+        """``node_pattern``: the names a client certificate proves a cluster node with
+        (``tls_node_name_pattern``, :mod:`~remoting.node_identity`; "" none)."""
         if mode not in MODES:
             raise ValueError(f"TLS mode {mode!r}: expected one of {', '.join(MODES)}")
         if client_auth not in CLIENT_AUTH:
@@ -111,6 +115,7 @@ class ServerTls:
         self.trust = trust
         self.client_auth: ClientAuth = client_auth
         self.reload_interval = reload_interval
+        self.nodes = NodePattern(node_pattern)
         self.reloads = 0  # times the context was rebuilt after the first
         self._paths = tuple(p for p in (cert, key, trust) if p)
         self._lock = threading.Lock()  # the metrics port reads the context from threads
@@ -171,6 +176,13 @@ class ServerTls:
         log.info("TLS: loaded the changed certificate files (%s)", ", ".join(self._paths))
         return True
 
+    def node_name(self, transport: Any) -> str | None:
+        """The node a connection's verified client certificate proves (its name that
+        matches the node pattern), else None: a user's certificate, or none."""
+        if not self.nodes.enabled:
+            return None
+        return self.nodes.node_name(peer_names(transport))
+
     async def watch(self) -> None:
         """Check the files every ``reload_interval`` seconds until cancelled (a server runs
         this while it listens)."""
@@ -229,6 +241,7 @@ def server_tls_from(config: Any) -> ServerTls | None:
         getattr(config, "tls_server_trust_cert_path", ""),
         getattr(config, "tls_server_need_client_auth", "none"),
         getattr(config, "tls_cert_reload_interval_seconds", 5.0),
+        getattr(config, "tls_node_name_pattern", ""),
     )
 
 

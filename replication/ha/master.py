@@ -18,11 +18,14 @@ for nothing.
 
 Who may connect: given ``inner`` credentials, the master takes a slave only when its hello
 is signed with them (timestamp within five minutes, each signature once; see
-:mod:`~replication.ha.wire`) or when the slave showed a client certificate the port
-verified; anything else is closed at once (``ha_unauthenticated``, logged at most once a
-minute per address). Without them (and without required client certificates) any hello
-is taken, as before. :attr:`SlaveConnection.authenticated` says whether the slave proved
-who it is, so that what it claims (its broker address) can be trusted. Given ``tls`` (a
+:mod:`~replication.ha.wire`) or when the slave showed a node's certificate: one the port
+verified and that names a node (``tls_node_name_pattern``,
+:mod:`~remoting.node_identity`; any other certificate from the same CA, a user's, proves
+nothing); anything else is closed at once (``ha_unauthenticated``, logged at most once a
+minute per address). Required client certificates without credentials take only a node's
+certificate. Without either any hello is taken, as before.
+:attr:`SlaveConnection.authenticated` says whether the slave proved who it is, so that what
+it claims (its broker address) can be trusted. Given ``tls`` (a
 :class:`~remoting.tls.ServerTls`), the port serves TLS in its mode (permissive: TLS and
 plaintext told apart by the first byte; enforcing: TLS only), see
 :mod:`~replication.ha.secure`.
@@ -66,6 +69,7 @@ from rocketq.replication.ha.secure import (
     SECURITY_REASONS,
     UNAUTHENTICATED,
     SeenSignatures,
+    node_certificate,
     requires_client_cert,
     serve,
     tls_identity,
@@ -232,9 +236,10 @@ class SlaveConnection(asyncio.Protocol):
         self.broker_addr = ""  # the slave's broker address, as its hello claims
         self.broker_id = 0
         # The slave proved who it is: its hello is signed with the master's inner
-        # credentials, or it showed a client certificate the port verified.
+        # credentials, or it showed a node's certificate.
         self.authenticated = False
         self.tls_identity: str | None = None  # its verified certificate's common name
+        self.node_name: str | None = None  # the node its certificate proves, if it does
         self.stale_end = -1  # a slave told to cut back may report its old end once more
         self.last_report = time.monotonic()
         self.last_sent = time.monotonic()
@@ -263,6 +268,7 @@ class SlaveConnection(asyncio.Protocol):
             self.transport.abort()
             return
         self.tls_identity = tls_identity(transport)
+        self.node_name = node_certificate(self.master.tls, transport)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -564,20 +570,33 @@ class HAMaster:
 
     def _refusal(self, conn: SlaveConnection, hello: Hello) -> str | None:
         """Why this master does not take ``conn``'s hello, or None (marking the connection
-        authenticated when the slave proved who it is)."""
+        authenticated when the slave proved who it is). Only a node's certificate stands
+        in for the hello's signature: a certificate that merely chains to the trusted CA
+        (a user's) counts as none."""
         inner = self.inner
-        if inner is not None and (hello.signed or conn.tls_identity is None):
+        if inner is not None and (hello.signed or conn.node_name is None):
             why = check_hello(hello, inner)
             if why is None and not self._seen.first_use(hello.signature):
                 why = "its signature was used before (a hello played again)"
             if why is not None:
+                if conn.tls_identity is not None and conn.node_name is None:
+                    why += (
+                        f" (its certificate {conn.tls_identity!r} names no node: "
+                        "tls_node_name_pattern)"
+                    )
                 return why
             conn.authenticated = True
             return None
-        if conn.tls_identity is not None:
+        if conn.node_name is not None:
             conn.authenticated = True
         elif requires_client_cert(self.tls):
-            return "the slave showed no client certificate and its hello is not signed"
+            shown = (
+                "no client certificate"
+                if conn.tls_identity is None
+                else f"the certificate {conn.tls_identity!r}, which names no node "
+                "(tls_node_name_pattern)"
+            )
+            return f"the slave showed {shown} and its hello is not signed"
         return None
 
     def _hello(self, conn: SlaveConnection) -> None:

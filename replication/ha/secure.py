@@ -94,10 +94,17 @@ def tls_identity(transport: asyncio.BaseTransport) -> str | None:
     return peer_identity(transport)
 
 
+def node_certificate(tls: ServerTls | None, transport: asyncio.BaseTransport) -> str | None:
+    """The cluster node the peer's verified client certificate proves (its name matching
+    ``tls_node_name_pattern``), else None: no TLS, no certificate, or a certificate that
+    names no node (a user's, from the same CA), which proves nothing here."""
+    return tls.node_name(transport) if tls is not None else None
+
+
 def requires_client_cert(tls: ServerTls | None) -> bool:
     """The port asks for client certificates as proof of who connects (client auth
-    ``require``): a connection without one (plaintext, in permissive mode) must prove it
-    otherwise."""
+    ``require``): a connection without a node's certificate (plaintext in permissive mode,
+    or a certificate that names no node) must prove it otherwise."""
     return tls is not None and tls.enabled and tls.client_auth == "require"
 
 

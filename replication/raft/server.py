@@ -19,11 +19,15 @@ connection only.
 Who may speak: given ``inner`` credentials (or a port whose TLS requires client
 certificates), a link proves once, at its start, which member it comes from: with a signed
 handshake frame (:class:`~replication.raft.wire.Handshake`, checked against the
-credentials, the timestamp window and the signatures seen before), or with the client
-certificate the port verified (whose common name, when it is a member's id, names that
-member; else the link's first frame does). From then on every frame's sender (the vote's
-candidate or voter, the append's leader or follower) must be that member: a frame naming
-another (``raft_forged_sender``), or any frame before the link proved itself
+credentials, the timestamp window and the signatures seen before), or with a node's
+certificate: a client certificate the port verified and one of whose names matches
+``tls_node_name_pattern`` (:mod:`~remoting.node_identity`). A node's certificate is as
+trusted as the credentials are (either can speak for any member): when one of its names is
+a member's id it binds the link to that member, else the link's first frame (or its signed
+handshake) does. Any other certificate, a user's from the same CA, proves nothing: that
+link needs the signed handshake like a plaintext one. From then on every frame's sender
+(the vote's candidate or voter, the append's leader or follower) must be that member: a
+frame naming another (``raft_forged_sender``), or any frame before the link proved itself
 (``raft_unauthenticated``), is dropped with the connection. Without credentials or
 required certificates, frames are taken as before. Given ``tls`` (a
 :class:`~remoting.tls.ServerTls`) the port serves TLS in its mode and, given ``ssl``, the
@@ -49,12 +53,14 @@ from rocketq.common.config import ServerBoundsConfig
 from rocketq.common.ports import PortBindError
 from rocketq.common.proto.rocketq.v1 import rocketq_pb2 as pb
 from rocketq.remoting.bounds import BAD_FRAME, FRAME_TOO_LARGE
+from rocketq.remoting.node_identity import peer_names
 from rocketq.remoting.tls import ServerTls
 from rocketq.replication.ha.master import HELLO_TIMEOUT, PortGuard, listen_socket
 from rocketq.replication.ha.secure import (
     FORGED_SENDER,
     UNAUTHENTICATED,
     SeenSignatures,
+    node_certificate,
     requires_client_cert,
     serve,
     tls_identity,
@@ -119,6 +125,7 @@ class _Inbound(asyncio.Protocol):
         self.bound = ""
         self.authenticated = False
         self.tls_identity: str | None = None
+        self.node_name: str | None = None  # the node its certificate proves, if it does
         self.transport: asyncio.Transport | None = None
         self.address = ""
         self.peer = ""
@@ -141,10 +148,12 @@ class _Inbound(asyncio.Protocol):
             return
         self.server._inbound.add(self)
         self.tls_identity = tls_identity(transport)
-        if self.tls_identity is not None:
+        self.node_name = node_certificate(self.server.tls, transport)
+        if self.node_name is not None:  # a node's certificate, not merely the CA's
             self.authenticated = True
-            if self.tls_identity in self.server.peers:
-                self.bound = self.tls_identity
+            members = self.server.member_names(transport)
+            if len(members) == 1:
+                self.bound = members[0]
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -222,7 +231,12 @@ class _Inbound(asyncio.Protocol):
                             before,
                             UNAUTHENTICATED,
                             f"a raft frame from {sender!r} on a link that has not proved "
-                            "which member it comes from (no handshake, no client certificate)",
+                            "which member it comes from (no handshake, no node certificate"
+                            + (
+                                f": {self.tls_identity!r} names no node, tls_node_name_pattern)"
+                                if self.tls_identity is not None
+                                else ")"
+                            ),
                         )
                         return
                     if not self.bound:
@@ -337,6 +351,14 @@ class RaftServer:
         self._inbound: set[_Inbound] = set()
         self.server: asyncio.Server | None = None
         self.port = 0
+
+    def member_names(self, transport: asyncio.BaseTransport) -> list[str]:
+        """The members of this group a link's verified certificate names (any of its
+        names that is a member's id), asked only of a node's certificate."""
+        names = peer_names(transport)
+        if names is None:
+            return []
+        return sorted({name for name in names.all if name in self.peers})
 
     def handshake_refusal(self, handshake: Handshake) -> str | None:
         """Why a link's handshake is refused (None: taken; unchecked without credentials)."""

@@ -231,16 +231,35 @@ def test_no_metadata_only_inner_credentials_pass(tmp_path: Path) -> None:
 
 def test_tls_identity_without_an_access_key(meta: AuthMetadata) -> None:
     access = control(meta, super_users=["node-1"])
-    assert access.check(request(SUPER, None), "1.2.3.4", tls_identity="node-1") is None
+    # A node's certificate (its name matches the node pattern) is a super identity.
+    assert (
+        access.check(request(SUPER, None), "1.2.3.4", tls_identity="node-1", tls_node=True) is None
+    )
     assert access.check(request(PUB, None), "1.2.3.4", tls_identity="alice") is None
     assert access.check(request(SUPER, None), "1.2.3.4", tls_identity="alice") is not None
     refusal = access.check(request(USER, None), "1.2.3.4", tls_identity="stranger")
     assert refusal is not None and "certificate name 'stranger'" in (refusal.remark or "")
     # A signed request is its signer, whatever the certificate says.
     assert (
-        access.check(request(SUPER, Credentials("alice", "alice-secret")), "1.2.3.4", "node-1")
+        access.check(
+            request(SUPER, Credentials("alice", "alice-secret")), "1.2.3.4", "node-1", tls_node=True
+        )
         is not None
     )
+
+
+def test_a_certificate_that_names_no_node_is_at_most_its_user(meta: AuthMetadata) -> None:
+    """A certificate from the trusted CA that does not prove a node makes nobody super: not
+    with a name in super_users, not with the inner access key as its name, and a name that
+    is no user is refused."""
+    access = control(meta, super_users=["node-1"])
+    for name in ("node-1", INNER.access_key):
+        refusal = access.check(request(SUPER, None), "1.2.3.4", tls_identity=name)
+        assert refusal is not None, name
+        assert "is not a user" in (refusal.remark or ""), refusal.remark
+    assert access.check(request(PUB, None), "1.2.3.4", tls_identity="alice") is None
+    refusal = access.check(request(SUPER, None), "1.2.3.4", tls_identity="alice")
+    assert refusal is not None and "not a super user" in (refusal.remark or "")
 
 
 def test_global_whitelist(meta: AuthMetadata) -> None:

@@ -266,12 +266,18 @@ async def test_ha_over_tls_replicates(
 async def test_a_client_certificate_proves_the_slave(
     tmp_path: Path, store_factory: Callable[..., Any]
 ) -> None:
-    """With client certificates required, a slave showing one is authenticated without
-    inner credentials; one without cannot connect; a wrong CA's is refused."""
+    """With client certificates required, a slave showing a node's certificate is
+    authenticated without inner credentials; one without cannot connect; a wrong CA's is
+    refused, and so is a user's certificate from the same CA (it names no node)."""
     certs = make_certs(tmp_path / "certs")
     other = make_certs(tmp_path / "other")
     tls = ServerTls(
-        "enforcing", certs.server.cert, certs.server.key, certs.ca, client_auth="require"
+        "enforcing",
+        certs.server.cert,
+        certs.server.key,
+        certs.ca,
+        client_auth="require",
+        node_pattern="broker-*",
     )
     mine = certs.issue("slave", common_name="broker-a-1")
     master_store: MessageStore = await store_factory(tmp_path / "m")
@@ -288,9 +294,11 @@ async def test_a_client_certificate_proves_the_slave(
         assert conn.authenticated and conn.tls_identity == "broker-a-1"
         await replicates(master, master_store)
         stranger = other.issue("stranger", common_name="broker-a-1")
+        alice = certs.issue("alice", common_name="alice")
         for ctx in (
             client_context(certs.ca),
             client_context(certs.ca, stranger.cert, stranger.key),
+            client_context(certs.ca, alice.cert, alice.key),
         ):
             with pytest.raises((ConnectionError, OSError, asyncio.IncompleteReadError)):
                 reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx)
@@ -302,6 +310,7 @@ async def test_a_client_certificate_proves_the_slave(
                     writer.close()
         assert len(master.slaves) == 1
         assert master.guard.rejected["ha_tls_handshake"] >= 1
+        assert master.guard.rejected["ha_unauthenticated"] == 1  # alice's
     finally:
         await slave.stop()
         await master.stop()

@@ -131,12 +131,18 @@ async def test_without_credentials_frames_are_taken_as_before() -> None:
 
 
 async def test_a_client_certificate_binds_its_member(tmp_path: Path) -> None:
-    """With client certificates required, a certificate whose common name is a member's id
-    speaks for that member only; a plaintext link (permissive port) without a handshake is
-    refused."""
+    """With client certificates required, a node's certificate whose common name is a
+    member's id speaks for that member only; a plaintext link (permissive port) without a
+    handshake is refused, and so is a link showing a certificate of the same CA that names
+    no node (a user's), even one whose name is a member's id."""
     certs = make_certs(tmp_path)
     tls = ServerTls(
-        "permissive", certs.server.cert, certs.server.key, certs.ca, client_auth="require"
+        "permissive",
+        certs.server.cert,
+        certs.server.key,
+        certs.ca,
+        client_auth="require",
+        node_pattern="n[0-9]",
     )
     server, port = await lone_member(tls=tls)
     n1 = certs.issue("n1", common_name="n1")
@@ -146,6 +152,17 @@ async def test_a_client_certificate_binds_its_member(tmp_path: Path) -> None:
         assert server.guard.rejected["raft_forged_sender"] == 1
         assert await send(port, frame("n2", APPEND_FROM_N2))  # plaintext, unproved
         assert server.guard.rejected["raft_unauthenticated"] == 1
+        alice = certs.issue("alice", common_name="alice")
+        assert await send(
+            port, frame("n2", VOTE_FROM_N2), ssl=client_context(certs.ca, alice.cert, alice.key)
+        )
+        assert server.guard.rejected["raft_unauthenticated"] == 2
+        # A user's certificate naming a member in a DNS name: still no node (no name matches).
+        posing = certs.issue("posing", "n2.users.test", common_name="bob")
+        assert await send(
+            port, frame("n2", VOTE_FROM_N2), ssl=client_context(certs.ca, posing.cert, posing.key)
+        )
+        assert server.guard.rejected["raft_unauthenticated"] == 3
         assert untouched(server)
         n2 = certs.issue("n2", common_name="n2")
         await send(port, frame("n2", VOTE_FROM_N2), ssl=client_context(certs.ca, n2.cert, n2.key))
@@ -175,7 +192,9 @@ async def test_three_members_elect_replicate_and_fail_over(tmp_path: Path, kind:
             kw["ssl"] = client_context(certs.ca)
         if kind == "mtls":
             mine = certs.issue(i, "127.0.0.1", common_name=i)
-            kw["tls"] = ServerTls("enforcing", mine.cert, mine.key, certs.ca, client_auth="require")
+            kw["tls"] = ServerTls(
+                "enforcing", mine.cert, mine.key, certs.ca, client_auth="require", node_pattern="n*"
+            )
             kw["ssl"] = client_context(certs.ca, mine.cert, mine.key)
         servers[i] = RaftServer(
             i,
