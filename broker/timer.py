@@ -111,7 +111,7 @@ class TimerLog:
             self._close_fd()
             if start not in self.segments:
                 self.segments.append(start)
-            self._fd = os.open(self._path(start), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self._fd = os.open(self._path(start), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             self._fd_start = start
         os.write(self._fd, UNIT.pack(unit.deliver_ms, unit.phy_offset, unit.size, UNIT_MAGIC))
         self.length += 1

@@ -306,7 +306,7 @@ class TopicConfigManager:
         line = json.dumps(entry, separators=(",", ":")).encode() + b"\n"
         if self._log_fd is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self._log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         os.write(self._log_fd, line)  # one write: a crash leaves a prefix, never a mix
         if self._since_copy is not None:
             self._since_copy.append(line)
@@ -391,7 +391,7 @@ class TopicConfigManager:
             self._log_fd = None
         if lines:
             tmp = self.log_path.with_name(self.log_path.name + ".tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:
                 os.write(fd, b"".join(lines))
                 os.fsync(fd)

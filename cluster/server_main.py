@@ -1,6 +1,7 @@
 """Running a server as the main job of a process: logging, uvloop, short garbage
-collections, and a graceful stop on SIGTERM or SIGINT (Ctrl-C), for ``rocketq nameserver``
-and ``rocketq broker``.
+collections, a private umask (0077: the files a server makes are its user's alone, as
+common/file_modes.py says), and a graceful stop on SIGTERM or SIGINT (Ctrl-C), for
+``rocketq nameserver`` and ``rocketq broker``.
 
 Garbage collection: CPython's full (oldest-generation) collection walks every tracked
 object, and a server holds a few objects per topic queue for as long as it runs. With
@@ -24,6 +25,8 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Final, Protocol
+
+from rocketq.common.file_modes import use_private_umask
 
 FREEZE_AFTER: Final = 50_000  # unfrozen objects in the oldest generation
 FREEZE_CHECK_INTERVAL: Final = 5.0  # s
@@ -62,7 +65,9 @@ def setup_logging(level: str = "INFO") -> None:
 def run_server(
     make: Callable[[], Server], on_started: Callable[[Server], Awaitable[None]] | None = None
 ) -> None:
-    """Start the server, wait for SIGTERM/SIGINT, stop it gracefully."""
+    """Start the server (with the private umask), wait for SIGTERM/SIGINT, stop it
+    gracefully."""
+    use_private_umask()
 
     async def main() -> None:
         server = make()

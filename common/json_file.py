@@ -1,4 +1,5 @@
-"""Small JSON state files (configs, offsets) written atomically: temp file, fsync, rename."""
+"""Small JSON state files (configs, offsets) written atomically: temp file, fsync, rename;
+private to their owner (0600 in a folder made 0700, as every server file: common/file_modes.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from rocketq.common.exceptions import StoreCorruptError
+from rocketq.common.file_modes import private_dir
 
 
 def write_json_atomic(path: Path, doc: Any) -> None:
     """A crash leaves either the old file or the new one, never a torn one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     data = json.dumps(doc, indent=1, sort_keys=True).encode()
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from rocketq.common.file_modes import PRIVATE_FILE, private_dir
+
 _LAYOUT: Final = struct.Struct(">qqqqqqqqq")
 _OLD_LAYOUT_SIZE: Final = 6 * 8
 FILE_SIZE: Final = 4096
@@ -53,8 +55,8 @@ class Checkpoint:
 class CheckpointFile:
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        private_dir(path.parent)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
         if os.fstat(self._fd).st_size < FILE_SIZE:
             os.ftruncate(self._fd, FILE_SIZE)
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Final
 
 from rocketq.common.exceptions import StoreCorruptError
+from rocketq.common.file_modes import PRIVATE_FILE, private_dir
 
 HEADER_SIZE: Final = 40
 SLOT_SIZE: Final = 4
@@ -99,7 +100,7 @@ class IndexFile:
         self._entries_pos = HEADER_SIZE + hash_slot_num * SLOT_SIZE
         size = index_file_size(hash_slot_num, index_num)
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
-        self._fd = os.open(self._path, flags, 0o644)
+        self._fd = os.open(self._path, flags, PRIVATE_FILE)
         try:
             if create:
                 os.ftruncate(self._fd, size)
@@ -342,7 +343,7 @@ class IndexService:
         re-dispatch appends to it from its end offset (queries check every hit against the
         record, so an entry past a cut CommitLog tail is never returned).
         """
-        self._dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self._dir)
         names = sorted(
             p.name
             for p in self._dir.iterdir()
@@ -368,7 +369,7 @@ class IndexService:
         self._flushed_timestamp = max(checkpoint_index_ms, newest)
 
     def _new_file(self) -> IndexFile:
-        self._dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self._dir)
         number = int(time_name(int(self._clock() * 1000)))
         last = self._files[-1] if self._files else None
         if last is not None:

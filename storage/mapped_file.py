@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Final
 
 from rocketq.common.exceptions import StoreCorruptError
+from rocketq.common.file_modes import PRIVATE_FILE, private_dir
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +211,7 @@ class MappedFile:
         path = self._path
         file_size = self.file_size
         keep_fd = self.keep_fd
-        fd = os.open(path, flags, 0o644)
+        fd = os.open(path, flags, PRIVATE_FILE)
         try:
             actual = os.fstat(fd).st_size
             if create:
@@ -519,7 +520,7 @@ class MappedFileQueue:
         return self.files[0].file_from_offset if self.files else 0
 
     def create(self, start_offset: int) -> MappedFile:
-        os.makedirs(self._dir, exist_ok=True)
+        private_dir(self._dir)
         mf = self._open(os.path.join(self._dir, offset_name(start_offset)), create=True)
         self.files.append(mf)
         return mf

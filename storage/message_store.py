@@ -23,6 +23,7 @@ from pathlib import Path
 from rocketq.common.aio import cancel_all, wait_done
 from rocketq.common.config import StoreConfig
 from rocketq.common.exceptions import ServiceNotAvailableError
+from rocketq.common.file_modes import PRIVATE_FILE, private_dir, tighten
 from rocketq.common.message_id import decode_offset_msg_id
 from rocketq.common.record import INT, POS_BODY, POS_BODY_LENGTH, USHORT, check_topic, encode_host
 from rocketq.storage.checkpoint import CheckpointFile, fsync_dir
@@ -150,7 +151,13 @@ class MessageStore:
         """Load every file and recover; blocking (``start`` runs it on a thread). Leaves
         the re-dispatch a crash needs to the dispatch task (``start`` wakes it)."""
         cfg = self.config
-        self.root.mkdir(parents=True, exist_ok=True)
+        # Messages are nobody else's: private folders and files, and what an older version
+        # left readable by others is made private (once, logged).
+        private_dir(self.root)
+        tighten(self.root, "store")
+        for folder in {Path(cfg.commit_log_dir), Path(cfg.consume_queue_dir), Path(cfg.index_dir)}:
+            if not folder.is_relative_to(self.root):
+                tighten(folder, "store")
         abort = Path(cfg.abort_path)
         last_exit_ok = not abort.exists()
         self.checkpoint_file = CheckpointFile(Path(cfg.checkpoint_path))
@@ -198,7 +205,7 @@ class MessageStore:
         # Clean-shutdown offsets are valid once: a crash from here on must not trust them.
         with self.logics_flusher.lock:
             self.logics_flusher.write_checkpoint()
-        abort.touch()
+        abort.touch(mode=PRIVATE_FILE)
         fsync_dir(abort.parent)
         self._rebuild_queue_table(result)
         log.info(

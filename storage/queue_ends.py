@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Final, NamedTuple
 
 from rocketq.common.config import StoreConfig
+from rocketq.common.file_modes import PRIVATE_FILE
 from rocketq.storage.checkpoint import Checkpoint, fsync_dir
 from rocketq.storage.commitlog import CommitLog, QueueKey
 
@@ -141,7 +142,7 @@ class QueueEndsFile:
         tmp = self.path.with_name(self.path.name + ".tmp")
         try:
             data = encode(stamp, queues)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
             try:
                 view = memoryview(data)
                 while view:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Final
 
 from rocketq.common.exceptions import StoreCorruptError
+from rocketq.common.file_modes import PRIVATE_FILE, private_dir
 from rocketq.common.json_file import read_json, write_json_atomic
 from rocketq.replication.raft.node import Entry
 from rocketq.storage.message_store import MessageStore
@@ -62,8 +63,8 @@ class HardStateFile:
 class RaftIndex:
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        private_dir(path.parent)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
         data = os.pread(self._fd, os.fstat(self._fd).st_size, 0)
         self.units: list[tuple[int, int, int]] = []
         last_term, last_end = 0, 0
