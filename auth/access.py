@@ -554,6 +554,44 @@ class AccessControl:
             )
         return None
 
+    def may(self, name: str | None, need: Requirement, peer_ip: str) -> str | None:
+        """Whether a sender already authenticated as ``name`` (the access key, the inner
+        access key or certificate name a request's check verified; None: the request
+        carried none) also passes ``need`` from ``peer_ip``: None when it does, else why
+        not (a text starting "authorization failed"). For what a handler finds it would do
+        beyond what its request's requirement covered (creating a topic a send names)."""
+        if not self.authorization:
+            return None
+        if self._whitelist is not None:
+            addr = peer_address(peer_ip)
+            if addr is not None and self._whitelist(addr):
+                return None
+        if need.gate is Gate.OPEN:
+            return None
+        if not name:
+            return "authorization failed: the request names no user"
+        inner = self.inner
+        user = self._user(name)
+        if (inner is not None and name == inner.access_key) or name in self.super_users:
+            return None
+        if user is not None and user.is_super:
+            return None
+        if need.gate is Gate.USER:
+            return None
+        if need.gate is Gate.SUPER:
+            return f"authorization failed: User:{name} is not a super user"
+        compiled = self._compiled_acl(name)
+        addr = peer_address(peer_ip) if compiled.needs_address else None
+        for resource, action in need.needs:
+            decision = compiled.decide(resource, action, addr)
+            if decision is not Decision.ALLOW:
+                why = "no matched policies" if decision is None else "the decision is deny"
+                return (
+                    f"authorization failed: User:{name} has no permission to {action.value} "
+                    f"on {resource.key} from {peer_ip or 'an unknown address'} ({why})"
+                )
+        return None
+
     @staticmethod
     def _refuse(cmd: RemotingCommand, why: str) -> RemotingCommand:
         log.debug("refused request code %s: %s", cmd.code, why)

@@ -85,8 +85,9 @@ Broker, node to node (SUPER: super users and nodes signing with the inner creden
 - GET_AUTH_METADATA (rocketq's: a replica's copy of its master's users, with their
   secrets, and ACL policies).
 
-Broker and nameserver, any authenticated user (USER): AUTH_SESSION (rocketq's: whether the
-server remembers the sender a connection's signed request verified).
+Broker and nameserver, anyone (OPEN): AUTH_SESSION (rocketq's: which signatures the server
+accepts, and whether it remembers the sender a connection's signed request verified; a
+client asks it before it signs, and it tells nothing of anyone else).
 
 Nameserver:
 
@@ -123,7 +124,9 @@ __all__ = [
     "GET_AUTH_METADATA",
     "NAMESERVER_CODES",
     "broker_requirement",
+    "create_requirement",
     "nameserver_requirement",
+    "v2_requirement",
 ]
 
 RETRY_PREFIX: Final = "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX
@@ -261,15 +264,36 @@ def _heartbeat(ext: Mapping[str, str], cmd: RemotingCommand, cluster: str) -> Re
     return _policy(needs)
 
 
-def v2_requirement(rpc: str, topic: str, group: str) -> Requirement:
+def v2_requirement(rpc: str, topic: str, group: str, topics: Iterable[str] = ()) -> Requirement:
     """What an RPC of the apache.rocketmq.v2 endpoint requires, as RocketMQ 5.3's proxy
-    asks it: SendMessage and EndTransaction Pub on the topic; ReceiveMessage, AckMessage,
-    ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue, QueryAssignment, PullMessage,
-    UpdateOffset and GetOffset Sub on the topic and the group; QueryOffset Sub on the
-    topic; QueryRoute Pub or Sub on the topic (rocketq: any user, as the route names no
-    message); Heartbeat, Telemetry and NotifyClientTermination any user (the RPCs that act
-    check the resources they act on). A request that names no topic or group where one is
-    needed needs a super user."""
+    asks it, at the depth of the remoting table (the endpoint checks the resources named
+    inside handles, ids and declarations against the same table, :mod:`rocketq.broker.
+    grpc_v2.base`):
+
+    - SendMessage: Pub on the message's topic; creating a topic that does not exist also
+      needs Create on it (:func:`create_requirement`).
+    - EndTransaction: Pub on the topic, and the transaction id must name a half message of
+      that topic (the endpoint reads it before anything is ended).
+    - ReceiveMessage, QueryAssignment, PullMessage, UpdateOffset, GetOffset: Sub on the
+      topic and the group.
+    - AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue: Sub on the topic
+      and the group, and the receipt handle must name a message of that topic (or the
+      group's pop retry topic of it) at the queue offset it gives, popped by that group with
+      its check point still pending; a forged or spent handle is INVALID_RECEIPT_HANDLE and
+      changes nothing.
+    - QueryOffset: Sub on the topic.
+    - QueryRoute: any user (RocketMQ: Pub or Sub; the route names no message), and Create
+      on the topic when it does not exist and would be created.
+    - Heartbeat: Sub on the group when it names a consumer group (the remoting HEART_BEAT
+      asks the same); any user otherwise.
+    - Telemetry (``topics``: those a settings frame declares): a publisher's settings Pub on
+      each topic it publishes to (its stream then receives those topics' transaction
+      checks, with the half message); a subscriber's Sub on its group and each topic it
+      subscribes to.
+    - NotifyClientTermination: any user; the client id must be bound to the same user (and
+      connection) that registered it (the endpoint holds the binding).
+
+    A request that names no topic or group where one is needed needs a super user."""
     try:
         if rpc in ("SendMessage", "EndTransaction"):
             return _policy([_topic(_name(topic), Action.PUB)])
@@ -286,9 +310,27 @@ def v2_requirement(rpc: str, topic: str, group: str) -> Requirement:
             return _policy([_topic(_name(topic), Action.SUB), _group(_name(group), Action.SUB)])
         if rpc == "QueryOffset":
             return _policy([_topic(_name(topic), Action.SUB)])
+        if rpc == "Heartbeat":
+            return _policy([_group(_name(group), Action.SUB)] if group else [])
+        if rpc == "Telemetry.publishing":
+            return _policy([_topic(_name(t), Action.PUB) for t in topics])
+        if rpc == "Telemetry.subscription":
+            return _policy(
+                [_group(_name(group), Action.SUB)] + [_topic(_name(t), Action.SUB) for t in topics]
+            )
     except _UnreadableError:
         return SUPER
     return USER
+
+
+def create_requirement(topic: str) -> Requirement:
+    """Create on a topic a request would auto-create (a send or a v2 route query naming a
+    topic that does not exist): with authorization on, no path creates a topic for a user
+    whose policies do not allow it."""
+    try:
+        return _policy([_topic(_name(topic), Action.CREATE)])
+    except _UnreadableError:
+        return SUPER
 
 
 def _batch_ack(ext: Mapping[str, str], cmd: RemotingCommand, cluster: str) -> Requirement:
@@ -395,7 +437,7 @@ _BROKER_RULES: Final[dict[int, _Rule]] = {
     RequestCode.AUTH_LIST_ACL: _on_cluster(Action.GET),
     # node to node
     GET_AUTH_METADATA: _super,
-    RocketqRequestCode.AUTH_SESSION: lambda ext, cmd, cluster: USER,
+    RocketqRequestCode.AUTH_SESSION: lambda ext, cmd, cluster: OPEN,
 }
 
 _NAMESERVER_GATES: Final[dict[int, Requirement]] = {
@@ -411,7 +453,7 @@ _NAMESERVER_GATES: Final[dict[int, Requirement]] = {
     RequestCode.DELETE_TOPIC_IN_NAMESRV: SUPER,
     RequestCode.PUT_KV_CONFIG: SUPER,
     RequestCode.DELETE_KV_CONFIG: SUPER,
-    RocketqRequestCode.AUTH_SESSION: USER,
+    RocketqRequestCode.AUTH_SESSION: OPEN,
 }
 
 # ACL 2.0's user and policy requests (RocketMQ's RequestCode.AUTH_*), answered by brokers.

@@ -24,6 +24,7 @@ from rocketq.auth.credentials import Credentials
 from rocketq.auth.metadata import AuthMetadata
 from rocketq.auth.model import Acl, Requirement, User, UserType
 from rocketq.auth.plain_acl import translate_plain_acl
+from rocketq.auth.request_map import create_requirement
 from rocketq.common.config import ServerSecurityConfig
 from rocketq.common.exceptions import ConfigError
 from rocketq.remoting.bounds import FORBIDDEN, UNAUTHENTICATED
@@ -144,6 +145,15 @@ class ServerSecurity:
             if name:
                 return name
         return conn.tls_identity or self.node_certificate(conn)
+
+    def creation_refused(self, conn: Connection, cmd: RemotingCommand, topic: str) -> str | None:
+        """Why the sender of a request that would auto-create ``topic`` may not create it
+        (with authorization on, Create on the topic is needed besides what the request
+        itself needs), or None when it may."""
+        access = self.access
+        if access is None or not access.authorization:
+            return None
+        return access.may(self.identity(conn, cmd), create_requirement(topic), conn.peer_ip)
 
 
 def _init_user(config: ServerSecurityConfig) -> User | None:

@@ -100,6 +100,8 @@ ORDER_REVIVE_QID: Final = 999  # an orderly pop's receipt: no CK (KeyBuilder.POP
 _NORMAL: Final = "0"
 _RETRY: Final = "1"
 _REVIVE_READ: Final = 256  # revive records read per queue and turn
+# How long a receipt's check waits for its CK to be dispatched into the revive queue.
+_RECEIPT_DISPATCH_WAIT_S: Final = 2.0
 
 
 def revive_topic(cluster: str) -> str:
@@ -578,6 +580,51 @@ class PopService:
                 f"{self.revive_queues}"
             )
         return pop_retry_topic(topic, group) if info.retry else topic
+
+    async def verify_receipt(
+        self, group: str, topic: str, info: ExtraInfo, commit_log_offset: int
+    ) -> None:
+        """Check that a receipt handle a client gave back is one this broker gave ``group``:
+        the message at the receipt's queue offset of ``topic`` (or the group's pop retry
+        topic of it) is the one at ``commit_log_offset``, and the pop it came from still
+        waits for it (its check point is pending, or, for an orderly pop, the queue's batch
+        holds it). NoMessageError otherwise: a forged, spent or expired handle acts on
+        nothing."""
+        real = self._check_receipt(group, topic, info)
+        where = self.b.store.phy_offset_in_queue(real, info.queue_id, info.queue_offset)
+        if where is None or where != commit_log_offset:
+            raise NoMessageError(
+                f"the receipt handle names no message of {real} queue {info.queue_id} at "
+                f"offset {info.queue_offset} and CommitLog offset {commit_log_offset}"
+            )
+        if info.revive_qid == ORDER_REVIVE_QID:
+            batch = self._order.get((group, real, info.queue_id))
+            if batch is None or info.queue_offset not in batch.offsets:
+                raise NoMessageError(
+                    f"the receipt handle is not of a pending orderly pop of {real} queue "
+                    f"{info.queue_id} by {group}"
+                )
+            return
+        if not self._writing():
+            raise NoMessageError("this broker does not hold the group's pops (it is not writing)")
+        key = (real, group, info.queue_id, info.ck_offset, info.pop_time)
+        deadline = time.monotonic() + _RECEIPT_DISPATCH_WAIT_S
+        while True:
+            self._read_revive_queue(info.revive_qid)
+            ck = self._pending.get(info.revive_qid, {}).get(key)
+            # A CK stored a moment ago may not be in its revive queue's index yet.
+            if ck is not None or not self.b.store.dispatch_behind_bytes:
+                break
+            if time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(0.005)
+        diff = info.queue_offset - info.ck_offset
+        if ck is None or diff not in ck.diffs or ck.acked >> ck.diffs.index(diff) & 1:
+            raise NoMessageError(
+                f"the receipt handle is not of a pending pop of {real} queue {info.queue_id} "
+                f"by {group} (it was acknowledged, its invisible time ended, or it was never "
+                "given)"
+            )
 
     async def ack(
         self, group: str, topic: str, queue_id: int, extra_info: str, offset: int

@@ -169,6 +169,18 @@ class TransactionalMessageService:
             )
         return msg
 
+    def check_half_topic(self, commit_log_offset: int, topic: str) -> None:
+        """NoPermissionError unless the half message at ``commit_log_offset`` is one of
+        ``topic`` (its real topic): what a v5 client's EndTransaction may end, for a user
+        whose policies were checked on that topic."""
+        half = self._half_at(commit_log_offset)
+        real = half.properties.get(PROPERTY_REAL_TOPIC, "")
+        if real != topic:
+            raise NoPermissionError(
+                f"the half message at CommitLog offset {commit_log_offset} is not of topic "
+                f"{topic!r}"
+            )
+
     async def end(self, req: EndRequest) -> None:
         """Commit or roll back a half message; UNKNOWN leaves it to the check service."""
         if self.config.broker_role == "SLAVE":

@@ -99,9 +99,10 @@ class Admin:
         secret_key: Its secret key; None: ``ROCKETQ_SECRET_KEY`` or the credentials file.
         credentials_file: A TOML file of ``access_key`` and ``secret_key``; None:
             ``ROCKETQ_CREDENTIALS_FILE``, else ``~/.rocketq/credentials`` when it exists.
-        tls: Connect to nameservers and brokers over TLS.
-        tls_ca_file: The CA certificates a server's certificate must chain to (empty: the
-            system's).
+        tls: Connect to nameservers and brokers over TLS; None: as ``ROCKETQ_TLS`` says
+            (off when unset).
+        tls_ca_file: The CA certificates a server's certificate must chain to (empty:
+            ``ROCKETQ_TLS_CA_FILE``, else the system's).
         tls_cert_file: A client certificate, for servers that ask for one.
         tls_key_file: The private key of ``tls_cert_file``.
         tls_verify_hostname: Check that a server's certificate names its address.
@@ -125,7 +126,7 @@ class Admin:
         access_key: str | None = None,
         secret_key: str | None = None,
         credentials_file: str | None = None,
-        tls: bool = False,
+        tls: bool | None = None,
         tls_ca_file: str = "",
         tls_cert_file: str = "",
         tls_key_file: str = "",

@@ -77,7 +77,7 @@ class Admin:
         access_key: str | None = None,
         secret_key: str | None = None,
         credentials_file: str | None = None,
-        tls: bool = False,
+        tls: bool | None = None,
         tls_ca_file: str = "",
         tls_cert_file: str = "",
         tls_key_file: str = "",

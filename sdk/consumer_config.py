@@ -64,8 +64,9 @@ class ConsumerConfig(SecurityConfig):
             the credentials file.
         secret_key: Its secret key; None: ``ROCKETQ_SECRET_KEY`` or the credentials file.
         credentials_file: A TOML file of ``access_key`` and ``secret_key``.
-        tls: Connect over TLS.
-        tls_ca_file: The CA certificates a server's certificate must chain to.
+        tls: Connect over TLS; None: as ``ROCKETQ_TLS`` says (off when unset).
+        tls_ca_file: The CA certificates a server's certificate must chain to (empty:
+            ``ROCKETQ_TLS_CA_FILE``, else the system's).
         tls_cert_file: A client certificate, for servers that ask for one.
         tls_key_file: The private key of ``tls_cert_file``.
         tls_verify_hostname: Check that a server's certificate names its address.
@@ -136,8 +137,9 @@ class PullConsumerConfig(SecurityConfig):
             the credentials file.
         secret_key: Its secret key; None: ``ROCKETQ_SECRET_KEY`` or the credentials file.
         credentials_file: A TOML file of ``access_key`` and ``secret_key``.
-        tls: Connect over TLS.
-        tls_ca_file: The CA certificates a server's certificate must chain to.
+        tls: Connect over TLS; None: as ``ROCKETQ_TLS`` says (off when unset).
+        tls_ca_file: The CA certificates a server's certificate must chain to (empty:
+            ``ROCKETQ_TLS_CA_FILE``, else the system's).
         tls_cert_file: A client certificate, for servers that ask for one.
         tls_key_file: The private key of ``tls_cert_file``.
         tls_verify_hostname: Check that a server's certificate names its address.

@@ -531,6 +531,15 @@ class MessageStore:
         entry = cq.entry(offset) if cq is not None else None
         return self.commitlog.store_timestamp_at(entry[0]) if entry else -1
 
+    def phy_offset_in_queue(self, topic: str, queue_id: int, offset: int) -> int | None:
+        """The CommitLog offset of the message at ``offset`` of a queue, or None when the
+        queue holds no message there (not yet, or no longer)."""
+        cq = self.queues.get(topic.encode(), queue_id)
+        if cq is None or not cq.min_offset <= offset < cq.max_offset:
+            return None
+        entry = cq.entry(offset)
+        return entry[0] if entry else None
+
     def get_messages(
         self,
         topic: str,

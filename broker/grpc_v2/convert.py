@@ -42,6 +42,7 @@ from rocketq.common.message import (
     SYSTEM_PROPERTY_NAMES,
     MessageExt,
 )
+from rocketq.common.names import check_topic_name
 
 if TYPE_CHECKING:
     from rocketq.broker.pop import PopService
@@ -120,6 +121,16 @@ def peer_ip(peer: str) -> str:
     if kind == "ipv6" and rest.startswith("["):
         return rest[1 : rest.find("]")]
     return rest.rpartition(":")[0] if kind == "ipv4" else ""
+
+
+def illegal_topic(topic: str) -> d.Status | None:
+    """ILLEGAL_TOPIC naming what is wrong with a topic name a request gives (RocketMQ's
+    characters and length, :mod:`rocketq.common.names`), or None when it is a name."""
+    try:
+        check_topic_name(topic)
+    except MessageIllegalError as exc:
+        return status(d.Code.ILLEGAL_TOPIC, str(exc))
+    return None
 
 
 def receipt_error(exc: BaseException) -> d.Status:

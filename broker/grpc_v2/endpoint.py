@@ -34,12 +34,14 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from rocketq.auth.request_map import v2_requirement
 from rocketq.broker.client_channels import client_channels
 from rocketq.broker.consumer_manager import CONSUME_POP
 from rocketq.broker.grpc_v2 import convert as v2
 from rocketq.broker.grpc_v2 import definition_pb2 as d
 from rocketq.broker.grpc_v2 import service_pb2 as s
 from rocketq.broker.grpc_v2 import service_pb2_grpc
+from rocketq.broker.grpc_v2.bindings import ClientBindings
 from rocketq.broker.grpc_v2.client_calls import ClientCalls
 from rocketq.broker.grpc_v2.convert import (
     MAX_POLL_MS,
@@ -87,6 +89,8 @@ class Endpoint(SendRpcs, PullRpcs, service_pb2_grpc.MessagingServiceServicer):
         self._server: grpc.aio.Server | None = None
         # Producers with a Telemetry stream: client id -> the topics they publish to.
         self._producers: dict[str, list[str]] = {}
+        # With authentication on: which user and connection each client id belongs to.
+        self.bindings = ClientBindings()
         self.routes = ClusterRoutes(broker, self._own_address)
         # What auto_renew consumers received, kept invisible until they are done with it.
         self.renewals = Renewals(self._change_receipt, broker.pop.clock_ms)
@@ -153,16 +157,23 @@ class Endpoint(SendRpcs, PullRpcs, service_pb2_grpc.MessagingServiceServicer):
         """Every master holding the topic, each with its own endpoint's address (RocketMQ
         5's proxy in local mode); a topic not known anywhere is created here as a send
         would create it."""
-        refused = self._refusal("QueryRoute", context, request.topic.name, "")
+        topic = request.topic.name
+        illegal = v2.illegal_topic(topic)
+        if illegal is not None:
+            return s.QueryRouteResponse(status=illegal)
+        refused = self._refusal("QueryRoute", context, topic, "")
         if refused is not None:
             return s.QueryRouteResponse(status=refused)
-        topic = request.topic.name
-        try:
-            config = self.b.topics.get(topic) or self.b.topics.create_in_send(
-                topic, AUTO_CREATE_TOPIC_KEY_TOPIC, 0
-            )
-        except RocketqError as exc:
-            return s.QueryRouteResponse(status=error_status(exc))
+        config = self.b.topics.get(topic)
+        if config is None:
+            # Answering creates the topic, as a send would: Create on it is needed too.
+            refused = self._creation_refusal(context, topic)
+            if refused is not None:
+                return s.QueryRouteResponse(status=refused)
+            try:
+                config = self.b.topics.create_in_send(topic, AUTO_CREATE_TOPIC_KEY_TOPIC, 0)
+            except RocketqError as exc:
+                return s.QueryRouteResponse(status=error_status(exc))
         kinds = [
             d.MessageType.NORMAL,
             d.MessageType.FIFO,
@@ -190,15 +201,30 @@ class Endpoint(SendRpcs, PullRpcs, service_pb2_grpc.MessagingServiceServicer):
 
     @v2.timed("heartbeat")
     async def Heartbeat(self, request: s.HeartbeatRequest, context: Any) -> s.HeartbeatResponse:
-        refused = self._refusal("Heartbeat", context, "", request.group.name)
+        consumer = request.client_type in v2.CONSUMER_TYPES
+        group = request.group.name if consumer else ""
+        refused = self._refusal("Heartbeat", context, "", group)
         if refused is not None:
             return s.HeartbeatResponse(status=refused)
         client_id = v2.client_id(context)
+        refused = self._claim(client_id, context)
+        if refused is not None:
+            return s.HeartbeatResponse(status=refused)
         for topic in self._producers.get(client_id, ()):
             self.b.consumers.register_producer(topic, client_id)  # still alive
-        if request.group.name and request.client_type in v2.CONSUMER_TYPES:
-            self._register_consumer(request.group.name, client_id, context)
+        if group:
+            self._register_consumer(group, client_id, context)
         return s.HeartbeatResponse(status=v2.status(OK))
+
+    def _claim(self, client_id: str, context: Any) -> d.Status | None:
+        """With authentication on, bind the request's client id to its user and connection
+        (:mod:`rocketq.broker.grpc_v2.bindings`); FORBIDDEN when it is another user's."""
+        if not client_id or self.b.security.access is None:
+            return None
+        why = self.bindings.claim(client_id, self._identity(context), context.peer())
+        if why is None:
+            return None
+        return v2.status(d.Code.FORBIDDEN, f"authorization failed: {why}")
 
     def _register_consumer(self, group: str, client_id: str, context: Any) -> None:
         """A v2 consumer in the group's client list (as RocketMQ 5's proxy registers it,
@@ -230,6 +256,19 @@ class Endpoint(SendRpcs, PullRpcs, service_pb2_grpc.MessagingServiceServicer):
         if refused is not None:
             return s.NotifyClientTerminationResponse(status=refused)
         client_id = v2.client_id(context)
+        if client_id and self.b.security.access is not None:
+            # Only the user and connection a client id is bound to may end it; an id bound
+            # to nobody has nothing of this endpoint's to end.
+            user = self._identity(context)
+            if not self.bindings.owns(client_id, user, context.peer()):
+                holder = self.bindings.user_of(client_id)
+                if holder is not None and holder != user:
+                    why = f"client id {client_id[:80]!r} belongs to another user"
+                    return s.NotifyClientTerminationResponse(
+                        status=v2.status(d.Code.FORBIDDEN, f"authorization failed: {why}")
+                    )
+                return s.NotifyClientTerminationResponse(status=v2.status(OK))
+            self.bindings.release(client_id)
         self.renewals.drop_client(client_id)
         if client_id and client_id not in self._producers:
             self.b.consumers.unregister_client(client_id, reason="it terminated")
@@ -252,6 +291,7 @@ class Endpoint(SendRpcs, PullRpcs, service_pb2_grpc.MessagingServiceServicer):
         forward: asyncio.Task[None] | None = None
         calls: ClientCalls | None = None
         lock = asyncio.Lock()  # one write at a time: replies, checks and calls share it
+        first = True  # the stream's headers are held to the signature window once
 
         async def write(command: s.TelemetryCommand) -> None:
             async with lock:
@@ -259,7 +299,12 @@ class Endpoint(SendRpcs, PullRpcs, service_pb2_grpc.MessagingServiceServicer):
 
         try:
             async for command in request_iterator:
-                refused = self._refusal("Telemetry", context)
+                refused = self._refusal("Telemetry", context, windowed=first)
+                if refused is None and command.HasField("settings"):
+                    refused = self._settings_refusal(
+                        command.settings, client_id, context, windowed=first
+                    )
+                first = False
                 if refused is not None:
                     await write(s.TelemetryCommand(status=refused))
                     return
@@ -289,7 +334,9 @@ class Endpoint(SendRpcs, PullRpcs, service_pb2_grpc.MessagingServiceServicer):
                         consumers.register_producer(topic, client_id)
                     if channel is None:
                         channel = consumers.open_channel(client_id)
-                        forward = asyncio.ensure_future(self._forward(channel, write))
+                        forward = asyncio.ensure_future(
+                            self._forward(channel, write, client_id, context)
+                        )
         finally:
             if calls is not None:
                 calls.close()
@@ -300,6 +347,45 @@ class Endpoint(SendRpcs, PullRpcs, service_pb2_grpc.MessagingServiceServicer):
             if channel is not None:
                 self._producers.pop(client_id, None)
                 consumers.close_channel(client_id, channel)
+
+    def _settings_refusal(
+        self, asked: d.Settings, client_id: str, context: Any, *, windowed: bool
+    ) -> d.Status | None:
+        """What a settings frame declares, checked before anything is registered: a
+        publisher needs Pub on every topic it names (its stream receives their transaction
+        checks, half message included), a subscriber Sub on its group and every topic it
+        subscribes to; the client id must be the user's own."""
+        if asked.HasField("publishing"):
+            topics = [t.name for t in asked.publishing.topics]
+            refused = self._declared_refusal(
+                "Telemetry.publishing", context, "", topics, windowed=windowed
+            )
+            if refused is not None:
+                return refused
+        if asked.HasField("subscription") and (
+            asked.subscription.group.name or asked.subscription.subscriptions
+        ):
+            topics = [e.topic.name for e in asked.subscription.subscriptions]
+            refused = self._declared_refusal(
+                "Telemetry.subscription",
+                context,
+                asked.subscription.group.name,
+                topics,
+                windowed=windowed,
+            )
+            if refused is not None:
+                return refused
+        return self._claim(client_id, context)
+
+    def _check_refusal(self, topic: str, client_id: str, context: Any) -> str | None:
+        """Why a transaction check of ``topic`` may not go to this producer's stream."""
+        if topic not in self._producers.get(client_id, ()):
+            return "the stream did not declare the topic"
+        access = self.b.security.access
+        if access is None:
+            return None
+        need = v2_requirement("Telemetry.publishing", "", "", [topic])
+        return access.may(self._identity(context), need, v2.peer_ip(context.peer()))
 
     def _settings(self, asked: d.Settings) -> d.Settings:
         settings = d.Settings()
@@ -323,15 +409,28 @@ class Endpoint(SendRpcs, PullRpcs, service_pb2_grpc.MessagingServiceServicer):
         return settings
 
     async def _forward(
-        self, channel: asyncio.Queue[Any], write: Callable[[s.TelemetryCommand], Awaitable[None]]
+        self,
+        channel: asyncio.Queue[Any],
+        write: Callable[[s.TelemetryCommand], Awaitable[None]],
+        client_id: str,
+        context: Any,
     ) -> None:
-        """The broker's events for this client onto its Telemetry stream."""
+        """The broker's events for this client onto its Telemetry stream: a transaction
+        check only of a topic the stream declared and its user may publish to now (the
+        users and ACLs may have changed since the stream began)."""
         while True:
             event = await channel.get()
             if not isinstance(event, CheckTransaction):
                 continue  # consumer events are for 4.x clients
             half = decode_record(event.record)
             real = half.properties.get(PROPERTY_REAL_TOPIC, half.topic)
+            refused = self._check_refusal(real, client_id, context)
+            if refused is not None:
+                log.warning(
+                    "transaction check of %s not sent to client %s: %s",
+                    real, client_id[:80], refused,
+                )  # fmt: skip
+                continue
             msg = v2.message(half, 0, topic=real)
             command = s.RecoverOrphanedTransactionCommand(
                 message=msg,
@@ -507,6 +606,11 @@ class Endpoint(SendRpcs, PullRpcs, service_pb2_grpc.MessagingServiceServicer):
         handle = await self.renewals.take(request.receipt_handle)
         try:
             info, commit_log_offset = v2.receipt(handle)
+            # The handle must be the group's pending pop of a message of the topic before
+            # anything is copied: a forged one would name any message in the CommitLog.
+            await self.b.pop.verify_receipt(
+                request.group.name, request.topic.name, info, commit_log_offset
+            )
             await self.b.send.send_back(request.group.name, commit_log_offset, -1, 0)
             await self.b.pop.ack(
                 request.group.name, request.topic.name, info.queue_id, handle, info.queue_offset
@@ -527,7 +631,8 @@ class Endpoint(SendRpcs, PullRpcs, service_pb2_grpc.MessagingServiceServicer):
         for entry in request.entries:
             try:
                 handle = await self.renewals.take(entry.receipt_handle)
-                info = ExtraInfo.parse(handle)
+                info, commit_log_offset = v2.receipt(handle)
+                await self.b.pop.verify_receipt(group, topic, info, commit_log_offset)
                 await self.b.pop.ack(group, topic, info.queue_id, handle, info.queue_offset)
                 one = v2.status(OK)
             except RocketqError as exc:
@@ -553,6 +658,10 @@ class Endpoint(SendRpcs, PullRpcs, service_pb2_grpc.MessagingServiceServicer):
             return s.ChangeInvisibleDurationResponse(status=refused)
         try:
             handle = await self.renewals.take(request.receipt_handle)
+            info, commit_log_offset = v2.receipt(handle)
+            await self.b.pop.verify_receipt(
+                request.group.name, request.topic.name, info, commit_log_offset
+            )
             new = await self._change_receipt(
                 request.group.name,
                 request.topic.name,

@@ -69,6 +69,14 @@ class SendRpcs(RpcBase):
                 status=v2.status(d.Code.BAD_REQUEST, "send one message per request")
             )
         msg = request.messages[0]
+        illegal = v2.illegal_topic(msg.topic.name)
+        if illegal is not None:
+            return s.SendMessageResponse(status=illegal)
+        if self.b.topics.get(msg.topic.name) is None:
+            # Sending would create the topic: Create on it is needed too.
+            refused = self._creation_refusal(context, msg.topic.name)
+            if refused is not None:
+                return s.SendMessageResponse(status=refused)
         try:
             entry = await self._send(msg, context.peer())
         except RocketqError as exc:
@@ -187,6 +195,9 @@ class SendRpcs(RpcBase):
                         "endpoint gave",
                     )
                 )
+            # The transaction id names a CommitLog offset: it must be a half message of
+            # the topic the user may publish to, not of any other.
+            self.b.transactions.check_half_topic(end.commit_log_offset, request.topic.name)
             await self.b.transactions.end(end)
         except RocketqError as exc:
             status = error_status(exc)

@@ -23,7 +23,11 @@ from typing import Final
 from rocketq.broker.metrics import REMOTING, SEND_BATCH_MESSAGE, SEND_MESSAGE
 from rocketq.broker.request_host import RequestHost
 from rocketq.broker.wire.pull import LONG_MAX, LONG_MIN
-from rocketq.common.exceptions import MessageIllegalError, PropertiesSizeExceededError
+from rocketq.common.exceptions import (
+    MessageIllegalError,
+    NoPermissionError,
+    PropertiesSizeExceededError,
+)
 from rocketq.common.message import PROPERTY_CLUSTER
 from rocketq.common.message_id import encode_offset_msg_id
 from rocketq.common.metrics import response_code_name
@@ -289,6 +293,13 @@ class SendRequests:
                     reconsume_times=reconsume,
                 )
                 sizes = [len(records)]
+            if self.b.topics.get(topic) is None:
+                # Auto-creating a topic needs Create on it (with authorization on).
+                refused = self.b.security.creation_refused(conn, cmd, topic)
+                if refused is not None:
+                    raise NoPermissionError(
+                        f"{refused}; topic {topic!r} does not exist and sending would create it"
+                    )
             result = self.b.send.append(
                 records,
                 topic,

@@ -266,7 +266,8 @@ def parse_security_options(options: Mapping[str, str]) -> SecurityConfig:
         access_key=_text(options, "accessKey") or None,
         secret_key=_text(options, "secretKey") or None,
         credentials_file=_text(options, "credentialsFile") or None,
-        tls=_bool(options, "tls", False),
+        # Not given: ROCKETQ_TLS where the task runs, as the SDK's clients read it.
+        tls=_bool(options, "tls", False) if options.get("tls") is not None else None,
         tls_ca_file=_text(options, "tlsCaFile"),
         tls_cert_file=_text(options, "tlsCertFile"),
         tls_key_file=_text(options, "tlsKeyFile"),
