@@ -14,6 +14,12 @@ localhost: every remoting port enforces TLS, the nodes' own connections verify i
 clients trust ``<data_dir>/tls/ca.pem``. These are local certificates for trying a
 secured cluster out, not for production: production certificates come from the
 operator's own CA (the Helm chart takes them from a Secret or cert-manager).
+
+The certificate is the nodes' own too: its common name is :data:`NODE_NAME`, and the nodes
+set ``tls_node_name_pattern`` to it and show it as their client certificate, so that with
+client certificates asked for (``tls_server_need_client_auth``) it proves a node, while a
+certificate the same CA issues a user proves only that user (the CA's key is kept in
+``<data_dir>/tls/ca.key``, readable by its owner only, to issue those).
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from rocketq.common.exceptions import ConfigError
 
 SUPER_USER: Final = "rocketq"
 INNER_ACCESS_KEY: Final = "rocketq-inner"
+# The common name of a local cluster's node certificate (the nodes' tls_node_name_pattern).
+NODE_NAME: Final = "rocketq-node"
 
 
 @dataclass(frozen=True)
@@ -111,6 +119,9 @@ class ClusterCertificates:
     ca_file: Path
     cert_file: Path
     key_file: Path
+    # The CA's key, to issue users' certificates (None: the certificates found in the
+    # folder were put there by someone else).
+    ca_key_file: Path | None = None
 
     def node_settings(self) -> dict[str, str]:
         """The config keys of a node serving TLS only, its own connections verifying the
@@ -121,6 +132,12 @@ class ClusterCertificates:
             "tls_server_key_path": str(self.key_file),
             "tls_client_enable": "true",
             "tls_client_trust_cert_path": str(self.ca_file),
+            # Client certificates (when tls_server_need_client_auth asks for them) chain
+            # to the cluster's CA; a node shows the node certificate.
+            "tls_server_trust_cert_path": str(self.ca_file),
+            "tls_client_cert_path": str(self.cert_file),
+            "tls_client_key_path": str(self.key_file),
+            "tls_node_name_pattern": NODE_NAME,
         }
 
 
@@ -129,8 +146,11 @@ def cluster_certificates(data_dir: Path, hosts: tuple[str, ...] = ()) -> Cluster
     extra) and kept afterwards; the server certificate names 127.0.0.1, localhost and
     ``hosts`` (the addresses nodes listen on elsewhere, e.g. in network namespaces)."""
     folder = data_dir / "tls"
+    ca_key = folder / "ca.key"
     certs = ClusterCertificates(folder / "ca.pem", folder / "server.pem", folder / "server.key")
     if certs.ca_file.exists() and certs.cert_file.exists() and certs.key_file.exists():
+        if ca_key.exists():
+            return ClusterCertificates(certs.ca_file, certs.cert_file, certs.key_file, ca_key)
         return certs
     try:
         import trustme
@@ -140,9 +160,10 @@ def cluster_certificates(data_dir: Path, hosts: tuple[str, ...] = ()) -> Cluster
             "pip install 'rocketq[tls]'"
         ) from None
     ca = trustme.CA(organization_name="rocketq local cluster")
-    leaf = ca.issue_cert("127.0.0.1", "localhost", *hosts)
+    leaf = ca.issue_cert("127.0.0.1", "localhost", *hosts, common_name=NODE_NAME)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     certs.ca_file.write_bytes(ca.cert_pem.bytes())
     certs.cert_file.write_bytes(b"".join(pem.bytes() for pem in leaf.cert_chain_pems))
     _write_private(certs.key_file, leaf.private_key_pem.bytes().decode())
-    return certs
+    _write_private(ca_key, ca.private_key_pem.bytes().decode())
+    return ClusterCertificates(certs.ca_file, certs.cert_file, certs.key_file, ca_key)
