@@ -25,6 +25,13 @@ signature being computed again (a request naming another access key is verified)
 are its later requests that carry no ``AccessKey`` at all (what a rocketq client sends
 once ``AUTH_SESSION`` told it the server remembers it: no field to encode and decode).
 
+A request carrying ``SignatureV2`` is held to rocketq's strong signature instead
+(``rocketq.auth.strong_signature``: keys, values, code and body, HMAC-SHA256, with a
+timestamp within ``signature_window_seconds`` of this server's clock and a nonce accepted
+once per access key, ``rocketq.auth.replay``); with ``require_strong_signature`` a request
+signed only the RocketMQ way is refused. A remembered connection's signed requests spend
+their nonces too, so none can be replayed elsewhere.
+
 **Authorization** (``authorization=True``) applies the request's requirement
 (``rocketq.auth.request_map``): ``Gate.OPEN`` anyone; ``Gate.USER`` any authenticated
 sender; ``Gate.SUPER`` super users, the names in ``super_users`` and the inner credentials;
@@ -55,6 +62,7 @@ policies are compiled once into an index, rebuilt when the metadata's version ch
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -74,6 +82,7 @@ from rocketq.auth.model import (
     ResourceType,
     User,
 )
+from rocketq.auth.replay import NONCES_KEPT, ReplayWindow
 from rocketq.auth.signature import (
     ACCESS_KEY,
     SIGNATURE,
@@ -82,6 +91,11 @@ from rocketq.auth.signature import (
     signatures_match,
 )
 from rocketq.auth.source_ip import IpAddress, IpTest, compile_source_ips, peer_address
+from rocketq.auth.strong_signature import (
+    SIGNATURE_V2,
+    compute_strong_signature,
+    parse_strong_fields,
+)
 from rocketq.remoting.codes import MQVersion, ResponseCode
 from rocketq.remoting.command import RemotingCommand
 
@@ -249,6 +263,10 @@ class AccessControl:
         whitelist: Sequence[str] = (),
         stateful_seconds: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
+        signature_window_seconds: float = 900.0,
+        require_strong_signature: bool = False,
+        wall_clock: Callable[[], float] = time.time,
+        nonces_kept: int = NONCES_KEPT,
     ) -> None:
         self.authentication = authentication
         # Stateful authentication (RocketMQ's StatefulAuthenticationStrategy): a verified
@@ -264,6 +282,11 @@ class AccessControl:
         self._whitelist: IpTest | None = compile_source_ips(whitelist) if whitelist else None
         self._compiled: dict[str, _CompiledAcl] = {}
         self._compiled_version = -1
+        # rocketq's strong signature: its timestamps and nonces (a replay is refused), and
+        # whether RocketMQ's legacy signature is refused.
+        self.require_strong_signature = require_strong_signature
+        self._wall_clock = wall_clock
+        self.replay = ReplayWindow(signature_window_seconds, nonces_kept)
 
     # -- the check -----------------------------------------------------------------------
 
@@ -407,28 +430,77 @@ class AccessControl:
     def identity(self, cmd: RemotingCommand) -> str | None:
         """The access key a request is signed with when its signature verifies (with a
         user's secret or the inner credentials), else None; None when authentication is
-        off."""
+        off. A request the check let through already: a strong signature's nonce is not
+        looked up (the check accepted it once), its time still is."""
         if not self.authentication:
             return None
         ext = cmd.ext
         access_key = ext.get(ACCESS_KEY) if ext else None
         if not access_key or ext is None:
             return None
-        who = self._sender(cmd, ext, access_key)
+        who = self._sender(cmd, ext, access_key, once=False)
         return None if isinstance(who, str) else who.name
 
     # -- authentication ------------------------------------------------------------------
 
-    def _verify(self, cmd: RemotingCommand, ext: Mapping[str, str], secret: str) -> bool:
+    def _verify(
+        self,
+        cmd: RemotingCommand,
+        ext: Mapping[str, str],
+        access_key: str,
+        secret: str,
+        *,
+        once: bool = True,
+        hint: str = "",
+    ) -> str | None:
+        """None when the request is signed with ``secret``, else the refusal's remark.
+
+        A request carrying ``SignatureV2`` is held to rocketq's strong signature only (its
+        fields well formed, its time within the window, its HMAC-SHA256 matching and, with
+        ``once``, its nonce new for this access key, then remembered); any other to
+        RocketMQ's, unless ``require_strong_signature`` refuses that. ``hint`` follows a
+        mismatch's remark."""
+        shown = _show(access_key)
+        if SIGNATURE_V2 in ext:
+            fields = parse_strong_fields(ext)
+            if isinstance(fields, str):
+                return f"authentication failed: the request of access key {shown} {fields}"
+            now_ms = int(self._wall_clock() * 1000)
+            late = self.replay.timely(fields.timestamp_ms, now_ms)
+            if late is not None:
+                return f"authentication failed: the request of access key {shown} {late}"
+            try:
+                expected = compute_strong_signature(secret, cmd.code, cmd.version, ext, cmd.body)
+            except struct.error:  # a code or version no decoder gives: nothing signs it
+                expected = ""
+            if not signatures_match(expected, fields.signature):
+                return (
+                    f"authentication failed: the strong signature of access key {shown} "
+                    f"does not match{hint}"
+                )
+            if once:
+                replayed = self.replay.admit(access_key, fields.nonce, fields.timestamp_ms, now_ms)
+                if replayed is not None:
+                    return f"authentication failed: the request of access key {shown} {replayed}"
+            return None
         given = ext.get(SIGNATURE)
         if not given:
-            return False
+            return f"authentication failed: the request of access key {shown} carries no Signature"
+        if self.require_strong_signature:
+            return (
+                f"authentication failed: the request of access key {shown} is signed with "
+                "RocketMQ's Signature, which this server refuses "
+                "(authentication_require_strong_signature = true): sign it with rocketq's "
+                "strong signature (SignatureV2), as rocketq's clients do against a server "
+                "that announces it"
+            )
         if signatures_match(compute_signature(secret, ext, cmd.body), given):
-            return True
+            return None
         if UNIQUE_MSG_QUERY_FLAG in ext and cmd.version <= _OLD_SIGNER_VERSION:
             expected = compute_signature(secret, ext, cmd.body, skip=_SKIP_OLD)
-            return signatures_match(expected, given)
-        return False
+            if signatures_match(expected, given):
+                return None
+        return f"authentication failed: the signature of access key {shown} does not match{hint}"
 
     def _remembered(
         self,
@@ -439,16 +511,35 @@ class AccessControl:
     ) -> _Who | str:
         """The sender as first verified on this connection, while the users and ACLs are
         as they were then and for at most ``stateful_seconds``; else verified now (and
-        remembered when it verifies)."""
+        remembered when it verifies).
+
+        A request the remembered sender signs anyway with the strong signature spends its
+        nonce here too, unverified (it is that connection's either way), so its signature
+        cannot be replayed on another connection; one whose nonce is spent or time is out
+        is verified, and so refused."""
         version = -1 if self.metadata is None else self.metadata.version
         now = self._clock()
         seen = session.get(_SESSION)
-        if isinstance(seen, _Seen) and seen.key == (access_key, version) and now < seen.until:
+        if (
+            isinstance(seen, _Seen)
+            and seen.key == (access_key, version)
+            and now < seen.until
+            and (SIGNATURE_V2 not in ext or self._spend(ext, access_key))
+        ):
             return seen.who
         who = self._sender(cmd, ext, access_key)
         if isinstance(who, _Who):
             session[_SESSION] = _Seen((access_key, version), now + self.stateful_seconds, who)
         return who
+
+    def _spend(self, ext: Mapping[str, str], access_key: str) -> bool:
+        """Whether a strong signature's fields are well formed, timely and its nonce new
+        (then remembered as spent), without computing the signature."""
+        fields = parse_strong_fields(ext)
+        if isinstance(fields, str):
+            return False
+        now_ms = int(self._wall_clock() * 1000)
+        return self.replay.admit(access_key, fields.nonce, fields.timestamp_ms, now_ms) is None
 
     def remembered(self, session: dict[str, object]) -> _Who | None:
         """The sender remembered on the connection of ``session`` now, if any (stateful
@@ -480,17 +571,16 @@ class AccessControl:
     def _user(self, name: str) -> User | None:
         return None if self.metadata is None else self.metadata.get_user(name)
 
-    def _sender(self, cmd: RemotingCommand, ext: Mapping[str, str], access_key: str) -> _Who | str:
-        """Who sent a request carrying this access key, or why they are refused."""
+    def _sender(
+        self, cmd: RemotingCommand, ext: Mapping[str, str], access_key: str, *, once: bool = True
+    ) -> _Who | str:
+        """Who sent a request carrying this access key, or why they are refused (``once``:
+        see :meth:`_verify`)."""
         inner = self.inner
         verify = self.authentication
         if inner is not None and access_key == inner.access_key:
-            if self._verify(cmd, ext, inner.secret_key):
-                return _Who(access_key, True)
-            return (
-                f"authentication failed: the signature of access key {_show(access_key)} "
-                "does not match"
-            )
+            why = self._verify(cmd, ext, access_key, inner.secret_key, once=once)
+            return _Who(access_key, True) if why is None else why
         user = self._user(access_key)
         if user is None:
             return f"authentication failed: access key {_show(access_key)} is not a user"
@@ -498,16 +588,11 @@ class AccessControl:
             return f"authentication failed: user {_show(access_key)} is disabled"
         is_super = user.is_super or access_key in self.super_users
         if verify or is_super:
-            if SIGNATURE not in ext:
-                return (
-                    f"authentication failed: the request of access key {_show(access_key)} "
-                    "carries no Signature"
-                )
-            if not self._verify(cmd, ext, user.password):
-                return (
-                    f"authentication failed: the signature of access key {_show(access_key)} "
-                    "does not match (check the secret key)"
-                )
+            why = self._verify(
+                cmd, ext, access_key, user.password, once=once, hint=" (check the secret key)"
+            )
+            if why is not None:
+                return why
         return _Who(access_key, is_super)
 
     def _certificate(self, name: str, node: bool) -> _Who | str:

@@ -117,22 +117,29 @@ class ServerSecurity:
         """AUTH_SESSION: how long this server remembers the sender a connection's signed
         request verified (stateful authentication), so a client may send its access key
         alone meanwhile, or (``keyless``) no AccessKey at all; 0 when it remembers nothing
-        (stateless, or authentication off)."""
+        (stateless, or authentication off).
+
+        Asked without any AccessKey (anyone may ask), it tells what a client needs before
+        it signs: ``strongSignature`` ("accepted", or "required" with
+        ``authentication_require_strong_signature``) announces rocketq's strong signature,
+        and ``statefulSeconds`` (stateful authentication) how long a connection's sender
+        is remembered once one of its signed requests verifies."""
         access = self.access
         ttl = 0
         access_key = (cmd.ext or {}).get("AccessKey", "")
-        if (
-            access is not None
-            and access.authentication
-            and access.stateful_seconds
-            and access_key
-            and access.remembers(conn.attrs, access_key)
-        ):
-            ttl = int(access.stateful_seconds)
-        if not ttl:
-            return cmd.response(ResponseCode.SUCCESS, {"ttlSeconds": "0"})
-        # keyless: meanwhile the connection's requests may leave the AccessKey out too.
-        return cmd.response(ResponseCode.SUCCESS, {"ttlSeconds": str(ttl), "keyless": "true"})
+        fields = {"ttlSeconds": "0", "strongSignature": "accepted"}
+        if access is not None:
+            if access.require_strong_signature:
+                fields["strongSignature"] = "required"
+            if access.authentication and access.stateful_seconds:
+                fields["statefulSeconds"] = str(int(access.stateful_seconds))
+                if access_key and access.remembers(conn.attrs, access_key):
+                    ttl = int(access.stateful_seconds)
+                    fields["ttlSeconds"] = str(ttl)
+        if ttl:
+            # keyless: meanwhile the connection's requests may leave the AccessKey out too.
+            fields["keyless"] = "true"
+        return cmd.response(ResponseCode.SUCCESS, fields)
 
     def identity(self, conn: Connection, cmd: RemotingCommand) -> str | None:
         """Who sent a request that passed the check: its access key, else the sender
@@ -214,6 +221,8 @@ def server_security(
                 if config.authentication_strategy == "stateful"
                 else 0.0
             ),
+            signature_window_seconds=config.authentication_signature_window_seconds,
+            require_strong_signature=config.authentication_require_strong_signature,
         )
     tls = server_tls_from(config)
     metrics_tls = None
@@ -231,7 +240,13 @@ def server_security(
     client_ssl = client_tls_from(config)
     client = None
     if client_ssl is not None or inner is not None:
-        client = ClientSecurity(ssl=client_ssl, sign=inner.sign if inner is not None else None)
+        # The node's own calls sign with the strong signature where the server announces
+        # it (AUTH_SESSION), RocketMQ's elsewhere.
+        client = ClientSecurity(
+            ssl=client_ssl,
+            sign=inner.sign if inner is not None else None,
+            sign_strong=inner.sign_strong if inner is not None else None,
+        )
     return ServerSecurity(
         access,
         tls,

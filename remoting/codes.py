@@ -183,10 +183,13 @@ class RocketqRequestCode:
     GET_AUTH_METADATA: Final = 30002
     # A client that signs asks whether this connection may send its later requests
     # unsigned (a server with stateful authentication remembers the sender a signed
-    # request verified). Signed, no header. -> resp header ``ttlSeconds``: how long the
-    # server remembers a verified sender ("0": sign every request), and ``keyless``
-    # ("true": meanwhile requests without any AccessKey are that sender's; absent: they
-    # carry the AccessKey alone).
+    # request verified). Signed or not (anyone may ask), no header. -> resp header
+    # ``ttlSeconds``: how long the server remembers this connection's verified sender
+    # ("0": sign every request), ``keyless`` ("true": meanwhile requests without any
+    # AccessKey are that sender's; absent: they carry the AccessKey alone),
+    # ``strongSignature`` ("accepted" or "required": the server takes rocketq's strong
+    # signature, auth/strong_signature.py) and ``statefulSeconds`` (with stateful
+    # authentication: how long a sender is remembered once a signed request verifies).
     AUTH_SESSION: Final = 30003
 
     NAMES: ClassVar[dict[int, str]]

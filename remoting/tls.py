@@ -62,12 +62,18 @@ class ClientSecurity:
     With ``access_key`` (the key ``sign`` signs with) and ``sessions``, a connection asks
     the server at its start whether it remembers a verified sender (AUTH_SESSION: a server
     with stateful authentication does); while it does, requests carry only the AccessKey
-    and are not signed, and one the server refuses for that is signed and sent again."""
+    and are not signed, and one the server refuses for that is signed and sent again.
+
+    With ``sign_strong`` (rocketq's strong signature, the same credentials as ``sign``), a
+    connection first asks the server, unsigned, which signatures it accepts (AUTH_SESSION's
+    ``strongSignature``); against one that announces the strong signature its requests are
+    signed with ``sign_strong``, against any other (a stock RocketMQ) with ``sign``."""
 
     ssl: ssl.SSLContext | None = None
     sign: Callable[[RemotingCommand], None] | None = None
     access_key: str = ""
     sessions: bool = False
+    sign_strong: Callable[[RemotingCommand], None] | None = None
 
 
 def files_stamp(paths: tuple[str, ...]) -> _Stamp:

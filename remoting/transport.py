@@ -44,6 +44,7 @@ import contextlib
 import inspect
 import itertools
 import logging
+import math
 import socket
 import ssl
 from collections.abc import Awaitable, Callable
@@ -98,6 +99,11 @@ SMALL_FRAME: Final = 64 * 1024
 MAX_SESSION_SECONDS: Final = 3600.0
 _ACCESS_KEY: Final = "AccessKey"
 _SIGNATURE: Final = "Signature"
+# What a signature adds besides the AccessKey (RocketMQ's, then rocketq's strong one:
+# rocketq.auth.strong_signature); a request sent unsigned in a session carries none.
+_SIGNED_FIELDS: Final = (_SIGNATURE, "SignatureV2", "SignatureMethod", "Timestamp", "Nonce")
+# AUTH_SESSION's announcement of the strong signature ("accepted" or "required").
+_STRONG_ANNOUNCED: Final = frozenset({"accepted", "required"})
 
 
 def _session_margin(ttl: float) -> float:
@@ -674,12 +680,14 @@ class Connection(asyncio.Protocol):
             loop = asyncio.get_running_loop()
             if session and loop.time() < self.unsigned_until:
                 unsigned = True
+                ext = cmd.ext
+                if ext:  # a request signed for an earlier send carries no old signature
+                    for name in _SIGNED_FIELDS:
+                        ext.pop(name, None)
                 if not self.keyless:
-                    ext = cmd.ext
                     if ext is None:
                         ext = cmd.ext = {}
                     ext[_ACCESS_KEY] = self.access_key
-                    ext.pop(_SIGNATURE, None)
             else:
                 sent = loop.time()
                 sign(cmd)
@@ -705,6 +713,42 @@ class Connection(asyncio.Protocol):
             elif not unsigned:
                 self.unsigned_until = sent + session - _session_margin(session)
         return answer
+
+    async def greet(self, security: ClientSecurity, timeout: float) -> None:
+        """What a connection that signs asks first. With ``security.sign_strong``: whether
+        the server accepts rocketq's strong signature (AUTH_SESSION, unsigned); where it
+        announces it, requests are signed with ``sign_strong``, and, with sessions, after
+        the first signed request that verifies they go without any AccessKey for the
+        ``statefulSeconds`` it says. Otherwise (a stock RocketMQ, a server that does not
+        know the strong signature), requests are signed with ``security.sign`` and, with
+        sessions, the server is asked whether it remembers the sender (:meth:`ask_session`)."""
+        if security.sign_strong is not None:
+            held, self.sign = self.sign, None  # the question goes unsigned
+            try:
+                answer: RemotingCommand | None = await self.invoke(
+                    RemotingCommand(RocketqRequestCode.AUTH_SESSION), timeout
+                )
+            except RocketqError:
+                answer = None
+            finally:
+                self.sign = held
+            ext = (answer.ext or {}) if answer is not None else {}
+            if (
+                answer is not None
+                and answer.code == ResponseCode.SUCCESS
+                and ext.get("strongSignature") in _STRONG_ANNOUNCED
+            ):
+                self.sign = security.sign_strong
+                ttl = _seconds(ext.get("statefulSeconds", "0"))
+                if security.sessions and security.access_key and ttl >= 1.0:
+                    # Remembered once a signed request verifies (invoke starts the session).
+                    self.access_key = security.access_key
+                    self.keyless = True
+                    self.session_ttl = min(ttl, MAX_SESSION_SECONDS)
+                    self.unsigned_until = 0.0
+                return
+        if security.sessions and security.sign and security.access_key:
+            await self.ask_session(security.access_key, timeout)
 
     async def ask_session(self, access_key: str, timeout: float) -> None:
         """Ask the server whether it remembers this connection's verified sender
@@ -796,9 +840,22 @@ async def connect(
     except (OSError, TimeoutError) as exc:
         raise ConnectBrokerError(f"cannot connect to {addr}: {_why(exc)}") from None
     conn.peer = addr
-    if security is not None and security.sessions and security.sign and security.access_key:
-        await conn.ask_session(security.access_key, timeout)
+    if security is not None and (security.sign is not None or security.sign_strong is not None):
+        try:
+            await conn.greet(security, timeout)
+        except BaseException:
+            conn.close()
+            raise
     return conn
+
+
+def _seconds(text: str) -> float:
+    """A number of seconds a server sent, or 0 when it is not a finite number."""
+    try:
+        value = float(text)
+    except ValueError:
+        return 0.0
+    return value if math.isfinite(value) else 0.0
 
 
 def _why(exc: BaseException) -> str:
@@ -1169,29 +1226,44 @@ def request_blocking(
     or RequestTimeoutError when it fails."""
     host, _, port = addr.rpartition(":")
     hostname = host.strip("[]")
-    cmd.opaque = next_opaque()
-    if security is not None and security.sign is not None:
-        security.sign(cmd)
     try:
         with socket.create_connection((hostname, int(port)), timeout=timeout) as raw:
             sock: socket.socket = raw
             if security is not None and security.ssl is not None:
                 sock = security.ssl.wrap_socket(raw, server_hostname=hostname)
             with sock:
-                sock.sendall(encode(cmd))
-                while True:
-                    size = int.from_bytes(_read_exactly(sock, 4), "big")
-                    if size > MAX_FRAME or size < 4:
-                        raise ConnectBrokerError(f"{addr} sent a frame of {size} bytes")
-                    answer = decode(_read_exactly(sock, size))
-                    if answer.is_response and answer.opaque == cmd.opaque:
-                        return answer
+                sign = security.sign if security is not None else None
+                if security is not None and security.sign_strong is not None:
+                    # As a connection greets: the strong signature where it is announced.
+                    probe = RemotingCommand(RocketqRequestCode.AUTH_SESSION)
+                    answer = _exchange(sock, probe, addr)
+                    if (
+                        answer.code == ResponseCode.SUCCESS
+                        and (answer.ext or {}).get("strongSignature") in _STRONG_ANNOUNCED
+                    ):
+                        sign = security.sign_strong
+                if sign is not None:
+                    sign(cmd)
+                return _exchange(sock, cmd, addr)
     except TimeoutError:
         raise RequestTimeoutError(
             f"no response from {addr} within {timeout * 1000:.0f} ms"
         ) from None
     except (OSError, ValueError) as exc:
         raise ConnectBrokerError(f"cannot reach {addr}: {_why(exc)}") from None
+
+
+def _exchange(sock: socket.socket, cmd: RemotingCommand, addr: str) -> RemotingCommand:
+    """Send a request on a blocking socket and read frames until its answer."""
+    cmd.opaque = next_opaque()
+    sock.sendall(encode(cmd))
+    while True:
+        size = int.from_bytes(_read_exactly(sock, 4), "big")
+        if size > MAX_FRAME or size < 4:
+            raise ConnectBrokerError(f"{addr} sent a frame of {size} bytes")
+        answer = decode(_read_exactly(sock, size))
+        if answer.is_response and answer.opaque == cmd.opaque:
+            return answer
 
 
 def _read_exactly(sock: socket.socket, n: int) -> bytes:

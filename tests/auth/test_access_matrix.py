@@ -150,8 +150,9 @@ NAMESERVER_TABLE: Final[dict[int, tuple[RemotingCommand, Gate]]] = {
         RemotingCommand(RequestCode.DELETE_KV_CONFIG, {"namespace": "NS", "key": "k"}),
         Gate.SUPER,
     ),
-    # The nameserver knows no normal user: they are refused (and keep signing).
-    RocketqRequestCode.AUTH_SESSION: (RemotingCommand(RocketqRequestCode.AUTH_SESSION), Gate.SUPER),
+    # Anyone may ask which signatures the server takes (a normal user, whom the nameserver
+    # does not know, is told it is not remembered and keeps signing).
+    RocketqRequestCode.AUTH_SESSION: (RemotingCommand(RocketqRequestCode.AUTH_SESSION), Gate.OPEN),
 }
 
 

@@ -375,7 +375,7 @@ BROKER_TABLE: Final[dict[int, tuple[RemotingCommand, Requirement]]] = {
         policy((cluster(), UPDATE)),
     ),
     GET_AUTH_METADATA: (RemotingCommand(GET_AUTH_METADATA), SUPER),
-    RocketqRequestCode.AUTH_SESSION: (RemotingCommand(RocketqRequestCode.AUTH_SESSION), USER),
+    RocketqRequestCode.AUTH_SESSION: (RemotingCommand(RocketqRequestCode.AUTH_SESSION), OPEN),
     **{
         code: (RemotingCommand(code, {"username": "alice"}), policy((cluster(), action)))
         for code, action in [
@@ -631,7 +631,7 @@ NAMESERVER_TABLE: Final[dict[int, Requirement]] = {
     RequestCode.DELETE_TOPIC_IN_NAMESRV: SUPER,
     RequestCode.PUT_KV_CONFIG: SUPER,
     RequestCode.DELETE_KV_CONFIG: SUPER,
-    RocketqRequestCode.AUTH_SESSION: USER,
+    RocketqRequestCode.AUTH_SESSION: OPEN,
 }
 
 
