@@ -50,6 +50,8 @@ HARNESS_NAMES: Final = (
     "plain_acl",
     "auth_metadata",
     "access_check",
+    "v2_receipt",
+    "v2_telemetry",
     "checkpoint",
     "queue_ends",
     "topics_files",

@@ -584,6 +584,58 @@ def access_check() -> dict[str, bytes]:
     return seeds
 
 
+def v2_receipt() -> dict[str, bytes]:
+    """Receipt handles as the v2 endpoint writes them (``ckOffset popTime invisibleTime
+    reviveQid retry brokerName queueId queueOffset commitLogOffset``) and near misses."""
+    handles = {
+        "pending-shape": "0 1700000000000 3600000 0 0 broker-a 0 0 0",
+        "retry-topic": "3 1700000000000 60000 1 1 broker-a 1 5 1024",
+        "orderly": "0 1700000000000 60000 999 0 broker-a 1 0 0",
+        "forged-secret-offset": "0 0 60000 0 0 broker-a 0 0 4096",
+        "no-commitlog-offset": "0 0 60000 0 0 broker-a 0 0",
+        "negative": "-1 -1 -1 -1 0 broker-a -1 -1 -1",
+        "extra-fields": "0 0 60000 0 0 broker-a 0 0 0 0 0",
+    }
+    return {name: text.encode() for name, text in handles.items()}
+
+
+def v2_telemetry() -> dict[str, bytes]:
+    """Telemetry settings frames (first byte 0: alice's, 1: the super user's): a producer's
+    and a consumer's, on alice's topic and group and on others."""
+    from rocketq.broker.grpc_v2 import definition_pb2 as d
+    from rocketq.broker.grpc_v2 import service_pb2 as sv
+
+    def publishing(*topics: str) -> bytes:
+        settings = d.Settings(
+            client_type=d.ClientType.PRODUCER,
+            publishing=d.Publishing(topics=[d.Resource(name=t) for t in topics]),
+        )
+        return sv.TelemetryCommand(settings=settings).SerializeToString(deterministic=True)
+
+    def subscription(group: str, *topics: str) -> bytes:
+        entries = [
+            d.SubscriptionEntry(
+                topic=d.Resource(name=t),
+                expression=d.FilterExpression(type=d.FilterType.TAG, expression="*"),
+            )
+            for t in topics
+        ]
+        settings = d.Settings(
+            client_type=d.ClientType.PUSH_CONSUMER,
+            subscription=d.Subscription(group=d.Resource(name=group), subscriptions=entries),
+        )
+        return sv.TelemetryCommand(settings=settings).SerializeToString(deterministic=True)
+
+    return {
+        "alice-publishes-hers": b"\x00" + publishing("FuzzV2"),
+        "alice-publishes-secret": b"\x00" + publishing("FuzzV2", "FuzzSecret"),
+        "alice-subscribes-hers": b"\x00" + subscription("fuzz-v2", "FuzzV2"),
+        "alice-subscribes-other-group": b"\x00" + subscription("secret-cg", "FuzzV2"),
+        "root-subscribes": b"\x01" + subscription("fuzz-root", "FuzzSecret"),
+        "root-publishes": b"\x01" + publishing("FuzzSecret"),
+    }
+
+
 def checkpoint() -> dict[str, bytes]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "checkpoint"
@@ -643,6 +695,8 @@ SEEDS: Final[dict[str, Callable[[], dict[str, bytes]]]] = {
     "plain_acl": plain_acl,
     "auth_metadata": auth_metadata,
     "access_check": access_check,
+    "v2_receipt": v2_receipt,
+    "v2_telemetry": v2_telemetry,
     "checkpoint": checkpoint,
     "queue_ends": queue_ends,
     "topics_files": topics_files,

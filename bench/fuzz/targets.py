@@ -38,7 +38,7 @@ from rocketq.auth.plain_acl import translate_plain_acl
 from rocketq.auth.request_map import broker_requirement, nameserver_requirement
 from rocketq.auth.server_security import MemoryAuthMetadata
 from rocketq.auth.signature import ACCESS_KEY, SIGNATURE, compute_signature
-from rocketq.bench.fuzz import server_targets
+from rocketq.bench.fuzz import server_targets, v2_targets
 from rocketq.bench.fuzz.harness import Harness
 from rocketq.broker.config import load_broker_config
 from rocketq.broker.config_json import group_of, topic_of
@@ -630,6 +630,8 @@ HARNESSES: Final = {
             (NotARequestError,),
             "auth/access.py AccessControl.check, auth/request_map.py on decoded requests",
         ),
+        v2_targets.RECEIPT_HARNESS,
+        v2_targets.TELEMETRY_HARNESS,
         Harness(
             "checkpoint",
             checkpoint_file,
