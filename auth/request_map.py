@@ -27,7 +27,9 @@ Broker, messages (POLICY):
 - SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE: Pub on the topic (``topic``; ``b`` in
   the V2 and batch headers). To a retry topic: Sub on its group (RocketMQ takes the group
   from the producer group field when one is given; rocketq always from the topic, so a
-  sender cannot fill another group's retry topic by naming its own group).
+  sender cannot fill another group's retry topic by naming its own group). A send to a
+  topic the broker does not have would auto-create it: the handler then also asks Create on
+  it (:func:`create_requirement`; RocketMQ creates it for anyone who may Pub).
 - PULL_MESSAGE: Sub on the topic and Sub on the group (``consumerGroup``). RocketMQ skips
   the topic when it is a retry topic; rocketq asks Sub on that retry topic's group, so a
   group cannot read another group's retries.
@@ -101,6 +103,9 @@ Nameserver:
 - SUPER (super users and brokers signing with the inner credentials): REGISTER_BROKER,
   UNREGISTER_BROKER, QUERY_DATA_VERSION (a broker's check that also keeps it alive in the
   routes), DELETE_TOPIC_IN_NAMESRV, PUT_KV_CONFIG, DELETE_KV_CONFIG.
+
+apache.rocketmq.v2 endpoint: :func:`v2_requirement`, RPC by RPC, with what the endpoint
+checks inside handles, ids and Telemetry declarations.
 
 Policy actions are single: where RocketMQ accepts any one of several actions, the one
 named above is asked.
