@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from rocketq.broker.subscription_group import SubscriptionGroupConfig
+from rocketq.broker.subscription_group import SubscriptionGroupConfig, check_group
 from rocketq.common.exceptions import MessageIllegalError
 from rocketq.common.message import TopicConfig
+from rocketq.common.names import check_topic_name
 
 # SubscriptionGroupConfig's JSON names -> rocketq's fields (bools, then ints).
 GROUP_BOOLS: Final = {
@@ -64,6 +65,7 @@ def group_of(doc: dict[str, Any]) -> SubscriptionGroupConfig:
     name = doc.get("groupName")
     if not isinstance(name, str) or not name:
         raise MessageIllegalError("the subscription group body has no groupName")
+    check_group(name)
     values: dict[str, Any] = {}
     for key, attr in GROUP_BOOLS.items():
         if key in doc:
@@ -88,6 +90,7 @@ def topic_of(doc: dict[str, Any]) -> TopicConfig:
     name = doc.get("topicName")
     if not isinstance(name, str) or not name:
         raise MessageIllegalError("the topic config has no topicName")
+    check_topic_name(name)
     try:
         return TopicConfig(
             name,

@@ -129,15 +129,21 @@ class ScheduleMessageService:
                 "file away (delayed messages then start again from their queues' beginning)"
             )
         for key, value in (table or {}).items():
-            try:
-                level, offset = int(key), int(value)
-            except (TypeError, ValueError):
-                raise StoreCorruptError(
-                    f"{self.path}: {key!r}: {value!r} is not a level and an offset; fix or move "
-                    "the file away"
-                ) from None
-            if 1 <= level <= self.max_level and offset >= 0:
-                self.offsets[level] = offset
+            # One bad entry is logged and skipped: that level's delayed messages start
+            # again from its queue's beginning, the others go on where they were.
+            digits = isinstance(key, str) and key.isascii() and key.isdigit() and len(key) < 10
+            level = int(key) if digits else 0
+            if type(value) is not int or not 1 <= level <= self.max_level or value < 0:
+                log.error(
+                    "%s: skipping the entry %.40r: %.40r, not a delay level (1-%d) and an "
+                    "offset; that level is read again from its queue's start",
+                    self.path,
+                    key,
+                    value,
+                    self.max_level,
+                )
+                continue
+            self.offsets[level] = value
         self._saved = dict(self.offsets)
 
     def persist(self) -> None:

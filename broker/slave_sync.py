@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from rocketq.broker.config_json import group_of, topic_of
+from rocketq.broker.consumer_offset import is_valid_key
 from rocketq.common.exceptions import RocketqError, for_code
 from rocketq.remoting import fastjson
 from rocketq.remoting.codes import RequestCode, ResponseCode, RocketqRequestCode
@@ -185,7 +186,9 @@ class SlaveSynchronizer:
         table = self.b.offsets.table
         moved = 0
         for key, queues in (data.offsets.get("offsetTable") or {}).items():
-            mine = table.setdefault(str(key), {})
+            if not is_valid_key(key):
+                continue  # not topic@group of valid names: it could not be read back
+            mine = table.setdefault(key, {})
             for q, o in queues.items():
                 if int(o) > mine.get(int(q), -1):
                     mine[int(q)] = int(o)

@@ -10,10 +10,13 @@ append, not a rewrite of the whole table::
 A line is one change set (one topic, or what one copy from the master changed), applied
 whole or not at all. Loading reads the snapshot and replays the lines with a newer
 ``dataVersion``; the bytes after the last newline are a torn append (the process died
-inside the write) and are ignored; any other damage is a :class:`StoreCorruptError`
-naming the file. Once the log holds as many changes as the table has topics (at least
-``COMPACT_MIN_CHANGES``), a new snapshot is written in a worker thread and the log
-restarts; a load that replayed anything compacts at once.
+inside the write) and are ignored. One bad entry never stops a broker: a topic config of
+the snapshot that is not one (a bad name, a bad number) and a line of the log that is not
+a change are logged, naming the file and the line, and skipped; the table is then
+compacted at once, so each is logged once. A snapshot that is not a JSON object at all is
+a :class:`StoreCorruptError` naming the file. Once the log holds as many changes as the
+table has topics (at least ``COMPACT_MIN_CHANGES``), a new snapshot is written in a worker
+thread and the log restarts; a load that replayed anything compacts at once.
 
 Appends are not fsynced one by one: an fsync costs 140-160 us here against about 1 us
 for the write (``os.write`` lands in the page cache, so a killed process loses nothing),
@@ -49,11 +52,12 @@ from rocketq.common.message import (
     PERM_READ,
     PERM_WRITE,
     SCHEDULE_TOPIC,
+    TRACE_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
     TopicConfig,
 )
-from rocketq.common.record import check_topic
+from rocketq.common.names import check_topic_name, check_user_topic
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +117,7 @@ def config_of(doc: Any) -> TopicConfig:
     if not isinstance(name, str):
         raise ValueError(f"topic_name {_show(name)} is not a text")
     try:
-        check_topic(name)
+        check_topic_name(name)
     except MessageIllegalError as exc:
         raise ValueError(str(exc)) from None
     for field, (low, high) in _RANGES.items():
@@ -187,36 +191,56 @@ class TopicConfigManager:
     # -- loading -----------------------------------------------------------------------
 
     def load(self) -> None:
+        """Read the snapshot and replay the log; entries that cannot be read are logged and
+        skipped (see the module's text), and the table is compacted if any were."""
         doc = read_json(self.path, "topic configs")
+        skipped = 0
         if doc is not None:
             try:
                 if not isinstance(doc, dict):
                     raise ValueError("the file holds no JSON object")
-                table = {}
-                for name, fields in doc.get("topicConfigTable", {}).items():
-                    config = table[name] = config_of(fields)
-                    if config.topic_name != name:
-                        raise ValueError(f"{_show(name)} holds the config of {config.topic_name}")
+                entries = doc.get("topicConfigTable", {})
+                if not isinstance(entries, dict):
+                    raise ValueError("topicConfigTable is not an object")
                 version = _version(doc, 0)
             except (AttributeError, TypeError, ValueError) as exc:
                 raise StoreCorruptError(
                     f"{self.path}: not a topic config snapshot ({exc}); restore it from a "
                     "backup or move it away to start without it"
                 ) from None
+            table = {}
+            for name, fields in entries.items():
+                try:
+                    config = config_of(fields)
+                    if config.topic_name != name:
+                        raise ValueError(f"{_show(name)} holds the config of {config.topic_name}")
+                except (AttributeError, TypeError, ValueError, RecursionError) as exc:
+                    log.error(
+                        "%s: skipping the entry %s, not a topic config (%s): %s",
+                        self.path,
+                        _show(name),
+                        exc,
+                        _show(fields),
+                    )
+                    skipped += 1
+                    continue
+                table[name] = config
             self.topics, self.data_version = table, version
-        replayed = self._replay()
+        replayed, bad = self._replay()
+        skipped += bad
         self._system_topics()
         self._journal.clear()
         self._journal_floor = self._journal_version = self.data_version
-        if replayed or (self.log_path.exists() and self.log_path.stat().st_size):
+        if replayed or skipped or (self.log_path.exists() and self.log_path.stat().st_size):
             self.compact()
 
-    def _replay(self) -> int:
-        """Apply the log's change sets newer than the snapshot; how many were applied."""
+    def _replay(self) -> tuple[int, int]:
+        """Apply the log's change sets newer than the snapshot: how many were applied, and
+        how many lines (or topic configs in them) were skipped as unreadable."""
         try:
             data = self.log_path.read_bytes()
         except FileNotFoundError:
-            return 0
+            return 0, 0
         except OSError as exc:
             raise StoreCorruptError(
                 f"{self.log_path}: cannot read the topic change log ({exc})"
@@ -230,7 +254,7 @@ class TopicConfigManager:
                 self.log_path,
                 len(torn),
             )
-        applied = 0
+        applied = skipped = 0
         for number, line in enumerate(lines, 1):
             try:
                 entry = json.loads(line)
@@ -240,19 +264,42 @@ class TopicConfigManager:
                 puts, deletes = entry.get("put", []), entry.get("delete", [])
                 if not isinstance(puts, list) or not isinstance(deletes, list):
                     raise ValueError("put and delete must be arrays")
-                put = [config_of(d) for d in puts]
-                deleted = []
-                for name in deletes:
-                    if not isinstance(name, str):
-                        raise ValueError(f"a deleted topic {_show(name)} is not a name")
-                    deleted.append(name)
             # RecursionError: arrays nested deeper than the JSON parser goes.
             except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-                raise StoreCorruptError(
-                    f"{self.log_path}: line {number} is not a topic change ({exc}); restore "
-                    "the file from a backup, or cut it before that line to keep the changes "
-                    "before it"
-                ) from None
+                log.error(
+                    "%s: skipping line %d, not a topic change (%s): %s",
+                    self.log_path,
+                    number,
+                    exc,
+                    _show(line),
+                )
+                skipped += 1
+                continue
+            put = []
+            for doc in puts:
+                try:
+                    put.append(config_of(doc))
+                except (ValueError, TypeError, RecursionError) as exc:
+                    log.error(
+                        "%s: line %d: skipping a topic config that is not one (%s): %s",
+                        self.log_path,
+                        number,
+                        exc,
+                        _show(doc),
+                    )
+                    skipped += 1
+            deleted = []
+            for name in deletes:
+                if not isinstance(name, str):
+                    log.error(
+                        "%s: line %d: skipping a deleted topic that is not a name: %s",
+                        self.log_path,
+                        number,
+                        _show(name),
+                    )
+                    skipped += 1
+                    continue
+                deleted.append(name)
             if version <= self.data_version:
                 continue  # already in the snapshot
             for t in put:
@@ -261,7 +308,7 @@ class TopicConfigManager:
                 self.topics.pop(name, None)
             self.data_version = version
             applied += 1
-        return applied
+        return applied, skipped
 
     def _system_topics(self) -> None:
         system = [
@@ -447,7 +494,9 @@ class TopicConfigManager:
         return self.topics.get(topic)
 
     def update(self, config: TopicConfig) -> TopicConfig:
-        check_topic(config.topic_name)
+        """Create or change a topic (an admin's UPDATE_AND_CREATE_TOPIC); a bad name or
+        queue count is MessageIllegalError and changes nothing."""
+        check_topic_name(config.topic_name)
         if config.topic_name == AUTO_CREATE_TOPIC_KEY_TOPIC:
             raise MessageIllegalError(
                 f"topic {config.topic_name} is the auto-create template; choose another name"
@@ -472,10 +521,17 @@ class TopicConfigManager:
         return True
 
     def create_in_send(self, topic: str, default_topic: str, queue_nums: int) -> TopicConfig:
-        """The topic of a send, created from the default topic (TBW102) when allowed."""
+        """The topic of a send, created from the default topic (TBW102) when allowed. A
+        name that is not valid or is reserved (:func:`check_user_topic`) is never created:
+        MessageIllegalError. The trace topic is the one reserved topic a send creates (the
+        trace writers' first send)."""
         found = self.topics.get(topic)
         if found is not None:
             return found
+        if topic == TRACE_TOPIC:
+            check_topic_name(topic)
+        else:
+            check_user_topic(topic)
         template = self.topics.get(default_topic or AUTO_CREATE_TOPIC_KEY_TOPIC)
         if not self.auto_create or template is None or not template.perm & PERM_INHERIT:
             raise TopicNotExistError(
@@ -490,10 +546,12 @@ class TopicConfigManager:
         return config
 
     def create_system(self, topic: str, queue_nums: int, perm: int) -> TopicConfig:
-        """Retry and DLQ topics, created on demand."""
+        """Retry and DLQ topics, created on demand (a name longer than a topic may be,
+        from a long group name, is MessageIllegalError)."""
         found = self.topics.get(topic)
         if found is not None:
             return found
+        check_topic_name(topic)
         config = TopicConfig(topic, queue_nums, queue_nums, perm)
         self.topics[topic] = config
         self._changed([config], [], self.data_version + 1)

@@ -38,14 +38,15 @@ from rocketq.common.message import (
     MessageExt,
     decode_properties,
 )
+from rocketq.common.names import TOPIC_MAX_LENGTH, check_topic_name
 
 MESSAGE_MAGIC_CODE: Final = 0xDAA320A7
 BLANK_MAGIC_CODE: Final = 0xCBD43194
 END_FILE_MIN_BLANK_LENGTH: Final = 4 + 4
 FIXED_SIZE: Final = 91
-MAX_TOPIC_LENGTH: Final = 127
+MAX_TOPIC_LENGTH: Final = TOPIC_MAX_LENGTH
 MAX_PROPERTIES_LENGTH: Final = 32767
-TOPIC_PATTERN: Final = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_PATTERN: Final = re.compile(r"^[%|a-zA-Z0-9_-]+\Z")
 
 # Field positions inside a record.
 POS_TOTAL_SIZE: Final = 0
@@ -98,21 +99,9 @@ def encode_host(address: str) -> bytes:
 
 
 def check_topic(topic: str) -> bytes:
-    """The topic's bytes, or MessageIllegalError naming what is wrong with it."""
-    raw = topic.encode()
-    if not raw:
-        raise MessageIllegalError("the topic is empty; give the message a topic name")
-    if len(raw) > MAX_TOPIC_LENGTH:
-        raise MessageIllegalError(
-            f"topic {topic[:40]!r}... is {len(raw)} bytes; the store allows at most "
-            f"{MAX_TOPIC_LENGTH}"
-        )
-    if not TOPIC_PATTERN.match(topic):
-        raise MessageIllegalError(
-            f"topic {topic!r} has illegal characters; use only letters, digits, '%', '|', "
-            "'-' and '_'"
-        )
-    return raw
+    """The topic's bytes, or MessageIllegalError naming what is wrong with it (the rules of
+    :func:`rocketq.common.names.check_topic_name`)."""
+    return check_topic_name(topic).encode()
 
 
 @functools.lru_cache(maxsize=4096)

@@ -36,7 +36,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from rocketq.common.exceptions import RocketqError, TopicNotExistError
+from rocketq.common.exceptions import MessageIllegalError, RocketqError, TopicNotExistError
 from rocketq.console import (
     acl_view,
     cluster_view,
@@ -138,6 +138,11 @@ async def http_error(request: Request, exc: Exception) -> Response:
 
 async def not_found_topic(request: Request, exc: Exception) -> Response:
     return error_response(request, 404, str(exc) or "no such topic")
+
+
+async def bad_name(request: Request, exc: Exception) -> Response:
+    """A topic or group name in the address that is not valid: refused before any call."""
+    return error_response(request, 400, str(exc))
 
 
 async def cluster_error(request: Request, exc: Exception) -> Response:
@@ -253,6 +258,7 @@ def create_app(
         exception_handlers={
             HTTPException: http_error,
             TopicNotExistError: not_found_topic,
+            MessageIllegalError: bad_name,
             RocketqError: cluster_error,
         },
         lifespan=lifespan,
@@ -276,7 +282,9 @@ def uvicorn_config(
     log_level: str = "info",
 ) -> Any:
     """uvicorn's config for the console: HTTPS when given a certificate and its key (both or
-    neither: ValueError)."""
+    neither: ValueError). The client address is the connection's peer, never what an
+    ``X-Forwarded-For`` header claims (uvicorn would believe one sent from 127.0.0.1): failed
+    logins are counted per address, and a header anyone may send would evade the count."""
     import uvicorn
 
     if (tls_cert is None) != (tls_key is None):
@@ -287,7 +295,9 @@ def uvicorn_config(
             if not Path(path).is_file():
                 raise ValueError(f"{label} {path}: no such file")
         ssl = {"ssl_certfile": str(tls_cert), "ssl_keyfile": str(tls_key)}
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, **ssl)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level=log_level, proxy_headers=False, **ssl
+    )
     if ssl:
         app.state.certificate = CertificateWatch(config, str(tls_cert), str(tls_key))
     return config

@@ -15,7 +15,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from rocketq.common.exceptions import RocketqError
+from rocketq.common.exceptions import MessageIllegalError, RocketqError
+from rocketq.common.names import check_topic_name, is_valid_group_name
 from rocketq.console.messages_view import parse_time
 from rocketq.console.pages import admin_of, error_response, is_api, refuse_change, render
 from rocketq.console.security import audit
@@ -102,7 +103,13 @@ async def groups_data(admin: Admin) -> dict[str, Any]:
 
 async def group_data(admin: Admin, group: str) -> dict[str, Any]:
     """Per-queue progress, connections, subscriptions and config; UnknownGroupError for a
-    group that no master knows and that has no online client."""
+    group that no master knows and that has no online client, or whose name is not valid
+    (nothing is asked of the brokers then)."""
+    if not is_valid_group_name(group):
+        raise UnknownGroupError(
+            f"{group[:80]!r} is not a valid consumer group name (1-255 letters, digits, "
+            "'%', '|', '-' and '_')"
+        )
     conns = await admin.consumer_connections(group)
     if group not in await admin.group_list() and not conns:
         raise UnknownGroupError(f"no consumer group {group!r} is known to the brokers")
@@ -166,6 +173,10 @@ async def reset(request: Request, group: str, fields: dict[str, Any]) -> dict[st
     topic = str(fields.get("topic", "")).strip()
     if not topic:
         raise BadInputError("name the topic whose offsets to reset")
+    try:
+        check_topic_name(topic)
+    except MessageIllegalError as exc:
+        raise BadInputError(str(exc)) from None
     if topic not in known["topics"]:
         raise BadInputError(f"group {group} has no offsets on topic {topic}")
     timestamp = parse_time(fields.get("timestamp"), "timestamp")

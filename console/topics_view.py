@@ -26,7 +26,8 @@ from rocketq.common.message import (
     Message,
     is_system_topic,
 )
-from rocketq.common.record import check_topic
+from rocketq.common.names import check_topic_name
+from rocketq.common.names import is_system_topic as is_reserved_system_topic
 from rocketq.console.pages import admin_of, error_response, is_api, refuse_change, render
 from rocketq.console.security import audit
 from rocketq.sdk.admin import Admin
@@ -62,12 +63,17 @@ async def topics_data(admin: Admin, kind: str | None) -> dict[str, Any]:
 
 
 def topic_settings(fields: dict[str, Any]) -> dict[str, Any]:
-    """Check a create/update request: the name, queue numbers in 1..1024, a permission."""
+    """Check a create/update request: the name (valid, and not a system topic's), queue
+    numbers in 1..1024, a permission."""
     topic = str(fields.get("topic", "")).strip()
     try:
-        check_topic(topic)
+        check_topic_name(topic)
     except MessageIllegalError as exc:
         raise BadInputError(str(exc)) from None
+    if is_reserved_system_topic(topic):
+        raise BadInputError(
+            f"the topic name {topic!r} is reserved: it is a system topic of the cluster"
+        )
     out: dict[str, Any] = {"topic": topic}
     for key in ("read_queue_nums", "write_queue_nums"):
         raw = fields.get(key, 8)

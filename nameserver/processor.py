@@ -25,6 +25,7 @@ from rocketq.common.exceptions import (
     RocketqSystemError,
     TopicNotExistError,
 )
+from rocketq.common.names import check_topic_name
 from rocketq.nameserver.config import NameServerConfig
 from rocketq.nameserver.kv_config import KVConfigManager
 from rocketq.nameserver.metrics import DELTA, FULL, HEARTBEAT, NameServerCounters
@@ -308,7 +309,8 @@ class NameServerProcessor:
     # -- clients -----------------------------------------------------------------------
 
     def route(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        topic = cmd.field("topic")
+        """GET_ROUTEINFO_BY_TOPIC; a topic name that is not valid is MessageIllegalError."""
+        topic = check_topic_name(cmd.field("topic"))
         route = self.routes.route(topic)
         if route is None:
             raise TopicNotExistError(
@@ -342,7 +344,8 @@ class NameServerProcessor:
         )
 
     def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        self.routes.delete_topic(cmd.field("topic"), (cmd.ext or {}).get("clusterName", ""))
+        topic = check_topic_name(cmd.field("topic"))
+        self.routes.delete_topic(topic, (cmd.ext or {}).get("clusterName", ""))
         return cmd.response(ResponseCode.SUCCESS)
 
     # -- KV config ---------------------------------------------------------------------

@@ -9,7 +9,13 @@ Compressed (``compressed=true``, what rocketq's brokers send), a zlib stream of:
     [int32 count         rocketq's deltas only: the topics deleted, each int32 n + name]
 
 RocketMQ's topic line stops after the filter type; rocketq adds the sys flag and the order
-flag, and reads lines of either length. Uncompressed, the body is the JSON
+flag, and reads lines of either length. The line is split at its spaces, so it is read
+exactly or not at all: every name is a valid topic name (:mod:`rocketq.common.names`, no
+spaces), checked by the encoder, which refuses a table holding another, and by the
+decoder, which refuses a line of any other number of fields, a name that is not valid, a
+number that is not one written plainly or out of its range, a filter type it does not know
+and an order flag other than ``true``/``false``: a body is refused whole rather than read
+as something its broker did not mean. Uncompressed, the body is the JSON
 ``{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":..,"topicConfigTable":..}}``
 that a stock broker sends by default. ``bodyCrc32`` is CRC32 with the sign bit cleared
 (RocketMQ's UtilAll.crc32) of the body as sent.
@@ -32,6 +38,7 @@ RocketMQ's nameserver inflates the body whole, with no limit.
 from __future__ import annotations
 
 import json
+import re
 import struct
 import zlib
 from collections.abc import Iterable
@@ -39,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from rocketq.common.message import TopicConfig
+from rocketq.common.names import is_valid_topic_name
 from rocketq.remoting import fastjson
 
 _MIB: Final = 1024 * 1024
@@ -60,6 +68,10 @@ INLINE_TABLE_BYTES: Final = 8 * _MIB
 INLINE_JSON_BYTES: Final = _MIB
 _I32: Final = struct.Struct(">i")
 _FILTER_TYPE: Final = "SINGLE_TAG"
+_FILTER_TYPES: Final = frozenset({"SINGLE_TAG", "MULTI_TAG"})
+# A number as a topic line writes it: optional minus, no leading zeros, at most 10 digits.
+_NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]{0,9})")
+_INT_MAX: Final = (1 << 31) - 1
 
 
 class RegisterBodyError(ValueError):
@@ -107,7 +119,19 @@ def _chunk(data: bytes) -> bytes:
     return _I32.pack(len(data)) + data
 
 
+def _checked_name(name: str) -> str:
+    """``name`` if a topic line or a deleted name may carry it; RegisterBodyError if not
+    (a name with a space would split its line)."""
+    if not is_valid_topic_name(name):
+        raise RegisterBodyError(
+            f"topic name {name[:80]!r} is not a valid topic name; a registration cannot carry it"
+        )
+    return name
+
+
 def topic_line(t: TopicConfig) -> bytes:
+    """A topic's line; RegisterBodyError when its name is not a valid topic name."""
+    _checked_name(t.topic_name)
     return (
         f"{t.topic_name} {t.read_queue_nums} {t.write_queue_nums} {t.perm} {_FILTER_TYPE} "
         f"{t.topic_sys_flag} {'true' if t.order else 'false'}"
@@ -128,29 +152,47 @@ def encode_body(
         _chunk(b"[]"),
     ]
     if deleted is not None:
-        names = [n.encode() for n in deleted]
+        names = [_checked_name(n).encode() for n in deleted]
         parts.append(_I32.pack(len(names)))
         parts.extend(map(_chunk, names))
     return zlib.compress(b"".join(parts), 6)
 
 
-def _parse_line(line: str) -> TopicConfig:
-    fields = line.split(" ")
-    if len(fields) < 5:
-        raise RegisterBodyError(f"topic line {line[:80]!r} has {len(fields)} fields, not 5 or 7")
-    try:
-        return TopicConfig(
-            fields[0],
-            int(fields[1]),
-            int(fields[2]),
-            int(fields[3]),
-            int(fields[5]) if len(fields) > 5 else 0,
-            len(fields) > 6 and fields[6] == "true",
-        )
-    except ValueError:
+def _number(text: str, line: str, low: int, high: int) -> int:
+    if _NUMBER.fullmatch(text) is None or not low <= int(text) <= high:
         raise RegisterBodyError(
-            f"topic line {line[:80]!r} has a field that is not a number"
-        ) from None
+            f"topic line {line[:80]!r}: {text[:20]!r} is not a number {low}-{high}"
+        )
+    return int(text)
+
+
+def _parse_line(line: str) -> TopicConfig:
+    """A topic line read exactly (see the module's text), or RegisterBodyError."""
+    fields = line.split(" ")
+    if len(fields) not in (5, 7):
+        raise RegisterBodyError(f"topic line {line[:80]!r} has {len(fields)} fields, not 5 or 7")
+    name = fields[0]
+    if not is_valid_topic_name(name):
+        raise RegisterBodyError(f"topic line {line[:80]!r}: {name[:80]!r} is not a topic name")
+    if fields[4] not in _FILTER_TYPES:
+        raise RegisterBodyError(f"topic line {line[:80]!r}: unknown filter type")
+    if len(fields) == 7 and fields[6] not in ("true", "false"):
+        raise RegisterBodyError(f"topic line {line[:80]!r}: order is not true or false")
+    return TopicConfig(
+        name,
+        _number(fields[1], line, 0, _INT_MAX),
+        _number(fields[2], line, 0, _INT_MAX),
+        _number(fields[3], line, 0, 7),
+        _number(fields[5], line, -_INT_MAX - 1, _INT_MAX) if len(fields) == 7 else 0,
+        len(fields) == 7 and fields[6] == "true",
+    )
+
+
+def _deleted_name(raw: bytes) -> str:
+    name = raw.decode()
+    if not is_valid_topic_name(name):
+        raise RegisterBodyError(f"a deleted topic {name[:80]!r} is not a topic name")
+    return name
 
 
 def _version(doc: Any) -> int:
@@ -241,7 +283,7 @@ def decode_compressed(body: bytes | memoryview, ceiling: int = MAX_TABLE_BYTES) 
         version = _version(json.loads(chunk()))
         topics = [_parse_line(chunk().decode()) for _ in range(count())]
         chunk()  # the filter server list
-        deleted = [chunk().decode() for _ in range(count())] if pos < len(view) else []
+        deleted = [_deleted_name(chunk()) for _ in range(count())] if pos < len(view) else []
     except struct.error:
         raise RegisterBodyError("the topic table is cut short") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -267,11 +309,14 @@ def decode_json(body: bytes | memoryview) -> RegisterBody:
     topics = []
     for name, t in table.items():
         if not isinstance(t, dict):
-            raise RegisterBodyError(f"the config of topic {name} is not an object")
+            raise RegisterBodyError(f"the config of topic {name[:80]!r} is not an object")
+        topic_name = t.get("topicName", name)
+        if not isinstance(topic_name, str) or not is_valid_topic_name(topic_name):
+            raise RegisterBodyError(f"{str(topic_name)[:80]!r} is not a valid topic name")
         try:
             topics.append(
                 TopicConfig(
-                    str(t.get("topicName", name)),
+                    topic_name,
                     int(t.get("readQueueNums", 16)),
                     int(t.get("writeQueueNums", 16)),
                     int(t.get("perm", 6)),

@@ -28,6 +28,7 @@ from rocketq.common.message import (
     dlq_topic,
 )
 from rocketq.common.message_id import decode_offset_msg_id, encode_offset_msg_id
+from rocketq.common.names import check_group_name, check_topic_name, is_system_topic
 from rocketq.common.record import decode_records
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.route_data import TopicRouteData
@@ -194,7 +195,14 @@ class Admin:
         broker_addr: str | None = None,
         order: bool = False,
     ) -> list[str]:
-        """Create or update a topic on one broker or on every master of a cluster."""
+        """Create or update a topic on one broker or on every master of a cluster. A name
+        that is not valid, or a system topic's, is MessageIllegalError before anything is
+        sent."""
+        check_topic_name(topic)
+        if is_system_topic(topic):
+            raise MessageIllegalError(
+                f"the topic name {topic!r} is reserved: it is a system topic of the cluster"
+            )
         targets = [broker_addr] if broker_addr else list((await self._masters(cluster)).values())
         if not targets:
             raise RocketqError("no broker master is registered with the nameserver")
@@ -211,6 +219,7 @@ class Admin:
 
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
         """Delete a topic from the masters of a cluster (or all) and the nameservers."""
+        check_topic_name(topic)
         for addr in (await self._masters(cluster)).values():
             with contextlib.suppress(TopicNotExistError):
                 aw.parse_ok(await self._ask(addr, aw.delete_topic_request(topic)))
@@ -222,10 +231,12 @@ class Admin:
 
     async def topic_route(self, topic: str) -> TopicRouteData:
         """The topic's route (raises TopicNotExistError for an unknown topic)."""
+        check_topic_name(topic)
         return await self.client.update_route(topic)
 
     async def topic_status(self, topic: str) -> list[QueueOffsets]:
         """The offsets of each of the topic's queues."""
+        check_topic_name(topic)
         route = await self.client.update_route(topic)
         out = []
         for b in sorted(route.broker_datas, key=lambda b: b.broker_name):
@@ -256,7 +267,9 @@ class Admin:
     ) -> None:
         """Create or update a subscription group (its retry and consume settings) on
         every master of ``cluster`` (or of every cluster). ``consume_message_orderly``
-        makes it a FIFO group for RocketMQ 5's clients."""
+        makes it a FIFO group for RocketMQ 5's clients. A name that is not valid is
+        MessageIllegalError before anything is sent."""
+        check_group_name(group)
         config = aw.SubscriptionGroupConfig(
             group_name=group,
             consume_enable=consume_enable,
@@ -438,6 +451,8 @@ class Admin:
         """Move the group's committed offsets in ``topic`` to the first message stored at
         or after ``timestamp_ms`` (epoch milliseconds); -> (broker name, queue id) -> the
         new offset."""
+        check_topic_name(topic)
+        check_group_name(group)
         route = await self.client.update_route(topic)
         out = {}
         for b in route.broker_datas:
@@ -505,6 +520,7 @@ class Admin:
         that holds it puts a copy on %RETRY%<group>, due at once, with its reconsume count
         at 0, and the group's consumers get it under its original topic. -> the copy's
         offset id."""
+        check_group_name(group)
         try:
             addr, offset = decode_offset_msg_id(msg_id)
         except ValueError as exc:

@@ -40,6 +40,7 @@ from rocketq.common.message import (
     MessageQueue,
 )
 from rocketq.common.message_id import UniqIdGenerator
+from rocketq.common.names import check_group_name
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.route_data import TopicRouteData
 from rocketq.sdk.client import ClientInstance, local_ip, producer_heartbeat, publish_queues
@@ -255,9 +256,11 @@ class Producer:
 
         Raises:
             ClientStateError: No group name.
+            MessageIllegalError: The group name is not valid.
         """
         if not self.group:
             raise ClientStateError("a producer needs a group name")
+        check_group_name(self.group)
         await self.client.start()
         if self.config.enable_trace and self.tracer is None:
             writer = Producer(TRACE_PRODUCER_GROUP, self.namesrv, **security_settings(self.config))

@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry
 from rocketq.common.aio import get_within, wait_event
 from rocketq.common.exceptions import ClientStateError, RocketqError, TopicNotExistError
 from rocketq.common.message import MessageExt, MessageQueue
+from rocketq.common.names import check_group_name, check_topic_name
 from rocketq.common.sql92 import validate
 from rocketq.remoting.command import RemotingCommand
 from rocketq.sdk import consumer_diagnostics as diagnostics
@@ -162,8 +163,10 @@ class PullConsumer:
 
         Raises:
             ClientStateError: Queues were assigned already.
+            MessageIllegalError: ``topic`` is not a valid topic name.
             SubscriptionParseFailedError: A SQL92 expression that does not parse.
         """
+        check_topic_name(topic)
         if self.assigned is not None:
             raise ClientStateError("use either subscribe() or assign(), not both")
         selector = (
@@ -201,7 +204,9 @@ class PullConsumer:
 
         Raises:
             ClientStateError: Nothing subscribed or assigned.
+            MessageIllegalError: The group name is not valid.
         """
+        check_group_name(self.group)
         if not self.subscriptions and self.assigned is None:
             raise ClientStateError("subscribe to a topic or assign queues before start()")
         self.offsets = (

@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry
 
 from rocketq.common.exceptions import ClientStateError, RocketqError, TopicNotExistError
 from rocketq.common.message import TRACE_PRODUCER_GROUP, MessageExt, MessageQueue, retry_topic
+from rocketq.common.names import check_group_name, check_topic_name
 from rocketq.common.record import decode_records
 from rocketq.common.sql92 import validate
 from rocketq.remoting.command import RemotingCommand
@@ -226,8 +227,10 @@ class PushConsumer:
         ``MessageSelector.sql``).
 
         Raises:
+            MessageIllegalError: ``topic`` is not a valid topic name.
             SubscriptionParseFailedError: A SQL92 expression that does not parse.
         """
+        check_topic_name(topic)
         selector = (
             expression
             if isinstance(expression, MessageSelector)
@@ -262,10 +265,12 @@ class PushConsumer:
 
         Raises:
             ClientStateError: Nothing subscribed.
+            MessageIllegalError: The group name is not valid.
             RocketqError: A broker refused a SQL92 subscription (its filter is off).
         """
         if self.running:
             return
+        check_group_name(self.group)
         stream = self._stream
         if self.handler is None or (stream is not None and self.handler == stream.listener):
             # No handler of the user's: the messages go to ``async for`` loops.

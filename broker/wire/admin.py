@@ -41,6 +41,7 @@ from rocketq.common.exceptions import (
 )
 from rocketq.common.message import TopicConfig
 from rocketq.common.message_id import decode_offset_msg_id, encode_offset_msg_id
+from rocketq.common.names import check_topic_name, is_system_topic
 from rocketq.remoting import fastjson
 from rocketq.remoting.codes import RequestCode, ResponseCode, RocketqRequestCode
 from rocketq.remoting.command import RemotingCommand
@@ -152,7 +153,11 @@ class AdminRequests:
     # -- topics ------------------------------------------------------------------------
 
     async def update_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        topic = header_text(cmd, "topic")
+        topic = check_topic_name(header_text(cmd, "topic"))
+        if is_system_topic(topic):  # RocketMQ's AdminBrokerProcessor refuses them too
+            raise MessageIllegalError(
+                f"the topic[{topic}] is conflict with system topic; the broker manages it"
+            )
         filter_type = (cmd.ext or {}).get("topicFilterType") or "SINGLE_TAG"
         if filter_type not in FILTER_TYPES:
             raise MessageIllegalError(

@@ -33,6 +33,7 @@ from rocketq.common.exceptions import (
 )
 from rocketq.common.message import PERM_READ, PERM_WRITE, retry_topic
 from rocketq.common.metrics import response_code_name
+from rocketq.common.names import check_group_name, check_topic_name
 from rocketq.remoting import fastjson
 from rocketq.remoting.codes import MessageSysFlag, RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand
@@ -80,6 +81,20 @@ def _array(doc: dict[str, Any], key: str) -> list[Any]:
     if not isinstance(value, list):
         raise MessageIllegalError(f"the heartbeat's {key} is not an array")
     return value
+
+
+def _check_heartbeat_names(doc: dict[str, Any]) -> None:
+    """Every group and subscribed topic a heartbeat names is a valid name, checked before
+    the heartbeat changes anything (MessageIllegalError naming the first bad one)."""
+    for p in _array(doc, "producerDataSet"):
+        if isinstance(p, dict) and p.get("groupName"):
+            check_group_name(str(p["groupName"]))
+    for c in _array(doc, "consumerDataSet"):
+        if isinstance(c, dict) and c.get("groupName"):
+            check_group_name(str(c["groupName"]))
+            for sub in _array(c, "subscriptionDataSet"):
+                if isinstance(sub, dict) and sub.get("topic"):
+                    check_topic_name(str(sub["topic"]))
 
 
 def _sub_version(sub: dict[str, Any]) -> int:
@@ -157,6 +172,7 @@ class ClientRequests:
         client_id = str(doc.get("clientID") or "")
         if not client_id:
             raise MessageIllegalError("the heartbeat has no clientID")
+        _check_heartbeat_names(doc)
         conn.attrs.setdefault(CLIENT_IDS, set()).add(client_id)
         client_channels(self.b.consumers).heartbeat(client_id, conn, cmd)
         self._pump(conn, client_id)

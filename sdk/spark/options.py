@@ -11,12 +11,13 @@ or -1 (its latest); a streaming query's offsets are always resolved numbers.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
 from rocketq.common import times
-from rocketq.common.exceptions import ConfigError, RocketqError
+from rocketq.common.exceptions import ConfigError, MessageIllegalError, RocketqError
+from rocketq.common.names import check_group_name, check_topic_name
 from rocketq.sdk.security import SecurityConfig, client_security
 
 EARLIEST: Final = -2
@@ -32,6 +33,14 @@ Offsets = dict[QueueId, int]
 
 class SparkOptionError(RocketqError, ValueError):
     """An option of the ``rocketq`` data source is missing or wrong."""
+
+
+def _name(value: str, what: str, check: Callable[[str], str]) -> str:
+    """``value`` checked as a topic or group name; SparkOptionError naming the option."""
+    try:
+        return check(value)
+    except MessageIllegalError as exc:
+        raise SparkOptionError(f"option {what}: {exc}") from None
 
 
 def queue_label(q: QueueId) -> str:
@@ -61,6 +70,7 @@ def decode_offsets(doc: object, what: str) -> Offsets:
         raise SparkOptionError(f'{what} must be a JSON object: {{"Topic": {{"broker-a:0": 12}}}}')
     out: Offsets = {}
     for topic, queues in doc.items():
+        _name(str(topic), what, check_topic_name)
         if not isinstance(queues, dict):
             raise SparkOptionError(f'{what}: topic {topic!r} must map "broker:queue" to offsets')
         for name, offset in queues.items():
@@ -140,6 +150,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
     topics = tuple(t.strip() for t in str(options.get("topic", "")).split(",") if t.strip())
     if not topics:
         raise SparkOptionError('option topic is required: .option("topic", "T") or "T1,T2"')
+    for t in topics:
+        _name(t, "topic", check_topic_name)
     starting: str | Offsets = _offsets_option(options, "startingOffsets", "earliest")
     ending: str | Offsets = _offsets_option(options, "endingOffsets", "latest")
     if isinstance(ending, str) and ending != "latest":
@@ -183,6 +195,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
     read_timeout = _positive(options, "readTimeoutSeconds", 120)
     assert read_timeout is not None
     group = options.get("group")
+    if group and str(group).strip():
+        _name(str(group).strip(), "group", check_group_name)
     return ReadOptions(
         namesrv=namesrv,
         topics=topics,
@@ -238,6 +252,11 @@ def parse_write_options(options: Mapping[str, str], columns: list[str]) -> Write
     topic = str(options.get("topic", "")).strip() or None
     if topic is None and "topic" not in columns:
         raise SparkOptionError("give the topic as option topic or as a column named topic")
+    if topic is not None:
+        _name(topic, "topic", check_topic_name)
+    producer_group = _name(
+        str(options.get("producerGroup", "rocketq-spark-writer")), "producerGroup", check_group_name
+    )
     batch_size = _positive(options, "batchSize", 32)
     in_flight = _positive(options, "maxInFlight", 8)
     timeout = _positive(options, "sendTimeoutMs", 10_000)
@@ -245,7 +264,7 @@ def parse_write_options(options: Mapping[str, str], columns: list[str]) -> Write
     return WriteOptions(
         namesrv=namesrv,
         topic=topic,
-        group=str(options.get("producerGroup", "rocketq-spark-writer")),
+        group=producer_group,
         batch_size=batch_size,
         in_flight=in_flight,
         send_timeout_ms=timeout,

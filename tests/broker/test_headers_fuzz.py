@@ -28,6 +28,7 @@ from rocketq.broker.wire.pull import PullRequests, header_int
 from rocketq.broker.wire.send import SendHeader, SendRequests, java_true
 from rocketq.common.exceptions import MessageIllegalError, RocketqError, StoreCorruptError
 from rocketq.common.message import Message, TopicConfig
+from rocketq.common.names import is_valid_topic_name
 from rocketq.common.record import decode_records, encode_host, encode_message
 from rocketq.remoting.codes import PullSysFlag, RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand, RemotingError
@@ -372,6 +373,7 @@ def _check_loaded(m: TopicConfigManager) -> None:
     """A loaded table holds only topic configs a broker can serve."""
     for name, t in m.topics.items():
         assert isinstance(name, str) and name == t.topic_name
+        assert is_valid_topic_name(name), name
         for value in (t.read_queue_nums, t.write_queue_nums, t.perm, t.topic_sys_flag):
             assert isinstance(value, int) and not isinstance(value, bool)
             assert 0 <= value < 1 << 31
@@ -458,16 +460,23 @@ def _manager_loaded(root: Path) -> TopicConfigManager:
         b'{"dataVersion":5,"put":' + b"[" * 5000 + b"]" * 5000 + b"}",
     ],
 )
-def test_a_bad_topic_change_is_refused_naming_its_line(tmp_path: Path, line: bytes) -> None:
-    (tmp_path / "topics.log").write_bytes(line + b"\n")
-    with pytest.raises(StoreCorruptError, match="line 1"):
-        _manager(tmp_path).load()
+def test_a_bad_topic_change_is_logged_naming_its_line_and_skipped(
+    tmp_path: Path, line: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    good = b'{"dataVersion":9,"put":[{"topic_name":"Good"}]}'
+    (tmp_path / "topics.log").write_bytes(line + b"\n" + good + b"\n")
+    m = _manager(tmp_path)
+    with caplog.at_level("ERROR", logger="rocketq.broker.topic_config"):
+        m.load()
+    assert "topics.log" in caplog.text and "line 1" in caplog.text
+    assert "Good" in m.topics and "T" not in m.topics
+    _check_loaded(m)
 
 
 # -- consumer offsets -------------------------------------------------------------------------
 
 OFFSET_TABLES: Final = st.dictionaries(
-    st.text(min_size=1, max_size=10).map(lambda s: s + "@g"),
+    st.from_regex(r"[%|a-zA-Z0-9_-]{1,10}", fullmatch=True).map(lambda s: s + "@g"),
     st.dictionaries(st.integers(0, 64), st.integers(-1, 1 << 62), max_size=3),
     max_size=3,
 )

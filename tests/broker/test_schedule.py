@@ -45,10 +45,21 @@ def test_progress_round_trips_through_the_file(tmp_path: Path) -> None:
     assert again.offsets == {1: 7, 3: 2}
 
 
-@pytest.mark.parametrize(
-    "content", ['{"offsetTable": [1, 2]}', '{"offsetTable": {"1": "x"}}', "{not json"]
-)
+@pytest.mark.parametrize("content", ['{"offsetTable": [1, 2]}', "[1, 2]", "{not json"])
 def test_damaged_progress_file_is_a_clear_error(tmp_path: Path, content: str) -> None:
     (tmp_path / "delay_offset.json").write_text(content)
     with pytest.raises(StoreCorruptError, match=r"delay_offset\.json"):
         service(tmp_path).load()
+
+
+def test_a_bad_entry_of_the_progress_file_is_logged_and_skipped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "delay_offset.json").write_text(
+        '{"offsetTable": {"1": "x", "2": 7, "x y": 3, "3": -1, "9": 9}}'
+    )
+    s = service(tmp_path)
+    with caplog.at_level("ERROR", logger="rocketq.broker.schedule"):
+        s.load()
+    assert s.offsets == {2: 7}  # levels 1-3 here
+    assert caplog.text.count("delay_offset.json: skipping the entry") == 4

@@ -131,22 +131,83 @@ def test_a_torn_last_line_is_ignored(tmp_path: Path) -> None:
     assert manager(tmp_path).get("After") == TopicConfig("After", 1, 1)
 
 
-def test_a_damaged_line_before_the_end_is_a_clear_error(tmp_path: Path) -> None:
+def test_a_damaged_line_before_the_end_is_logged_once_and_skipped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     topics = manager(tmp_path)
     topics.update(TopicConfig("A", 2, 2))
     topics.update(TopicConfig("B", 2, 2))
     lines = topics.log_path.read_bytes().splitlines(keepends=True)
     topics.log_path.write_bytes(lines[0] + b"#garbage#\n" + lines[1])
 
-    with pytest.raises(StoreCorruptError, match=r"topics\.log: line 2 is not a topic change"):
-        manager(tmp_path)
+    with caplog.at_level("ERROR", logger="rocketq.broker.topic_config"):
+        again = manager(tmp_path)
+    assert again.get("A") == TopicConfig("A", 2, 2)
+    assert again.get("B") == TopicConfig("B", 2, 2)
+    assert [r.getMessage() for r in caplog.records if "line 2" in r.getMessage()] != []
+    assert "topics.log: skipping line 2" in caplog.text
+    # Compacted at once: the next load has nothing to say.
+    caplog.clear()
+    with caplog.at_level("ERROR", logger="rocketq.broker.topic_config"):
+        assert manager(tmp_path).topics == again.topics
+    assert caplog.records == []
+
+
+def test_a_topic_with_a_bad_name_in_the_log_is_skipped_and_the_rest_loads(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What an auto-create without a name check left behind: 'payments 1 1 0' in the log,
+    between good changes. The broker loads the rest and drops that one."""
+    topics = manager(tmp_path)
+    topics.update(TopicConfig("payments", 4, 4))
+    version = topics.data_version
+    bad = {
+        "dataVersion": version + 1,
+        "put": [
+            {"topic_name": "payments 1 1 0", "read_queue_nums": 4, "write_queue_nums": 4},
+            {"topic_name": "kept", "read_queue_nums": 2, "write_queue_nums": 2},
+        ],
+        "delete": [],
+    }
+    later = {"dataVersion": version + 2, "put": [{"topic_name": "later"}], "delete": []}
+    with topics.log_path.open("ab") as f:
+        f.write(json.dumps(bad).encode() + b"\n" + json.dumps(later).encode() + b"\n")
+
+    with caplog.at_level("ERROR", logger="rocketq.broker.topic_config"):
+        again = manager(tmp_path)
+    assert "payments 1 1 0" not in again.topics
+    assert again.get("payments") == TopicConfig("payments", 4, 4)
+    assert again.get("kept") == TopicConfig("kept", 2, 2)
+    assert again.get("later") is not None
+    assert again.data_version == version + 2
+    assert "line 2" in caplog.text and "illegal characters" in caplog.text
+
+
+def test_a_bad_entry_of_the_snapshot_is_skipped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    table = {
+        "good": {"topic_name": "good", "read_queue_nums": 1, "write_queue_nums": 1},
+        "bad name": {"topic_name": "bad name"},
+        "%DLQ%x y": {"topic_name": "%DLQ%x y"},
+        "odd": {"topic_name": "odd", "perm": 99},
+    }
+    (tmp_path / "topics.json").write_text(json.dumps({"dataVersion": 3, "topicConfigTable": table}))
+    with caplog.at_level("ERROR", logger="rocketq.broker.topic_config"):
+        loaded = manager(tmp_path)
+    assert loaded.get("good") == TopicConfig("good", 1, 1)
+    assert {"bad name", "%DLQ%x y", "odd"}.isdisjoint(loaded.topics)
+    assert loaded.data_version == 3
+    assert caplog.text.count("topics.json: skipping the entry") == 3
+    # Rewritten without them: logged once, not at every start.
+    assert "bad name" not in (tmp_path / "topics.json").read_text()
 
 
 def test_a_damaged_snapshot_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "topics.json").write_text("{not json")
     with pytest.raises(StoreCorruptError, match=r"topics\.json"):
         manager(tmp_path)
-    (tmp_path / "topics.json").write_text('{"dataVersion": 1, "topicConfigTable": {"T": 7}}')
+    (tmp_path / "topics.json").write_text('{"dataVersion": 1, "topicConfigTable": [7]}')
     with pytest.raises(StoreCorruptError, match=r"topics\.json: not a topic config snapshot"):
         manager(tmp_path)
 
