@@ -172,8 +172,8 @@ class Faults:
             if node.metrics_port:
                 known[node.metrics_port] = "metrics"
             nodes.append(NodePorts(node.name, node.role, node.host, node.pid, known))
-        # A cluster with TLS serves it on every remoting, HA and Raft port (not metrics).
-        tls_kinds = ("remoting", "ha", "raft") if c.certs is not None else ()
+        # A cluster with TLS serves it on every remoting, HA and Raft port, HTTPS on metrics.
+        tls_kinds = ("remoting", "ha", "raft", "metrics") if c.certs is not None else ()
         targets = targets_of(nodes, tls_kinds=tls_kinds)
         if not targets:
             raise ChaosError("no live node to send hostile traffic to")

@@ -154,7 +154,7 @@ def protocol_text(protocol: str) -> str:
 def security_text(security: dict[str, bool]) -> str:
     """What a run's cluster required of its clients, in words."""
     auth = "auth on (every client signed as the super user)" if security.get("auth") else "auth off"
-    tls = "TLS on (every port but metrics enforcing it)" if security.get("tls") else "TLS off"
+    tls = "TLS on (every port enforcing it)" if security.get("tls") else "TLS off"
     return f"{auth}, {tls}"
 
 

@@ -265,16 +265,18 @@ def cluster_up(
         bool,
         typer.Option(
             "--auth",
-            help="Authentication and authorization on every node: a super user 'rocketq' "
-            "and the nodes' inner credentials are made once in DATA_DIR/secrets.",
+            help="Authentication and authorization on every node: a super user 'rocketq', "
+            "the nodes' inner credentials and the metrics ports' bearer token are made once "
+            "in DATA_DIR/secrets.",
         ),
     ] = False,
     tls: Annotated[
         bool,
         typer.Option(
             "--tls",
-            help="TLS only on every remoting port, with a local CA and certificate made "
-            "once in DATA_DIR/tls (needs the tls extra).",
+            help="TLS only on every remoting port, HTTPS only on every metrics port and the "
+            "console, with a local CA and certificate made once in DATA_DIR/tls (needs the "
+            "tls extra).",
         ),
     ] = False,
     grpc: Annotated[

@@ -13,6 +13,7 @@ from typing import Final
 
 from rocketq.cluster.launcher import HOST, LocalCluster
 from rocketq.cluster.sidecar import Sidecar, load_sidecar, start_sidecar, stop_sidecar
+from rocketq.common.file_modes import private_dir
 
 NAME: Final = "console"
 CONSOLE_EXTRA: Final = "pip install 'rocketq[console]'"
@@ -46,22 +47,26 @@ def start_console(cluster: LocalCluster, *, ready_timeout: float = 30.0) -> Cons
     """Start ``rocketq console`` for ``cluster`` on a free port and wait until it answers.
     With auth on, the console signs as the cluster's super user and its login is that
     user's name and password (a users file in its home); with TLS, it trusts the cluster's
-    CA."""
+    CA and serves HTTPS only, with the cluster's certificate."""
     home = _home(cluster.data_dir)
     argv = [sys.executable, "-m", "rocketq.cli.main", "console"]
     argv += ["--namesrv", cluster.namesrv_addr, "--bind", HOST]
     if cluster.secrets is not None:
         users = home / "users"
-        home.mkdir(parents=True, exist_ok=True)
+        private_dir(home)
         fd = os.open(users, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(cluster.secrets.console_users_line())
         argv += ["--users", str(users), "--credentials-file", str(cluster.secrets.admin_file)]
+    https_ca = None
     if cluster.certs is not None:
         argv += ["--tls", "--tls-ca-file", str(cluster.certs.ca_file)]
+        argv += ["--tls-cert", str(cluster.certs.cert_file)]
+        argv += ["--tls-key", str(cluster.certs.key_file)]
+        https_ca = cluster.certs.ca_file
     return start_sidecar(
         NAME, home, lambda port: [*argv, "--port", str(port)], ready_path="/login",
-        marker=_MARKER, ready_timeout=ready_timeout,
+        marker=_MARKER, ready_timeout=ready_timeout, https_ca=https_ca,
     )  # fmt: skip
 
 

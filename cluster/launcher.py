@@ -6,7 +6,9 @@ its own session, with stdout (the one ``{"ready": ...}`` line) in
 ``<data_dir>/logs/<name>.out`` and its log in ``<data_dir>/logs/<name>.log``. The cluster's
 addresses, ports and pids go to ``<data_dir>/cluster.json``, from which
 :meth:`LocalCluster.load` rebuilds a handle in another process
-(``rocketq cluster down|status``).
+(``rocketq cluster down|status``). The data dir is its user's alone, as the nodes keep their
+stores (common/file_modes.py): folders 0700, files 0600, the logs 0640; a data dir an older
+version left readable by others is narrowed at the start.
 
 Ports: a node started for the first time binds port 0 for its client, HA and metrics ports
 and reports the ports it got in its ready line (``{"ready": "broker", "port": 40123,
@@ -34,9 +36,11 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -51,6 +55,7 @@ from rocketq.cluster.security import (
     cluster_secrets,
 )
 from rocketq.common.exceptions import ConfigError, RocketqError
+from rocketq.common.file_modes import SERVER_UMASK, open_log, private_dir, tighten
 from rocketq.common.json_file import read_json, write_json_atomic
 from rocketq.common.ports import PORT_NAMES, PortName
 
@@ -188,6 +193,7 @@ class Node:
     ha_port: int = 0  # a master's HA port (its slaves connect there); 0: none
     grpc_port: int = 0  # a broker's apache.rocketmq.v2 endpoint (spec.grpc); 0: none
     host: str = HOST  # the address it binds and is reached at
+    metrics_tls: bool = False  # its metrics port serves HTTPS (a cluster with TLS)
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -197,7 +203,13 @@ class Node:
     @property
     def metrics_url(self) -> str:
         """Where its metrics are ("" without a metrics server)."""
-        return f"http://{self.host}:{self.metrics_port}/metrics" if self.metrics_port else ""
+        return self.metrics_base + "/metrics" if self.metrics_port else ""
+
+    @property
+    def metrics_base(self) -> str:
+        """Its metrics port's URL without a path (https with TLS)."""
+        scheme = "https" if self.metrics_tls else "http"
+        return f"{scheme}://{self.host}:{self.metrics_port}"
 
     @property
     def log(self) -> Path:
@@ -376,6 +388,8 @@ class LocalCluster:
             for g in map(broker_group_name, range(spec.brokers))
             for i in ids
         ]
+        for n in self.nodes:
+            n.metrics_tls = spec.tls
         self.secrets: ClusterSecrets | None = None
         self.certs: ClusterCertificates | None = None
         self._security: ClientSecurity | None = None
@@ -408,6 +422,29 @@ class LocalCluster:
         if self.certs is not None:
             env |= {"ROCKETQ_TLS": "true", "ROCKETQ_TLS_CA_FILE": str(self.certs.ca_file)}
         return env
+
+    def metrics_headers(self) -> dict[str, str]:
+        """The headers a request to a node's /metrics carries: the cluster's metrics token
+        with auth (the nodes ask for it), none without."""
+        if self.secrets is None:
+            return {}
+        return {"Authorization": f"Bearer {self.secrets.metrics_token}"}
+
+    def metrics_context(self) -> ssl.SSLContext | None:
+        """The TLS context that trusts the nodes' metrics ports (None without TLS)."""
+        if self.certs is None:
+            return None
+        return ssl.create_default_context(cafile=str(self.certs.ca_file))
+
+    def fetch_metrics(self, node: Node, path: str = "/metrics", timeout: float = 5.0) -> bytes:
+        """The body of ``path`` on ``node``'s metrics port, over HTTPS with the cluster's CA
+        and with its metrics token as the cluster needs (an OSError, urllib's HTTPError
+        included, when it does not answer 200)."""
+        if not node.metrics_port:
+            raise LauncherError(f"{node.name} serves no metrics (started without metrics)")
+        request = urllib.request.Request(node.metrics_base + path, headers=self.metrics_headers())
+        with urllib.request.urlopen(request, timeout=timeout, context=self.metrics_context()) as r:
+            return bytes(r.read())
 
     def client_security(self) -> ClientSecurity | None:
         """How the launcher's own requests reach the cluster (signed, over TLS)."""
@@ -498,7 +535,11 @@ class LocalCluster:
     def start(self) -> None:
         """Start the nameservers, then the brokers; return once every broker is registered."""
         self._refuse_if_running()
-        (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
+        # The nodes' data, secrets and logs are this user's (logs readable by its group):
+        # what an older version made readable by others is narrowed first.
+        private_dir(self.data_dir)
+        tighten(self.data_dir, "cluster data", is_log=self.is_log)
+        private_dir(self.data_dir / "logs")
         for n in self.nodes:
             n.port, n.pid, n.start_time, n.process = 0, 0, 0, None
             n.raft_port = n.metrics_port = n.ha_port = n.grpc_port = 0
@@ -524,6 +565,14 @@ class LocalCluster:
             with contextlib.suppress(LauncherError):
                 self.stop()
             raise
+
+    def is_log(self, path: Path) -> bool:
+        """Whether ``path`` under the data dir is a log (0640, where data is 0600): a node's
+        log and stdout in ``logs/``, a sidecar's ``<name>.log`` in its home."""
+        parent = path.parent
+        if parent == self.data_dir / "logs":
+            return True
+        return parent.parent == self.data_dir and path.name == f"{parent.name}.log"
 
     def _choose_ports(self, nodes: list[Node]) -> None:
         """The ports ``nodes`` must be told before they start, chosen together so no two
@@ -643,11 +692,13 @@ class LocalCluster:
 
     def _spawn(self, node: Node) -> tuple[subprocess.Popen[bytes], int]:
         """Start the node's process; the offset where this run's log begins."""
-        node.home.mkdir(parents=True, exist_ok=True)
+        private_dir(node.home)
         # The node runs this interpreter, so it imports the same rocketq (installed, or
         # the editable install of a checkout), whatever its working directory.
-        with node.out.open("wb") as out, node.log.open("ab") as err:
-            offset = err.tell()
+        out_fd = open_log(node.out)
+        os.ftruncate(out_fd, 0)
+        with open(out_fd, "wb") as out, open(open_log(node.log), "ab") as err:
+            offset = err.seek(0, os.SEEK_END)
             env = None
             if self.secrets is not None:
                 env = {**os.environ, **self.secrets.node_env()}
@@ -659,6 +710,7 @@ class LocalCluster:
                 stderr=err,
                 cwd=node.home,
                 start_new_session=True,
+                umask=SERVER_UMASK,  # what it makes is private (the node sets it too)
             )
         return proc, offset
 

@@ -3,19 +3,24 @@
 The ``prometheus`` binary (Debian's package) runs with a scrape config generated from
 ``cluster.json``: job ``rocketq-nameserver`` and job ``rocketq-broker`` over every node's
 metrics port, the project's alert rules when they are found, and its data under
-``<data_dir>/prometheus``. Its pid goes to ``<data_dir>/prometheus/prometheus.json``, from which
-``rocketq cluster down`` stops it (signalled only while /proc shows that very process).
+``<data_dir>/prometheus``. With TLS it scrapes over HTTPS trusting the cluster's CA; with
+auth it sends the cluster's metrics token (``<data_dir>/secrets/metrics.token``, read by
+Prometheus at each scrape: the config holds no secret). Its pid goes to
+``<data_dir>/prometheus/prometheus.json``, from which ``rocketq cluster down`` stops it
+(signalled only while /proc shows that very process).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any, Final
 
 from rocketq.cluster.launcher import HOST, LauncherError, LocalCluster
 from rocketq.cluster.sidecar import Sidecar, load_sidecar, start_sidecar, stop_sidecar
+from rocketq.common.file_modes import PRIVATE_FILE, private_dir
 
 NAME: Final = "prometheus"  # its log prometheus.log, its pid file prometheus.json
 BROKER_JOB: Final = "rocketq-broker"
@@ -51,11 +56,23 @@ def scrape_config(
             if n.metrics_port
         ]
 
+    def job(name: str, nodes: list[Any]) -> dict[str, Any]:
+        scrape: dict[str, Any] = {"job_name": name, "static_configs": targets(nodes)}
+        if cluster.certs is not None:
+            scrape["scheme"] = "https"
+            scrape["tls_config"] = {"ca_file": str(cluster.certs.ca_file)}
+        if cluster.secrets is not None:
+            scrape["authorization"] = {
+                "type": "Bearer",
+                "credentials_file": str(cluster.secrets.metrics_token_file),
+            }
+        return scrape
+
     doc: dict[str, Any] = {
         "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
         "scrape_configs": [
-            {"job_name": NAMESERVER_JOB, "static_configs": targets(cluster.nameservers)},
-            {"job_name": BROKER_JOB, "static_configs": targets(cluster.brokers)},
+            job(NAMESERVER_JOB, cluster.nameservers),
+            job(BROKER_JOB, cluster.brokers),
         ],
     }
     if rules is not None and rules.is_file():
@@ -79,12 +96,12 @@ def start_monitor(
     binary = prometheus_binary()
     if not any(n.metrics_port for n in cluster.nodes):
         raise LauncherError("the cluster's nodes serve no metrics (started without metrics)")
-    home = cluster.data_dir / "prometheus"
-    home.mkdir(parents=True, exist_ok=True)
+    home = private_dir(cluster.data_dir / "prometheus")
     config = home / "prometheus.yml"
-    config.write_text(
-        json.dumps(scrape_config(cluster, scrape_interval=scrape_interval, rules=rules), indent=2)
-    )
+    doc = scrape_config(cluster, scrape_interval=scrape_interval, rules=rules)
+    fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(doc, indent=2))
 
     def argv(port: int) -> list[str]:
         return [

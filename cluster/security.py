@@ -6,12 +6,16 @@ user (``rocketq``, created by each broker at its first start) and the inner cred
 the nodes sign their own calls with (registrations, HA, Raft, replica sync). The super
 user's credentials are written to ``<data_dir>/secrets/admin.credentials`` (the TOML file
 ``ROCKETQ_CREDENTIALS_FILE`` names for the SDK and the CLI); the inner credentials to
-``<data_dir>/secrets/inner.json``. Both are made once, readable by their owner only, and
-kept across restarts (the brokers keep their users in their stores).
+``<data_dir>/secrets/inner.json``; the bearer token every node's metrics port asks for
+(``metrics_bearer_token``: metrics name topics and groups) to
+``<data_dir>/secrets/metrics.token``, which the Prometheus of ``--monitor`` reads. All are
+made once, readable by their owner only, and kept across restarts (the brokers keep their
+users in their stores).
 
 With TLS, a certificate authority made by trustme signs one certificate for 127.0.0.1 and
-localhost: every remoting port enforces TLS, the nodes' own connections verify it, and
-clients trust ``<data_dir>/tls/ca.pem``. These are local certificates for trying a
+localhost: every remoting port enforces TLS, every metrics port and the console serve
+HTTPS only, the nodes' own connections verify it, and clients trust
+``<data_dir>/tls/ca.pem``. These are local certificates for trying a
 secured cluster out, not for production: production certificates come from the
 operator's own CA (the Helm chart takes them from a Secret or cert-manager).
 
@@ -28,11 +32,12 @@ import hashlib
 import json
 import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 from rocketq.common.exceptions import ConfigError
+from rocketq.common.file_modes import private_dir
 
 SUPER_USER: Final = "rocketq"
 INNER_ACCESS_KEY: Final = "rocketq-inner"
@@ -47,8 +52,11 @@ class ClusterSecrets:
     admin_file: Path  # TOML: access_key, secret_key (the super user)
     inner_file: Path  # JSON: {"accessKey", "secretKey"} (the nodes' own)
     username: str
-    password: str
-    inner_json: str
+    password: str = field(repr=False)
+    inner_json: str = field(repr=False)
+    # The bearer token of the nodes' metrics ports, and the file that holds it.
+    metrics_token_file: Path = Path()
+    metrics_token: str = field(default="", repr=False)
 
     def console_users_line(self) -> str:
         """The super user as a line of the console's users file (``name:scrypt$...``, the
@@ -69,12 +77,13 @@ class ClusterSecrets:
                 {"username": self.username, "password": self.password}
             ),
             "ROCKETQ_INNER_CLIENT_AUTHENTICATION_CREDENTIALS": self.inner_json,
+            "ROCKETQ_METRICS_BEARER_TOKEN": self.metrics_token,
         }
 
 
 def _write_private(path: Path, text: str) -> None:
     """Write a file only its owner may read, atomically."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_dir(path.parent)
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
@@ -86,6 +95,7 @@ def cluster_secrets(data_dir: Path) -> ClusterSecrets:
     """The cluster's secrets, made at the first call and read back afterwards."""
     folder = data_dir / "secrets"
     admin_file, inner_file = folder / "admin.credentials", folder / "inner.json"
+    token_file = folder / "metrics.token"
     if not admin_file.exists() or not inner_file.exists():
         password = secrets.token_urlsafe(24)
         _write_private(
@@ -97,6 +107,8 @@ def cluster_secrets(data_dir: Path) -> ClusterSecrets:
             inner_file,
             json.dumps({"accessKey": INNER_ACCESS_KEY, "secretKey": secrets.token_urlsafe(24)}),
         )
+    if not token_file.exists():  # also for secrets made before the metrics asked for one
+        _write_private(token_file, secrets.token_urlsafe(32))
     try:
         import tomllib
 
@@ -104,12 +116,15 @@ def cluster_secrets(data_dir: Path) -> ClusterSecrets:
         inner = json.loads(inner_file.read_text())
         username, password = str(admin["access_key"]), str(admin["secret_key"])
         inner_json = json.dumps({"accessKey": inner["accessKey"], "secretKey": inner["secretKey"]})
+        token = token_file.read_text().strip()
+        if not token:
+            raise ValueError(f"{token_file.name} is empty")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(
             f"the cluster's secrets in {folder} cannot be read ({exc!r}); remove the folder "
             "to make new ones (the brokers' stores keep the old super user)"
         ) from None
-    return ClusterSecrets(admin_file, inner_file, username, password, inner_json)
+    return ClusterSecrets(admin_file, inner_file, username, password, inner_json, token_file, token)
 
 
 @dataclass(frozen=True)
@@ -124,10 +139,11 @@ class ClusterCertificates:
     ca_key_file: Path | None = None
 
     def node_settings(self) -> dict[str, str]:
-        """The config keys of a node serving TLS only, its own connections verifying the
-        others against the cluster's CA."""
+        """The config keys of a node serving TLS only (its metrics port HTTPS only), its
+        own connections verifying the others against the cluster's CA."""
         return {
             "tls_server_mode": "enforcing",
+            "metrics_tls_enable": "true",
             "tls_server_cert_path": str(self.cert_file),
             "tls_server_key_path": str(self.key_file),
             "tls_client_enable": "true",
@@ -161,7 +177,7 @@ def cluster_certificates(data_dir: Path, hosts: tuple[str, ...] = ()) -> Cluster
         ) from None
     ca = trustme.CA(organization_name="rocketq local cluster")
     leaf = ca.issue_cert("127.0.0.1", "localhost", *hosts, common_name=NODE_NAME)
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_dir(folder)
     certs.ca_file.write_bytes(ca.cert_pem.bytes())
     certs.cert_file.write_bytes(b"".join(pem.bytes() for pem in leaf.cert_chain_pems))
     _write_private(certs.key_file, leaf.private_key_pem.bytes().decode())

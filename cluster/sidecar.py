@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import signal
+import ssl
 import subprocess
 import time
 import urllib.request
@@ -24,6 +25,7 @@ from pathlib import Path
 from rocketq.cluster import launcher
 from rocketq.cluster.launcher import HOST, PORT_ATTEMPTS, LauncherError
 from rocketq.cluster.pids import POLL_INTERVAL, is_ours, proc_stat, tail
+from rocketq.common.file_modes import SERVER_UMASK, open_log, private_dir
 from rocketq.common.json_file import read_json, write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -39,10 +41,11 @@ class Sidecar:
     pid: int
     start_time: int
     marker: bytes  # in its command line, against pid reuse
+    scheme: str = "http"  # https: it serves HTTPS only (the console of a cluster with TLS)
 
     @property
     def url(self) -> str:
-        return f"http://{HOST}:{self.port}"
+        return f"{self.scheme}://{HOST}:{self.port}"
 
     @property
     def log(self) -> Path:
@@ -73,9 +76,9 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
-def _answers(url: str) -> bool:
+def _answers(url: str, context: ssl.SSLContext | None = None) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
+        with urllib.request.urlopen(url, timeout=2, context=context) as resp:
             return bool(resp.status == 200)
     except OSError:
         return False
@@ -90,17 +93,22 @@ def start_sidecar(
     ready_path: str,
     marker: bytes,
     ready_timeout: float = 30.0,
+    https_ca: Path | None = None,
 ) -> Sidecar:
     """Start ``argv(port)`` (after stopping the one ``home`` records) and wait until
-    ``http://HOST:port<ready_path>`` answers 200. ``port`` 0: a free port, chosen again
-    when another process takes it before the sidecar binds it; another ``port`` is the
-    user's, and a sidecar that cannot bind it fails."""
-    home.mkdir(parents=True, exist_ok=True)
+    ``http://HOST:port<ready_path>`` answers 200 (``https://`` trusting the CA
+    ``https_ca`` when given: the sidecar serves HTTPS only). ``port`` 0: a free port,
+    chosen again when another process takes it before the sidecar binds it; another
+    ``port`` is the user's, and a sidecar that cannot bind it fails. Its home is private
+    (0700), its log 0640, and it runs with the private umask."""
+    private_dir(home)
     stop_sidecar(name, home, marker)
+    scheme = "https" if https_ca is not None else "http"
+    context = ssl.create_default_context(cafile=str(https_ca)) if https_ca is not None else None
     for attempt in range(1, PORT_ATTEMPTS + 1):
         chosen = port or launcher.free_ports(1)[0]
-        side, offset, proc = _spawn(name, home, argv(chosen), chosen, marker)
-        text = _await_answer(side, ready_path, ready_timeout, offset)
+        side, offset, proc = _spawn(name, home, argv(chosen), chosen, marker, scheme)
+        text = _await_answer(side, ready_path, ready_timeout, offset, context)
         if text is None:
             break
         _kill(proc)  # not ready: whatever it is doing, it does not outlive the attempt
@@ -116,7 +124,13 @@ def start_sidecar(
         )  # fmt: skip
     write_json_atomic(
         home / f"{name}.json",
-        {"port": side.port, "pid": side.pid, "start_time": side.start_time, "url": side.url},
+        {
+            "port": side.port,
+            "pid": side.pid,
+            "start_time": side.start_time,
+            "url": side.url,
+            "scheme": side.scheme,
+        },
     )
     return side
 
@@ -132,11 +146,11 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _spawn(
-    name: str, home: Path, argv: list[str], port: int, marker: bytes
+    name: str, home: Path, argv: list[str], port: int, marker: bytes, scheme: str
 ) -> tuple[Sidecar, int, subprocess.Popen[bytes]]:
     """Start the process; the offset where this run's log begins; its Popen."""
-    with (home / f"{name}.log").open("ab") as out:
-        offset = out.tell()
+    with open(open_log(home / f"{name}.log"), "ab") as out:
+        offset = out.seek(0, os.SEEK_END)
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -144,19 +158,27 @@ def _spawn(
             stderr=out,
             cwd=home,
             start_new_session=True,
+            umask=SERVER_UMASK,
         )
     stat = proc_stat(proc.pid)
-    return Sidecar(name, home, port, proc.pid, stat[1] if stat else 0, marker), offset, proc
+    side = Sidecar(name, home, port, proc.pid, stat[1] if stat else 0, marker, scheme)
+    return side, offset, proc
 
 
-def _await_answer(side: Sidecar, ready_path: str, timeout: float, offset: int) -> str | None:
+def _await_answer(
+    side: Sidecar,
+    ready_path: str,
+    timeout: float,
+    offset: int,
+    context: ssl.SSLContext | None = None,
+) -> str | None:
     """Wait until the sidecar answers 200 (None); if it exits first or the time runs out,
     stop it and return the end of its log. It must still run after the answer: an answer
     from a process that took its port is not its own."""
     deadline = time.monotonic() + timeout
     while True:
         exited = not side.alive()
-        if not exited and _answers(side.url + ready_path) and side.alive():
+        if not exited and _answers(side.url + ready_path, context) and side.alive():
             return None
         if exited or time.monotonic() >= deadline:
             side.stop()
@@ -171,8 +193,9 @@ def load_sidecar(name: str, home: Path, marker: bytes) -> Sidecar | None:
     if not isinstance(doc, dict):
         return None
     try:
+        scheme = "https" if doc.get("scheme") == "https" else "http"
         return Sidecar(
-            name, home, int(doc["port"]), int(doc["pid"]), int(doc["start_time"]), marker
+            name, home, int(doc["port"]), int(doc["pid"]), int(doc["start_time"]), marker, scheme
         )
     except (KeyError, TypeError, ValueError):
         return None

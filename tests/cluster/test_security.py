@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import ssl
 import stat
 import subprocess
 import sys
@@ -83,10 +84,12 @@ def test_cluster_up_with_auth_tls_and_console(tmp_path: Path) -> None:
         assert sent.returncode == 0 and "SEND_OK" in sent.stdout, sent.stderr
         plain = _rocketq("send", "-t", "SecuredUp", "-n", env["NAMESRV_ADDR"])
         assert plain.returncode != 0 and "enforces TLS" in plain.stderr, plain.stderr
-        # The console: nothing without a login, and the super user's login works.
-        url = re.search(r"console: (http://\S+)", up.stdout)
+        # The console: HTTPS only (the cluster's certificate), nothing without a login, and
+        # the super user's login works.
+        url = re.search(r"console: (https://\S+)", up.stdout)
         assert url is not None, up.stdout
-        with httpx.Client(base_url=url[1]) as web:
+        ca = ssl.create_default_context(cafile=env["ROCKETQ_TLS_CA_FILE"])
+        with httpx.Client(base_url=url[1], verify=ca) as web:
             assert web.get("/api/cluster").status_code == 401
             form = web.get("/login").text
             token = re.search(r'name="csrf_token" value="([^"]+)"', form)

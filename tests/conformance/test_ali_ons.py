@@ -18,7 +18,6 @@ import json
 import os
 import re
 import subprocess
-import urllib.request
 import uuid
 import zlib
 from collections.abc import Iterator
@@ -331,14 +330,14 @@ def refused_run(node: str, tmp_path_factory: pytest.TempPathFactory) -> Run:
         )
         after = cluster_offsets(cluster.namesrv_addr, admin, topics(suffix)["main"])
         assert before == after, "a refused client stored messages"
-        refusals = unauthenticated(cluster.brokers[0].metrics_url)
+        refusals = unauthenticated(cluster.fetch_metrics(cluster.brokers[0]))
         run = Run(events, returncode, stderr, suffix, cluster.brokers[0].addr, True)
         return replace(run, refusals=refusals)
 
 
-def unauthenticated(metrics_url: str) -> float:
-    """The broker's count of requests refused for their credentials."""
-    text = urllib.request.urlopen(metrics_url, timeout=5).read().decode()
+def unauthenticated(metrics: bytes) -> float:
+    """The broker's count of requests refused for their credentials, from its metrics."""
+    text = metrics.decode()
     for line in text.splitlines():
         if line.startswith("rocketq_remoting_rejected_total{") and (
             'reason="unauthenticated"' in line

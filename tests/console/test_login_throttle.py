@@ -13,7 +13,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.testclient import TestClient
 
-from rocketq.console.app import create_app
+from rocketq.console.app import create_app, uvicorn_config
 from rocketq.console.security import LoginLimiter, hash_password, login_key
 from tests.console.test_api import LOCAL, login_token
 
@@ -119,3 +119,10 @@ def test_the_addresses_remembered_are_bounded(users_file: Path) -> None:
         assert len(limiter) <= 8
     assert "address:192.0.2.19" in limiter._failures
     assert "address:192.0.2.0" not in limiter._failures  # the least recent went first
+
+
+def test_the_console_counts_the_peer_not_a_forwarded_header(users_file: Path) -> None:
+    """uvicorn would take X-Forwarded-For from 127.0.0.1 as the client: anyone on the host
+    could then send each guess from a new address."""
+    config = uvicorn_config(create_app(NS, users_file), host="127.0.0.1", port=0)
+    assert config.proxy_headers is False
