@@ -221,6 +221,7 @@ tls_server_cert_path: use tls.existingSecret or tls.certManager
 tls_server_key_path: use tls.existingSecret or tls.certManager
 tls_server_trust_cert_path: use tls.existingSecret or tls.certManager
 tls_server_need_client_auth: use tls.clientAuth
+tls_node_name_pattern: use tls.nodeNamePattern
 tls_client_enable: use tls.enabled
 tls_client_cert_path: use tls.existingSecret or tls.certManager
 tls_client_key_path: use tls.existingSecret or tls.certManager
@@ -258,6 +259,9 @@ certificate paths), empty when both are off.
 {{- $_ = set $values "tls_client_trust_cert_path" (printf "%s/ca.crt" $dir) }}
 {{- $_ = set $values "tls_client_verify_hostname" $t.verifyHostname }}
 {{- $_ = set $values "metrics_tls_enable" true }}
+{{- if $t.nodeNamePattern }}
+{{- $_ = set $values "tls_node_name_pattern" $t.nodeNamePattern }}
+{{- end }}
 {{- end }}
 {{- toJson $values }}
 {{- end }}
@@ -270,6 +274,9 @@ certificate paths), empty when both are off.
 {{- end }}
 {{- if .Values.tls.enabled }}
 {{- $keys = concat $keys (list "tls_server_mode" "tls_server_cert_path" "tls_server_key_path" "tls_server_trust_cert_path" "tls_server_need_client_auth" "tls_client_enable" "tls_client_cert_path" "tls_client_key_path" "tls_client_trust_cert_path" "tls_client_verify_hostname" "metrics_tls_enable") }}
+{{- if .Values.tls.nodeNamePattern }}
+{{- $keys = append $keys "tls_node_name_pattern" }}
+{{- end }}
 {{- end }}
 {{- toJson $keys }}
 {{- end }}
