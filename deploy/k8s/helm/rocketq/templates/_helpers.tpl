@@ -228,6 +228,8 @@ tls_client_key_path: use tls.existingSecret or tls.certManager
 tls_client_trust_cert_path: use tls.existingSecret or tls.certManager
 tls_client_verify_hostname: use tls.verifyHostname
 metrics_tls_enable: use tls.enabled
+metrics_bearer_token: use metrics.auth.existingSecret
+metrics_basic_auth: use metrics.auth.existingSecret (a bearer token)
 {{- end }}
 
 {{/* Where the TLS Secret is mounted in every pod. */}}
@@ -324,6 +326,20 @@ variables do not start with ROCKETQ_, which servers read as config keys.
       key: secretKey
 - name: ROCKETQ_INNER_CLIENT_AUTHENTICATION_CREDENTIALS
   value: {{ `{"accessKey": "$(RQ_INNER_ACCESS_KEY)", "secretKey": "$(RQ_INNER_SECRET_KEY)"}` | squote }}
+{{- end }}
+{{- end }}
+
+{{/*
+The environment a server takes its metrics token from (metrics.auth.existingSecret set):
+ROCKETQ_METRICS_BEARER_TOKEN, the metrics_bearer_token key, from the Secret.
+*/}}
+{{- define "rocketq.metrics.env" -}}
+{{- with .Values.metrics.auth.existingSecret }}
+- name: ROCKETQ_METRICS_BEARER_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $.Values.metrics.auth.key }}
 {{- end }}
 {{- end }}
 
