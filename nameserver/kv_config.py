@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 from rocketq.common.exceptions import ConfigError
+from rocketq.common.file_modes import private_dir, tighten
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +24,7 @@ class KVConfigManager:
     def load(self) -> None:
         if not self.path.exists():
             return
+        tighten(self.path, "KV config")  # an older version wrote it 0644
         try:
             doc = json.loads(self.path.read_text())
             table = doc.get("configTable", doc) if isinstance(doc, dict) else None
@@ -60,7 +62,7 @@ class KVConfigManager:
 
     def _persist(self) -> None:
         """Write to a temp file, fsync, rename: a crash leaves the old or the new file."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         tmp = self.path.with_suffix(self.path.suffix + ".tmp")
         data = json.dumps({"configTable": self.table}, indent=2, sort_keys=True).encode()
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

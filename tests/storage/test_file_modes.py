@@ -15,6 +15,7 @@ import pytest
 
 from rocketq.common.file_modes import LOG_FILE, open_log, tighten
 from rocketq.common.json_file import write_json_atomic
+from rocketq.nameserver.kv_config import KVConfigManager
 from rocketq.storage.message_store import MessageStore
 from tests.storage.conftest import batch, small_config
 
@@ -135,3 +136,20 @@ def test_a_log_is_0640_and_an_old_one_narrowed(tmp_path: Path) -> None:
     old.chmod(0o666)
     os.close(open_log(old))
     assert stat.S_IMODE(old.stat().st_mode) == 0o640
+
+
+def test_a_nameservers_kv_config_is_private_and_an_old_one_narrowed(tmp_path: Path) -> None:
+    path = tmp_path / "namesrv" / "kvConfig.json"
+    with umask(0o022):
+        kv = KVConfigManager(path)
+        kv.put("ORDER_TOPIC_CONFIG", "orders", "broker-a:4")
+    assert modes(tmp_path / "namesrv") == {".": 0o700, "kvConfig.json": 0o600}
+    path.chmod(0o644)
+    again = KVConfigManager(path)
+    again.load()
+    assert mode_of(path) == 0o600
+    assert again.table == {"ORDER_TOPIC_CONFIG": {"orders": "broker-a:4"}}
+
+
+def mode_of(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
