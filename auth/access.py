@@ -639,12 +639,16 @@ class AccessControl:
             )
         return None
 
-    def may(self, name: str | None, need: Requirement, peer_ip: str) -> str | None:
+    def may(
+        self, name: str | None, need: Requirement, peer_ip: str, *, certificate: bool = False
+    ) -> str | None:
         """Whether a sender already authenticated as ``name`` (the access key, the inner
         access key or certificate name a request's check verified; None: the request
         carried none) also passes ``need`` from ``peer_ip``: None when it does, else why
         not (a text starting "authorization failed"). For what a handler finds it would do
-        beyond what its request's requirement covered (creating a topic a send names)."""
+        beyond what its request's requirement covered (creating a topic a send names).
+        ``certificate``: the name is a user certificate's (not a node's), which is that user
+        at most: neither the inner access key nor a ``super_users`` name makes it super."""
         if not self.authorization:
             return None
         if self._whitelist is not None:
@@ -657,7 +661,8 @@ class AccessControl:
             return "authorization failed: the request names no user"
         inner = self.inner
         user = self._user(name)
-        if (inner is not None and name == inner.access_key) or name in self.super_users:
+        named_super = (inner is not None and name == inner.access_key) or name in self.super_users
+        if named_super and not certificate:
             return None
         if user is not None and user.is_super:
             return None

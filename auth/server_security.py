@@ -160,7 +160,17 @@ class ServerSecurity:
         access = self.access
         if access is None or not access.authorization:
             return None
-        return access.may(self.identity(conn, cmd), create_requirement(topic), conn.peer_ip)
+        need = create_requirement(topic)
+        access_key = (cmd.ext or {}).get("AccessKey")
+        if access_key:  # verified by the check before the handler
+            return access.may(access_key, need, conn.peer_ip)
+        if access.stateful_seconds:
+            name = access.remembered_name(conn.attrs)
+            if name:
+                return access.may(name, need, conn.peer_ip)
+        if self.node_certificate(conn):
+            return None  # a node's certificate: a super identity
+        return access.may(conn.tls_identity, need, conn.peer_ip, certificate=True)
 
 
 def _init_user(config: ServerSecurityConfig) -> User | None:

@@ -610,7 +610,7 @@ def v2_telemetry() -> dict[str, bytes]:
             client_type=d.ClientType.PRODUCER,
             publishing=d.Publishing(topics=[d.Resource(name=t) for t in topics]),
         )
-        return sv.TelemetryCommand(settings=settings).SerializeToString(deterministic=True)
+        return bytes(sv.TelemetryCommand(settings=settings).SerializeToString(deterministic=True))
 
     def subscription(group: str, *topics: str) -> bytes:
         entries = [
@@ -624,7 +624,7 @@ def v2_telemetry() -> dict[str, bytes]:
             client_type=d.ClientType.PUSH_CONSUMER,
             subscription=d.Subscription(group=d.Resource(name=group), subscriptions=entries),
         )
-        return sv.TelemetryCommand(settings=settings).SerializeToString(deterministic=True)
+        return bytes(sv.TelemetryCommand(settings=settings).SerializeToString(deterministic=True))
 
     return {
         "alice-publishes-hers": b"\x00" + publishing("FuzzV2"),

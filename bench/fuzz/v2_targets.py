@@ -86,7 +86,7 @@ class V2Gate:
         from rocketq.common.message import TopicConfig
         from rocketq.common.record import encode_host, encode_record
 
-        keys = {
+        keys: dict[str, Any] = {
             "authentication_enabled": True,
             "authorization_enabled": True,
             "init_authentication_user": json.dumps({"username": ROOT[0], "password": ROOT[1]}),
