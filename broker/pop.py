@@ -62,6 +62,7 @@ from rocketq.common.message import (
     REVIVE_TOPIC_PREFIX,
     dlq_topic,
 )
+from rocketq.common.names import is_valid_group_name, is_valid_topic_name
 from rocketq.common.pop_body import decode_batch_acks
 from rocketq.common.record import (
     FIXED_SIZE,
@@ -849,6 +850,11 @@ class PopService:
                     [int(d) for d in doc["d"]],
                     revive_offset,
                 )
+                if not is_valid_topic_name(ck.topic) or not is_valid_group_name(ck.group):
+                    raise ValueError(
+                        f"a check point of topic {ck.topic[:80]!r} and group {ck.group[:80]!r}: "
+                        "not valid names"
+                    )
                 pending.setdefault(ck.key, ck)
             elif tag in (ACK_TAG, BATCH_ACK_TAG):
                 key = (str(doc["t"]), str(doc["c"]), int(doc["q"]), int(doc["so"]), int(doc["pt"]))

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rocketq.broker.broker import Broker
 from rocketq.broker.consumer_offset import ConsumerOffsetManager
+from rocketq.broker.pop import CK_TAG, PopService
 from rocketq.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketq.broker.topic_config import TopicConfigManager
 from rocketq.common.exceptions import MessageIllegalError, SubscriptionGroupNotExistError
@@ -223,3 +225,20 @@ def test_offsets_refuse_names_that_would_split_their_key_and_skip_bad_entries(
         again.load()
     assert again.table == {"T@g": {0: 7}, "V@g": {1: 2}}
     assert caplog.text.count("consumerOffset.json: skipping the entry") == 3
+
+
+def test_a_revive_check_point_naming_a_bad_topic_or_group_is_skipped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A check point an older broker wrote for a name that is not valid never reaches the
+    revive (where its group could not be found or made, and would hold its queue)."""
+    service = PopService.__new__(PopService)
+    pending: dict[Any, Any] = {}
+    ck = {"c": "cg", "q": 0, "so": 5, "pt": 1, "it": 60000, "d": [0]}
+    with caplog.at_level("WARNING", logger="rocketq.broker.pop"):
+        for topic, group in (("a b", "cg"), ("T", "c g"), ("T", "")):
+            service._take(pending, CK_TAG, json.dumps({**ck, "t": topic, "c": group}).encode(), 9)
+    assert pending == {}
+    assert caplog.text.count("not valid names") == 3
+    service._take(pending, CK_TAG, json.dumps({**ck, "t": "T"}).encode(), 9)
+    assert [c.topic for c in pending.values()] == ["T"]
