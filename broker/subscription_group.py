@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,6 @@ from rocketq.common.json_file import read_json, write_json_atomic
 from rocketq.common.names import check_group_name
 
 log = logging.getLogger(__name__)
-
-GROUP_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]{1,255}\Z")
 
 
 @dataclass(slots=True)

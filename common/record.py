@@ -16,7 +16,6 @@ returns the bytes as they lie in the CommitLog. :func:`decode_records` turns the
 from __future__ import annotations
 
 import functools
-import re
 import socket
 import struct
 import zlib
@@ -38,15 +37,13 @@ from rocketq.common.message import (
     MessageExt,
     decode_properties,
 )
-from rocketq.common.names import TOPIC_MAX_LENGTH, check_topic_name
+from rocketq.common.names import check_topic_name
 
 MESSAGE_MAGIC_CODE: Final = 0xDAA320A7
 BLANK_MAGIC_CODE: Final = 0xCBD43194
 END_FILE_MIN_BLANK_LENGTH: Final = 4 + 4
 FIXED_SIZE: Final = 91
-MAX_TOPIC_LENGTH: Final = TOPIC_MAX_LENGTH
 MAX_PROPERTIES_LENGTH: Final = 32767
-TOPIC_PATTERN: Final = re.compile(r"^[%|a-zA-Z0-9_-]+\Z")
 
 # Field positions inside a record.
 POS_TOTAL_SIZE: Final = 0
