@@ -12,19 +12,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rocketq.broker.broker import Broker
 from rocketq.broker.consumer_offset import ConsumerOffsetManager
 from rocketq.broker.pop import CK_TAG, PopService
 from rocketq.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketq.broker.topic_config import TopicConfigManager
-from rocketq.common.exceptions import MessageIllegalError, SubscriptionGroupNotExistError
+from rocketq.common.exceptions import (
+    MessageIllegalError,
+    StoreCorruptError,
+    SubscriptionGroupNotExistError,
+)
 from rocketq.common.message import TRACE_TOPIC, TopicConfig
+from rocketq.common.names import is_valid_group_name
 from rocketq.remoting import fastjson
 from rocketq.remoting.codes import RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.transport import Connection
 from tests.broker.test_wire import v2
+from tests.fuzz_mutations import total
 
 
 async def ask(
@@ -242,3 +250,41 @@ def test_a_revive_check_point_naming_a_bad_topic_or_group_is_skipped(
     assert caplog.text.count("not valid names") == 3
     service._take(pending, CK_TAG, json.dumps({**ck, "t": "T"}).encode(), 9)
     assert [c.topic for c in pending.values()] == ["T"]
+
+
+GROUP_FIELDS = st.dictionaries(
+    st.sampled_from(["group_name", "consume_enable", "retry_max_times", "broker_id", "x"]),
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**40), 2**40),
+        st.text(max_size=8),
+        st.lists(st.integers(), max_size=2),
+    ),
+    max_size=4,
+)
+
+
+@settings(max_examples=150, deadline=2000)
+@given(
+    st.dictionaries(st.text(max_size=12), st.one_of(GROUP_FIELDS, st.integers()), max_size=4),
+    st.binary(max_size=64),
+)
+def test_any_group_file_loads_valid_groups_only_or_is_refused(
+    tmp_path_factory: pytest.TempPathFactory, table: dict[str, Any], junk: bytes
+) -> None:
+    """A subscriptionGroup.json of any entries loads just its valid group configs; one
+    that is not a group table at all is StoreCorruptError; nothing else is raised."""
+    root = tmp_path_factory.mktemp("groups")
+    for i, data in enumerate(
+        (json.dumps({"subscriptionGroupTable": table}).encode(), junk, json.dumps(table).encode())
+    ):
+        path = root / f"{i}.json"
+        path.write_bytes(data)
+        m = SubscriptionGroupManager(path, auto_create=True)
+        got = total(m.load, StoreCorruptError)
+        if isinstance(got, BaseException):
+            continue
+        for name, config in m.groups.items():
+            assert is_valid_group_name(name) and config.group_name == name
+            assert type(config.retry_max_times) is int and type(config.consume_enable) is bool
