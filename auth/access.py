@@ -466,7 +466,7 @@ class AccessControl:
             if isinstance(fields, str):
                 return f"authentication failed: the request of access key {shown} {fields}"
             now_ms = int(self._wall_clock() * 1000)
-            late = self.replay.timely(fields.timestamp_ms, now_ms)
+            late = self.replay.timely(access_key, fields.timestamp_ms, now_ms)
             if late is not None:
                 return f"authentication failed: the request of access key {shown} {late}"
             try:

@@ -9,11 +9,13 @@ until its timestamp leaves the window: after that the timestamp alone refuses a 
 What is remembered is bounded, whatever the traffic: only signatures that verified are
 remembered (nobody without a secret key can add any), each as a 16-byte digest, at most
 ``capacity`` of them. When a new one would exceed that, the one with the oldest timestamp
-is forgotten and the *floor* rises to its timestamp: from then on, timestamps at or below
-the floor are refused too ("older than what this server remembers"). No replay is ever
-accepted (every forgotten nonce's timestamp is at or below the floor); under a flood of
-signed requests the effective window shrinks towards the newest timestamps instead of
-memory growing, and clients whose clocks are right keep working.
+is forgotten and its access key's *floor* rises to that timestamp: from then on, that
+access key's timestamps at or below its floor are refused too ("older than what this
+server remembers"). No replay is ever accepted (every forgotten nonce's timestamp is at or
+below its key's floor). Under a flood of signed requests the window shrinks towards the
+newest timestamps instead of memory growing; clients whose clocks are right keep working,
+and a user who floods (with timestamps old or new) raises no other user's floor above that
+user's own past timestamps.
 """
 
 from __future__ import annotations
@@ -35,6 +37,16 @@ def _digest(access_key: str, nonce: str) -> bytes:
     ).digest()
 
 
+class _KeyState:
+    """One access key's floor and how many of its nonces are remembered."""
+
+    __slots__ = ("floor_ms", "kept")
+
+    def __init__(self) -> None:
+        self.floor_ms = _NO_FLOOR
+        self.kept = 0
+
+
 class ReplayWindow:
     """The nonces accepted within the window, per access key (see the module)."""
 
@@ -45,17 +57,24 @@ class ReplayWindow:
             raise ValueError(f"a nonce capacity of {capacity}: it must be at least 1")
         self.window_ms = int(window_seconds * 1000)
         self.capacity = capacity
-        # Timestamps at or below the floor are refused: nonces that old were forgotten.
-        self.floor_ms = _NO_FLOOR
         self._seen: set[bytes] = set()
-        self._by_time: list[tuple[int, bytes]] = []  # a heap, oldest timestamp first
+        # A heap, oldest timestamp first; digests are unique, so states are never compared.
+        self._by_time: list[tuple[int, bytes, _KeyState]] = []
+        self._keys: dict[str, _KeyState] = {}
+        self._keys_checked = 0  # how many key states there were when last pruned
 
     def __len__(self) -> int:
         return len(self._seen)
 
-    def timely(self, timestamp_ms: int, now_ms: int) -> str | None:
-        """Why a signature made at ``timestamp_ms`` is refused at ``now_ms`` whatever its
-        nonce (outside the window, or older than what is remembered), else None."""
+    def floor_ms(self, access_key: str) -> int | None:
+        """The access key's floor (its timestamps at or below it are refused), or None."""
+        state = self._keys.get(access_key)
+        return None if state is None or state.floor_ms == _NO_FLOOR else state.floor_ms
+
+    def timely(self, access_key: str, timestamp_ms: int, now_ms: int) -> str | None:
+        """Why a signature of ``access_key`` made at ``timestamp_ms`` is refused at
+        ``now_ms`` whatever its nonce (outside the window, or older than what is
+        remembered of that key), else None."""
         skew = timestamp_ms - now_ms
         if abs(skew) > self.window_ms:
             side = "ahead of" if skew > 0 else "behind"
@@ -64,11 +83,12 @@ class ReplayWindow:
                 f"its {self.window_ms / 1000:g} s window (authentication_signature_window_"
                 "seconds; check the client's clock)"
             )
-        if timestamp_ms <= self.floor_ms:
+        state = self._keys.get(access_key)
+        if state is not None and timestamp_ms <= state.floor_ms:
             return (
-                f"was signed {(now_ms - timestamp_ms) / 1000:.1f} s ago, earlier than the "
-                "oldest signature this server still remembers (it is receiving many signed "
-                "requests); sign it again"
+                f"was signed {(now_ms - timestamp_ms) / 1000:.1f} s ago, no later than the "
+                "oldest signature of that access key this server still remembers (it is "
+                "receiving many signed requests); sign it again"
             )
         return None
 
@@ -76,27 +96,39 @@ class ReplayWindow:
         """Accept a verified signature's nonce (remember it), or say why it is refused: its
         time (see :meth:`timely`) or its nonce seen before from that access key."""
         self._forget_before(now_ms - self.window_ms)
-        why = self.timely(timestamp_ms, now_ms)
+        why = self.timely(access_key, timestamp_ms, now_ms)
         if why is not None:
             return why
         key = _digest(access_key, nonce)
         if key in self._seen:
             return "reuses a Nonce this server has already accepted (a replayed request)"
         if len(self._seen) >= self.capacity:
-            oldest, forgotten = heapq.heappop(self._by_time)
+            oldest, forgotten, owner = heapq.heappop(self._by_time)
             self._seen.discard(forgotten)
-            self.floor_ms = max(self.floor_ms, oldest)
-            why = self.timely(timestamp_ms, now_ms)
+            owner.kept -= 1
+            owner.floor_ms = max(owner.floor_ms, oldest)
+            why = self.timely(access_key, timestamp_ms, now_ms)
             if why is not None:
                 return why
+        state = self._keys.get(access_key)
+        if state is None:
+            state = self._keys[access_key] = _KeyState()
+        state.kept += 1
         self._seen.add(key)
-        heapq.heappush(self._by_time, (timestamp_ms, key))
+        heapq.heappush(self._by_time, (timestamp_ms, key, state))
         return None
 
     def _forget_before(self, limit_ms: int) -> None:
-        """Forget the nonces whose timestamps are before ``limit_ms``: the window refuses
-        them anyway."""
+        """Forget the nonces whose timestamps are before ``limit_ms`` (the window refuses
+        them anyway), and, now and then, the keys with nothing remembered and a floor
+        the window has passed."""
         by_time = self._by_time
         while by_time and by_time[0][0] < limit_ms:
-            _, key = heapq.heappop(by_time)
+            _, key, owner = heapq.heappop(by_time)
             self._seen.discard(key)
+            owner.kept -= 1
+        keys = self._keys
+        if len(keys) > 2 * self._keys_checked + 64:
+            for name in [n for n, s in keys.items() if not s.kept and s.floor_ms < limit_ms]:
+                del keys[name]
+            self._keys_checked = len(keys)

@@ -328,15 +328,42 @@ def test_the_nonces_kept_are_bounded_and_no_forgotten_one_replays() -> None:
     for i in range(1000):  # a flood of verified signatures, one millisecond apart
         assert window.admit("alice", f"nonce-{i:012d}", NOW_MS - 5000 + i, NOW_MS) is None
         assert len(window) <= 100
-    assert window.floor_ms == NOW_MS - 5000 + 899
+    assert window.floor_ms("alice") == NOW_MS - 5000 + 899
     # Every forgotten nonce is refused by the floor, every kept one as seen.
     for i in range(1000):
         why = window.admit("alice", f"nonce-{i:012d}", NOW_MS - 5000 + i, NOW_MS)
         assert why is not None
-        assert ("earlier than the oldest" in why) if i < 900 else ("reuses a Nonce" in why)
+        assert ("no later than the oldest" in why) if i < 900 else ("reuses a Nonce" in why)
     # New signatures with the right time still pass.
     assert window.admit("alice", "nonce-fresh-000001", NOW_MS, NOW_MS) is None
     assert len(window) == 100
+
+
+@pytest.mark.parametrize("skew_ms", [-899_000, 899_000])
+def test_a_flood_from_one_user_raises_no_other_users_floor_past_their_own_times(
+    skew_ms: int,
+) -> None:
+    window = ReplayWindow(900, capacity=100)
+    for i in range(50):  # bob's own signatures, his clock right
+        assert window.admit("bob", f"bob-nonce-{i:08d}", NOW_MS - 100 + i, NOW_MS) is None
+    # alice floods, her timestamps as old or as new as the window lets them be.
+    for i in range(1000):
+        assert window.admit("alice", f"alice-{i:012d}", NOW_MS + skew_ms + i, NOW_MS) is None
+    assert len(window) == 100
+    floor = window.floor_ms("bob")
+    assert floor is None or floor <= NOW_MS - 100 + 49  # never past his own times
+    assert window.admit("bob", "bob-nonce-next-0001", NOW_MS, NOW_MS) is None
+    # The forgotten ones of both are refused still.
+    assert window.admit("bob", "bob-nonce-00000000", NOW_MS - 100, NOW_MS) is not None
+    assert window.admit("alice", "alice-000000000000", NOW_MS + skew_ms, NOW_MS) is not None
+
+
+def test_keys_with_nothing_left_are_forgotten() -> None:
+    window = ReplayWindow(1, capacity=10)
+    for i in range(500):  # one nonce each from many keys, a second apart
+        assert window.admit(f"user-{i}", "n" * 16, NOW_MS + 1000 * i, NOW_MS + 1000 * i) is None
+    assert len(window) <= 2
+    assert len(window._keys) < 200
 
 
 def test_a_replay_window_needs_a_positive_window_and_capacity() -> None:
