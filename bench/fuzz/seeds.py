@@ -538,6 +538,14 @@ def _signed(cmd: RemotingCommand, access_key: str) -> RemotingCommand:
     return cmd
 
 
+def _signed_strong(cmd: RemotingCommand, access_key: str) -> RemotingCommand:
+    """Signed with rocketq's strong signature at a fixed time and nonce (the harness signs
+    it again, stamped when it runs)."""
+    credentials = Credentials(access_key, SECRETS[access_key])
+    credentials.sign_strong(cmd, now_ms=1_700_000_000_000, nonce="seed-nonce-0123456789")
+    return cmd
+
+
 def access_check() -> dict[str, bytes]:
     nameserver, re_sign = 0x01, 0x80
     authz_only, authn_only, whitelisted = 0x02, 0x04, 0x06
@@ -577,6 +585,17 @@ def access_check() -> dict[str, bytes]:
             RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}),
         ),
         "nameserver-register-inner": (nameserver | re_sign, _signed(register, INNER.access_key)),
+        "pull-alice-strong": (
+            re_sign,
+            _signed_strong(
+                pull_request(group="cg", topic=TOPIC, queue_id=0, offset=0, commit_offset=0),
+                "alice",
+            ),
+        ),
+        "delete-topic-admin-strong": (
+            re_sign | authn_only,
+            _signed_strong(admin_wire.delete_topic_request("F2"), "admin"),
+        ),
     }
     seeds: dict[str, bytes] = {}
     for name, (mode, cmd) in cases.items():

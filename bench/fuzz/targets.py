@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +39,7 @@ from rocketq.auth.plain_acl import translate_plain_acl
 from rocketq.auth.request_map import broker_requirement, nameserver_requirement
 from rocketq.auth.server_security import MemoryAuthMetadata
 from rocketq.auth.signature import ACCESS_KEY, SIGNATURE, compute_signature
+from rocketq.auth.strong_signature import SIGNATURE_V2, TIMESTAMP, compute_strong_signature
 from rocketq.bench.fuzz import server_targets, v2_targets
 from rocketq.bench.fuzz.harness import Harness
 from rocketq.broker.config import load_broker_config
@@ -447,8 +449,10 @@ def access_check(data: bytes) -> None:
     (bit 0: a broker's request map or a nameserver's), the check's kind (bits 1-2), the
     peer's address (bits 3-4), the verified certificate name (bits 5-6) and (bit 7) whether
     the request is signed again for the user its AccessKey names, as a check-sum is fixed
-    up, so that what follows a good signature is fuzzed. A request the decoder refuses is
-    NotARequestError; the check and the request maps never raise (a refusal is an answer)."""
+    up, so that what follows a good signature is fuzzed (one carrying ``SignatureV2`` with
+    rocketq's strong signature, stamped now: its nonce and other fields as fuzzed). A
+    request the decoder refuses is NotARequestError; the check and the request maps never
+    raise (a refusal is an answer)."""
     if not data:
         return
     mode = data[0]
@@ -457,7 +461,13 @@ def access_check(data: bytes) -> None:
     except RemotingError as exc:
         raise NotARequestError(str(exc)) from None
     if mode & 0x80 and cmd.ext and (secret := SECRETS.get(cmd.ext.get(ACCESS_KEY, ""))):
-        cmd.ext[SIGNATURE] = compute_signature(secret, cmd.ext, cmd.body)
+        if SIGNATURE_V2 in cmd.ext:
+            cmd.ext[TIMESTAMP] = str(int(time.time() * 1000))
+            cmd.ext[SIGNATURE_V2] = compute_strong_signature(
+                secret, cmd.code, cmd.version, cmd.ext, cmd.body
+            )
+        else:
+            cmd.ext[SIGNATURE] = compute_signature(secret, cmd.ext, cmd.body)
     requirement = nameserver_requirement if mode & 1 else _broker_requirement
     requirement(cmd)  # documented never to raise (the check would hide it)
     control = _Checks.get()[(mode & 1) * 4 + (mode >> 1 & 3)]
