@@ -63,7 +63,7 @@ def private_dir(path: str | os.PathLike[str]) -> Path:
 
 def open_log(path: Path) -> int:
     """A file descriptor appending to the log file ``path`` (made 0640, or narrowed to at
-    most 0640 when it exists); its folder is made private if missing."""
+    most 0640 when it exists), in a folder made private (:func:`private_dir`)."""
     private_dir(path.parent)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, LOG_FILE)
     try:
