@@ -530,7 +530,8 @@ class Admin:
     ) -> None:
         """Create or update a subscription group (its retry and consume settings) on
         every master of ``cluster`` (or of every cluster). ``consume_message_orderly``
-        makes it a FIFO group for RocketMQ 5's clients.
+        makes it a FIFO group for RocketMQ 5's clients. A name that is not valid is
+        MessageIllegalError before anything is sent.
 
         Blocking twin of :meth:`rocketq.sdk.admin.Admin.update_sub_group`.
         """
@@ -557,7 +558,9 @@ class Admin:
         broker_addr: str | None = None,
         order: bool = False,
     ) -> list[str]:
-        """Create or update a topic on one broker or on every master of a cluster.
+        """Create or update a topic on one broker or on every master of a cluster. A name
+        that is not valid, or a system topic's, is MessageIllegalError before anything is
+        sent.
 
         Blocking twin of :meth:`rocketq.sdk.admin.Admin.update_topic`.
         """
@@ -746,6 +749,7 @@ class Producer:
 
         Raises:
             ClientStateError: No group name.
+            MessageIllegalError: The group name is not valid.
 
         Blocking twin of :meth:`rocketq.sdk.producer.Producer.start`.
         """
@@ -997,6 +1001,7 @@ class PushConsumer:
 
         Raises:
             ClientStateError: Nothing subscribed.
+            MessageIllegalError: The group name is not valid.
             RocketqError: A broker refused a SQL92 subscription (its filter is off).
 
         Blocking twin of :meth:`rocketq.sdk.push_consumer.PushConsumer.start`.
@@ -1009,6 +1014,7 @@ class PushConsumer:
         ``MessageSelector.sql``).
 
         Raises:
+            MessageIllegalError: ``topic`` is not a valid topic name.
             SubscriptionParseFailedError: A SQL92 expression that does not parse.
 
         Blocking twin of :meth:`rocketq.sdk.push_consumer.PushConsumer.subscribe`, called on the
@@ -1176,6 +1182,7 @@ class PullConsumer:
 
         Raises:
             ClientStateError: Nothing subscribed or assigned.
+            MessageIllegalError: The group name is not valid.
 
         Blocking twin of :meth:`rocketq.sdk.pull_consumer.PullConsumer.start`.
         """
@@ -1187,6 +1194,7 @@ class PullConsumer:
 
         Raises:
             ClientStateError: Queues were assigned already.
+            MessageIllegalError: ``topic`` is not a valid topic name.
             SubscriptionParseFailedError: A SQL92 expression that does not parse.
 
         Blocking twin of :meth:`rocketq.sdk.pull_consumer.PullConsumer.subscribe`, called on the
