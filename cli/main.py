@@ -350,6 +350,11 @@ def cluster_up(
     ]
     for line in _node_table(rows):
         typer.echo(line)
+    if cluster.secrets is not None and spec.metrics:
+        typer.echo(
+            f"/metrics asks for the bearer token in {cluster.secrets.metrics_token_file} "
+            "(/healthz and /readyz need none)"
+        )
     if grpc:
         endpoints = ";".join(f"{n.host}:{n.grpc_port}" for n in cluster.brokers if n.grpc_port)
         typer.echo(f"RocketMQ 5 clients (apache.rocketmq.v2): endpoints {endpoints}")

@@ -165,6 +165,9 @@ def test_metrics_are_https_and_need_the_token(up: Up) -> None:
     cluster = up.cluster
     context = cluster.metrics_context()
     assert context is not None
+    assert cluster.secrets is not None
+    token_file = cluster.secrets.metrics_token_file
+    assert f"/metrics asks for the bearer token in {token_file}" in up.stdout
     for node in cluster.nodes:
         assert node.metrics_url.startswith("https://"), node.metrics_url
         status, body, challenge = get(node.metrics_url, context)
