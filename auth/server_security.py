@@ -157,10 +157,18 @@ class ServerSecurity:
         """Why the sender of a request that would auto-create ``topic`` may not create it
         (with authorization on, Create on the topic is needed besides what the request
         itself needs), or None when it may."""
+        return self.refused_beyond(conn, cmd, create_requirement(topic))
+
+    def refused_beyond(
+        self, conn: Connection, cmd: RemotingCommand, need: Requirement
+    ) -> str | None:
+        """Why the sender of a request that passed its check may not also do what ``need``
+        says (found by its handler), or None when it may: its verified access key, else
+        the sender remembered on its connection, else its certificate (a node's is super,
+        a user's is that user at most)."""
         access = self.access
         if access is None or not access.authorization:
             return None
-        need = create_requirement(topic)
         access_key = (cmd.ext or {}).get("AccessKey")
         if access_key:  # verified by the check before the handler
             return access.may(access_key, need, conn.peer_ip)

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from rocketq.broker.client_bindings import ClientBindings
+
 log = logging.getLogger(__name__)
 
 
@@ -55,6 +57,9 @@ class ConsumerManager:
         # client id -> (language, protocol) of the clients of the v2 endpoint, from their
         # x-mq-language header (a remoting client's language is its channel's).
         self.client_kinds: dict[str, tuple[str, str]] = {}
+        # With authentication on: which user and connection each client id belongs to
+        # (the remoting port's and the v2 endpoint's clients alike).
+        self.bindings = ClientBindings(clock=clock)
 
     def register_consumer(
         self,

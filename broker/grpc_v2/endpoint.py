@@ -34,14 +34,13 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from rocketq.auth.request_map import v2_requirement
+from rocketq.auth.request_map import SUPER, v2_requirement
 from rocketq.broker.client_channels import client_channels
 from rocketq.broker.consumer_manager import CONSUME_POP
 from rocketq.broker.grpc_v2 import convert as v2
 from rocketq.broker.grpc_v2 import definition_pb2 as d
 from rocketq.broker.grpc_v2 import service_pb2 as s
 from rocketq.broker.grpc_v2 import service_pb2_grpc
-from rocketq.broker.grpc_v2.bindings import ClientBindings
 from rocketq.broker.grpc_v2.client_calls import ClientCalls
 from rocketq.broker.grpc_v2.convert import (
     MAX_POLL_MS,
@@ -89,8 +88,9 @@ class Endpoint(SendRpcs, PullRpcs, service_pb2_grpc.MessagingServiceServicer):
         self._server: grpc.aio.Server | None = None
         # Producers with a Telemetry stream: client id -> the topics they publish to.
         self._producers: dict[str, list[str]] = {}
-        # With authentication on: which user and connection each client id belongs to.
-        self.bindings = ClientBindings()
+        # With authentication on: which user and connection each client id belongs to
+        # (the broker's one table, shared with the remoting port).
+        self.bindings = broker.consumers.bindings
         self.routes = ClusterRoutes(broker, self._own_address)
         # What auto_renew consumers received, kept invisible until they are done with it.
         self.renewals = Renewals(self._change_receipt, broker.pop.clock_ms)
@@ -218,9 +218,11 @@ class Endpoint(SendRpcs, PullRpcs, service_pb2_grpc.MessagingServiceServicer):
 
     def _claim(self, client_id: str, context: Any) -> d.Status | None:
         """With authentication on, bind the request's client id to its user and connection
-        (:mod:`rocketq.broker.grpc_v2.bindings`); FORBIDDEN when it is another user's."""
+        (:mod:`rocketq.broker.client_bindings`); FORBIDDEN when it is another user's."""
         if not client_id or self.b.security.access is None:
             return None
+        if self._refused(context, SUPER, windowed=False) is None:
+            return None  # a super user (or a node) may do anything, this too
         why = self.bindings.claim(client_id, self._identity(context), context.peer())
         if why is None:
             return None

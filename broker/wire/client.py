@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final
 
+from rocketq.auth.request_map import SUPER
 from rocketq.broker.client_channels import client_channels
 from rocketq.broker.consumer_manager import Subscription
 from rocketq.broker.filter import SQL92, TAG, parse_tags, sql_filter
@@ -27,6 +28,7 @@ from rocketq.broker.transaction import CheckTransaction, Resolution
 from rocketq.broker.wire.pull import LONG_MAX, LONG_MIN, header_int
 from rocketq.common.exceptions import (
     MessageIllegalError,
+    NoPermissionError,
     QueryNotFoundError,
     RocketqSystemError,
     ServiceNotAvailableError,
@@ -173,6 +175,16 @@ class ClientRequests:
         if not client_id:
             raise MessageIllegalError("the heartbeat has no clientID")
         _check_heartbeat_names(doc)
+        security = self.b.security
+        if security.access is not None and security.refused_beyond(conn, cmd, SUPER) is not None:
+            # The client id is this user's, on this connection: another user's heartbeat
+            # may not take its channel (its transaction checks, its group's changes). A
+            # super user (or a node) may do anything, this too.
+            why = self.b.consumers.bindings.claim(
+                client_id, security.identity(conn, cmd) or "", conn.peer
+            )
+            if why is not None:
+                raise NoPermissionError(f"authorization failed: {why}")
         conn.attrs.setdefault(CLIENT_IDS, set()).add(client_id)
         client_channels(self.b.consumers).heartbeat(client_id, conn, cmd)
         self._pump(conn, client_id)

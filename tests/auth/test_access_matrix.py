@@ -387,3 +387,37 @@ async def test_a_client_unregisters_itself_and_nobody_else(servers: Servers) -> 
     finally:
         alice.close()
         root.close()
+
+
+async def test_a_client_id_stays_with_the_user_and_connection_that_registered_it(
+    servers: Servers,
+) -> None:
+    from rocketq.broker.client_channels import client_channels
+    from rocketq.sdk.wire import ConsumerData, SubscriptionData, heartbeat_request
+
+    addr = f"127.0.0.1:{servers.broker.remoting.port}"
+    alice = await connect(addr, {}, timeout=TIMEOUT, security=ClientSecurity(sign=ALICE.sign))
+    bob = await connect(addr, {}, timeout=TIMEOUT, security=ClientSecurity(sign=BOB.sign))
+    channels = client_channels(servers.broker.consumers)
+    try:
+        mine = heartbeat_request("10.0.0.8@8", [], [ConsumerData("others")])
+        assert (await bob.invoke(mine, TIMEOUT)).code == ResponseCode.SUCCESS
+        bobs = channels.get("10.0.0.8@8")
+        assert bobs is not None
+        # Alice names bob's client id in a heartbeat of her own group.
+        taken = heartbeat_request(
+            "10.0.0.8@8", [], [ConsumerData(GROUP, subscriptions=(SubscriptionData(TOPIC),))]
+        )
+        answer = await alice.invoke(taken, TIMEOUT)
+        channel = channels.get("10.0.0.8@8")
+        assert channel is not None
+        if servers.auth:
+            assert answer.code == ResponseCode.NO_PERMISSION, answer.remark
+            assert channel.conn is bobs.conn  # what the broker tells the client goes to bob
+            group = servers.broker.consumers.groups.get(GROUP)
+            assert group is None or "10.0.0.8@8" not in group.clients
+        else:
+            assert answer.code == ResponseCode.SUCCESS
+    finally:
+        alice.close()
+        bob.close()

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from rocketq.auth.model import Action, Gate, Resource
 from rocketq.auth.request_map import SUPER, USER, create_requirement, v2_requirement
+from rocketq.broker.client_bindings import MAX_CLIENT_ID_CHARS, ClientBindings
 from rocketq.broker.grpc_v2.base import signed_time
-from rocketq.broker.grpc_v2.bindings import MAX_CLIENT_ID_CHARS, ClientBindings
 
 
 def test_the_rpcs_acting_on_resources_need_them() -> None:

@@ -1,15 +1,18 @@
-"""Which user, on which connection, a v5 client id belongs to.
+"""Which user, on which connection, a client id belongs to.
 
-A RocketMQ 5 client names itself in every request's ``x-mq-client-id`` header, and the
-endpoint keeps it in its groups' client lists and its producers' transaction channels by
-that id. With authentication on, an id is bound to the user whose request first registered
-it (a Heartbeat or a Telemetry settings frame) and to that request's connection: another
-user cannot register under it, join it to a group or end it. The same user registering again
-from a new connection (a client that reconnected) moves the binding there, and
-NotifyClientTermination ends a client only from the connection that holds its binding. A
-binding not renewed for ``ttl`` seconds (a client's heartbeats come every 10 s; the
-broker drops a silent client after 120 s) is forgotten; at most ``capacity`` are held, and a
-new id beyond that is refused rather than letting memory grow."""
+A client names itself by a client id (a 4.x client in its heartbeat's ``clientID``, a
+RocketMQ 5 client in every request's ``x-mq-client-id`` header), and the broker keeps it in
+its groups' client lists and routes what it has to tell the client (group changes,
+transaction checks with their half messages, admin calls) by that id. With authentication
+on, an id is bound to the user whose request first registered it (a HEART_BEAT, a v2
+Heartbeat or Telemetry settings frame) and to that request's connection: another user
+cannot register under it, join it to a group, take its channel or end it. The same user
+registering again from a new connection (a client that reconnected) moves the binding
+there, and a v2 NotifyClientTermination ends a client only from the connection that holds
+its binding. A binding not renewed for ``ttl`` seconds (clients heartbeat every 10 to 30 s;
+the broker drops a silent client after 120 s) is forgotten; at most ``capacity`` are held,
+and a new id beyond that is refused rather than letting memory grow. The remoting port and
+the v2 endpoint share the broker's one table (:attr:`ConsumerManager.bindings`)."""
 
 from __future__ import annotations
 
