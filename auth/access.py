@@ -27,10 +27,11 @@ once ``AUTH_SESSION`` told it the server remembers it: no field to encode and de
 
 A request carrying ``SignatureV2`` is held to rocketq's strong signature instead
 (``rocketq.auth.strong_signature``: keys, values, code and body, HMAC-SHA256, with a
-timestamp within ``signature_window_seconds`` of this server's clock and a nonce accepted
-once per access key, ``rocketq.auth.replay``); with ``require_strong_signature`` a request
-signed only the RocketMQ way is refused. A remembered connection's signed requests spend
-their nonces too, so none can be replayed elsewhere.
+timestamp within ``signature_window_seconds`` of this server's clock, a nonce accepted once
+per access key, ``rocketq.auth.replay``, and this server's ``audience``); with
+``require_strong_signature`` a request signed only the RocketMQ way is refused. A
+remembered connection's signed requests spend their nonces too, so none can be replayed
+elsewhere.
 
 **Authorization** (``authorization=True``) applies the request's requirement
 (``rocketq.auth.request_map``): ``Gate.OPEN`` anyone; ``Gate.USER`` any authenticated
@@ -62,6 +63,7 @@ policies are compiled once into an index, rebuilt when the metadata's version ch
 from __future__ import annotations
 
 import logging
+import secrets
 import struct
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -92,6 +94,7 @@ from rocketq.auth.signature import (
 )
 from rocketq.auth.source_ip import IpAddress, IpTest, compile_source_ips, peer_address
 from rocketq.auth.strong_signature import (
+    AUDIENCE,
     SIGNATURE_V2,
     compute_strong_signature,
     parse_strong_fields,
@@ -267,6 +270,7 @@ class AccessControl:
         require_strong_signature: bool = False,
         wall_clock: Callable[[], float] = time.time,
         nonces_kept: int = NONCES_KEPT,
+        audience: str | None = None,
     ) -> None:
         self.authentication = authentication
         # Stateful authentication (RocketMQ's StatefulAuthenticationStrategy): a verified
@@ -287,6 +291,10 @@ class AccessControl:
         self.require_strong_signature = require_strong_signature
         self._wall_clock = wall_clock
         self.replay = ReplayWindow(signature_window_seconds, nonces_kept)
+        # What a strong signature must name as its audience: drawn at each start, so that
+        # a request signed for another server, or for this one before it restarted (and
+        # forgot the nonces it saw), is refused.
+        self.audience = secrets.token_urlsafe(12) if audience is None else audience
 
     # -- the check -----------------------------------------------------------------------
 
@@ -456,8 +464,9 @@ class AccessControl:
         """None when the request is signed with ``secret``, else the refusal's remark.
 
         A request carrying ``SignatureV2`` is held to rocketq's strong signature only (its
-        fields well formed, its time within the window, its HMAC-SHA256 matching and, with
-        ``once``, its nonce new for this access key, then remembered); any other to
+        fields well formed, its time within the window, its audience this server's, its
+        HMAC-SHA256 matching and, with ``once``, its nonce new for this access key, then
+        remembered); any other to
         RocketMQ's, unless ``require_strong_signature`` refuses that. ``hint`` follows a
         mismatch's remark."""
         shown = _show(access_key)
@@ -469,6 +478,12 @@ class AccessControl:
             late = self.replay.timely(access_key, fields.timestamp_ms, now_ms)
             if late is not None:
                 return f"authentication failed: the request of access key {shown} {late}"
+            if ext.get(AUDIENCE) != self.audience:
+                return (
+                    f"authentication failed: the request of access key {shown} is signed for "
+                    "another server, or for this one before it restarted (its Audience is not "
+                    "the one this server announces); sign it again"
+                )
             try:
                 expected = compute_strong_signature(secret, cmd.code, cmd.version, ext, cmd.body)
             except struct.error:  # a code or version no decoder gives: nothing signs it

@@ -15,6 +15,7 @@ from typing import Final
 
 from rocketq.auth.signature import ACCESS_KEY, SECURITY_TOKEN, SIGNATURE, compute_signature
 from rocketq.auth.strong_signature import (
+    AUDIENCE,
     METHOD,
     NONCE,
     SIGNATURE_METHOD,
@@ -69,18 +70,28 @@ class Credentials:
         ext[SIGNATURE] = compute_signature(self.secret_key, ext, cmd.body)
 
     def sign_strong(
-        self, cmd: RemotingCommand, *, now_ms: int | None = None, nonce: str | None = None
+        self,
+        cmd: RemotingCommand,
+        audience: str = "",
+        *,
+        now_ms: int | None = None,
+        nonce: str | None = None,
     ) -> None:
         """Sign a request with rocketq's strong signature (``rocketq.auth.strong_signature``:
         keys, values, code and body, stamped now, or at ``now_ms``, with a fresh random
-        nonce): add ``AccessKey`` (and ``SecurityToken``), ``SignatureMethod``,
-        ``Timestamp``, ``Nonce`` and ``SignatureV2``. For servers that announce they accept
-        it (AUTH_SESSION's ``strongSignature``); call it last, once every header field is
-        in place, and again for each send (a server accepts a nonce once)."""
+        nonce, for the server that announced ``audience``): add ``AccessKey`` (and
+        ``SecurityToken``), ``SignatureMethod``, ``Timestamp``, ``Nonce``, ``Audience``
+        (unless empty) and ``SignatureV2``. For servers that announce they accept it
+        (AUTH_SESSION's ``strongSignature`` and ``signatureAudience``); call it last, once
+        every header field is in place, and again for each send (a server accepts a nonce
+        once)."""
         ext = cmd.ext
         if ext is None:
             ext = cmd.ext = {}
         ext.pop(SIGNATURE, None)
+        ext.pop(AUDIENCE, None)
+        if audience:
+            ext[AUDIENCE] = audience
         ext[ACCESS_KEY] = self.access_key
         if self.security_token:
             ext[SECURITY_TOKEN] = self.security_token

@@ -122,13 +122,15 @@ class ServerSecurity:
         Asked without any AccessKey (anyone may ask), it tells what a client needs before
         it signs: ``strongSignature`` ("accepted", or "required" with
         ``authentication_require_strong_signature``) announces rocketq's strong signature,
-        and ``statefulSeconds`` (stateful authentication) how long a connection's sender
-        is remembered once one of its signed requests verifies."""
+        ``signatureAudience`` (with auth on) the audience it must name, and
+        ``statefulSeconds`` (stateful authentication) how long a connection's sender is
+        remembered once one of its signed requests verifies."""
         access = self.access
         ttl = 0
         access_key = (cmd.ext or {}).get("AccessKey", "")
         fields = {"ttlSeconds": "0", "strongSignature": "accepted"}
         if access is not None:
+            fields["signatureAudience"] = access.audience
             if access.require_strong_signature:
                 fields["strongSignature"] = "required"
             if access.authentication and access.stateful_seconds:

@@ -14,6 +14,9 @@ carries, besides ``AccessKey`` (and ``SecurityToken`` when the credentials have 
 - ``SignatureMethod``: ``HmacSHA256``;
 - ``Timestamp``: when it was signed, in milliseconds since the Unix epoch (decimal);
 - ``Nonce``: 16 to 64 characters of ``A-Z a-z 0-9 _ -``, new for every signature;
+- ``Audience``: the server it is meant for, as that server announced it (AUTH_SESSION's
+  ``signatureAudience``: a random value each server process draws when it starts), when it
+  announced one;
 - ``SignatureV2``: base64(HMAC-SHA256(secret key as UTF-8, content)), where content is::
 
       b"rocketq remoting signature v2\\n"
@@ -27,8 +30,10 @@ carries, besides ``AccessKey`` (and ``SecurityToken`` when the credentials have 
   two different requests never sign the same bytes.
 
 The server refuses a timestamp outside its window (``authentication_signature_window_
-seconds``) and a nonce it has seen from that access key within the window
-(:mod:`rocketq.auth.replay`).
+seconds``), a nonce it has seen from that access key within the window
+(:mod:`rocketq.auth.replay`), and an audience not its own: a request captured on its way to
+one server does not replay at another, nor at the same one once it has restarted (and
+forgotten the nonces it saw).
 """
 
 from __future__ import annotations
@@ -44,9 +49,10 @@ SIGNATURE_V2: Final = "SignatureV2"
 SIGNATURE_METHOD: Final = "SignatureMethod"
 TIMESTAMP: Final = "Timestamp"
 NONCE: Final = "Nonce"
+AUDIENCE: Final = "Audience"
 METHOD: Final = "HmacSHA256"
 # The ext fields a strong signature adds (AccessKey and SecurityToken are RocketMQ's).
-STRONG_FIELDS: Final = (SIGNATURE_V2, SIGNATURE_METHOD, TIMESTAMP, NONCE)
+STRONG_FIELDS: Final = (SIGNATURE_V2, SIGNATURE_METHOD, TIMESTAMP, NONCE, AUDIENCE)
 
 DOMAIN: Final = b"rocketq remoting signature v2\n"
 NONCE_MIN: Final = 16

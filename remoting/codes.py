@@ -188,8 +188,10 @@ class RocketqRequestCode:
     # ("0": sign every request), ``keyless`` ("true": meanwhile requests without any
     # AccessKey are that sender's; absent: they carry the AccessKey alone),
     # ``strongSignature`` ("accepted" or "required": the server takes rocketq's strong
-    # signature, auth/strong_signature.py) and ``statefulSeconds`` (with stateful
-    # authentication: how long a sender is remembered once a signed request verifies).
+    # signature, auth/strong_signature.py), ``signatureAudience`` (with auth on: the
+    # Audience a strong signature names, drawn at the server's start) and
+    # ``statefulSeconds`` (with stateful authentication: how long a sender is remembered
+    # once a signed request verifies).
     AUTH_SESSION: Final = 30003
 
     NAMES: ClassVar[dict[int, str]]

@@ -67,13 +67,15 @@ class ClientSecurity:
     With ``sign_strong`` (rocketq's strong signature, the same credentials as ``sign``), a
     connection first asks the server, unsigned, which signatures it accepts (AUTH_SESSION's
     ``strongSignature``); against one that announces the strong signature its requests are
-    signed with ``sign_strong``, against any other (a stock RocketMQ) with ``sign``."""
+    signed with ``sign_strong``, given the audience the server announced (its
+    ``signatureAudience``, "" when none), against any other (a stock RocketMQ) with
+    ``sign``."""
 
     ssl: ssl.SSLContext | None = None
     sign: Callable[[RemotingCommand], None] | None = None
     access_key: str = ""
     sessions: bool = False
-    sign_strong: Callable[[RemotingCommand], None] | None = None
+    sign_strong: Callable[[RemotingCommand, str], None] | None = None
 
 
 def files_stamp(paths: tuple[str, ...]) -> _Stamp:

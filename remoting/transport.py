@@ -104,6 +104,8 @@ _SIGNATURE: Final = "Signature"
 _SIGNED_FIELDS: Final = (_SIGNATURE, "SignatureV2", "SignatureMethod", "Timestamp", "Nonce")
 # AUTH_SESSION's announcement of the strong signature ("accepted" or "required").
 _STRONG_ANNOUNCED: Final = frozenset({"accepted", "required"})
+# The longest audience a server may announce (rocketq's are 16 characters).
+_MAX_AUDIENCE: Final = 64
 
 
 def _session_margin(ttl: float) -> float:
@@ -738,7 +740,7 @@ class Connection(asyncio.Protocol):
                 and answer.code == ResponseCode.SUCCESS
                 and ext.get("strongSignature") in _STRONG_ANNOUNCED
             ):
-                self.sign = security.sign_strong
+                self.sign = _strong_signer(security.sign_strong, ext)
                 ttl = _seconds(ext.get("statefulSeconds", "0"))
                 if security.sessions and security.access_key and ttl >= 1.0:
                     # Remembered once a signed request verifies (invoke starts the session).
@@ -847,6 +849,21 @@ async def connect(
             conn.close()
             raise
     return conn
+
+
+def _strong_signer(
+    sign_strong: Callable[[RemotingCommand, str], None], announced: dict[str, str]
+) -> Callable[[RemotingCommand], None]:
+    """What signs a connection's requests for the server whose AUTH_SESSION answer
+    announced the strong signature (for its ``signatureAudience``)."""
+    audience = announced.get("signatureAudience", "")
+    if len(audience) > _MAX_AUDIENCE:
+        audience = ""  # not one a server makes: the server says what is wrong, if anything
+
+    def sign(cmd: RemotingCommand) -> None:
+        sign_strong(cmd, audience)
+
+    return sign
 
 
 def _seconds(text: str) -> float:
@@ -1237,11 +1254,12 @@ def request_blocking(
                     # As a connection greets: the strong signature where it is announced.
                     probe = RemotingCommand(RocketqRequestCode.AUTH_SESSION)
                     answer = _exchange(sock, probe, addr)
+                    announced = answer.ext or {}
                     if (
                         answer.code == ResponseCode.SUCCESS
-                        and (answer.ext or {}).get("strongSignature") in _STRONG_ANNOUNCED
+                        and announced.get("strongSignature") in _STRONG_ANNOUNCED
                     ):
-                        sign = security.sign_strong
+                        sign = _strong_signer(security.sign_strong, announced)
                 if sign is not None:
                     sign(cmd)
                 return _exchange(sock, cmd, addr)

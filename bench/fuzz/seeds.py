@@ -28,6 +28,7 @@ from rocketq.auth.model import encode_user_infos as encode_users
 from rocketq.bench.fuzz.server_targets import TOPIC
 from rocketq.bench.fuzz.targets import (
     ALICE_ACL,
+    AUDIENCE,
     AUTH_READERS,
     AUTH_USERS,
     FILE_SEPARATOR,
@@ -542,7 +543,7 @@ def _signed_strong(cmd: RemotingCommand, access_key: str) -> RemotingCommand:
     """Signed with rocketq's strong signature at a fixed time and nonce (the harness signs
     it again, stamped when it runs)."""
     credentials = Credentials(access_key, SECRETS[access_key])
-    credentials.sign_strong(cmd, now_ms=1_700_000_000_000, nonce="seed-nonce-0123456789")
+    credentials.sign_strong(cmd, AUDIENCE, now_ms=1_700_000_000_000, nonce="seed-nonce-0123456789")
     return cmd
 
 

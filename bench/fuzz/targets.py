@@ -397,6 +397,8 @@ SECRETS: Final = {
     INNER.access_key: INNER.secret_key,
 }
 PEER_IPS: Final = ("10.0.0.5", "::ffff:192.168.1.7", "[fe80::1%eth0]", "not an address")
+# The audience the access checks announce (strong signatures of the seeds name it).
+AUDIENCE: Final = "fuzz-server-audience"
 TLS_IDENTITIES: Final = (None, "alice", "admin", "mallory")
 
 
@@ -432,6 +434,7 @@ class _Checks:
                     inner=INNER,
                     super_users=("ops",),
                     whitelist=white,
+                    audience=AUDIENCE,
                 )
                 for requirement in (_broker_requirement, nameserver_requirement)
                 for authn, authz, white in kinds
@@ -450,7 +453,8 @@ def access_check(data: bytes) -> None:
     peer's address (bits 3-4), the verified certificate name (bits 5-6) and (bit 7) whether
     the request is signed again for the user its AccessKey names, as a check-sum is fixed
     up, so that what follows a good signature is fuzzed (one carrying ``SignatureV2`` with
-    rocketq's strong signature, stamped now: its nonce and other fields as fuzzed). A
+    rocketq's strong signature, stamped now: its nonce, audience and other fields as
+    fuzzed). A
     request the decoder refuses is NotARequestError; the check and the request maps never
     raise (a refusal is an answer)."""
     if not data:

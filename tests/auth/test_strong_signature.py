@@ -45,6 +45,7 @@ NOW_MS = int(NOW * 1000)
 ROOT = Credentials("root", "root-secret")
 ALICE = Credentials("alice", "alice-secret")
 INNER = Credentials("inner-node", "inner-secret")
+SERVER_A = "server-a-audience"  # the audience the tests' server announces
 
 
 @pytest.fixture
@@ -74,7 +75,7 @@ def control(meta: AuthMetadata, clock: Clock | None = None, **kw: Any) -> Access
         requirement=lambda cmd: broker_requirement(cmd, cluster="DefaultCluster"),
         inner=INNER,
         wall_clock=clock or Clock(),
-        **kw,
+        **{"audience": SERVER_A, **kw},
     )
 
 
@@ -82,9 +83,11 @@ def delete_topic(topic_ext: dict[str, str]) -> RemotingCommand:
     return RemotingCommand(RequestCode.DELETE_TOPIC_IN_BROKER, dict(topic_ext))
 
 
-def signed(cmd: RemotingCommand, creds: Credentials = ROOT, **kw: Any) -> RemotingCommand:
+def signed(
+    cmd: RemotingCommand, creds: Credentials = ROOT, audience: str = SERVER_A, **kw: Any
+) -> RemotingCommand:
     kw.setdefault("now_ms", NOW_MS)
-    creds.sign_strong(cmd, **kw)
+    creds.sign_strong(cmd, audience, **kw)
     return cmd
 
 
@@ -297,6 +300,22 @@ def test_a_replayed_nonce_is_refused_on_a_new_connection(meta: AuthMetadata) -> 
     assert again is not None and "reuses a Nonce" in (again.remark or "")
 
 
+def test_a_capture_replays_at_no_other_server_nor_after_a_restart(meta: AuthMetadata) -> None:
+    captured = signed(delete_topic({"topic": "victim"}))
+    assert control(meta).check(copy(captured), "1") is None
+    # Another broker of the cluster (same users), and this one restarted, never saw the
+    # nonce: the audience refuses it.
+    for other in (control(meta, audience="server-b-audience"), control(meta, audience=None)):
+        answer = other.check(copy(captured), "1")
+        assert answer is not None and answer.code == ResponseCode.NO_PERMISSION
+        assert "signed for another server" in (answer.remark or "")
+    for forged_audience in ("", "server-b-audience"):
+        unaddressed = signed(delete_topic({"topic": "victim"}), audience=forged_audience)
+        answer = control(meta).check(unaddressed, "1")
+        assert answer is not None and "signed for another server" in (answer.remark or "")
+    assert control(meta, audience=None).audience != control(meta, audience=None).audience
+
+
 @pytest.mark.parametrize("offset_s", [-901.0, 901.0])
 def test_a_timestamp_outside_the_window_is_refused(meta: AuthMetadata, offset_s: float) -> None:
     access = control(meta, signature_window_seconds=900)
@@ -464,6 +483,7 @@ def test_auth_session_announces_the_strong_signature(meta: AuthMetadata, require
     assert probe == {
         "ttlSeconds": "0",
         "strongSignature": "required" if required else "accepted",
+        "signatureAudience": SERVER_A,
         "statefulSeconds": "60",
     }
     assert access.check(signed(delete_topic({"topic": "a"})), "1", None, conn.attrs) is None

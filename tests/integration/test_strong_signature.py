@@ -3,8 +3,8 @@ launcher with authentication, authorization and ``authentication_require_strong_
 on. The nodes' own signed calls (registrations, a slave's replica sync) get through; the
 SDK's producer, consumer and admin work (they sign with the strong signature once the
 servers announce it); RocketMQ's signature is refused; a captured strong-signed
-DELETE_TOPIC_IN_BROKER neither replays on a new connection nor re-cuts into a delete of
-another topic, and the topics survive."""
+DELETE_TOPIC_IN_BROKER neither replays on a new connection, nor at another broker, nor
+re-cuts into a delete of another topic, and the topics survive."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from rocketq import ConsumeFrom, ConsumeResult, Message, MessageExt, Producer, P
 from rocketq.auth.credentials import Credentials
 from rocketq.cluster.launcher import LocalCluster
 from rocketq.remoting.broker_tables import all_topic_config_request, parse_all_topic_config
-from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.remoting.codes import RequestCode, ResponseCode, RocketqRequestCode
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.tls import ClientSecurity
 from rocketq.remoting.transport import request_once
@@ -82,11 +82,24 @@ async def topics(cluster: LocalCluster) -> set[str]:
     return set(parse_all_topic_config(answer).topic_config_table)
 
 
-async def send_as_captured(cluster: LocalCluster, cmd: RemotingCommand) -> RemotingCommand:
+async def send_as_captured(
+    cluster: LocalCluster, cmd: RemotingCommand, addr: str | None = None
+) -> RemotingCommand:
     """Send a request exactly as it is (already signed), on a new connection that adds
-    nothing: what someone who captured it off the network can do."""
+    nothing, to the master (or ``addr``): what someone who captured it off the network can
+    do."""
     copy = RemotingCommand(cmd.code, dict(cmd.ext or {}), cmd.body, version=cmd.version)
-    return await request_once(cluster.brokers[0].addr, copy, TIMEOUT)
+    return await request_once(addr or cluster.brokers[0].addr, copy, TIMEOUT)
+
+
+async def announced_audience(cluster: LocalCluster) -> str:
+    """The audience the master announces (AUTH_SESSION, asked unsigned)."""
+    answer = await request_once(
+        cluster.brokers[0].addr, RemotingCommand(RocketqRequestCode.AUTH_SESSION), TIMEOUT
+    )
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    assert (answer.ext or {}).get("strongSignature") == "required"
+    return (answer.ext or {})["signatureAudience"]
 
 
 async def test_the_nodes_and_the_sdk_work_with_the_strong_signature_required(
@@ -149,7 +162,7 @@ async def test_rocketmqs_signature_is_refused(cluster: LocalCluster) -> None:
 async def test_a_captured_delete_neither_replays_nor_recuts(cluster: LocalCluster) -> None:
     root = super_credentials(cluster)
     captured = aw.delete_topic_request(PADDED)
-    root.sign_strong(captured)
+    root.sign_strong(captured, await announced_audience(cluster))
     # The super user's own delete goes through once ...
     answer = await send_as_captured(cluster, captured)
     assert answer.code == ResponseCode.SUCCESS, answer.remark
@@ -163,6 +176,11 @@ async def test_a_captured_delete_neither_replays_nor_recuts(cluster: LocalCluste
     answer = await send_as_captured(cluster, captured)
     assert answer.code == ResponseCode.NO_PERMISSION
     assert "reuses a Nonce" in (answer.remark or "")
+    # Nor at another broker, which never saw the nonce: it was signed for the master.
+    slave = next(b for b in cluster.brokers if b.broker_id > 0)
+    answer = await send_as_captured(cluster, captured, slave.addr)
+    assert answer.code == ResponseCode.NO_PERMISSION
+    assert "signed for another server" in (answer.remark or "")
     # Re-cut into {ZZ: "zz", topic: "victim"} (RocketMQ's signature would match): refused.
     recut = RemotingCommand(captured.code, dict(captured.ext or {}), captured.body)
     assert recut.ext is not None
