@@ -287,8 +287,9 @@ def v2_requirement(rpc: str, topic: str, group: str, topics: Iterable[str] = ())
       its check point still pending; a forged or spent handle is INVALID_RECEIPT_HANDLE and
       changes nothing.
     - QueryOffset: Sub on the topic.
-    - QueryRoute: any user (RocketMQ: Pub or Sub; the route names no message), and Create
-      on the topic when it does not exist and would be created.
+    - QueryRoute: any action on the topic (RocketMQ: Pub or Sub; a policy allowing the
+      user anything on the topic lets it see the topic's route), and Create on the topic
+      when it does not exist and would be created.
     - Heartbeat: Sub on the group when it names a consumer group (the remoting HEART_BEAT
       asks the same); any user otherwise.
     - Telemetry (``topics``: those a settings frame declares): a publisher's settings Pub on
@@ -315,6 +316,8 @@ def v2_requirement(rpc: str, topic: str, group: str, topics: Iterable[str] = ())
             return _policy([_topic(_name(topic), Action.SUB), _group(_name(group), Action.SUB)])
         if rpc == "QueryOffset":
             return _policy([_topic(_name(topic), Action.SUB)])
+        if rpc == "QueryRoute":
+            return _policy([_topic(_name(topic), Action.ANY)])
         if rpc == "Heartbeat":
             return _policy([_group(_name(group), Action.SUB)] if group else [])
         if rpc == "Telemetry.publishing":

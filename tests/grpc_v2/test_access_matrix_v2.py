@@ -117,7 +117,7 @@ def _unary(method: str, request: Any) -> Call:
 
 # Every RPC with what it needs: stated here, not read from the request map.
 TABLE: Final[dict[str, tuple[Call, Gate]]] = {
-    "QueryRoute": (_unary("QueryRoute", sv.QueryRouteRequest(topic=res(TOPIC))), Gate.USER),
+    "QueryRoute": (_unary("QueryRoute", sv.QueryRouteRequest(topic=res(TOPIC))), Gate.POLICY),
     "Heartbeat": (
         _unary(
             "Heartbeat",

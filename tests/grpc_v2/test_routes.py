@@ -77,7 +77,9 @@ async def test_a_taken_grpc_port_is_a_port_bind_error_and_is_not_shared(held_por
     from rocketq.common.ports import PortBindError
 
     broker: Any = SimpleNamespace(
-        pop=SimpleNamespace(clock_ms=lambda: 0), security=SimpleNamespace(tls=None)
+        pop=SimpleNamespace(clock_ms=lambda: 0),
+        security=SimpleNamespace(tls=None),
+        consumers=SimpleNamespace(bindings=None),
     )
     with pytest.raises(PortBindError) as err:
         await Endpoint(broker, "127.0.0.1", held_port).start()

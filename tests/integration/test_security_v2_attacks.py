@@ -190,6 +190,7 @@ async def test_route_queries_create_no_topic_the_user_may_not(
     assert (await route("alice-made-topic", ALICE)).code == d.Code.FORBIDDEN
     assert (await route(f"%DLQ%{SECRET_CG}", ALICE)).code == d.Code.FORBIDDEN
     assert (await route(ORDERS, ALICE)).code == d.Code.OK
+    assert (await route(SECRET, ALICE)).code == d.Code.FORBIDDEN  # not hers to look up
     assert await broker_topics(cluster, target.broker) == before
     # The remoting port: a send alice may make to a topic that does not exist creates none.
     cmd = send_request(
