@@ -466,9 +466,8 @@ class AccessControl:
         A request carrying ``SignatureV2`` is held to rocketq's strong signature only (its
         fields well formed, its time within the window, its audience this server's, its
         HMAC-SHA256 matching and, with ``once``, its nonce new for this access key, then
-        remembered); any other to
-        RocketMQ's, unless ``require_strong_signature`` refuses that. ``hint`` follows a
-        mismatch's remark."""
+        remembered); any other to RocketMQ's, unless ``require_strong_signature`` refuses
+        that. ``hint`` follows a mismatch's remark."""
         shown = _show(access_key)
         if SIGNATURE_V2 in ext:
             fields = parse_strong_fields(ext)
@@ -499,16 +498,16 @@ class AccessControl:
                     return f"authentication failed: the request of access key {shown} {replayed}"
             return None
         given = ext.get(SIGNATURE)
+        if self.require_strong_signature:
+            what = "is signed with RocketMQ's Signature" if given else "carries no SignatureV2"
+            return (
+                f"authentication failed: the request of access key {shown} {what}; this "
+                "server takes only rocketq's strong signature "
+                "(authentication_require_strong_signature = true), which rocketq's clients "
+                "send to a server that announces it"
+            )
         if not given:
             return f"authentication failed: the request of access key {shown} carries no Signature"
-        if self.require_strong_signature:
-            return (
-                f"authentication failed: the request of access key {shown} is signed with "
-                "RocketMQ's Signature, which this server refuses "
-                "(authentication_require_strong_signature = true): sign it with rocketq's "
-                "strong signature (SignatureV2), as rocketq's clients do against a server "
-                "that announces it"
-            )
         if signatures_match(compute_signature(secret, ext, cmd.body), given):
             return None
         if UNIQUE_MSG_QUERY_FLAG in ext and cmd.version <= _OLD_SIGNER_VERSION:

@@ -405,6 +405,9 @@ def test_the_legacy_signature_is_refused_when_the_strong_one_is_required(
     answer = strict.check(copy(legacy), "1")
     assert answer is not None and answer.code == ResponseCode.NO_PERMISSION
     assert "authentication_require_strong_signature = true" in (answer.remark or "")
+    assert "is signed with RocketMQ's Signature" in (answer.remark or "")
+    unsigned = strict.check(delete_topic({"topic": "t", "AccessKey": "root"}), "1")
+    assert unsigned is not None and "carries no SignatureV2" in (unsigned.remark or "")
     assert strict.check(signed(delete_topic({"topic": "t"})), "1") is None
     # Nodes sign their own calls with the inner credentials the same way.
     assert strict.check(signed(delete_topic({"topic": "t"}), INNER), "1") is None
