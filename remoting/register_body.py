@@ -69,8 +69,8 @@ INLINE_JSON_BYTES: Final = _MIB
 _I32: Final = struct.Struct(">i")
 _FILTER_TYPE: Final = "SINGLE_TAG"
 _FILTER_TYPES: Final = frozenset({"SINGLE_TAG", "MULTI_TAG"})
-# A number as a topic line writes it: optional minus, no leading zeros, at most 10 digits.
-_NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]{0,9})")
+# A number as a topic line writes it: no leading zeros, no "-0", at most 10 digits.
+_NUMBER: Final = re.compile(r"0|-?[1-9][0-9]{0,9}")
 _INT_MAX: Final = (1 << 31) - 1
 
 

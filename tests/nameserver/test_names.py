@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from rocketq.common.message import TopicConfig
@@ -115,6 +115,8 @@ FIELD = st.one_of(
 
 @settings(max_examples=400, deadline=2000)
 @given(st.lists(FIELD, min_size=1, max_size=11))
+@example(["payments", "1", "1", "-0", "SINGLE_TAG"])  # "-0" would read back as "0"
+@example(["payments", "1", "1", "0", "4", "4", "6", "SINGLE_TAG", "0", "false"])
 def test_a_topic_line_is_read_exactly_or_refused(fields: list[str]) -> None:
     """Whatever a line holds, the decoder either refuses it or reads a topic whose own line
     is that line byte for byte (the 5-field form, RocketMQ's, gains rocketq's two)."""
