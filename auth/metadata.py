@@ -10,6 +10,7 @@ files are created readable by their owner only.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Final
@@ -34,6 +35,8 @@ from rocketq.auth.model import (
 )
 from rocketq.common.exceptions import StoreCorruptError
 from rocketq.common.json_file import read_json, write_json_atomic
+
+log = logging.getLogger(__name__)
 
 USERS_FILE: Final = "users.json"
 ACLS_FILE: Final = "acls.json"
@@ -70,8 +73,9 @@ class AuthMetadata:
     # -- loading and saving --------------------------------------------------------------
 
     def load(self) -> None:
-        """Read both files (absent files: nothing). A damaged file raises
-        ``StoreCorruptError`` naming it, and nothing already loaded changes."""
+        """Read both files (absent files: nothing). A file that is not such a table raises
+        ``StoreCorruptError`` naming it, and nothing already loaded changes; one bad entry
+        of a table is logged and skipped."""
         users, users_version = self._read(self.users_path, "users", "users", self._user_of)
         acls, acls_version = self._read(self.acls_path, "ACLs", "acls", self._acl_of)
         self._users = {u.username: u for u in users}
@@ -96,12 +100,26 @@ class AuthMetadata:
         try:
             if not isinstance(doc, dict) or not isinstance(doc.get(key, []), list):
                 raise ValueError(f'the file holds no JSON object with a "{key}" list')
-            return [parse(item) for item in doc.get(key, [])], _version(doc)
+            version = _version(doc)
         except (ValueError, TypeError) as exc:
             raise StoreCorruptError(
                 f"{path}: cannot read the {what} ({exc}); restore it from a backup or move it "
                 "away to start without it"
             ) from None
+        found = []
+        for i, item in enumerate(doc.get(key, [])):
+            # One bad entry is skipped, not the server's start: a user or ACL left out is
+            # refused everything (a subject's ACL is skipped whole, its Deny entries with
+            # its Allow ones), so skipping fails closed.
+            try:
+                found.append(parse(item))
+            except (ValueError, TypeError) as exc:
+                log.warning(
+                    "%s: skipping entry %d of the %s: %s (fix it, or recreate it with "
+                    "`rocketq admin user|acl`)",
+                    path, i, what, str(exc)[:200],
+                )  # fmt: skip
+        return found, version
 
     def _save_users(self) -> None:
         users = [user_to_doc(u) for u in self._users.values()]

@@ -196,8 +196,6 @@ def test_snapshot_and_restore(meta: AuthMetadata, tmp_path: Path) -> None:
     [
         ("users.json", "{not json"),
         ("users.json", '{"users": {}}'),
-        ("users.json", '{"users": [{"username": "a", "password": ""}]}'),
-        ("acls.json", '{"acls": [{"subject": "nobody"}]}'),
         ("acls.json", '{"version": -1, "acls": []}'),
     ],
 )
@@ -211,6 +209,26 @@ def test_a_corrupt_file_is_named_and_changes_nothing(
         meta.load()
     assert meta.get_user("alice") == User("alice", "pw")
     assert meta.acl_of("alice") is not None
+
+
+def test_a_bad_entry_is_skipped_and_the_rest_loads(
+    meta: AuthMetadata, caplog: pytest.LogCaptureFixture
+) -> None:
+    meta.create_user(User("alice", "pw"))
+    meta.create_user(User("bob", "pw"))
+    meta.update_acl(acl("alice", entry("Topic:t")))
+    meta.update_acl(acl("bob", entry("Topic:u")))
+    users = json.loads((meta.directory / "users.json").read_text())
+    users["users"].insert(0, {"username": "a", "password": ""})
+    (meta.directory / "users.json").write_text(json.dumps(users))
+    acls = json.loads((meta.directory / "acls.json").read_text())
+    acls["acls"].append({"subject": "nobody"})
+    (meta.directory / "acls.json").write_text(json.dumps(acls))
+    meta.load()
+    assert {u.username for u in meta.list_users()} == {"alice", "bob"}
+    assert meta.acl_of("alice") is not None and meta.acl_of("bob") is not None
+    assert "skipping entry 0 of the users" in caplog.text
+    assert "skipping entry 2 of the ACLs" in caplog.text
 
 
 def test_add_missing_keeps_existing_users(meta: AuthMetadata) -> None:
