@@ -126,6 +126,7 @@ class FakeCluster:
         self.nameservers = [node]
         self.nodes: list[Any] = []
         self.namesrv_addr = node.addr
+        self.secrets = None  # no --auth
 
     def start(self) -> None:
         FakeCluster.started.append(self.spec)

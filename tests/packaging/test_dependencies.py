@@ -36,7 +36,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "spark": ("rocketq.sdk.spark", "rocketq.bench.spark_bench"),
     "bench": ("rocketq.bench.peers.systems",),
     "chart": ("rocketq.bench.peers.chart", "rocketq.chaos.report"),
-    "fuzz": ("rocketq.bench.fuzz.worker",),
+    "fuzz": ("rocketq.bench.fuzz.worker", "rocketq.bench.fuzz.v2_targets"),
     "tls": ("rocketq.cluster.security",),
     "profile": ("rocketq.bench.profiling",),
     "grpc": ("rocketq.broker.grpc_v2",),
@@ -50,6 +50,8 @@ THROUGH: dict[str, tuple[str, str]] = {
     "itsdangerous": ("console", "starlette.middleware.sessions"),
     # Request.form() parses a form with python-multipart (starlette.formparsers).
     "python-multipart": ("console", "request.form()"),
+    # The v2 endpoint's harnesses start the endpoint, which serves with grpcio.
+    "grpcio": ("fuzz", "endpoint_class()"),
     # A program, not a module: bench/profiling.py finds and runs it.
     "py-spy": ("profile", "find_py_spy()"),
 }

@@ -104,6 +104,7 @@ class StubMaster:
 
     def __init__(self, sent: int) -> None:
         self._pending: dict[int, SlaveConnection] = {}
+        self.tls = None  # plaintext: no certificate proves a node
         self.sent = sent
         self.hellos = 0
         self.reports: list[int] = []
