@@ -73,6 +73,7 @@ class V2Gate:
         if self.loop is not None:
             return
         self.directory = Path(tempfile.mkdtemp(prefix="rocketq-fuzz-v2-"))
+        self.receipts, self.let_through = [], 0  # this broker's, not an earlier one's
         self.loop = asyncio.new_event_loop()
         self.loop.run_until_complete(self._start(self.directory))
 

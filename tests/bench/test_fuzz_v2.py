@@ -15,6 +15,9 @@ from rocketq.common.exceptions import NoMessageError
 
 @pytest.fixture(scope="module")
 def gate() -> Iterator[None]:
+    # As the fuzz tests leave it: started and stopped once already, in this process.
+    V2_GATE.setup()
+    V2_GATE.teardown()
     V2_GATE.setup()
     try:
         yield
