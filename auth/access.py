@@ -422,18 +422,7 @@ class AccessControl:
             return None
         if need.gate is Gate.SUPER:
             return f"authorization failed: User:{who.name} is not a super user"
-        compiled = self._compiled_acl(who.name)
-        addr = peer_address(peer_ip) if compiled.needs_address else None
-        for resource, action in need.needs:
-            decision = compiled.decide(resource, action, addr)
-            if decision is not Decision.ALLOW:
-                why = "no matched policies" if decision is None else "the decision is deny"
-                return (
-                    f"authorization failed: User:{who.name} has no permission to "
-                    f"{action.value} on {resource.key} from {peer_ip or 'an unknown address'} "
-                    f"({why})"
-                )
-        return None
+        return self._denial(who.name, need, peer_ip)
 
     def identity(self, cmd: RemotingCommand) -> str | None:
         """The access key a request is signed with when its signature verifies (with a
@@ -639,18 +628,22 @@ class AccessControl:
     def _authorize(
         self, cmd: RemotingCommand, who: _Who, need: Requirement, peer_ip: str
     ) -> RemotingCommand | None:
-        compiled = self._compiled_acl(who.name)
+        why = self._denial(who.name, need, peer_ip)
+        return None if why is None else self._refuse(cmd, why)
+
+    def _denial(self, name: str, need: Requirement, peer_ip: str) -> str | None:
+        """Why user ``name``'s policies do not allow every (resource, action) ``need``
+        lists from ``peer_ip``, or None when they do."""
+        compiled = self._compiled_acl(name)
         addr = peer_address(peer_ip) if compiled.needs_address else None
         for resource, action in need.needs:
             decision = compiled.decide(resource, action, addr)
-            if decision is Decision.ALLOW:
-                continue
-            why = "no matched policies" if decision is None else "the decision is deny"
-            return self._refuse(
-                cmd,
-                f"authorization failed: User:{who.name} has no permission to {action.value} "
-                f"on {resource.key} from {peer_ip or 'an unknown address'} ({why})",
-            )
+            if decision is not Decision.ALLOW:
+                why = "no matched policies" if decision is None else "the decision is deny"
+                return (
+                    f"authorization failed: User:{name} has no permission to {action.value} "
+                    f"on {resource.key} from {peer_ip or 'an unknown address'} ({why})"
+                )
         return None
 
     def may(
@@ -684,17 +677,7 @@ class AccessControl:
             return None
         if need.gate is Gate.SUPER:
             return f"authorization failed: User:{name} is not a super user"
-        compiled = self._compiled_acl(name)
-        addr = peer_address(peer_ip) if compiled.needs_address else None
-        for resource, action in need.needs:
-            decision = compiled.decide(resource, action, addr)
-            if decision is not Decision.ALLOW:
-                why = "no matched policies" if decision is None else "the decision is deny"
-                return (
-                    f"authorization failed: User:{name} has no permission to {action.value} "
-                    f"on {resource.key} from {peer_ip or 'an unknown address'} ({why})"
-                )
-        return None
+        return self._denial(name, need, peer_ip)
 
     @staticmethod
     def _refuse(cmd: RemotingCommand, why: str) -> RemotingCommand:

@@ -195,9 +195,12 @@ class Servers:
         )
 
 
-@pytest.fixture(params=[True, False], ids=["auth on", "auth off"])
-async def servers(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Servers]:
-    auth: bool = request.param
+async def secured_pair(
+    tmp_path: Path, auth: bool, *, grpc: bool = False
+) -> tuple[NameServer, Broker]:
+    """A nameserver (started) and a broker (to start) on free ports, with authentication
+    and authorization on (the super user ROOT, the inner credentials INNER) or off;
+    ``grpc``: the broker serves the v2 endpoint too."""
     keys: dict[str, Any] = {}
     if auth:
         keys = {
@@ -221,6 +224,7 @@ async def servers(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
             listen_port=0,
             ha_listen_port=0,
             metrics_port=0,
+            grpc_listen_port=0 if grpc else -1,
             namesrv_addr=f"127.0.0.1:{ns.port}",
             **keys,
         ),
@@ -228,6 +232,13 @@ async def servers(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
             store_path_root_dir=str(tmp_path / "store"), mapped_file_size_commit_log=4 << 20
         ),
     )
+    return ns, b
+
+
+@pytest.fixture(params=[True, False], ids=["auth on", "auth off"])
+async def servers(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Servers]:
+    auth: bool = request.param
+    ns, b = await secured_pair(tmp_path, auth)
     try:
         await b.start()
         await wait_until(lambda: all(b.registration.registered.values()), "registration")

@@ -24,16 +24,12 @@ import pytest
 from rocketq.auth.credentials import Credentials
 from rocketq.auth.model import Gate, User
 from rocketq.broker.broker import Broker
-from rocketq.broker.config import BrokerConfig
 from rocketq.broker.grpc_v2 import definition_pb2 as d
 from rocketq.broker.grpc_v2 import service_pb2 as sv
 from rocketq.broker.grpc_v2 import service_pb2_grpc
 from rocketq.broker.grpc_v2.convert import signature
-from rocketq.common.config import StoreConfig
 from rocketq.common.message import TopicConfig
-from rocketq.nameserver.config import NameServerConfig
-from rocketq.nameserver.server import NameServer
-from tests.auth.test_access_matrix import ALICE, BOB, INNER, ROOT, SENDERS, _acl, refused
+from tests.auth.test_access_matrix import ALICE, BOB, ROOT, SENDERS, _acl, refused, secured_pair
 from tests.integration.waiting import wait_until
 
 TOPIC, GROUP, OTHER = "V5Matrix", "v5-matrix", "V5Other"
@@ -278,33 +274,7 @@ class Endpoint:
 @pytest.fixture(params=[True, False], ids=["auth on", "auth off"])
 async def endpoint(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Endpoint]:
     auth: bool = request.param
-    keys: dict[str, Any] = {}
-    if auth:
-        keys = {
-            "authentication_enabled": True,
-            "authorization_enabled": True,
-            "init_authentication_user": json.dumps(
-                {"username": ROOT.access_key, "password": ROOT.secret_key}
-            ),
-            "inner_client_authentication_credentials": json.dumps(
-                {"accessKey": INNER.access_key, "secretKey": INNER.secret_key}
-            ),
-        }
-    ns = NameServer(
-        NameServerConfig(
-            listen_port=0, metrics_port=0, kv_config_path=str(tmp_path / "kv.json"), **keys
-        )
-    )
-    await ns.start()
-    b = Broker(
-        BrokerConfig(
-            listen_port=0, ha_listen_port=0, metrics_port=0, grpc_listen_port=0,
-            namesrv_addr=f"127.0.0.1:{ns.port}", **keys,
-        ),
-        StoreConfig(
-            store_path_root_dir=str(tmp_path / "store"), mapped_file_size_commit_log=4 << 20
-        ),
-    )  # fmt: skip
+    ns, b = await secured_pair(tmp_path, auth, grpc=True)
     try:
         await b.start()
         await wait_until(lambda: all(b.registration.registered.values()), "registration")
