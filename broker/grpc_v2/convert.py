@@ -10,7 +10,6 @@ import hmac
 import os
 import socket
 import time
-import zlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -36,10 +35,11 @@ from rocketq.common.exceptions import (
     TopicNotExistError,
 )
 from rocketq.common.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_SHARDING_KEY,
     PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-    SYSTEM_PROPERTY_NAMES,
     MessageExt,
 )
 from rocketq.common.names import check_topic_name
@@ -55,7 +55,41 @@ CODE_LABELS: Final = {int(value): name.lower() for name, value in d.Code.items()
 CONSUMER_TYPES: Final = (d.ClientType.PUSH_CONSUMER, d.ClientType.SIMPLE_CONSUMER)
 MAX_POLL_MS: Final = 20_000
 POLL_MARGIN_S: Final = 1.0  # a long poll ends this long before the call's deadline
-HIDDEN: Final = SYSTEM_PROPERTY_NAMES | {PROPERTY_POP_CK, "1ST_POP_TIME", "CLUSTER"}
+# The settings RocketMQ 5's proxy gives (ProxyConfig's defaults): a producer's retries...
+PRODUCER_MAX_ATTEMPTS: Final = 3
+PRODUCER_BACKOFF_INITIAL_MS: Final = 10
+PRODUCER_BACKOFF_MAX_MS: Final = 1000
+PRODUCER_BACKOFF_MULTIPLIER: Final = 2.0
+# ... a consumer's batch (grpcClientConsumerLongPollingBatchSize) and its group's retry
+# delays (CustomizedRetryPolicy: 1 s 5 s 10 s 30 s 1 m 2 m ... 10 m 20 m 30 m 1 h 2 h).
+RECEIVE_BATCH_SIZE: Final = 32
+RETRY_DELAYS_MS: Final = tuple(
+    s * 1000 for s in (1, 5, 10, 30, *(60 * m for m in range(1, 11)), 1200, 1800, 3600, 7200)
+)
+# The properties RocketMQ keeps for itself (MessageConst.STRING_HASH_SET): a v2 message's
+# user properties are the others, and a client may not send one of these.
+HIDDEN: Final = frozenset(
+    {
+        "1ST_POP_TIME", "ARRIVE_TIME", "BORN_TIMESTAMP", "BUYER_ID", "CLUSTER",
+        "CONSUME_START_TIME", "CORRECTION_FLAG", "CORRELATION_ID", "DELAY",
+        "DLQ_ORIGIN_MESSAGE_ID", "DLQ_ORIGIN_TOPIC", "DUP_INFO", "EXTEND_UNIQ_INFO",
+        "INNER_MULTI_QUEUE_OFFSET", "INSTANCE_ID", "KEYS", "MAX_OFFSET",
+        "MAX_RECONSUME_TIMES", "MIN_OFFSET", "MQ2_FLAG", "MSG_REGION", "MSG_TYPE",
+        "ORIGIN_MESSAGE_ID", "PGROUP", "POP_CK", "POP_CK_OFFSET", "PUSH_REPLY_TIME",
+        "REAL_QID", "REAL_TOPIC", "RECONSUME_TIME", "REPLY_TO_CLIENT", "RETRY_TOPIC", "TAGS",
+        "TIMER_DELAY_LEVEL", "TIMER_DELAY_MS", "TIMER_DELAY_SEC", "TIMER_DELIVER_MS",
+        "TIMER_DEL_UNIQKEY", "TIMER_DEQUEUE_MS", "TIMER_ENQUEUE_MS", "TIMER_OUT_MS",
+        "TIMER_ROLL_TIMES", "TRACE_ON", "TRANSFER_FLAG", "TRAN_MSG",
+        "TRAN_PREPARED_QUEUE_OFFSET", "TTL", "UNIQ_KEY", "WAIT", "__BORNHOST", "__CRC32#",
+    }
+)  # fmt: skip
+# Properties the v2 message's system properties are read from (RocketMQ's MessageConst).
+PROPERTY_BORN_HOST: Final = "__BORNHOST"
+PROPERTY_BORN_TIMESTAMP: Final = "BORN_TIMESTAMP"
+PROPERTY_TIMER_DELAY_SEC: Final = "TIMER_DELAY_SEC"
+PROPERTY_TRACE_CONTEXT: Final = "TRACE_CONTEXT"
+PROPERTY_DLQ_ORIGIN_TOPIC: Final = "DLQ_ORIGIN_TOPIC"
+PROPERTY_DLQ_ORIGIN_MESSAGE_ID: Final = "DLQ_ORIGIN_MESSAGE_ID"
 
 
 class EndpointHost(BrokerHost, Protocol):
@@ -184,18 +218,25 @@ def receipt(handle: str) -> tuple[ExtraInfo, int]:
 
 
 def message(msg: MessageExt, invisible: int, topic: str = "", attempt: int = 0) -> d.Message:
-    """A stored message as the v2 Message a client reads: its receipt handle (the pop's
-    receipt and the CommitLog offset), digest, times, type and user properties."""
+    """A stored message as the v2 Message a client reads, field by field as RocketMQ 5's
+    proxy writes it (GrpcConverter.buildMessage): the body's MD5 digest in upper-case hex
+    (the one digest every official client checks alike), the type (transaction, delay,
+    FIFO, normal, in that order), the born host the producer gave (else the address it
+    sent from), the delivery time, the message group, the trace context, the dead letter
+    queue's origin, and the properties RocketMQ does not keep for itself as user
+    properties. The receipt handle is the pop's receipt and the CommitLog offset."""
     props = msg.properties
     receipt = (
         f"{props[PROPERTY_POP_CK]} {msg.commit_log_offset}" if PROPERTY_POP_CK in props else ""
     )
     sp = d.SystemProperties(
         message_id=props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or msg.offset_msg_id,
-        body_digest=d.Digest(type=d.DigestType.CRC32, checksum=f"{zlib.crc32(msg.body):08X}"),
+        body_digest=d.Digest(
+            type=d.DigestType.MD5, checksum=hashlib.md5(msg.body).hexdigest().upper()
+        ),
         body_encoding=d.Encoding.GZIP if msg.sys_flag & 1 else d.Encoding.IDENTITY,
         born_timestamp=timestamp(msg.born_timestamp),
-        born_host=msg.born_host,
+        born_host=props.get(PROPERTY_BORN_HOST) or msg.born_host.rpartition(":")[0],
         store_timestamp=timestamp(msg.store_timestamp),
         store_host=msg.store_host,
         receipt_handle=receipt or None,
@@ -204,24 +245,54 @@ def message(msg: MessageExt, invisible: int, topic: str = "", attempt: int = 0) 
         invisible_duration=Duration(seconds=invisible // 1000, nanos=invisible % 1000 * 10**6),
         delivery_attempt=attempt or msg.reconsume_times + 1,
     )
-    if msg.tags:
+    if msg.tags is not None:
         sp.tag = msg.tags
     if msg.keys:
         sp.keys.extend(msg.keys)
-    group = props.get(PROPERTY_SHARDING_KEY)
-    if group:
-        sp.message_type = d.MessageType.FIFO
-        sp.message_group = group
-    elif PROPERTY_TIMER_DELIVER_MS in props:
+    if props.get(PROPERTY_TRANSACTION_PREPARED) == "true":
+        sp.message_type = d.MessageType.TRANSACTION
+    elif (
+        PROPERTY_DELAY_TIME_LEVEL in props
+        or PROPERTY_TIMER_DELIVER_MS in props
+        or PROPERTY_TIMER_DELAY_SEC in props
+    ):
         sp.message_type = d.MessageType.DELAY
-        sp.delivery_timestamp.CopyFrom(timestamp(int(props[PROPERTY_TIMER_DELIVER_MS])))
+    elif PROPERTY_SHARDING_KEY in props:
+        sp.message_type = d.MessageType.FIFO
     else:
         sp.message_type = d.MessageType.NORMAL
+    due = _delivery_ms(props)
+    if due is not None:
+        sp.delivery_timestamp.CopyFrom(timestamp(due))
+    group = props.get(PROPERTY_SHARDING_KEY)
+    if group is not None:
+        sp.message_group = group
+    trace = props.get(PROPERTY_TRACE_CONTEXT)
+    if trace is not None:
+        sp.trace_context = trace
+    origin_topic = props.get(PROPERTY_DLQ_ORIGIN_TOPIC)
+    origin_id = props.get(PROPERTY_DLQ_ORIGIN_MESSAGE_ID)
+    if origin_topic is not None and origin_id is not None:
+        sp.dead_letter_queue.topic = origin_topic
+        sp.dead_letter_queue.message_id = origin_id
     user = {k: v for k, v in props.items() if k not in HIDDEN}
     return d.Message(
         topic=d.Resource(name=topic or msg.topic), user_properties=user,
         system_properties=sp, body=msg.body,
     )  # fmt: skip
+
+
+def _delivery_ms(props: dict[str, str]) -> int | None:
+    """When a delayed message is due: TIMER_DELAY_SEC from now, else TIMER_DELIVER_MS;
+    None when neither is a number."""
+    try:
+        if PROPERTY_TIMER_DELAY_SEC in props:
+            return now_ms() + int(props[PROPERTY_TIMER_DELAY_SEC]) * 1000
+        if PROPERTY_TIMER_DELIVER_MS in props:
+            return int(props[PROPERTY_TIMER_DELIVER_MS])
+    except ValueError:
+        return None
+    return None
 
 
 def scheme(host: str) -> d.AddressScheme:

@@ -390,23 +390,41 @@ class Endpoint(SendRpcs, PullRpcs, service_pb2_grpc.MessagingServiceServicer):
         return access.may(self._identity(context), need, v2.peer_ip(context.peer()))
 
     def _settings(self, asked: d.Settings) -> d.Settings:
+        """The client's settings merged as RocketMQ 5's proxy merges them
+        (GrpcClientSettingsManager): a producer gets the proxy's retry policy and the
+        broker's message size limit, a consumer its group's FIFO flag and attempts, the
+        proxy's batch size and longest poll and the group's retry delays; metrics stay off.
+        What a client proposes otherwise (its request timeout...) is kept."""
         settings = d.Settings()
         settings.CopyFrom(asked)
         if settings.HasField("publishing"):
+            policy = settings.backoff_policy
+            policy.Clear()
+            policy.max_attempts = v2.PRODUCER_MAX_ATTEMPTS
+            backoff = policy.exponential_backoff
+            backoff.initial.FromMilliseconds(v2.PRODUCER_BACKOFF_INITIAL_MS)
+            backoff.max.FromMilliseconds(v2.PRODUCER_BACKOFF_MAX_MS)
+            backoff.multiplier = v2.PRODUCER_BACKOFF_MULTIPLIER
+            settings.publishing.validate_message_type = True
             settings.publishing.max_body_size = self.b.store_config.max_message_size
-        if settings.HasField("subscription"):
+        elif settings.HasField("subscription"):
             group = settings.subscription.group.name
             config = self.b.groups.find_or_create(group) if group else None
             retries = config.retry_max_times if config is not None else 16
-            # A FIFO group (consumeMessageOrderly): the push consumer keeps each queue's
-            # messages in order.
-            settings.subscription.fifo = bool(config and config.consume_message_orderly)
-            settings.backoff_policy.max_attempts = retries + 1
-            settings.backoff_policy.exponential_backoff.initial.FromMilliseconds(1000)
-            settings.backoff_policy.exponential_backoff.max.FromMilliseconds(60_000)
-            settings.backoff_policy.exponential_backoff.multiplier = 2.0
-            if not settings.subscription.HasField("long_polling_timeout"):
-                settings.subscription.long_polling_timeout.FromMilliseconds(MAX_POLL_MS)
+            subscription = settings.subscription
+            subscription.receive_batch_size = v2.RECEIVE_BATCH_SIZE
+            subscription.long_polling_timeout.FromMilliseconds(MAX_POLL_MS)
+            # A FIFO group (consumeMessageOrderly): the push consumer keeps each message
+            # group's messages in order.
+            subscription.fifo = bool(config and config.consume_message_orderly)
+            policy = settings.backoff_policy
+            policy.Clear()
+            policy.max_attempts = retries + 1
+            # RocketMQ's default group retry policy (CustomizedRetryPolicy): 1 s, 5 s,
+            # 10 s, 30 s, 1 min ... 2 h, the delay levels from the third on.
+            for delay in v2.RETRY_DELAYS_MS:
+                policy.customized_backoff.next.add().FromMilliseconds(delay)
+        settings.metric.Clear()
         settings.metric.on = False
         return settings
 

@@ -31,6 +31,7 @@ from rocketq.common.exceptions import (
 )
 from rocketq.common.message import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
+    PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
     PROPERTY_KEYS,
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_SHARDING_KEY,
@@ -79,6 +80,10 @@ class SendRpcs(RpcBase):
                 return s.SendMessageResponse(status=refused)
         try:
             entry = await self._send(msg, context.peer())
+        except _PropertyKeyError as exc:
+            return s.SendMessageResponse(
+                status=v2.status(d.Code.ILLEGAL_MESSAGE_PROPERTY_KEY, str(exc))
+            )
         except RocketqError as exc:
             return s.SendMessageResponse(status=error_status(exc))
         return s.SendMessageResponse(status=v2.status(OK), entries=[entry])
@@ -91,8 +96,19 @@ class SendRpcs(RpcBase):
         props = dict(msg.user_properties)
         clash = sorted(set(props) & v2.HIDDEN)
         if clash:
-            raise MessageIllegalError(f"user properties may not be named {', '.join(clash)}")
+            raise _PropertyKeyError(f"property is used by system: {', '.join(clash)}")
         props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = sp.message_id
+        # What RocketMQ 5's proxy keeps of the client's system properties besides: the
+        # born host it names (else the address it sent from), its born time, its trace
+        # context and how long an open transaction waits for its first check.
+        host, _, port = peer.rpartition(":") if peer.startswith("ipv4:") else ("", "", "0")
+        host = host.removeprefix("ipv4:")
+        if sp.born_host or host:
+            props[v2.PROPERTY_BORN_HOST] = sp.born_host or host
+        if sp.HasField("born_timestamp"):
+            props[v2.PROPERTY_BORN_TIMESTAMP] = str(v2.ms(sp.born_timestamp))
+        if sp.trace_context:
+            props[v2.PROPERTY_TRACE_CONTEXT] = sp.trace_context
         if sp.HasField("tag"):
             props[PROPERTY_TAGS] = sp.tag
         if sp.keys:
@@ -121,8 +137,10 @@ class SendRpcs(RpcBase):
             props[PROPERTY_TRANSACTION_PREPARED] = "true"
             props[PROPERTY_PRODUCER_GROUP] = topic
             sys_flag |= MessageSysFlag.TRANSACTION_PREPARED_TYPE
-        host, _, port = peer.rpartition(":") if peer.startswith("ipv4:") else ("", "", "0")
-        born_host = encode_host(f"{host.removeprefix('ipv4:') or '127.0.0.1'}:{port or 0}")
+            if sp.HasField("orphaned_transaction_recovery_duration"):
+                wait_s = v2.duration_ms(sp.orphaned_transaction_recovery_duration) // 1000
+                props[PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS] = str(max(0, wait_s))
+        born_host = encode_host(f"{host or '127.0.0.1'}:{port or 0}")
         record = encode_record(
             topic=topic.encode(),
             body=msg.body,
@@ -205,6 +223,10 @@ class SendRpcs(RpcBase):
                 status = v2.status(d.Code.INVALID_TRANSACTION_ID, str(exc))
             return s.EndTransactionResponse(status=status)
         return s.EndTransactionResponse(status=v2.status(OK))
+
+
+class _PropertyKeyError(MessageIllegalError):
+    """A user property named as one RocketMQ keeps for itself (ILLEGAL_MESSAGE_PROPERTY_KEY)."""
 
 
 @dataclass(frozen=True)
