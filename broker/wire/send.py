@@ -5,8 +5,11 @@ body, or for a batch RocketMQ's batch encoding (per message: total size, magic, 
 flag, body length, body, properties length, properties). A request is a batch when its
 code is SEND_BATCH_MESSAGE or, as RocketMQ 4.9's broker decides, when its header's batch
 flag is set (``batch`` in SEND_MESSAGE's header, ``m`` in SEND_MESSAGE_V2's, read as Java's
-Boolean.parseBoolean reads it): both go the same way. The broker turns the body into
-CommitLog records, the born host being the connection's peer, and stores them through the
+Boolean.parseBoolean reads it): both go the same way. Beyond RocketMQ, a flag of "1" (what
+Apache's C++ 4.x client writes for its batches, a C++ bool as a number, which RocketMQ
+reads as false and stores as one message) makes a batch too whenever the body is RocketMQ's
+batch encoding, whole; any other body with it stays one message. The broker turns the body
+into CommitLog records, the born host being the connection's peer, and stores them through the
 send processor; the answer names the offset id of each record, the queue and the first
 queue offset. A send that waits (a flush, a slave, a Raft quorum) is answered from the
 callback that learns the outcome: no task per send.
@@ -18,6 +21,7 @@ import functools
 import random
 import struct
 import time
+from collections.abc import Iterator
 from typing import Final
 
 from rocketq.broker.metrics import REMOTING, SEND_BATCH_MESSAGE, SEND_MESSAGE
@@ -28,7 +32,7 @@ from rocketq.common.exceptions import (
     NoPermissionError,
     PropertiesSizeExceededError,
 )
-from rocketq.common.message import PROPERTY_CLUSTER
+from rocketq.common.message import PROPERTY_CLUSTER, SysFlag
 from rocketq.common.message_id import encode_offset_msg_id
 from rocketq.common.metrics import response_code_name
 from rocketq.common.record import (
@@ -71,6 +75,9 @@ _NO_HOST: Final = b"\0" * 8
 _BATCH_HEAD: Final = struct.Struct(">iiiii")
 _BATCH_ENTRY_MIN: Final = _BATCH_HEAD.size + 2  # an empty body and no properties
 _U16: Final = struct.Struct(">H")
+# The batch flag as Apache's C++ 4.x client writes it (UtilAll::to_string of a C++ bool, in
+# every release from 1.2.3 to 2.2.0): Java's Boolean.parseBoolean reads it as false.
+CPP_BATCH_FLAG: Final = "1"
 
 
 # The header's numbers are Java ints (the record's 4-byte fields) but for these longs.
@@ -130,6 +137,26 @@ def java_true(value: str | None) -> bool:
     return value is not None and value.lower() == "true"
 
 
+def cpp_batch(flag: str | None, body: bytes | memoryview, sys_flag: int) -> bool:
+    """Whether a send Java would store as one message is a batch all the same: its batch
+    flag is "1", as Apache's C++ 4.x client flags a batch (RocketMQ 4.9 reads that as false
+    and stores the whole batch as one message), and its body is RocketMQ's batch encoding,
+    whole. A compressed body is one message's zlib bytes (the C++ client 1.2.3 compressed
+    batches too): never a batch. Anything else stays one message, as RocketMQ stores it."""
+    return flag == CPP_BATCH_FLAG and not sys_flag & SysFlag.COMPRESSED and is_batch_encoding(body)
+
+
+def is_batch_encoding(body: bytes | memoryview) -> bool:
+    """Whether ``body`` is, from its first byte to its last, one or more entries of
+    RocketMQ's batch encoding (the layout batch_records reads); nothing is copied."""
+    try:
+        for _entry in _batch_entries(memoryview(body)):
+            pass
+    except MessageIllegalError:
+        return False
+    return True
+
+
 def born_host(conn: Connection) -> bytes:
     """The connection's peer as the 8 bytes a record's born host holds (zeros if it is not
     an IPv4 address)."""
@@ -152,6 +179,50 @@ def with_cluster(properties: str | None, cluster_property: bytes) -> bytes:
     return properties.encode() + cluster_property
 
 
+def _batch_entries(view: memoryview) -> Iterator[tuple[int, int, int, int]]:
+    """RocketMQ's batch body (MessageDecoder.encodeMessages), entry by entry -> each one's
+    flag, where its body starts, where its properties start and where it ends. Total: any
+    other bytes raise MessageIllegalError naming the entry and byte where they stop being
+    a batch; an entry's total size must be the bytes its fields take, as every RocketMQ
+    client writes it (magic and body CRC are not read: clients write zeros, the broker
+    computes the CRC); a body of no entry is no batch."""
+    end = len(view)
+    pos = 0
+    count = 0
+    while pos < end:
+        if end - pos < _BATCH_ENTRY_MIN:
+            raise MessageIllegalError(
+                f"the batch body is cut short: message {count} at byte {pos} of {end} "
+                f"has {end - pos} bytes, fewer than an entry's {_BATCH_ENTRY_MIN}"
+            )
+        total, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(view, pos)
+        start = pos + _BATCH_HEAD.size
+        props_at = start + body_len
+        if body_len < 0 or props_at + 2 > end:
+            raise MessageIllegalError(
+                f"message {count} of the batch (at byte {pos} of {end}) has a body "
+                f"of {body_len} bytes, past the end of the batch"
+            )
+        (props_len,) = _U16.unpack_from(view, props_at)
+        props_start = props_at + 2
+        entry_end = props_start + props_len
+        if entry_end > end:
+            raise MessageIllegalError(
+                f"message {count} of the batch (at byte {pos} of {end}) has "
+                f"properties of {props_len} bytes, past the end of the batch"
+            )
+        if total != entry_end - pos:
+            raise MessageIllegalError(
+                f"message {count} of the batch (at byte {pos} of {end}) says it is "
+                f"{total} bytes, but its body and properties make it {entry_end - pos}"
+            )
+        yield flag, start, props_start, entry_end
+        count += 1
+        pos = entry_end
+    if not count:
+        raise MessageIllegalError("the batch has no message")
+
+
 def batch_records(
     body: bytes | memoryview,
     topic: bytes,
@@ -165,42 +236,13 @@ def batch_records(
 ) -> tuple[bytes, list[int]]:
     """RocketMQ's batch body (MessageDecoder.encodeMessages) as CommitLog records -> the
     records and each one's size. Each record gets its entry's properties followed by the
-    batch's own (the header's). Total: any other bytes raise MessageIllegalError naming
-    the entry and byte where they stop being a batch; an entry's total size must be the
-    bytes its fields take, as every RocketMQ client writes it (magic and body CRC are not
-    read: clients write zeros, the broker computes the CRC)."""
+    batch's own (the header's). Total: bytes that are not the batch encoding raise
+    MessageIllegalError (see _batch_entries), an entry whose properties with the batch's
+    do not fit a record PropertiesSizeExceededError."""
     view = memoryview(body)
-    end = len(view)
-    pos = 0
     records: list[bytes] = []
     sizes: list[int] = []
-    while pos < end:
-        if end - pos < _BATCH_ENTRY_MIN:
-            raise MessageIllegalError(
-                f"the batch body is cut short: message {len(records)} at byte {pos} of {end} "
-                f"has {end - pos} bytes, fewer than an entry's {_BATCH_ENTRY_MIN}"
-            )
-        total, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(view, pos)
-        start = pos + _BATCH_HEAD.size
-        props_at = start + body_len
-        if body_len < 0 or props_at + 2 > end:
-            raise MessageIllegalError(
-                f"message {len(records)} of the batch (at byte {pos} of {end}) has a body "
-                f"of {body_len} bytes, past the end of the batch"
-            )
-        (props_len,) = _U16.unpack_from(view, props_at)
-        props_start = props_at + 2
-        entry_end = props_start + props_len
-        if entry_end > end:
-            raise MessageIllegalError(
-                f"message {len(records)} of the batch (at byte {pos} of {end}) has "
-                f"properties of {props_len} bytes, past the end of the batch"
-            )
-        if total != entry_end - pos:
-            raise MessageIllegalError(
-                f"message {len(records)} of the batch (at byte {pos} of {end}) says it is "
-                f"{total} bytes, but its body and properties make it {entry_end - pos}"
-            )
+    for flag, start, props_start, entry_end in _batch_entries(view):
         props = bytes(view[props_start:entry_end])
         if batch_properties:
             if props and not props.endswith(b"\x02"):
@@ -213,7 +255,7 @@ def batch_records(
             )
         record = encode_record(
             topic=topic,
-            body=view[start : start + body_len],
+            body=view[start : props_start - 2],
             properties=props,
             born_timestamp=born_timestamp,
             born_host=born,
@@ -224,9 +266,6 @@ def batch_records(
         )
         records.append(record)
         sizes.append(len(record))
-        pos += total
-    if not records:
-        raise MessageIllegalError("the batch has no message")
     return b"".join(records), sizes
 
 
@@ -250,10 +289,12 @@ class SendRequests:
     def send(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         started = time.perf_counter()
         h = SendHeader(cmd)
-        batch = cmd.code == RequestCode.SEND_BATCH_MESSAGE or java_true(h.get("batch"))
+        flag = h.get("batch")
+        batch = cmd.code == RequestCode.SEND_BATCH_MESSAGE or java_true(flag)
         try:
             body = cmd.body if cmd.body is not None else b""
-            self._check_body_size(len(body), batch=batch)  # before anything copies it
+            # Before anything copies it; "1" is how the C++ client flags its batches.
+            self._check_body_size(len(body), batch=batch or flag == CPP_BATCH_FLAG)
             topic = h.text("topic")
             topic_bytes = check_topic(topic)
             queue_id = h.int("queueId")
@@ -264,6 +305,8 @@ class SendRequests:
             sys_flag = h.int("sysFlag", 0)
             born_ts = h.int("bornTimestamp", 0)
             reconsume = h.int("reconsumeTimes", 0)
+            if not batch and cpp_batch(flag, body, sys_flag):
+                batch = True  # stored and checked as SEND_BATCH_MESSAGE's body would be
             if batch:
                 try:
                     records, sizes = batch_records(
