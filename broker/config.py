@@ -146,6 +146,11 @@ class BrokerConfig(ServerSecurityConfig):
     revive_queue_num: int = field(default=8, metadata={"min": 1, "max": 64})
     revive_interval: int = field(default=1_000, metadata={"min": 10})
     pop_from_retry_probability: int = field(default=20, metadata={"min": 0, "max": 100})
+    # Where a group popping a queue for the first time starts when it asks for the end
+    # (RocketMQ 5's proxy always does): at the queue's first message while that is still
+    # there and within access_message_in_memory_max_ratio of memory from the CommitLog's
+    # end, else at the queue's last message (RocketMQ's initPopOffsetByCheckMsgInMem).
+    init_pop_offset_by_check_msg_in_mem: bool = True
     # ms a queued send may wait before the broker answers SYSTEM_BUSY.
     wait_time_mills_in_send_queue: int = field(default=200, metadata={"min": 1})
     # Sends the broker holds at once before it answers SYSTEM_BUSY.

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from rocketq.broker.filter import sql_filter, tag_filter
 from rocketq.broker.host import BrokerHost
+from rocketq.broker.pull_processor import physical_memory
 from rocketq.common.aio import cancel_all
 from rocketq.common.exceptions import (
     MessageIllegalError,
@@ -240,6 +241,7 @@ class PopService:
         self.revived = 0  # messages put back for another delivery
         self.dead_lettered = 0
         self.turns = 0  # revive turns done while writing
+        self._memory = physical_memory()  # bytes of RAM, for where a new group starts
 
     @property
     def revive_topic(self) -> str:
@@ -391,8 +393,9 @@ class PopService:
         tags: Callable[[int], bool] | None,
         records: Callable[[memoryview], bool] | None,
     ) -> PopAnswer:
-        """An orderly pop: from the first queue not locked for the group, its messages
-        from the group's offset (which moves only as they are acknowledged)."""
+        """An orderly pop: from each queue not locked for the group in turn, until
+        ``max_nums`` are taken, its messages from the group's offset (which moves only as
+        they are acknowledged); a queue a pop took from is locked until they are."""
         now = self.clock_ms()
         answer = PopAnswer(pop_time=now, invisible_time=invisible_time, revive_qid=ORDER_REVIVE_QID)
         for q in queues:
@@ -401,11 +404,12 @@ class PopService:
             if batch is not None and batch.locked(now):
                 answer.rest += self._rest(group, topic, q)
                 continue
-            if answer.records:
+            if len(answer.records) >= max_nums:
                 answer.rest += self._rest(group, topic, q)
                 continue
             offset = self._start_offset(group, topic, q, init_mode)
-            read = self._read_from(group, topic, q, offset, max_nums, tags, records)
+            count = max_nums - len(answer.records)
+            read = self._read_from(group, topic, q, offset, count, tags, records)
             if read is None:
                 continue
             views, offsets, _, _ = read
@@ -496,14 +500,34 @@ class PopService:
         return max(0, self.b.store.max_offset_in_queue(topic, queue_id) - max(offset, 0))
 
     def _start_offset(self, group: str, topic: str, queue_id: int, init_mode: int) -> int:
-        store = self.b.store
+        """Where the group's pop of the queue starts: its offset; for a group that has none
+        yet, where :meth:`init_offset` says, committed at once (RocketMQ does), so that
+        what arrives before its next pop is its too."""
         offset = self.b.offsets.query(group, topic, queue_id)
         if offset < 0:
-            if init_mode == INIT_MODE_MAX and not topic.startswith("%RETRY%"):
-                offset = store.max_offset_in_queue(topic, queue_id)
-            else:
-                offset = store.min_offset_in_queue(topic, queue_id)
+            offset = self.init_offset(topic, queue_id, init_mode)
+            self.b.offsets.commit(group, topic, queue_id, offset)
         return offset
+
+    def init_offset(self, topic: str, queue_id: int, init_mode: int) -> int:
+        """Where a new group starts in a queue (RocketMQ's getInitOffset). A retry topic,
+        or INIT_MODE_MIN: the oldest message. INIT_MODE_MAX: the first message while the
+        queue still has it and it is within ``access_message_in_memory_max_ratio`` of
+        memory from the CommitLog's end (``init_pop_offset_by_check_msg_in_mem``), else
+        the queue's last message."""
+        store = self.b.store
+        if init_mode != INIT_MODE_MAX or topic.startswith("%RETRY%"):
+            return store.min_offset_in_queue(topic, queue_id)
+        cfg = self.b.config
+        if (
+            cfg.init_pop_offset_by_check_msg_in_mem
+            and store.min_offset_in_queue(topic, queue_id) <= 0
+        ):
+            first = store.phy_offset_in_queue(topic, queue_id, 0)
+            window = self._memory * cfg.access_message_in_memory_max_ratio // 100
+            if first is not None and store.max_phy_offset - first <= window:
+                return 0
+        return max(0, store.max_offset_in_queue(topic, queue_id) - 1)
 
     async def _pop_queue(
         self,

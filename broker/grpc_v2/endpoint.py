@@ -56,7 +56,7 @@ from rocketq.broker.grpc_v2.routes import PERM_READ, PERM_WRITE, ClusterRoutes, 
 from rocketq.broker.grpc_v2.sending import SendRpcs
 from rocketq.broker.grpc_v2.tls import server_credentials
 from rocketq.broker.metrics import GRPC
-from rocketq.broker.pop import PROPERTY_POP_CK, ExtraInfo
+from rocketq.broker.pop import INIT_MODE_MAX, MAX_POP, PROPERTY_POP_CK, ExtraInfo
 from rocketq.broker.transaction import CheckTransaction
 from rocketq.common.exceptions import (
     RocketqError,
@@ -494,13 +494,17 @@ class Endpoint(SendRpcs, PullRpcs, service_pb2_grpc.MessagingServiceServicer):
         try:
             group_config = self.b.groups.find_or_create(group)
             orderly = group_config.consume_message_orderly
+            # Every queue of the topic on this broker and the group's retry topic, whatever
+            # queue the client named (RocketMQ 5's proxy pops queue -1 of the broker the
+            # client picked), a new group starting as the proxy starts it (init mode MAX).
             answer = await self.b.pop.pop(
                 group,
                 topic,
-                request.message_queue.id if request.message_queue.id >= 0 else -1,
-                max_nums=max(1, min(request.batch_size or 32, 32)),
+                -1,
+                max_nums=max(1, min(request.batch_size or v2.RECEIVE_BATCH_SIZE, MAX_POP)),
                 invisible_time=invisible,
                 poll_time=poll,
+                init_mode=INIT_MODE_MAX,
                 expression=expression.expression or "*",
                 expression_type=kind,
                 order=orderly,
