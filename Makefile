@@ -84,12 +84,20 @@ $(ALI_ONS)/node_modules/.package-lock.json: $(ALI_ONS)/package-lock.json | $(if 
 		npm ci --prefix $(ALI_ONS) --no-audit --no-fund --loglevel=error; \
 	else echo "npm is missing: the ali-ons conformance tests fail under CI, skip otherwise"; fi
 
+# The official RocketMQ 5 Node.js client at the version package-lock.json pins.
+V5_NODEJS := tests/conformance/v5_nodejs
+$(V5_NODEJS)/node_modules/.package-lock.json: $(V5_NODEJS)/package-lock.json | $(if $(SYSDEPS_DONE),,sysdeps)
+	@if command -v npm >/dev/null; then \
+		npm ci --prefix $(V5_NODEJS) --no-audit --no-fund --loglevel=error; \
+	else echo "npm is missing: the v5 Node.js conformance tests fail under CI, skip otherwise"; fi
+
 # The Spark tests (tests/spark) run a local Spark whose Python workers use this venv, bound
 # to loopback. Two pytest workers (pytest-xdist), each taking whole test files, so that a
 # file's shared Spark session, browser or Prometheus stays one; most tests wait on servers
 # they started, and two workers keep both cores busy.
 TEST_WORKERS ?= 2
-unit: $(STAMP_DEV) compiled $(if $(SYSDEPS_DONE),,sysdeps) $(ALI_ONS)/node_modules/.package-lock.json
+unit: $(STAMP_DEV) compiled $(if $(SYSDEPS_DONE),,sysdeps) $(ALI_ONS)/node_modules/.package-lock.json \
+	$(V5_NODEJS)/node_modules/.package-lock.json
 	PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -q \
 		-n $(TEST_WORKERS) --dist loadfile
 
