@@ -25,10 +25,13 @@
  * logger that writes warnings and errors to stderr (everything with V5_RUNNER_VERBOSE=1).
  *
  * TLS: the client connects with grpc-js's ChannelCredentials.createSsl() and no roots of its
- * own, so grpc-js uses the file GRPC_DEFAULT_SSL_ROOTS_FILE_PATH names (it replaces the
- * default roots), or else Node's roots, which NODE_EXTRA_CA_CERTS extends. Either one alone
- * makes the client trust a cluster's CA (both checked against `rocketq cluster up --auth
- * --tls --grpc`, whose certificate names 127.0.0.1).
+ * own. grpc-js then trusts exactly the PEM file GRPC_DEFAULT_SSL_ROOTS_FILE_PATH names (it
+ * replaces Node's roots), so that is the variable to point at a cluster's CA: checked
+ * against `rocketq cluster up --auth --tls --grpc`, whose certificate names 127.0.0.1.
+ * NODE_EXTRA_CA_CERTS works only while GRPC_DEFAULT_SSL_ROOTS_FILE_PATH is unset (Node's
+ * roots are used then, which it extends); where that variable names the system bundle, as
+ * it often does, a CA in NODE_EXTRA_CA_CERTS alone is ignored ("unable to verify the first
+ * certificate").
  */
 
 process.env.EGG_LOG = 'NONE';
@@ -129,7 +132,8 @@ function errorText(err) {
   if (err.code !== undefined && !String(err.message).includes(String(err.code))) text += ` (code ${err.code})`;
   let cause = err.cause;
   for (let depth = 0; cause && depth < 4; depth++) {
-    text += `; caused by ${cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause)}`;
+    const message = cause instanceof Error ? cause.message : String(cause);
+    if (!text.includes(message)) text += `; caused by ${cause instanceof Error ? cause.name : 'Error'}: ${message}`;
     cause = cause instanceof Error ? cause.cause : undefined;
   }
   return text;
@@ -241,10 +245,15 @@ async function receiveOnce(consumer, { ack = true, invisibleMs = INVISIBLE_MS, b
  * Timeout naming what was still missing (what() describes it).
  */
 async function receiveUntil(consumer, got, done, what, options = {}) {
+  const expired = () => new Timeout(`${what()}: deadline of ${spec.deadline_s} s passed`);
   while (!done()) {
-    if (remainingMs() <= 0) throw new Timeout(`${what()}: deadline of ${spec.deadline_s} s passed`);
-    const { views } = await receiveOnce(consumer, options);
-    got.push(...views);
+    if (remainingMs() <= 0) throw expired();
+    try {
+      const { views } = await receiveOnce(consumer, options);
+      got.push(...views);
+    } catch (err) {
+      throw err instanceof Timeout ? expired() : err;
+    }
   }
 }
 
@@ -328,30 +337,32 @@ async function simpleAck() {
   out.after_ack = bodiesOf((await receiveOnce(shortPoll)).views);
 }
 
+/** Receives (acknowledging nothing) until a message with this body comes. */
+async function receiveBody(consumer, body, what) {
+  const expired = () => new Timeout(`${what}: deadline of ${spec.deadline_s} s passed`);
+  for (;;) {
+    if (remainingMs() <= 0) throw expired();
+    let received;
+    try {
+      received = await receiveOnce(consumer, { ack: false });
+    } catch (err) {
+      throw err instanceof Timeout ? expired() : err;
+    }
+    const i = received.views.findIndex(v => v.body === body);
+    if (i >= 0) return { message: received.messages[i], view: received.views[i] };
+  }
+}
+
 async function changeInvisible() {
   const [ producer, consumer ] = await Promise.all([ startProducer(), startSimple() ]);
   await send(producer, 'again');
-  let first = null;
-  while (first === null) {
-    if (remainingMs() <= 0) throw new Timeout(`'again' never came: deadline of ${spec.deadline_s} s passed`);
-    const { messages, views } = await receiveOnce(consumer, { ack: false });
-    const i = views.findIndex(v => v.body === 'again');
-    if (i >= 0) {
-      first = messages[i];
-      out.first = views[i];
-    }
-  }
-  await bounded(consumer.changeInvisibleDuration(first, 2000), 'change invisible duration');
-  while (!out.second) {
-    if (remainingMs() <= 0) throw new Timeout(`'again' did not come back: deadline of ${spec.deadline_s} s passed`);
-    const { messages, views } = await receiveOnce(consumer, { ack: false });
-    const i = views.findIndex(v => v.body === 'again');
-    if (i >= 0) {
-      out.second = views[i];
-      out.gap_s = round3(out.second.at_s - out.first.at_s);
-      await bounded(consumer.ack(messages[i]), 'ack');
-    }
-  }
+  const first = await receiveBody(consumer, 'again', "'again' never came");
+  out.first = first.view;
+  await bounded(consumer.changeInvisibleDuration(first.message, 2000), 'change invisible duration');
+  const second = await receiveBody(consumer, 'again', "'again' did not come back");
+  out.second = second.view;
+  out.gap_s = round3(out.second.at_s - out.first.at_s);
+  await bounded(consumer.ack(second.message), 'ack');
 }
 
 /** Runs a PushConsumer until done() holds, then `linger` ms more. */
