@@ -17,8 +17,9 @@
  * Output: the last stdout line is one JSON object, the scenario's fields plus "error" (the
  * first failure as "<Type>: <message>", or null). The exit status is 0 whenever that line
  * was printed, failed scenario or not; 2 means the spec itself was unusable. A scenario is
- * bounded by deadline_s: past it the runner stops waiting, reports what it got, shuts every
- * client down (each within SHUTDOWN_MS) and exits.
+ * bounded by deadline_s: past it the runner stops waiting, shuts every client down (each
+ * within SHUTDOWN_MS), reports what it got and exits; a watchdog reports and exits at
+ * deadline_s + 20 s whatever happens.
  *
  * Logs: the client's own logger (egg-logger) writes to $HOME/logs/rocketmq/, never to stdout
  * (its console transport is off: EGG_LOG is forced to NONE below); the clients are given a
@@ -554,12 +555,23 @@ async function shutdownAll() {
   }));
 }
 
+let reported = false;
 function report() {
+  if (reported) return;
+  reported = true;
   out.elapsed_s = round3(nowS());
   // A getter-backed field (bodies, first) is read here, with what arrived so far.
   const line = JSON.stringify(out);
   process.stdout.write(`\n${line}\n`, () => process.exit(0));
 }
+
+// Past the deadline the scenario is abandoned and the clients get SHUTDOWN_MS to stop; should
+// anything still hold the process WATCHDOG_MS later, the report goes out regardless.
+const WATCHDOG_MS = 20000;
+setTimeout(() => {
+  fail(new Timeout(`the runner was still busy ${WATCHDOG_MS / 1000} s after its deadline`));
+  report();
+}, spec.deadline_s * 1000 + WATCHDOG_MS).unref();
 
 process.on('unhandledRejection', err => logLine('WARN', [ 'unhandled rejection: %s', errorText(err) ]));
 process.on('uncaughtException', err => {
