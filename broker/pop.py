@@ -275,12 +275,14 @@ class PopService:
         expression: str = "*",
         expression_type: str = "TAG",
         order: bool = False,
+        max_poll_ms: int | None = None,
     ) -> PopAnswer:
         """Up to ``max_nums`` messages of ``topic`` for ``group`` (of queue ``queue_id``,
         -1: any), hidden for ``invisible_time`` ms; with nothing to give, waits up to
         ``poll_time`` ms for a message to arrive. With ``order``, a queue gives its next
         messages only once those it gave before are acknowledged (or their invisible time
-        is over: then they are given again, in order)."""
+        is over: then they are given again, in order). The wait is at most ``max_poll_ms``
+        (default ``long_polling_max_suspend_millis``)."""
         cfg = self.b.config
         if not cfg.broker_permission & PERM_READ:
             raise NoPermissionError(f"the broker[{cfg.broker_addr}] pulling message is forbidden")
@@ -316,7 +318,8 @@ class PopService:
         answer = await (self._pop_ordered(*args) if order else self._pop_once(*args))
         if answer.records or poll_time <= 0:
             return answer
-        wait_ms = min(poll_time, cfg.long_polling_max_suspend_millis)
+        longest = cfg.long_polling_max_suspend_millis if max_poll_ms is None else max_poll_ms
+        wait_ms = min(poll_time, longest)
         if await self._arrival(group, topic, queues, wait_ms / 1000):
             answer = await (self._pop_ordered(*args) if order else self._pop_once(*args))
         answer.held = True

@@ -56,7 +56,13 @@ from rocketq.broker.grpc_v2.routes import PERM_READ, PERM_WRITE, ClusterRoutes, 
 from rocketq.broker.grpc_v2.sending import SendRpcs
 from rocketq.broker.grpc_v2.tls import server_credentials
 from rocketq.broker.metrics import GRPC
-from rocketq.broker.pop import INIT_MODE_MAX, MAX_POP, PROPERTY_POP_CK, ExtraInfo
+from rocketq.broker.pop import (
+    INIT_MODE_MAX,
+    MAX_INVISIBLE_MS,
+    MAX_POP,
+    PROPERTY_POP_CK,
+    ExtraInfo,
+)
 from rocketq.broker.transaction import CheckTransaction
 from rocketq.common.exceptions import (
     RocketqError,
@@ -481,6 +487,16 @@ class Endpoint(SendRpcs, PullRpcs, service_pb2_grpc.MessagingServiceServicer):
             if request.HasField("invisible_duration") and not renew
             else self.renewals.invisible_ms
         )
+        if not 0 < invisible <= MAX_INVISIBLE_MS:
+            yield s.ReceiveMessageResponse(
+                status=v2.status(
+                    d.Code.ILLEGAL_INVISIBLE_TIME,
+                    f"the invisible duration is {invisible} ms; it must be above 0 and at "
+                    "most 12 h",
+                )
+            )
+            yield s.ReceiveMessageResponse(delivery_timestamp=v2.timestamp(v2.now_ms()))
+            return
         poll = (
             v2.duration_ms(request.long_polling_timeout)
             if request.HasField("long_polling_timeout")
@@ -508,6 +524,7 @@ class Endpoint(SendRpcs, PullRpcs, service_pb2_grpc.MessagingServiceServicer):
                 expression=expression.expression or "*",
                 expression_type=kind,
                 order=orderly,
+                max_poll_ms=MAX_POLL_MS,  # the proxy's longest poll, not the pull's
             )
             records = decode_records(b"".join(answer.records)) if answer.records else []
             attempts = [m.reconsume_times + 1 for m in records]

@@ -240,3 +240,35 @@ async def test_a_receive_takes_from_every_queue_whichever_it_names(
     for _ in range(4):
         await _send(s, _message(b"late"))
     assert [m.body for m in await waiting][:1] == [b"late"]
+
+
+async def test_a_receive_polls_as_long_as_the_proxy_and_refuses_a_bad_invisible_time(
+    tmp_path: Path,
+) -> None:
+    # The pull's longest suspension is short here: a v2 receive still polls for as long as
+    # it asks, up to the proxy's 20 s.
+    async with running_broker(tmp_path, long_polling_max_suspend_millis=200) as b:
+        assert b.grpc is not None
+        b.topics.update(TopicConfig(TOPIC, 2, 2))
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{b.grpc.port}") as channel:
+            s = service_pb2_grpc.MessagingServiceStub(channel)
+
+            def request(invisible_ms: int) -> sv.ReceiveMessageRequest:
+                r = sv.ReceiveMessageRequest(
+                    group=d.Resource(name="fidelity-poll"),
+                    message_queue=d.MessageQueue(topic=d.Resource(name=TOPIC), id=0),
+                    filter_expression=d.FilterExpression(type=d.FilterType.TAG, expression="*"),
+                    batch_size=8,
+                )
+                r.invisible_duration.FromMilliseconds(invisible_ms)
+                r.long_polling_timeout.FromMilliseconds(1500)
+                return r
+
+            started = time.monotonic()
+            answers = [a async for a in s.ReceiveMessage(request(30_000), metadata=META)]
+            assert answers[0].status.code == d.Code.MESSAGE_NOT_FOUND
+            assert time.monotonic() - started >= 1.4
+            for bad in (0, 12 * 3600 * 1000 + 1):
+                answers = [a async for a in s.ReceiveMessage(request(bad), metadata=META)]
+                assert answers[0].status.code == d.Code.ILLEGAL_INVISIBLE_TIME, answers[0]
+                assert answers[-1].HasField("delivery_timestamp")
