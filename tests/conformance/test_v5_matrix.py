@@ -504,6 +504,8 @@ def check_send_delay(case: Case, env: Env) -> None:
     assert sorted(got) == ["later", "now"] and all(len(v) == 1 for v in got.values()), r["got"]
     [later], [now] = got["later"], got["now"]
     assert later["attempt"] == now["attempt"] == 1
+    assert later["group"] is None and now["group"] is None, "no message group was set"
+    assert later["topic"] == now["topic"] == case.spec["topic"]
     # Due 3 s after it was sent (the Python client's due time is whole seconds, rounded up).
     waited = later["at_s"] - r["sent_at_s"]
     assert 2.9 <= waited <= 3 + 10, f"received {waited:.2f} s after its send: {later}"
