@@ -18,42 +18,15 @@ from collections.abc import Iterator
 
 from rocketmq import (  # type: ignore[import-untyped]
     ClientConfiguration,
-    ConsumeResult,
     Credentials,
     FilterExpression,
     Message,
-    MessageListener,
     Producer,
-    PushConsumer,
     SimpleConsumer,
-    TransactionChecker,
-    TransactionResolution,
 )
 
 # V5_TLS=1: the clients connect over TLS (the CA in GRPC_DEFAULT_SSL_ROOTS_FILE_PATH).
 TLS = os.environ.get("V5_TLS") == "1"
-
-
-class Checker(TransactionChecker):  # type: ignore[misc]
-    def check(self, message: Message) -> TransactionResolution:
-        return TransactionResolution.COMMIT
-
-
-class Recorder(MessageListener):  # type: ignore[misc]
-    """Records each delivery; fails the first delivery of a body starting with "fail"."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, int]] = []
-        self.lock = threading.Lock()
-
-    def consume(self, message: Message) -> ConsumeResult:
-        body = message.body.decode()
-        with self.lock:
-            self.seen.append((body, message.delivery_attempt))
-            first = sum(1 for b, _ in self.seen if b == body) == 1
-        if body.startswith("fail") and first:
-            return ConsumeResult.FAILURE
-        return ConsumeResult.SUCCESS
 
 
 def produce(config: ClientConfiguration, topic: str, bodies: list[str], **kind: str) -> list[str]:
@@ -92,26 +65,6 @@ def simple_consumer(
         yield consumer
     finally:
         consumer.shutdown()
-
-
-def push_until(
-    config: ClientConfiguration, topic: str, group: str, deliveries: int
-) -> list[tuple[str, int]]:
-    """A PushConsumer's deliveries (body, attempt) until there are ``deliveries`` of them
-    or 40 s passed."""
-    recorder = Recorder()
-    consumer = PushConsumer(config, group, recorder, {topic: FilterExpression("*")}, tls_enable=TLS)
-    consumer.startup()
-    try:
-        deadline = time.monotonic() + 40
-        while time.monotonic() < deadline:
-            with recorder.lock:
-                if len(recorder.seen) >= deliveries:
-                    break
-            time.sleep(0.2)
-    finally:
-        consumer.shutdown()
-    return recorder.seen
 
 
 def steady(
@@ -215,67 +168,6 @@ def main() -> None:
                     consumer.change_invisible_duration(m, 30)
                     consumer.ack(m)
             out["first"], out["second"] = first, second
-    elif scenario == "fifo_and_delay":
-        produce(config, topic, ["f-0", "f-1", "f-2"], group="orders-1")
-        sent_at = time.time()
-        produce(config, topic, ["later"], delay_s="3")
-        with simple_consumer(config, topic, group, 3) as consumer:
-            seen: list[dict[str, object]] = []
-            deadline = time.monotonic() + 40
-            while len(seen) < 4 and time.monotonic() < deadline:
-                for m in consumer.receive(16, 15):
-                    seen.append(
-                        {
-                            "body": m.body.decode(),
-                            "group": m.message_group,
-                            "after": round(time.time() - sent_at, 2),
-                        }
-                    )
-                    consumer.ack(m)
-            out["seen"] = seen
-    elif scenario == "transactions":
-        producer = Producer(config, (topic,), checker=Checker(), tls_enable=TLS)
-        producer.startup()
-        try:
-            for body, commit in (("committed", True), ("rolled-back", False)):
-                tx = producer.begin_transaction()
-                msg = Message()
-                msg.topic = topic
-                msg.body = body.encode()
-                producer.send(msg, tx)
-                tx.commit() if commit else tx.rollback()
-        finally:
-            producer.shutdown()
-        with simple_consumer(config, topic, group, 3) as consumer:
-            bodies: list[str] = []
-            deadline = time.monotonic() + 20
-            while "committed" not in bodies and time.monotonic() < deadline:
-                for m in consumer.receive(16, 15):
-                    bodies.append(m.body.decode())
-                    consumer.ack(m)
-            bodies += [m.body.decode() for m in consumer.receive(16, 15)]  # one more poll
-            out["bodies"] = bodies
-    elif scenario == "tx_check":
-        # A transaction left open: the broker asks the checker (COMMIT) over Telemetry.
-        producer = Producer(config, (topic,), checker=Checker(), tls_enable=TLS)
-        producer.startup()
-        try:
-            tx = producer.begin_transaction()
-            msg = Message()
-            msg.topic = topic
-            msg.body = b"checked"
-            producer.send(msg, tx)  # neither committed nor rolled back here
-            with simple_consumer(config, topic, group, 2) as consumer:
-                got: list[str] = []
-                deadline = time.monotonic() + 30
-                while not got and time.monotonic() < deadline:
-                    got = [m.body.decode() for m in consumer.receive(16, 15)]
-                out["got"] = got
-        finally:
-            producer.shutdown()
-    elif scenario == "push":
-        produce(config, topic, ["ok-1", "fail-once", "ok-2"])
-        out["seen"] = push_until(config, topic, group, 4)
     elif scenario == "fifo_group":
         # A FIFO group: a queue gives its next messages only once those it gave are
         # acknowledged; what is not acknowledged comes back first, in order.
@@ -301,9 +193,6 @@ def main() -> None:
                     for m in batch:
                         consumer.ack(m)
             out["rounds"] = rounds
-    elif scenario == "push_fifo":
-        produce(config, topic, ["p-0", "fail-p-1", "p-2", "p-3"], group="g1")
-        out["seen"] = push_until(config, topic, group, 5)
     elif scenario == "give_up":
         # Never acknowledged: delivered until the group's attempts run out (then the DLQ).
         kind = {"group": "g1"} if os.environ.get("V5_FIFO") == "1" else {}
