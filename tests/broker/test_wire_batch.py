@@ -433,19 +433,26 @@ def _checked(body: bytes) -> None:
 def test_a_mutated_batch_body_decodes_or_is_refused(
     entries: list[tuple[bytes, dict[str, str], int]], data: st.DataObject
 ) -> None:
-    body = bytearray(b"".join(java_entry(d, encode_properties(p), f) for d, p, f in entries))
+    body = b"".join(java_entry(d, encode_properties(p), f) for d, p, f in entries)
+    _checked(mutated(body, data))
+
+
+def mutated(body: bytes, data: st.DataObject) -> bytes:
+    """``body`` with one to four bytes flipped, cut, inserted or size fields set to
+    anything."""
+    out = bytearray(body)
     for _ in range(data.draw(st.integers(1, 4))):
-        at = data.draw(st.integers(0, len(body)))
+        at = data.draw(st.integers(0, len(out)))
         kind = data.draw(st.sampled_from(["flip", "cut", "insert", "int"]))
-        if kind == "flip" and at < len(body):
-            body[at] ^= data.draw(st.integers(1, 255))
+        if kind == "flip" and at < len(out):
+            out[at] ^= data.draw(st.integers(1, 255))
         elif kind == "cut":
-            del body[at:]
+            del out[at:]
         elif kind == "insert":
-            body[at:at] = data.draw(st.binary(min_size=1, max_size=8))
-        elif kind == "int" and at + 4 <= len(body):  # a size field set to anything
-            body[at : at + 4] = struct.pack(">i", data.draw(st.integers(-(2**31), 2**31 - 1)))
-    _checked(bytes(body))
+            out[at:at] = data.draw(st.binary(min_size=1, max_size=8))
+        elif kind == "int" and at + 4 <= len(out):  # a size field set to anything
+            out[at : at + 4] = struct.pack(">i", data.draw(st.integers(-(2**31), 2**31 - 1)))
+    return bytes(out)
 
 
 @given(st.binary(max_size=512))

@@ -219,6 +219,17 @@ class Run:
                 if ack:
                     consumer.ack(m)
 
+    def receive_bodies(self, consumer: Any, wanted: set[str]) -> None:
+        """Receive until every body of ``wanted`` came, then once more, each body received
+        added to the report's ``bodies``."""
+        self.receive_until(
+            consumer,
+            lambda: wanted <= set(self.report.get("bodies")),
+            lambda m: self.report.add("bodies", m.body.decode(errors="replace")),
+        )
+        for body in self.receive_once(consumer):
+            self.report.add("bodies", body)
+
     def receive_once(self, consumer: Any) -> list[str]:
         """One more receive after the wanted ones came: what it gives is acknowledged and
         its bodies returned."""
@@ -347,13 +358,7 @@ def transaction(run: Run) -> None:
             elif end == "rollback":
                 tx.rollback()
         with run.simple_consumer() as consumer:
-            run.receive_until(
-                consumer,
-                lambda: {"committed", "checked"} <= set(run.report.get("bodies")),
-                lambda m: run.report.add("bodies", m.body.decode(errors="replace")),
-            )
-            for body in run.receive_once(consumer):
-                run.report.add("bodies", body)
+            run.receive_bodies(consumer, {"committed", "checked"})
 
 
 def simple_ack(run: Run) -> None:
@@ -432,13 +437,7 @@ def filter_tag(run: Run) -> None:
         with run.producer() as producer:
             for body, tag in (("ta", "TagA"), ("tb", "TagB"), ("tc", "TagC"), ("ta2", "TagA")):
                 producer.send(run.message(body, tag=tag))
-        run.receive_until(
-            consumer,
-            lambda: {"ta", "tb", "ta2"} <= set(run.report.get("bodies")),
-            lambda m: run.report.add("bodies", m.body.decode(errors="replace")),
-        )
-        for body in run.receive_once(consumer):
-            run.report.add("bodies", body)
+        run.receive_bodies(consumer, {"ta", "tb", "ta2"})
 
 
 def filter_sql(run: Run) -> None:
@@ -449,13 +448,7 @@ def filter_sql(run: Run) -> None:
             for body, color, n in (("r1", "red", 1), ("r3", "red", 3), ("b5", "blue", 5),
                                    ("r7", "red", 7)):  # fmt: skip
                 producer.send(run.message(body, props={"color": color, "n": str(n)}))
-        run.receive_until(
-            consumer,
-            lambda: {"r3", "r7"} <= set(run.report.get("bodies")),
-            lambda m: run.report.add("bodies", m.body.decode(errors="replace")),
-        )
-        for body in run.receive_once(consumer):
-            run.report.add("bodies", body)
+        run.receive_bodies(consumer, {"r3", "r7"})
 
 
 def new_group(run: Run) -> None:
