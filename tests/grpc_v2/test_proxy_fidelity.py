@@ -197,12 +197,16 @@ async def test_each_system_property_is_written_as_the_proxy_writes_it(
 
 
 def test_a_half_message_and_a_dead_letter_read_as_the_proxy_writes_them() -> None:
-    def stored(props: dict[str, str]) -> d.Message:
+    def stored(props: dict[str, str], sys_flag: int = 0) -> d.Message:
         record = encode_record(
             topic=b"T", body=b"b", properties=encode_properties(props),
-            born_timestamp=1, born_host=encode_host("10.9.8.7:4321"),
+            born_timestamp=1, born_host=encode_host("10.9.8.7:4321"), sys_flag=sys_flag,
         )  # fmt: skip
         return v2.message(decode_record(record), 0)
+
+    # A compressed body (sys flag 1) is sent as stored, marked GZIP for the client.
+    assert stored({}, sys_flag=1).system_properties.body_encoding == d.Encoding.GZIP
+    assert stored({}).system_properties.body_encoding == d.Encoding.IDENTITY
 
     half = stored({"TRAN_MSG": "true", "__SHARDINGKEY": "g", "UNIQ_KEY": "ID1"})
     assert half.system_properties.message_type == d.MessageType.TRANSACTION
