@@ -11,12 +11,15 @@ worker (``worker.py``) calls it for every input it generates.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import shutil
 import signal
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 DEFAULT_TIME_LIMIT: Final = 1.0  # seconds of CPU per input before it is a hang
@@ -113,3 +116,16 @@ def judge(
 def input_name(kind: str, data: bytes) -> str:
     """The file name of a finding's input, as libFuzzer names its artifacts."""
     return f"{kind}-{hashlib.sha1(data).hexdigest()}"
+
+
+def close_loop(loop: asyncio.AbstractEventLoop, directory: Path | None) -> None:
+    """The end of a harness that serves on its own event loop: what is still running on
+    the loop cancelled and awaited, the loop closed, its data directory removed."""
+    pending = asyncio.all_tasks(loop)
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.wait(pending))
+    loop.close()
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)

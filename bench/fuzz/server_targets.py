@@ -17,12 +17,11 @@ import abc
 import asyncio
 import inspect
 import logging
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Final
 
-from rocketq.bench.fuzz.harness import HangError, Harness
+from rocketq.bench.fuzz.harness import HangError, Harness, close_loop
 from rocketq.broker.broker import Broker
 from rocketq.broker.config import BrokerConfig
 from rocketq.broker.wire.admin import AdminRequests
@@ -134,15 +133,8 @@ class ServerRequests(abc.ABC):
             return
         TRANSPORT_LOG.removeHandler(self.unexpected)
         self.loop.run_until_complete(self._stop())
-        pending = asyncio.all_tasks(self.loop)
-        for task in pending:
-            task.cancel()
-        if pending:
-            self.loop.run_until_complete(asyncio.wait(pending))
-        self.loop.close()
+        close_loop(self.loop, self.directory)
         self.loop = None
-        if self.directory is not None:
-            shutil.rmtree(self.directory, ignore_errors=True)
 
     def __call__(self, data: bytes) -> None:
         self.setup()

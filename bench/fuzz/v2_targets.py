@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Final
 
-from rocketq.bench.fuzz.harness import HangError, Harness
+from rocketq.bench.fuzz.harness import HangError, Harness, close_loop
 from rocketq.common.exceptions import RocketqError
 
 TOPIC: Final = "FuzzV2"
@@ -154,15 +153,8 @@ class V2Gate:
         if self.broker is not None:
             self.loop.run_until_complete(self.broker.stop())
             self.broker = None
-        pending = asyncio.all_tasks(self.loop)
-        for task in pending:
-            task.cancel()
-        if pending:
-            self.loop.run_until_complete(asyncio.wait(pending))
-        self.loop.close()
+        close_loop(self.loop, self.directory)
         self.loop = None
-        if self.directory is not None:
-            shutil.rmtree(self.directory, ignore_errors=True)
 
     def _run(self, what: Any) -> Any:
         assert self.loop is not None
