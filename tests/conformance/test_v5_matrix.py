@@ -11,7 +11,7 @@ docstrings': ``v5_python.py`` and ``v5_nodejs/runner.js``).
 One cluster for the module (two broker groups, each serving the v2 endpoint; property
 filters on; transaction checks soon) and one with authentication, authorization and TLS
 for ``acl_tls``. Each case has a topic of its own (8 queues on every broker group, or on
-the first only: ONE_GROUP) and a group of its own, made through rocketq's Admin before
+the first only: see TWO_GROUPS) and a group of its own, made through rocketq's Admin before
 its runner starts. The runners run
 a few at a time from one module fixture, then one test per case checks what its runner
 reported. When the module ends the matrix (client x scenario: pass or fail) is written
@@ -59,15 +59,18 @@ PYTHON_CLIENT: Final = ("rocketmq-python-client", "5.1.2")
 NODE_CLIENT: Final = ("rocketmq-client-nodejs", "1.0.8")
 
 VOLUME: Final = 2000  # messages of each volume scenario
-AT_ONCE: Final = 6  # runner processes at a time: the machine may have two cores
+# Runner processes at a time. The machine may have two cores, and the suite's other
+# worker runs tests that start servers against deadlines beside this module: more at once
+# starve them (a client process takes a second or two of CPU just to start).
+AT_ONCE: Final = 3
 # A scenario's deadline_s. Most take seconds; on two broker groups a Python client's
-# receive waits out a 5 s long poll on the empty group half the time (ONE_GROUP), so a
+# receive waits out a 5 s long poll on the empty group half the time (TWO_GROUPS), so a
 # few take 20-40 s on a busy machine. A run that passes ends early: this only bounds a
 # failing one.
 DEADLINE_S: Final = 90
 VOLUME_DEADLINE_S: Final = 150  # the volume scenarios' (send, then drain)
 KILL_AFTER_S: Final = 45  # past deadline_s a runner is killed (its watchdog acts at +20 s)
-# volume_simple: 2000 messages on the 8 queues of one broker group (ONE_GROUP, below),
+# volume_simple: 2000 messages on the 8 queues of one broker group (TWO_GROUPS, below),
 # drained by receive(32, ...): at least ceil(2000 / 32) = 63 receives. Allow twice that,
 # for batches a pop answers with fewer than 32 (a long poll returns as soon as some are
 # there), and 4 more for the empty receive that may end the loop. More means the backlog
@@ -98,16 +101,17 @@ MAIN_SETTINGS: Final = {
     "transaction_timeout": "3000",
     "transaction_check_interval": "1000",
 }
-# Scenarios whose topic lives on the first broker group only. Each receive of a
-# SimpleConsumer names a queue of the route and pops that queue's broker group (as
-# RocketMQ's proxy does); on a group that has nothing it waits out its whole long poll
-# (5 s) while the other group holds messages. The Python client 5.1.2 names a queue at
-# random for each receive (its SimpleConsumer makes a new QueueSelector, which starts at
-# a random index, for every receive), the Node.js client 1.0.8 alternates between the
-# groups' first queues. On two groups change_invisible's "back after about 2 s", and a
-# volume drain's time, would measure those waits rather than the broker; two_brokers
-# and the other scenarios cover two groups.
-ONE_GROUP: Final = frozenset({"change_invisible", "volume_simple"})
+# Scenarios whose topic lives on both broker groups; the others' on the first only. Each
+# receive of a SimpleConsumer names a queue of the route and pops that queue's broker
+# group (as RocketMQ's proxy does); on a group that has nothing it waits out its whole
+# long poll (5 s) while the other group holds messages. The Python client 5.1.2 names a
+# queue at random for each receive (its SimpleConsumer makes a new QueueSelector, which
+# starts at a random index, for every receive), the Node.js client 1.0.8 alternates
+# between the groups' first queues. On two groups a SimpleConsumer scenario's times (the
+# "back after about 2 s" of change_invisible, a volume drain) would measure those waits,
+# and the module would take twice as long; two_brokers (a SimpleConsumer) and the
+# PushConsumer scenarios, which pop every group at once, cover two groups.
+TWO_GROUPS: Final = frozenset({"two_brokers", "push_retry_dlq", "push_fifo", "volume_push"})
 ACL_USER: Final = "v5matrix"
 ACL_SECRET: Final = "v5-matrix-secret-1"
 
@@ -334,18 +338,18 @@ class Env:
 
 
 async def prepare(cluster: LocalCluster, cases: list[Case], acl: bool) -> None:
-    """Each case's topic (8 queues on every broker group, but ONE_GROUP's) and group;
-    with ``acl`` the user the clients sign as, allowed Pub and Sub on those topics and
-    groups."""
+    """Each case's topic (8 queues on every broker group for TWO_GROUPS, on the first
+    for the others) and group; with ``acl`` the user the clients sign as, allowed Pub
+    and Sub on those topics and groups."""
     first = cluster.brokers[0].addr
 
     def groups_of(case: Case) -> int:
-        return 1 if case.scenario in ONE_GROUP else len(cluster.brokers)
+        return len(cluster.brokers) if case.scenario in TWO_GROUPS else 1
 
     async with Admin(cluster.namesrv_addr, **cluster.client_settings()) as admin:
         for case in cases:
             topic, group = case.spec["topic"], case.spec["group"]
-            where = first if case.scenario in ONE_GROUP else None
+            where = None if case.scenario in TWO_GROUPS else first
             await admin.update_topic(
                 topic, read_queue_nums=8, write_queue_nums=8, broker_addr=where
             )
