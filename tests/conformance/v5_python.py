@@ -96,6 +96,17 @@ class Report:
         sys.stdout.flush()
 
 
+@contextlib.contextmanager
+def started(client: Any) -> Iterator[Any]:
+    """``client`` started, then shut down however the block ends."""
+    client.startup()
+    try:
+        yield client
+    finally:
+        with contextlib.suppress(Exception):
+            client.shutdown()
+
+
 class Run:
     """One scenario's inputs, its clock and its report."""
 
@@ -119,50 +130,34 @@ class Run:
     def left(self) -> float:
         return self.deadline - time.monotonic()
 
-    @contextlib.contextmanager
-    def producer(
-        self, checker: TransactionChecker | None = None, sk: str | None = None
-    ) -> Iterator[Producer]:
+    def producer(self, checker: TransactionChecker | None = None, sk: str | None = None) -> Any:
+        """A started producer of the topic (signing with ``sk`` when given)."""
         config = self.config if sk is None else self.configuration(sk)
-        producer = Producer(config, (self.topic,), checker=checker, tls_enable=self.tls)
-        producer.startup()
-        try:
-            yield producer
-        finally:
-            with contextlib.suppress(Exception):
-                producer.shutdown()
+        return started(Producer(config, (self.topic,), checker=checker, tls_enable=self.tls))
 
-    @contextlib.contextmanager
-    def simple_consumer(self, expression: FilterExpression | None = None) -> Iterator[Any]:
-        consumer = SimpleConsumer(
-            self.config,
-            self.group,
-            {self.topic: expression or FilterExpression("*")},
-            await_duration=AWAIT_S,
-            tls_enable=self.tls,
+    def simple_consumer(self, expression: FilterExpression | None = None) -> Any:
+        """A started SimpleConsumer of the topic (every tag unless ``expression``)."""
+        return started(
+            SimpleConsumer(
+                self.config,
+                self.group,
+                {self.topic: expression or FilterExpression("*")},
+                await_duration=AWAIT_S,
+                tls_enable=self.tls,
+            )
         )
-        consumer.startup()
-        try:
-            yield consumer
-        finally:
-            with contextlib.suppress(Exception):
-                consumer.shutdown()
 
-    @contextlib.contextmanager
-    def push_consumer(self, listener: MessageListener) -> Iterator[Any]:
-        consumer = PushConsumer(
-            self.config,
-            self.group,
-            listener,
-            {self.topic: FilterExpression("*")},
-            tls_enable=self.tls,
+    def push_consumer(self, listener: MessageListener) -> Any:
+        """A started PushConsumer of every message of the topic."""
+        return started(
+            PushConsumer(
+                self.config,
+                self.group,
+                listener,
+                {self.topic: FilterExpression("*")},
+                tls_enable=self.tls,
+            )
         )
-        consumer.startup()
-        try:
-            yield consumer
-        finally:
-            with contextlib.suppress(Exception):
-                consumer.shutdown()
 
     def message(
         self,
