@@ -12,9 +12,13 @@ the others' certificates against the address it dials.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import shutil
+import signal
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +30,10 @@ from rocketq.cluster.security import cluster_certificates
 from rocketq.common.exceptions import RocketqError
 
 TABLE: Final = "rocketq_partition"
+# Labs built by one process get letters a..z in turn, so a lab never reuses the names of
+# the one before it, even if that one's links outlived it.
+_LABS = itertools.count()
+_LETTERS: Final = "abcdefghijklmnopqrstuvwxyz"
 
 
 class NetnsError(RocketqError):
@@ -62,8 +70,10 @@ class NetnsLab:
     def __init__(self, hosts: int) -> None:
         if not 1 <= hosts <= 250:
             raise NetnsError(f"a lab has 1 to 250 hosts, not {hosts}")
-        tag = f"rq{os.getpid() % 100_000}"
-        subnet = f"10.{200 + os.getpid() % 50}.{os.getpid() % 250}"
+        n = next(_LABS)
+        pid = os.getpid()
+        tag = f"rq{pid % 100_000}{_LETTERS[n % len(_LETTERS)]}"  # "rq30725abr249": 13 < 16
+        subnet = f"10.{200 + pid % 50}.{(pid + n) % 250}"
         self.bridge = f"{tag}br"
         self.gateway = f"{subnet}.254"  # the bridge's own address, in this namespace
         self.hosts = [Host(f"{tag}-h{i}", f"{subnet}.{i + 1}") for i in range(hosts)]
@@ -120,8 +130,16 @@ class NetnsLab:
         _run(*host.exec_prefix(), "nft", "delete", "table", "inet", TABLE)
 
     def close(self) -> None:
-        """Remove the namespaces (their veths go with them) and the bridge."""
+        """Kill whatever still runs inside the hosts, then remove their veths, the
+        namespaces and the bridge. A namespace a process still holds outlives ``ip netns
+        del`` with its veth, so the processes go first, by pid."""
         for host in self._made:
+            _kill_inside(host.name)
+        for i, host in enumerate(self.hosts):
+            if host not in self._made:
+                continue
+            outer = f"{self.bridge}{i}"
+            subprocess.run(["ip", "link", "del", outer], capture_output=True, timeout=30)
             subprocess.run(["ip", "netns", "del", host.name], capture_output=True, timeout=30)
         self._made.clear()
         if self._bridge_made:
@@ -131,6 +149,26 @@ class NetnsLab:
     def namespaces(self) -> list[str]:
         """Every namespace this lab is made of (whether it exists now or not)."""
         return [h.name for h in self.hosts]
+
+
+def _pids_inside(namespace: str) -> list[int]:
+    done = subprocess.run(
+        ["ip", "netns", "pids", namespace], capture_output=True, text=True, timeout=30
+    )
+    return [int(word) for word in done.stdout.split() if word.isdigit()]
+
+
+def _kill_inside(namespace: str, deadline_s: float = 10.0) -> None:
+    """SIGKILL every process in ``namespace`` and wait (up to ``deadline_s``) until none
+    is left."""
+    end = time.monotonic() + deadline_s
+    while pids := _pids_inside(namespace):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if time.monotonic() > end:
+            return
+        time.sleep(0.05)
 
 
 def existing(names: list[str]) -> list[str]:

@@ -203,3 +203,38 @@ def test_lab_certificates_name_every_address_of_the_lab(tmp_path: Path) -> None:
     before = cluster.certs.cert_file.read_bytes()
     assert NetnsCluster(spec, lab).certs is not None
     assert cluster.certs.cert_file.read_bytes() == before
+
+
+def test_a_lab_closes_even_with_a_process_left_inside_and_the_next_one_gets_new_names() -> None:
+    """A process still running in a host keeps its namespace (and the veth into the
+    bridge) alive after ``ip netns del``; closing the lab kills it first, so nothing is
+    left, and a second lab of this process never reuses the first one's names."""
+    import os
+    import subprocess
+
+    from rocketq.chaos.netns import NetnsLab, existing, netns_unavailable_reason
+
+    reason = netns_unavailable_reason()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"the lab test cannot run: {reason}")
+        pytest.skip(reason)
+    first, second = NetnsLab(2), NetnsLab(2)
+    assert first.bridge != second.bridge
+    assert not set(first.namespaces()) & set(second.namespaces())
+    assert first.gateway != second.gateway
+    with first as lab:
+        stray = subprocess.Popen(
+            [*lab.hosts[1].exec_prefix(), "sleep", "300"], start_new_session=True
+        )
+    try:
+        assert stray.wait(timeout=15) != 0
+    finally:
+        if stray.poll() is None:
+            stray.kill()
+    assert existing(first.namespaces()) == []
+    links = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
+    assert first.bridge not in links
+    with second:  # its own names, so it builds whatever the first left
+        pass
+    assert existing(second.namespaces()) == []
