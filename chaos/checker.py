@@ -29,6 +29,10 @@ records in file order (``History.records``), not over ``t``:
   may lose the tail a master had not replicated when it died).
 - ``partial``: the history has no ``done`` phase, so ``lost`` counts messages not received
   *yet*.
+- ``caught_up``: from the ``members`` record, whether every member of every group held what
+  its leader or master held once the producers stopped (None without the record: a
+  history from before the check, or a run cut short); ``lagging`` names the members that
+  did not, with the bytes they lacked.
 """
 
 from __future__ import annotations
@@ -131,6 +135,9 @@ class CheckResult:
     # What the run's cluster required of its clients (from the ``run`` record's options:
     # ``{"auth": bool, "tls": bool}``); None for a history without a ``run`` record.
     security: dict[str, bool] | None = None
+    caught_up: bool | None = None
+    caught_up_ms: int | None = None  # how long the check waited
+    lagging: list[str] = field(default_factory=list)
 
     @property
     def duplicate_rate(self) -> float:
@@ -293,6 +300,7 @@ def check(history: History, path: str = "") -> CheckResult:
     ok_bins = sum(1 for b in p.ok_bins if b < whole_seconds)
 
     kinds = list(p.faults)
+    caught_up, caught_up_ms, lagging = _members(history)
     lost_t = [p.ack_t[k] for k in lost_keys]
     config = next((r.get("config") for r in history.of_type("run")), None)
     security = None
@@ -334,6 +342,40 @@ def check(history: History, path: str = "") -> CheckResult:
         failovers=p.failovers,
         start_t=start,
         end_t=end,
+        caught_up=caught_up,
+        caught_up_ms=caught_up_ms,
+        lagging=lagging,
+    )
+
+
+def _members(history: History) -> tuple[bool | None, int | None, list[str]]:
+    """(caught up, ms waited, the lagging members) from the last ``members`` record."""
+    records = list(history.of_type("members"))
+    if not records:
+        return None, None, []
+    record = records[-1]
+    lagging = []
+    groups = record.get("groups")
+    for name, group in sorted(groups.items()) if isinstance(groups, dict) else ():
+        if not isinstance(group, dict):
+            continue
+        leader = group.get("leader")
+        raw_behind, raw_errors = group.get("behind"), group.get("errors")
+        behind: dict[str, Any] = raw_behind if isinstance(raw_behind, dict) else {}
+        errors: dict[str, Any] = raw_errors if isinstance(raw_errors, dict) else {}
+        if leader is None:
+            lagging.append(f"{name}: no single leader")
+            continue
+        for member, lack in sorted(behind.items()):
+            if lack == 0:
+                continue
+            why = errors.get(member) or ("offset unknown" if lack is None else f"{lack} bytes")
+            lagging.append(f"{member} ({why} behind {leader})")
+    waited = record.get("waited_ms")
+    return (
+        bool(record.get("caught_up")),
+        int(waited) if isinstance(waited, int | float) else None,
+        lagging,
     )
 
 
@@ -355,7 +397,8 @@ def broken_promises(
     """One sentence per promise the run broke, for its replication ("none", "ha", "raft"),
     its masters' role and whether it sent orderly: acknowledged messages lost (Raft or
     SYNC_MASTER only), messages received that nobody sent (always), order violations
-    (orderly runs only). Empty when every promise was kept."""
+    (orderly runs only), members that did not catch up with their leader or master once
+    the producers stopped (always). Empty when every promise was kept."""
     broken: list[str] = []
     if result.lost and promises_no_loss(replication, role):
         were = "message was" if result.lost == 1 else "messages were"
@@ -372,5 +415,10 @@ def broken_promises(
         broken.append(
             f"{result.order_violations} order violations: orderly messages consumed out of "
             "send order within their shard"
+        )
+    if result.caught_up is False:
+        broken.append(
+            "members did not catch up with their leader or master after the producers "
+            f"stopped: {'; '.join(result.lagging) or 'see the members record'}"
         )
     return broken

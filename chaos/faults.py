@@ -15,6 +15,12 @@
   the heal stops it and closes every socket it opened. Against a cluster with TLS, half
   of its connections to the TLS ports handshake first, so its frames reach the decoders
   behind TLS (and, with auth on, the access check: they are never signed).
+- ``disk-full``: fill the small disk of every member of a group while a probe sends to
+  it; delete the fillers (:mod:`rocketq.chaos.store_faults`).
+- ``wipe-member``: once retention trimmed a group's log, stop a follower or slave and
+  delete its store; start it again and time its catch-up.
+- ``replace-member`` (Raft): a new member joins a group on new ports; once it caught up, a
+  follower is removed from the group and stopped.
 
 Targets are drawn from the run's seeded random generator; the master of a group is the
 broker its nameservers list as broker id 0 (with Raft, the leader that registered).
@@ -29,8 +35,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from rocketq.chaos.disk import SmallDisks
 from rocketq.chaos.history import ChaosError
 from rocketq.chaos.hostile import Hostile, HostileLimits, NodePorts, targets_of
+from rocketq.chaos.membership import RaftMembership
+from rocketq.chaos.store_faults import DiskFull, ReplaceMember, WipeMember
 from rocketq.chaos.workers import Workers
 from rocketq.cluster.launcher import LocalCluster, Node
 from rocketq.cluster.pids import wait_until
@@ -44,6 +53,9 @@ FAULT_KINDS: Final = (
     "kill-consumer",
     "restart",
     "hostile",
+    "disk-full",
+    "wipe-member",
+    "replace-member",
 )
 # Faults that hit the master / leader of a group.
 MASTER_FAULTS: Final = frozenset({"kill-master", "pause", "partition", "restart"})
@@ -63,6 +75,9 @@ class ActiveFault:
     group: str | None  # the broker group hit; None for a nameserver or a consumer
     heal: Callable[[], None]
     detail: dict[str, Any] = field(default_factory=dict)  # what the heal reports
+    # Undoes what must not outlive the run (a full disk's fillers) when it is torn down
+    # before the heal; None when stopping the cluster is enough.
+    undo: Callable[[], None] | None = None
 
 
 def parse_faults(text: str) -> tuple[str, ...]:
@@ -87,6 +102,7 @@ class Faults:
         *,
         partitioner: Partitioner | None = None,
         hostile_limits: HostileLimits | None = None,
+        disks: SmallDisks | None = None,
     ) -> None:
         self.cluster = cluster
         self.workers = workers
@@ -94,7 +110,12 @@ class Faults:
         self.rng = rng
         self.partitioner = partitioner
         self.hostile_limits = hostile_limits
+        self.disks = disks
+        self.membership = RaftMembership(cluster)
         self.groups = sorted({b.broker_name for b in cluster.brokers})
+        # Members taken out of their group for good (replace-member): not restarted, not
+        # expected to catch up.
+        self.removed: set[str] = set()
 
     # ---------------------------------------------------------------- targets
 
@@ -158,7 +179,39 @@ class Faults:
             return ActiveFault(kind, name, None, lambda: self.workers.start(name))
         if kind == "hostile":
             return self._hostile()
+        if kind in ("disk-full", "wipe-member", "replace-member"):
+            return self._store_fault(kind)
         raise ChaosError(f"unknown fault {kind!r}; choose from {', '.join(FAULT_KINDS)}")
+
+    def _store_fault(self, kind: str) -> ActiveFault:
+        c = self.cluster
+        group = self.rng.choice(self.groups)
+        if kind == "disk-full":
+            if self.disks is None:
+                raise ChaosError("this run was started without small disks for disk-full")
+
+            def master_addr() -> str | None:
+                node = self.master(group)
+                return node.addr if node is not None else None
+
+            full = DiskFull(c, self.disks, group, master_addr)
+            full.start()
+            return ActiveFault(kind, group, group, full.heal, full.detail, undo=full.stop_quietly)
+        if kind == "wipe-member":
+            wipe = WipeMember(c, group, self.rng.choice)
+            wipe.start()
+            return ActiveFault(kind, wipe.target, group, wipe.heal, wipe.detail)
+        replace = ReplaceMember(c, self.membership, group, self.rng.choice)
+        replace.start()
+
+        def heal() -> None:
+            try:
+                replace.heal()
+            finally:
+                if "removed" in replace.detail:
+                    self.removed.add(str(replace.detail["removed"]))
+
+        return ActiveFault(kind, replace.target, group, heal, replace.detail)
 
     def _hostile(self) -> ActiveFault:
         c = self.cluster

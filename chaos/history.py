@@ -26,6 +26,11 @@ float) and ``type``; the other fields by type:
                  VmHWM, the peak resident set), ``samples``: one per server process, at the
                  end of the run.
 ``server_exit``  ``node``, ``pid``, ``returncode``: a server process seen gone.
+``members``      ``caught_up`` (every member held what its leader or master held),
+                 ``waited_ms``, ``timeout_s``, ``groups`` (per group: ``leader``,
+                 ``max_offset`` and ``min_offset`` per member, ``behind``: bytes each
+                 member lacks, ``errors``, ``caught_up``): checked once the producers
+                 stopped.
 ``phase``        ``phase``: ``faults_stopped``, ``recovered``, ``producers_stopped``,
                  ``drained`` or ``done`` - how far the run got; a history without ``done``
                  is partial (the run was cut short).
@@ -57,6 +62,7 @@ RECORD_TYPES: Final = frozenset(
         "phase",
         "server_memory",
         "server_exit",
+        "members",
     }
 )
 PHASES: Final = ("faults_stopped", "recovered", "producers_stopped", "drained", "done")

@@ -70,6 +70,9 @@ def result_json(result: CheckResult) -> dict[str, Any]:
         "partial_reason": result.partial_reason,
         "bad_lines": result.bad_lines,
         "security": result.security,
+        "caught_up": result.caught_up,
+        "caught_up_ms": result.caught_up_ms,
+        "lagging": list(result.lagging),
     }
 
 
@@ -182,6 +185,7 @@ def render_markdown(
         f"{result.window_s:.1f} s workload window; {result.ok_seconds:.1%} of its seconds "
         "had an acknowledged send (ok seconds).",
         "",
+        *_members(result),
         "## Faults",
         "",
         *_faults(result),
@@ -208,6 +212,21 @@ def render_markdown(
     else:
         lines.append("**Verdict**: all promises kept.")
     return "\n".join(lines) + "\n"
+
+
+def _members(result: CheckResult) -> list[str]:
+    """The sentence on the members' final offsets (nothing for a history without the
+    check)."""
+    if result.caught_up is None:
+        return []
+    if result.caught_up:
+        waited = f"{(result.caught_up_ms or 0) / 1000:.1f} s"
+        return [
+            "Members: every member held what its leader or master held "
+            f"{waited} after the producers stopped.",
+            "",
+        ]
+    return [f"Members: **not caught up**: {'; '.join(result.lagging)}.", ""]
 
 
 def fault_spans(history: History, end: float) -> list[tuple[str, float, float]]:

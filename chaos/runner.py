@@ -11,8 +11,14 @@ one fault at a time -
 until ``duration`` has passed, wait until every node is up and every group has a master
 again, let the producers send a little longer, stop them, wait until the consumers have
 received every acknowledged message (or the drain times out), stop them, tear everything
-down, and check the history. Teardown also runs on Ctrl-C or an error: every process the
-run started is stopped by pid, every namespace and rule it made removed.
+down, and check the history. Right after the producers stop, every member of every group
+must hold what its leader or master holds within ``CAUGHT_UP_TIMEOUT_S`` (a ``members``
+record says how it went). With ``disk-full`` each broker's home is a small tmpfs of its own
+(root only), mounted before the brokers start; with ``wipe-member`` or ``replace-member``
+the brokers get small segments and retention that deletes every segment but the newest,
+so a wiped or new member lacks entries its leader no longer holds. Teardown also runs on
+Ctrl-C or an error: every process the run started is stopped by pid, every namespace, rule,
+filler and mount it made removed.
 """
 
 from __future__ import annotations
@@ -32,12 +38,20 @@ from pathlib import Path
 from typing import Any, Final
 
 from rocketq.chaos.checker import CheckResult, broken_promises, check
+from rocketq.chaos.disk import (
+    DEFAULT_DISK_MIB,
+    MIN_DISK_MIB,
+    SmallDisks,
+    small_disks_unavailable_reason,
+)
 from rocketq.chaos.faults import MASTER_FAULTS, ActiveFault, Faults, Partitioner
 from rocketq.chaos.history import HISTORY_FILE, ChaosError, HistoryWriter, read_history
+from rocketq.chaos.members import PROBE_TOPIC, wait_caught_up
 from rocketq.chaos.netns import NetnsCluster, NetnsLab, netns_unavailable_reason
 from rocketq.chaos.proxy import ProxiedCluster, ProxyNet
 from rocketq.chaos.report import hostile_broken, hostile_json
 from rocketq.chaos.server_memory import ServerMemory
+from rocketq.chaos.store_report import store_broken, store_json
 from rocketq.chaos.workers import (
     STOP_TIMEOUT_S,
     V5_WORKLOAD_MODULE,
@@ -70,6 +84,27 @@ CHAOS_BROKER_SETTINGS: Final = {
     "register_name_server_period": "5000",
     "flush_disk_type": "ASYNC_FLUSH",
 }
+# With disk-full: files small enough for a small disk (1 MiB CommitLog segments, 6,000
+# entries a ConsumeQueue file, small index files) and the disk checked every second.
+DISK_FULL_SETTINGS: Final = {
+    "mapped_file_size_commit_log": str(1 << 20),
+    "mapped_file_size_consume_queue": str(6000 * 20),
+    "max_hash_slot_num": "5000",
+    "max_index_num": "20000",
+    "clean_resource_interval": "1000",
+}
+# With wipe-member or replace-member: retention at every hour deletes every CommitLog
+# segment but the newest (file_reserved_time 0; whether consumed or not, as RocketMQ's),
+# each segment 256 KiB, checked every second, so a group's log is trimmed seconds into the
+# run.
+RETENTION_SETTINGS: Final = {
+    "mapped_file_size_commit_log": str(256 << 10),
+    "file_reserved_time": "0",
+    "delete_when": ";".join(f"{hour:02d}" for hour in range(24)),
+    "clean_resource_interval": "1000",
+}
+# After the producers stop, for every member to hold what its leader or master holds.
+CAUGHT_UP_TIMEOUT_S: Final = 60.0
 
 
 @dataclass(frozen=True)
@@ -99,6 +134,8 @@ class ChaosOptions:
     # The clients: "remoting" (rocketq's SDK) or "v5" (RocketMQ 5's official Python client
     # over every broker's apache.rocketmq.v2 endpoint).
     protocol: str = "remoting"
+    # With disk-full: the size of each broker's small disk (a tmpfs), MiB.
+    disk_mib: int = DEFAULT_DISK_MIB
 
     def validate(self) -> None:
         def bad(flag: str, why: str) -> ChaosError:
@@ -130,6 +167,7 @@ class ChaosOptions:
                 raise bad(flag, f"must be more than 0 seconds, got {seconds:g}")
         if not self.rate > 0:
             raise bad("--rate", f"must be more than 0 messages a second, got {self.rate:g}")
+        self._validate_store_faults(bad)
         if "kill-consumer" in self.faults and self.consumers < 2:
             raise bad("--consumers", "kill-consumer needs at least 2 consumers")
         if "partition" in self.faults and self.replication == "ha" and os.geteuid() != 0:
@@ -147,6 +185,19 @@ class ChaosOptions:
             reason = netns_unavailable_reason()
             if reason is not None:
                 raise bad("--faults", f"partition needs network namespaces: {reason}")
+
+    def _validate_store_faults(self, bad: Callable[[str, str], ChaosError]) -> None:
+        if self.disk_mib < MIN_DISK_MIB:
+            raise bad("--disk-mib", f"must be at least {MIN_DISK_MIB} MiB, got {self.disk_mib}")
+        if "replace-member" in self.faults and self.replication != "raft":
+            raise bad(
+                "--faults",
+                "replace-member changes a Raft group's members; use --replication raft",
+            )
+        if "disk-full" in self.faults:
+            reason = small_disks_unavailable_reason()
+            if reason is not None:
+                raise bad("--faults", f"disk-full: {reason}; run as root, or leave it out")
 
     def _validate_v5(self, bad: Callable[[str, str], ChaosError]) -> None:
         if importlib.util.find_spec("rocketmq") is None:
@@ -302,6 +353,8 @@ class ChaosRun:
         self.faults_made = 0
         self.errors: list[str] = []
         self.memory: ServerMemory | None = None
+        self.disks: SmallDisks | None = None
+        self.faults: Faults | None = None
 
     # ---------------------------------------------------------------- helpers
 
@@ -327,6 +380,10 @@ class ChaosRun:
     def _make_cluster(self) -> tuple[LocalCluster, Partitioner | None]:
         o = self.opts
         settings = {**CHAOS_BROKER_SETTINGS}
+        if "disk-full" in o.faults:
+            settings.update(DISK_FULL_SETTINGS)
+        if {"wipe-member", "replace-member"} & set(o.faults):
+            settings.update(RETENTION_SETTINGS)
         if o.replication == "ha":
             settings["broker_role"] = o.role
         settings.update(o.settings)
@@ -356,6 +413,8 @@ class ChaosRun:
     async def _create_topics(self, cluster: LocalCluster) -> None:
         async with Admin(cluster.namesrv_addr, **cluster.client_settings()) as admin:
             topics = [(TOPIC, False)] + ([(ORDERLY_TOPIC, True)] if self.opts.orderly else [])
+            if "disk-full" in self.opts.faults:
+                topics.append((PROBE_TOPIC, False))
             for topic, order in topics:
                 await admin.update_topic(
                     topic,
@@ -493,10 +552,16 @@ class ChaosRun:
         )
         self._say(f"healed {fault.kind} {fault.target}" + (f": {error}" if error else ""))
 
+    def _removed(self) -> set[str]:
+        """Members taken out of their group for good (replace-member)."""
+        return self.faults.removed if self.faults is not None else set()
+
     def _recovered(self, cluster: LocalCluster) -> bool:
-        """Every node alive and every group with a master listed by a nameserver."""
+        """Every node alive (but members removed from their group) and every group with a
+        master listed by a nameserver."""
+        removed = self._removed()
         for node in cluster.nodes:
-            if not cluster.is_alive(node.name):
+            if node.name not in removed and not cluster.is_alive(node.name):
                 with contextlib.suppress(RocketqError):
                     cluster.restart(node.name)
         for name in self.consumers:
@@ -504,10 +569,43 @@ class ChaosRun:
                 with contextlib.suppress(ChaosError):
                     self.workers.start(name)
         status = cluster.status()
-        if not status.all_alive or status.registered is None:
+        if status.registered is None:
+            return False
+        if not all(n.alive and not n.paused for n in status.nodes if n.name not in removed):
             return False
         groups = {b.broker_name for b in cluster.brokers}
         return all(0 in status.registered.get(g, {}) for g in groups)
+
+    def _mount_small_disks(self, cluster: LocalCluster) -> None:
+        """A tmpfs of ``disk_mib`` MiB on each broker's home, before the brokers start."""
+        disks = self.disks = SmallDisks(self.opts.disk_mib)
+        for broker in cluster.brokers:
+            disks.mount(broker.home)
+        self._say(f"a {self.opts.disk_mib} MiB tmpfs on each of {len(disks.mounts)} brokers")
+
+    def _check_members(self, cluster: LocalCluster) -> None:
+        """Every member of every group holds what its leader or master holds (within
+        ``CAUGHT_UP_TIMEOUT_S``): a ``members`` record either way."""
+        removed = self._removed()
+        members = [b for b in cluster.brokers if b.name not in removed]
+        done, view, waited = wait_caught_up(cluster, members, CAUGHT_UP_TIMEOUT_S)
+        self._write(
+            "members",
+            caught_up=done,
+            waited_ms=round(waited * 1000),
+            timeout_s=CAUGHT_UP_TIMEOUT_S,
+            groups=view,
+        )
+        if done:
+            self._say(f"every member caught up with its leader ({waited:.1f} s)")
+        else:
+            lagging = [
+                f"{name} ({behind if behind is not None else '?'} bytes behind)"
+                for g in view.values()
+                for name, behind in g["behind"].items()
+                if behind != 0
+            ]
+            self._say(f"members not caught up after {waited:.0f} s: {', '.join(lagging)}")
 
     def _drain(self) -> bool:
         tail = _Tail(self.history_path)
@@ -540,6 +638,8 @@ class ChaosRun:
                 f"starting {o.groups} {o.replication} group(s) and {o.nameservers} "
                 f"nameserver(s) in {self.data_dir} ({o.security}; clients: {o.clients})"
             )
+            if "disk-full" in o.faults:
+                self._mount_small_disks(cluster)
             cluster.start()
             # The workload signs as the cluster's super user and trusts its CA.
             self.workers.env = worker_env(cluster.client_env())
@@ -551,8 +651,13 @@ class ChaosRun:
             self._start_workload(cluster)
             self._say(f"{o.producers} producer(s), {o.consumers} consumer(s) running")
             load_started = time.monotonic()
-            faults = Faults(
-                cluster, self.workers, self.consumers, self.rng, partitioner=partitioner
+            faults = self.faults = Faults(
+                cluster,
+                self.workers,
+                self.consumers,
+                self.rng,
+                partitioner=partitioner,
+                disks=self.disks,
             )
             self._fault_cycle(faults, load_started + o.duration)
             self._phase("faults_stopped")
@@ -569,6 +674,7 @@ class ChaosRun:
             if killed:
                 self.errors.append(f"producers killed at the stop deadline: {killed}")
             self._phase("producers_stopped")
+            self._check_members(cluster)
             if self._drain():
                 self._phase("drained")
             self.workers.stop(self.consumers)
@@ -580,6 +686,7 @@ class ChaosRun:
         result = check(history, str(self.history_path))
         broken = broken_promises(result, replication=o.replication, role=o.role, orderly=o.orderly)
         broken += hostile_broken(hostile_json(history))
+        broken += store_broken(store_json(history))
         if not recovered:
             broken.append(f"the cluster did not recover within {RECOVERY_TIMEOUT_S:g} s")
         return RunOutcome(
@@ -594,6 +701,9 @@ class ChaosRun:
 
     def _stop_everything(self) -> None:
         problems: list[str] = []
+        with contextlib.suppress(Exception):
+            if self.active is not None and self.active.undo is not None:
+                self.active.undo()
         with contextlib.suppress(Exception):
             if self.active is not None and self.active.kind in MASTER_FAULTS | {
                 "kill-consumer",
@@ -612,6 +722,8 @@ class ChaosRun:
                 self.cluster.stop()
             except Exception as exc:
                 problems.append(f"cluster: {exc}")
+        if self.disks is not None:
+            problems += self.disks.close()
         if self.net is not None:
             self.net.close()
         if self.lab is not None:

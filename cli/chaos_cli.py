@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from rocketq.chaos.disk import DEFAULT_DISK_MIB, MIN_DISK_MIB
 from rocketq.cli.options import MasterRole, fail, parse_settings
 
 chaos_app = typer.Typer(
@@ -57,16 +58,20 @@ def _report(
         run_protocol,
         write_chart,
     )
+    from rocketq.chaos.store_report import render_store, store_broken, store_json
 
     history = read_history(history_path)
     result = check(history, str(history_path))
     hostile = hostile_json(history)
     protocol = run_protocol(history)
+    store = store_json(history)
     broken = broken_promises(result, replication=replication, role=role, orderly=orderly)
-    broken += hostile_broken(hostile) + (extra_broken or [])
+    broken += hostile_broken(hostile) + store_broken(store) + (extra_broken or [])
     typer.echo(render_markdown(result, broken=broken, protocol=protocol))
     if hostile is not None:
         typer.echo(render_hostile(hostile))
+    if store is not None:
+        typer.echo(render_store(store))
     if chart is not None:
         try:
             write_chart(history, result, chart)
@@ -78,6 +83,8 @@ def _report(
         doc["protocol"] = protocol
         if hostile is not None:
             doc["hostile"] = hostile
+        if store is not None:
+            doc["store"] = store
         typer.echo(json.dumps(doc, sort_keys=True))
     return 1 if broken else 0
 
@@ -106,7 +113,10 @@ def chaos_run(
             help="Comma list of kill-master, kill-random, pause, partition, kill-nameserver, "
             "kill-consumer, restart, hostile (a neighbour sending every port of every node "
             "mutated frames, zlib bombs, frames at the size limit, slow partial frames, connection "
-            "floods, garbage and slowloris HTTP for the fault's duration)."
+            "floods, garbage and slowloris HTTP for the fault's duration), disk-full (as root: "
+            "each broker on a small tmpfs; a group's disks filled, then freed), wipe-member (a "
+            "follower or slave stopped, its store deleted after retention, started again), "
+            "replace-member (raft: a new member joins on new ports, a follower is removed)."
         ),
     ] = "kill-master",
     interval: Annotated[float, typer.Option(help="Seconds of calm before each fault.")] = 5.0,
@@ -114,6 +124,9 @@ def chaos_run(
     duration: Annotated[float, typer.Option(help="Seconds of faults under load.")] = 60.0,
     seed: Annotated[int, typer.Option(help="Seeds the fault schedule and the workload.")] = 0,
     rate: Annotated[float, typer.Option(help="Messages a second per producer.")] = 200.0,
+    disk_mib: Annotated[
+        int, typer.Option(min=MIN_DISK_MIB, help="With disk-full: each broker's small disk, MiB.")
+    ] = DEFAULT_DISK_MIB,
     data_dir: Annotated[
         Path | None,
         typer.Option(
@@ -185,6 +198,7 @@ def chaos_run(
             auth=auth,
             tls=tls,
             protocol=protocol.value,
+            disk_mib=disk_mib,
         )
         run = ChaosRun(opts, echo=typer.echo)
     except ChaosError as exc:

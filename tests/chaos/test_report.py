@@ -45,6 +45,9 @@ JSON_KEYS = {
     "partial_reason",
     "bad_lines",
     "security",
+    "caught_up",
+    "caught_up_ms",
+    "lagging",
 }
 
 
