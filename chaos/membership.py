@@ -8,6 +8,7 @@ from __future__ import annotations
 from rocketq.chaos.history import ChaosError
 from rocketq.cluster.launcher import LocalCluster, Node
 
+
 class RaftMembership:
     """Adds and removes members of ``cluster``'s Raft groups."""
 
