@@ -244,6 +244,10 @@ class SlaveConnection(asyncio.Protocol):
         self.last_report = time.monotonic()
         self.last_sent = time.monotonic()
         self.next_offset = -1  # where the next transfer starts; -1 before the hello
+        # Where this connection's transfers began: the window counts from here until the
+        # slave acknowledges past it (a new slave reports 0, and this master may hold
+        # nothing below gigabytes).
+        self.floor = 0
         self.transport: asyncio.WriteTransport | None = None
         self.paused = False  # the socket's buffer is full: wait for resume_writing
         # What the port's guard reads (cluster.remoting.bounds.Connection): the peer, the
@@ -394,11 +398,23 @@ class SlaveConnection(asyncio.Protocol):
         commitlog = master.store.commitlog
         master_max = commitlog.max_offset
         next_offset = self.next_offset
-        while next_offset < master_max and next_offset - max(self.ack, 0) < master.window:
+        while next_offset < master_max and next_offset - max(self.ack, self.floor) < master.window:
             segment_end = commitlog.next_segment_offset(next_offset)
             end = min(master_max, next_offset + master.transfer_batch, segment_end)
             view = commitlog.read(next_offset, end - next_offset)
             if view is None:
+                if 0 <= next_offset < commitlog.min_offset:
+                    # Retention deleted the segment this slave was to get next: it cannot
+                    # continue its CommitLog, which it says once it sees where this goes on.
+                    log.warning(
+                        "slave %s needs CommitLog offset %d, below this master's oldest "
+                        "segment (%d): it has to be rebuilt from an empty store",
+                        self.broker_addr or self.peer,
+                        next_offset,
+                        commitlog.min_offset,
+                    )
+                    next_offset = self.floor = commitlog.min_offset
+                    continue
                 break
             try:
                 data = bytes(view)
@@ -622,8 +638,21 @@ class HAMaster:
             conn.transport.write(encode_transfer_head(master_max, master_max, 0, TRUNCATE))
             conn.stale_end = start
             start = conn.ack = master_max  # what it holds past here is not this master's
-        # A new slave (or one behind what is kept) starts at the oldest segment kept.
-        conn.next_offset = max(start, commitlog.min_offset)
+        # A new slave (an empty store reports 0) starts at the oldest segment kept, so it
+        # can serve every message this master can; its store begins there. (RocketMQ
+        # 4.9's master starts such a slave at its newest segment: quicker to catch up,
+        # but what the slave lacks stays on the master alone until retention.) A slave
+        # whose end lies below that cannot continue its CommitLog: it is sent what is kept
+        # and says so.
+        if 0 < start < commitlog.min_offset:
+            log.warning(
+                "slave %s ends at CommitLog offset %d, below this master's oldest segment "
+                "(%d): it has to be rebuilt from an empty store",
+                conn.broker_addr,
+                start,
+                commitlog.min_offset,
+            )
+        conn.next_offset = conn.floor = max(start, commitlog.min_offset)
         if self.on_slave is not None:
             self.on_slave(conn)
         conn.pump()

@@ -8,6 +8,19 @@ slave cuts its CommitLog back (and logs it). A broken connection is opened again
 second; the slave resumes from its own end. A master silent for ``read_timeout`` (it
 heartbeats every second) counts as lost.
 
+A slave with an empty store (new, or its disk wiped) starts where the master's oldest
+segment starts: its CommitLog, min offset and dispatch begin there, and its ConsumeQueues
+are built from what it copies (RocketMQ 4.9's master sends such a slave only its newest
+segment; this one sends all it still holds, so the slave can serve every message the
+master can). A slave whose end the master no longer holds (retention deleted those
+segments first) cannot go on: it says so once and how to rebuild it.
+
+When the store refuses the master's bytes (its disk is full), the slave holds them,
+acknowledges nothing past its end (SYNC_MASTER sends answer FLUSH_SLAVE_TIMEOUT, or
+SLAVE_NOT_AVAILABLE once it is ha_max_gap_not_in_sync behind), says so once, and tries
+again every RETRY_INTERVAL on the same connection; once the store takes them it
+acknowledges again by itself.
+
 Given ``inner`` credentials, the slave signs its hello with them (a master that holds them
 takes no other); given ``ssl``, it speaks TLS to the master (the master's certificate
 checked against the host it connects to when the context checks host names).
@@ -17,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import socket
 from collections.abc import Callable
@@ -24,7 +38,7 @@ from ssl import SSLContext
 from typing import cast
 
 from rocketq.auth.credentials import Credentials
-from rocketq.common.exceptions import RocketqError
+from rocketq.common.exceptions import RocketqError, ServiceNotAvailableError
 from rocketq.replication.ha.wire import (
     REPORT,
     TRANSFER,
@@ -41,6 +55,24 @@ log = logging.getLogger(__name__)
 RECONNECT_DELAY = 1.0
 CONNECT_TIMEOUT = 5.0
 READ_TIMEOUT = 20.0  # s without a byte from the master (RocketMQ's haHousekeepingInterval)
+RETRY_INTERVAL = 1.0  # s between tries of an append the store refused
+# s between connections while the master no longer holds what follows this slave's end
+# (only rebuilding the slave ends that; each try costs the master a window of transfers).
+GAP_RETRY_DELAY = 30.0
+# Bytes a refused append may hold in memory before the slave stops reading: more than the
+# master sends past the last report (its window, 32 MiB, and one transfer).
+STALLED_BUFFER = 48 * 1024 * 1024
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+class CommitLogGapError(RocketqError):
+    """The master's CommitLog no longer holds what follows this slave's: its retention
+    deleted those segments before the slave copied them. ``gap``: [the slave's end, the
+    offset the master sent)."""
+
+    def __init__(self, message: str, gap: tuple[int, int]) -> None:
+        super().__init__(message)
+        self.gap = gap
 
 
 class HASlave:
@@ -73,6 +105,11 @@ class HASlave:
         self.connected_to = ""
         self.master_max_offset = -1
         self.received_bytes = 0
+        # Why the store refuses what the master sends (its disk is full), or None: the
+        # slave holds those bytes, acknowledges nothing past them, and tries again.
+        self.refused: str | None = None
+        self._gap_said: tuple[int, int] | None = None  # the gap last logged (once each)
+        self._receiver: _Receiver | None = None  # the current connection's
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -85,13 +122,86 @@ class HASlave:
                 await self._task
             self._task = None
 
+    @property
+    def reading_paused(self) -> bool:
+        """Whether a refused append holds STALLED_BUFFER bytes and reading stopped."""
+        return self._receiver is not None and self._receiver.reading_paused
+
     def lag_bytes(self) -> int:
         if self.master_max_offset < 0:
             return -1
         return max(0, self.master_max_offset - self.store.max_phy_offset)
 
+    def append(self, offset: int, data: memoryview) -> bool:
+        """Append the master's bytes at ``offset``; False when the store refuses them
+        (its disk is full), said once in the log until it takes them again.
+
+        An empty store starts at ``offset``: the master sends a new slave its oldest
+        segment, so the slave's CommitLog, its min offset and its dispatch start there.
+        Bytes that would leave a hole after a store's end raise CommitLogGapError."""
+        store = self.store
+        empty = store.min_phy_offset < 0
+        end = store.max_phy_offset
+        if not empty and offset > end:
+            raise CommitLogGapError(
+                f"the master sent CommitLog offset {offset} but this slave's ends at {end}: "
+                f"the master no longer holds [{end}, {offset}) (its retention deleted "
+                "those segments before this slave copied them). Stop this slave, remove its "
+                "store directory (store_path_root_dir) and start it again: it copies the "
+                "master from its oldest segment",
+                (end, offset),
+            )
+        if self.refused is not None and not empty and offset < end <= offset + len(data):
+            # A try that was refused after part of the transfer went in: the rest.
+            if end == offset + len(data):
+                return self._taken(end)
+            data = data[end - offset :]
+            offset = end
+        try:
+            store.append_raw(offset, data, wake_dispatch=False)
+        except ServiceNotAvailableError as exc:
+            return self._refused(offset, str(exc))
+        except OSError as exc:
+            if exc.errno not in _NO_SPACE:
+                raise
+            return self._refused(offset, f"writing the CommitLog failed: {exc}")
+        if empty and offset:
+            log.info(
+                "this slave's store was empty: its CommitLog starts at the master's offset "
+                "%d, where the master's oldest segment starts; ConsumeQueues are built from "
+                "there",
+                offset,
+            )
+            if store.dispatcher.reput_offset < offset:
+                store.dispatcher.reset(offset)
+        return self._taken(offset)
+
+    def _taken(self, offset: int) -> bool:
+        if self.refused is not None:
+            log.warning(
+                "the store takes the master's bytes again at CommitLog offset %d: "
+                "acknowledging them",
+                offset,
+            )
+            self.refused = None
+        return True
+
+    def _refused(self, offset: int, why: str) -> bool:
+        if self.refused is None:
+            log.error(
+                "the store refuses the master's bytes at CommitLog offset %d (%s): this slave "
+                "acknowledges nothing past it (SYNC_MASTER sends wait for it and time out) "
+                "and tries again every %g s",
+                offset,
+                why,
+                RETRY_INTERVAL,
+            )
+        self.refused = why
+        return False
+
     async def _run(self) -> None:
         while True:
+            delay = RECONNECT_DELAY
             addr = self.master_ha_addr()
             if addr:
                 try:
@@ -101,6 +211,11 @@ class HASlave:
                 except (OSError, TimeoutError, RuntimeError) as exc:  # uvloop: RuntimeError
                     if self.connected_to:
                         log.warning("lost master %s (%s); reconnecting", addr, exc)
+                except CommitLogGapError as exc:
+                    delay = GAP_RETRY_DELAY
+                    if self._gap_said != exc.gap:  # (once, not at every reconnect)
+                        self._gap_said = exc.gap
+                        log.error("replication from %s cannot go on: %s", addr, exc)
                 except RocketqError as exc:
                     log.error("replication from %s stopped: %s; reconnecting", addr, exc)
                 except Exception:
@@ -109,12 +224,12 @@ class HASlave:
                     self.connected_to = ""
                 if self.on_lost is not None:
                     self.on_lost()
-            await asyncio.sleep(RECONNECT_DELAY)
+            await asyncio.sleep(delay)
 
     async def _replicate(self, addr: str) -> None:
         host, _, port = addr.rpartition(":")
         loop = asyncio.get_running_loop()
-        receiver = _Receiver(self, addr)
+        receiver = self._receiver = _Receiver(self, addr)
         # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation
         # that lands as the connection completes, and the reconnect loop would outlive stop().
         async with asyncio.timeout(CONNECT_TIMEOUT):
@@ -136,32 +251,47 @@ class HASlave:
                 if done:
                     receiver.closed.result()  # raises what ended the connection
                     raise ConnectionResetError(f"master {addr} closed the HA connection")
-                if loop.time() - receiver.last_rx > self.read_timeout:
+                if receiver.reading_paused:
+                    receiver.last_rx = loop.time()  # (not reading: no sign of life due)
+                elif loop.time() - receiver.last_rx > self.read_timeout:
                     raise TimeoutError(f"nothing from master {addr} for {self.read_timeout:g} s")
                 transport.write(REPORT.pack(store.max_phy_offset))
         finally:
+            self._receiver = None
             transport.close()
 
 
 class _Receiver(asyncio.Protocol):
     """Transfers from the master, handled as they arrive: every complete one is appended,
-    then one report acknowledges them all (before dispatch takes the loop)."""
+    then one report acknowledges them all (before dispatch takes the loop).
+
+    A transfer the store refuses (its disk is full: ServiceNotAvailableError, or ENOSPC
+    from a write) stays at the head of the buffer, unacknowledged; what follows waits
+    behind it (the master sends at most its window past the last report), and reading
+    pauses should the buffer pass STALLED_BUFFER. The append is tried again every
+    RETRY_INTERVAL and on every frame that arrives; once it is taken, the buffer is worked
+    off and acknowledged as usual."""
 
     def __init__(self, slave: HASlave, addr: str) -> None:
         self.slave = slave
         self.addr = addr
         self.buf = bytearray()
-        self.transport: asyncio.WriteTransport | None = None
+        self.transport: asyncio.Transport | None = None
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.last_rx = asyncio.get_running_loop().time()
+        self.reading_paused = False  # a refused append holds STALLED_BUFFER bytes
+        self._retry: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.WriteTransport, transport)
+        self.transport = cast(asyncio.Transport, transport)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
         if not self.closed.done():
             if exc is None:
                 self.closed.set_result(None)
@@ -170,21 +300,41 @@ class _Receiver(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_rx = asyncio.get_running_loop().time()
+        self.buf += data
+        self._drain()
+
+    def _drain(self) -> None:
+        """Append what the buffer holds, acknowledge it, and while the store refuses, hold
+        it and try again later."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
         buf = self.buf
-        buf += data
         try:
             appended = self._consume(buf)
-        except Exception as exc:  # a bad frame or a store refusal ends the connection
+        except Exception as exc:  # a bad frame, or bytes that cannot continue our log
             if not self.closed.done():
                 self.closed.set_exception(exc)
-            assert self.transport is not None
-            self.transport.close()
+            transport.close()
             return
+        slave = self.slave
+        if slave.refused is not None:
+            if self._retry is None:
+                self._retry = asyncio.get_running_loop().call_later(RETRY_INTERVAL, self._again)
+            if len(buf) >= STALLED_BUFFER and not self.reading_paused:
+                self.reading_paused = True
+                transport.pause_reading()
+        elif self.reading_paused:
+            self.reading_paused = False
+            transport.resume_reading()
         if appended:
-            store = self.slave.store
-            assert self.transport is not None
-            self.transport.write(REPORT.pack(store.max_phy_offset))
+            store = slave.store
+            transport.write(REPORT.pack(store.max_phy_offset))
             store.wake_dispatch()
+
+    def _again(self) -> None:
+        self._retry = None
+        self._drain()
 
     def _consume(self, buf: bytearray) -> bool:
         slave = self.slave
@@ -213,7 +363,8 @@ class _Receiver(asyncio.Protocol):
                     appended = True
                 elif size:
                     with memoryview(buf)[pos + head_size : end] as data:
-                        store.append_raw(offset, data, wake_dispatch=False)
+                        if not slave.append(offset, data):
+                            break  # refused: this transfer waits at the head of buf
                     slave.received_bytes += size
                     appended = True
                 pos = end
