@@ -78,6 +78,9 @@ Broker, administration (POLICY):
   (it hands any stored message to a consumer), TRANSFER_LEADER and RESEND_MESSAGE
   (rocketq's own: Raft leadership, a stored message copied onto a group's retry topic):
   Update on Cluster.
+- RAFT_ADD_MEMBER, RAFT_REMOVE_MEMBER (rocketq's own: a Raft group's membership): Update
+  on Cluster, the administrator's right, as RocketMQ asks for its broker config changes;
+  RAFT_MEMBERS (the membership and each member's lag): Get on Cluster.
 - AUTH_CREATE_USER, AUTH_UPDATE_USER, AUTH_DELETE_USER, AUTH_CREATE_ACL, AUTH_UPDATE_ACL,
   AUTH_DELETE_ACL: Update on Cluster; AUTH_GET_USER, AUTH_LIST_USER, AUTH_GET_ACL,
   AUTH_LIST_ACL: Get on Cluster (as RocketMQ).
@@ -432,6 +435,9 @@ _BROKER_RULES: Final[dict[int, _Rule]] = {
     RequestCode.CONSUME_MESSAGE_DIRECTLY: _on_cluster(Action.UPDATE),
     RocketqRequestCode.TRANSFER_LEADER: _on_cluster(Action.UPDATE),
     RocketqRequestCode.RESEND_MESSAGE: _on_cluster(Action.UPDATE),
+    RocketqRequestCode.RAFT_ADD_MEMBER: _on_cluster(Action.UPDATE),
+    RocketqRequestCode.RAFT_REMOVE_MEMBER: _on_cluster(Action.UPDATE),
+    RocketqRequestCode.RAFT_MEMBERS: _on_cluster(Action.GET),
     # users and ACLs
     RequestCode.AUTH_CREATE_USER: _on_cluster(Action.UPDATE),
     RequestCode.AUTH_UPDATE_USER: _on_cluster(Action.UPDATE),

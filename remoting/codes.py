@@ -193,6 +193,17 @@ class RocketqRequestCode:
     # ``statefulSeconds`` (with stateful authentication: how long a sender is remembered
     # once a signed request verifies).
     AUTH_SESSION: Final = 30003
+    # Raft mode: membership of the broker's Raft group, at run time (DLedger's
+    # addPeer/removePeer; RocketMQ has no request code for them: its controller's codes are
+    # about master/slave groups). Sent to the group's leader; another member answers
+    # SYSTEM_ERROR naming the leader it knows. Header ``group`` (the Raft group; blank: the
+    # broker's own), ``member`` (the member id) and, to add, ``address`` (its Raft
+    # ``host:port``). -> resp: SUCCESS, header ``index`` (the change's raft entry).
+    RAFT_ADD_MEMBER: Final = 30010
+    RAFT_REMOVE_MEMBER: Final = 30011
+    # Header ``group`` (optional). -> resp body: JSON, the group's members as this broker
+    # sees them (on the leader with each member's match index and lag).
+    RAFT_MEMBERS: Final = 30012
 
     NAMES: ClassVar[dict[int, str]]
 

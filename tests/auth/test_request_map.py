@@ -374,6 +374,20 @@ BROKER_TABLE: Final[dict[int, tuple[RemotingCommand, Requirement]]] = {
         aw.resend_message_request(GROUP, 1234),
         policy((cluster(), UPDATE)),
     ),
+    RocketqRequestCode.RAFT_ADD_MEMBER: (
+        RemotingCommand(
+            RocketqRequestCode.RAFT_ADD_MEMBER, {"member": "n3", "address": "10.0.0.4:40911"}
+        ),
+        policy((cluster(), UPDATE)),
+    ),
+    RocketqRequestCode.RAFT_REMOVE_MEMBER: (
+        RemotingCommand(RocketqRequestCode.RAFT_REMOVE_MEMBER, {"member": "n0"}),
+        policy((cluster(), UPDATE)),
+    ),
+    RocketqRequestCode.RAFT_MEMBERS: (
+        RemotingCommand(RocketqRequestCode.RAFT_MEMBERS, {}),
+        policy((cluster(), GET)),
+    ),
     GET_AUTH_METADATA: (RemotingCommand(GET_AUTH_METADATA), SUPER),
     RocketqRequestCode.AUTH_SESSION: (RemotingCommand(RocketqRequestCode.AUTH_SESSION), OPEN),
     **{
