@@ -8,6 +8,7 @@ import functools
 import logging
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -90,11 +91,23 @@ class Broker:
     timer: TimerMessageStore
     remoting: RemotingServer  # read by the metrics' bounds collector, made before it is
 
-    def __init__(self, config: BrokerConfig, store_config: StoreConfig) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store_config: StoreConfig,
+        *,
+        sockets: Mapping[str, socket.socket] | None = None,
+    ) -> None:
+        """``sockets``: listening sockets handed down by the process that started this
+        one (``client``, ``ha``, ``raft``, ``metrics``), served instead of binding those
+        ports; the config's ports become theirs."""
+        inherited: dict[str, socket.socket | None] = dict(sockets or {})
         # Bind first: with listen_port 0 the real port is what the broker advertises and
         # what its records and message ids carry.
         try:
-            self.remoting_socket = remoting_listen_socket(config.bind_address, config.listen_port)
+            self.remoting_socket = inherited.pop("client", None) or remoting_listen_socket(
+                config.bind_address, config.listen_port
+            )
         except OSError as exc:
             raise PortBindError(
                 f"cannot listen on {config.bind_address}:{config.listen_port} "
@@ -120,7 +133,7 @@ class Broker:
         if config.broker_role != "SLAVE":
             # The HA port: slaves connect here (plain TCP, as RocketMQ's 10912).
             try:
-                self.ha_socket = listen_socket(
+                self.ha_socket = inherited.pop("ha", None) or listen_socket(
                     config.bind_address, config.port_of("ha_listen_port")
                 )
             except OSError as exc:
@@ -170,6 +183,7 @@ class Broker:
                     timeout=config.metrics_http_timeout_seconds,
                     tls=self.security.metrics_tls,
                     auth=MetricsAuth.from_config(config),
+                    sock=inherited.pop("metrics", None),
                 )
                 # What the bounds of the remoting and metrics ports refused.
                 self.metrics_server.registry.register(
@@ -198,6 +212,12 @@ class Broker:
             config = replace(config, metrics_port=self.metrics_server.port)
         self.config = config
         self.store_config = store_config
+        # The Raft port is bound when the member starts (RaftMember.start).
+        self.raft_socket = inherited.pop("raft", None) if config.enable_dledger_commit_log else None
+        for name, unused in inherited.items():
+            if unused is not None:
+                log.warning("no %s port on this broker: its inherited socket is closed", name)
+                unused.close()
         # A SCHEDULE_TOPIC_XXXX entry's tag-hash field holds its delivery time.
         self.store = MessageStore(
             store_config,

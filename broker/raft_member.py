@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -79,6 +80,9 @@ class RaftHost(BrokerHost, Protocol):
     send: SendProcessor
     pull: PullProcessor
     transactions: TransactionalMessageService
+    # The Raft port's listening socket, when the process that started the broker holds
+    # it (None: the member binds the port of its dledger_peers entry).
+    raft_socket: socket.socket | None
 
 
 def raft_config(cfg: BrokerConfig) -> RaftConfig:
@@ -155,7 +159,7 @@ class RaftMember:
         """After the store has loaded: make the raft index and the CommitLog agree, then
         join the group as a follower."""
         await asyncio.to_thread(self.log.reconcile)
-        await self.server.start()
+        await self.server.start(self.b.raft_socket)
         self.sync.start()
         self._tasks = [asyncio.ensure_future(self._watch())]
         log.info(

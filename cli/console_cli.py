@@ -58,6 +58,15 @@ def console_cmd(
             "--tls-key", exists=True, dir_okay=False, help="The HTTPS certificate's key (PEM)."
         ),
     ] = None,
+    listen_fd: Annotated[
+        list[str],
+        typer.Option(
+            "--listen-fd",
+            metavar="console=FD",
+            help="Serve on the listening socket open at file descriptor FD, handed down by "
+            "the process that started this one, instead of binding --bind and --port.",
+        ),
+    ] = [],  # noqa: B006 - typer reads the default
 ) -> None:
     """The web console: cluster, topics and more in the browser (RocketMQ Dashboard)."""
     from rocketq.cluster.console_launch import console_missing
@@ -73,11 +82,18 @@ def console_cmd(
 
     import logging
 
+    from rocketq.common.ports import parse_listen_fds
     from rocketq.console.app import serve
     from rocketq.console.security import ClusterClient
 
     if (tls_cert is None) != (tls_key is None):
         raise fail("give both --tls-cert and --tls-key to serve HTTPS, or neither", 2)
+    try:
+        sock = parse_listen_fds(listen_fd, ("console",)).get("console")
+    except ValueError as exc:
+        raise fail(str(exc), 2) from None
+    if sock is not None:
+        port = sock.getsockname()[1]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     host = f"[{bind}]" if ":" in bind else bind
     scheme = "https" if tls_cert is not None else "http"
@@ -93,6 +109,7 @@ def console_cmd(
             tls_key=tls_key,
             cluster_client=ClusterClient.from_settings(security_settings()),
             secret=os.environ.get("ROCKETQ_CONSOLE_SECRET"),
+            sock=sock,
         )
     except (OSError, ValueError) as exc:
         raise fail(str(exc)) from None

@@ -8,12 +8,15 @@ body, so ``rocketq --help`` stays fast and a component's imports cost only its o
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from rocketq.cli.options import (
+    DEFAULT_BROKER_PORT,
+    DEFAULT_CONSOLE_PORT,
     DEFAULT_GRPC_PORT,
     DEFAULT_NAMESRV_PORT,
     Replication,
@@ -58,6 +61,24 @@ def _announce_bind_failure(kind: str, exc: OSError) -> None:
     sys.stdout.flush()
 
 
+ListenFdOption = typer.Option(
+    "--listen-fd",
+    metavar="NAME=FD",
+    help="Serve the port NAME on the listening socket open at file descriptor FD, handed "
+    "down by the process that started this one, instead of binding it (repeatable).",
+)
+
+
+def _listen_fds(specs: list[str], allowed: tuple[str, ...]) -> dict[str, socket.socket]:
+    """The ``--listen-fd`` sockets by port name (exit 2 naming a bad one)."""
+    from rocketq.common.ports import parse_listen_fds
+
+    try:
+        return parse_listen_fds(specs, allowed)
+    except ValueError as exc:
+        raise fail(str(exc), 2) from None
+
+
 @app.command("nameserver")
 def nameserver_cmd(
     port: Annotated[
@@ -71,6 +92,7 @@ def nameserver_cmd(
     settings: Annotated[
         list[str], typer.Option("--set", help="Any nameserver key: --set KEY=VALUE.")
     ] = [],  # noqa: B006 - typer reads the default
+    listen_fds: Annotated[list[str], ListenFdOption] = [],  # noqa: B006 - typer reads the default
 ) -> None:
     """Run a nameserver until SIGTERM or Ctrl-C."""
     from rocketq.cluster.server_main import run_server, setup_logging
@@ -89,6 +111,7 @@ def nameserver_cmd(
         cfg = load_config(NameServerConfig, config, overrides=overrides, strict_env=False)
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
+    sockets = _listen_fds(listen_fds, ("client", "metrics"))
     setup_logging()
 
     async def started(server: object) -> None:
@@ -97,7 +120,7 @@ def nameserver_cmd(
         _announce("nameserver", {"client": server.port, "metrics": metrics})
 
     try:
-        run_server(lambda: NameServer(cfg), started)
+        run_server(lambda: NameServer(cfg, sockets=sockets), started)
     except OSError as exc:
         _announce_bind_failure("nameserver", exc)
         raise fail(str(exc)) from None
@@ -136,6 +159,7 @@ def broker_cmd(
             "pod's ordinal).",
         ),
     ] = False,
+    listen_fds: Annotated[list[str], ListenFdOption] = [],  # noqa: B006 - typer reads the default
 ) -> None:
     """Run a broker until SIGTERM or Ctrl-C (graceful stop: unregister, flush, checkpoint)."""
     import os
@@ -169,6 +193,7 @@ def broker_cmd(
         broker_cfg, store_cfg = load_broker_config(config, overrides=overrides)
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
+    sockets = _listen_fds(listen_fds, ("client", "ha", "raft", "metrics"))
     setup_logging()
 
     async def started(server: object) -> None:
@@ -183,7 +208,7 @@ def broker_cmd(
         _announce("broker", ports)
 
     try:
-        run_server(lambda: Broker(broker_cfg, store_cfg), started)
+        run_server(lambda: Broker(broker_cfg, store_cfg, sockets=sockets), started)
     except (OSError, RocketqError) as exc:
         if isinstance(exc, OSError):
             _announce_bind_failure("broker", exc)
@@ -232,6 +257,16 @@ def cluster_up(
             "and the output says so. 0: a free port.",
         ),
     ] = DEFAULT_NAMESRV_PORT,
+    broker_port: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=65533,
+            help="The first broker's port when it is free (RocketMQ's listenPort), its HA "
+            "and metrics ports 1 and 2 above it when those are free; taken: free ports, "
+            "and the output says so. 0: free ports.",
+        ),
+    ] = DEFAULT_BROKER_PORT,
     replication: Annotated[
         Replication,
         typer.Option(
@@ -257,10 +292,19 @@ def cluster_up(
         bool,
         typer.Option(
             "--console",
-            help="Also start the web console (`rocketq console`) on a free port; "
+            help="Also start the web console (`rocketq console`) on --console-port; "
             "`cluster down` stops it.",
         ),
     ] = False,
+    console_port: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=65535,
+            help="With --console, the console's port when it is free (rocketmq-dashboard's); "
+            "taken: a free port, and the output says so. 0: a free port.",
+        ),
+    ] = DEFAULT_CONSOLE_PORT,
     auth: Annotated[
         bool,
         typer.Option(
@@ -324,6 +368,7 @@ def cluster_up(
             tls=tls,
             grpc=grpc,
             grpc_port=grpc_port or None,
+            broker_port=broker_port or None,
         )
         cluster = LocalCluster(spec)
         cluster.start()
@@ -350,6 +395,9 @@ def cluster_up(
     ]
     for line in _node_table(rows):
         typer.echo(line)
+    for fallback in cluster.port_fallbacks:
+        if fallback.what != f"{cluster.nameservers[0].name}'s client port":  # said above
+            typer.echo(f"({fallback})")
     if cluster.secrets is not None and spec.metrics:
         typer.echo(
             f"/metrics asks for the bearer token in {cluster.secrets.metrics_token_file} "
@@ -381,7 +429,7 @@ def cluster_up(
         from rocketq.cluster.console_launch import start_console
 
         try:
-            web = start_console(cluster)
+            web = start_console(cluster, port=console_port)
         except (RocketqError, OSError) as exc:
             with contextlib.suppress(RocketqError):
                 if monitor:
@@ -391,6 +439,8 @@ def cluster_up(
                 cluster.stop()
             raise fail(str(exc)) from None
         typer.echo(f"console: {web.url} (log in {web.home})")
+        if console_port and web.port != console_port:
+            typer.echo(f"(port {console_port} is taken, so the console is on {web.port})")
     if not foreground:
         typer.echo(f"stop it with: rocketq cluster down --data-dir {spec.data_dir}")
         return

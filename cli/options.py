@@ -22,6 +22,10 @@ R = TypeVar("R")
 DEFAULT_NAMESRV_PORT: Final = 9876
 # The port RocketMQ 5's proxy serves its clients on: `cluster up --grpc`'s first endpoint.
 DEFAULT_GRPC_PORT: Final = 8081
+# RocketMQ's broker listenPort, and rocketmq-dashboard's port: what `cluster up` asks for
+# first for its first broker and its console.
+DEFAULT_BROKER_PORT: Final = 10911
+DEFAULT_CONSOLE_PORT: Final = 8080
 DEFAULT_NAMESRV: Final = f"127.0.0.1:{DEFAULT_NAMESRV_PORT}"
 
 

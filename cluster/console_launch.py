@@ -1,7 +1,8 @@
 """``rocketq cluster up --console``: the web console beside a local cluster, as a process of
-its own (``rocketq console`` on a free port, another one if that is taken before the console
-binds it), its pid in ``<data_dir>/console/console.json``, from which ``rocketq cluster
-down`` stops it (signalled only while /proc shows that very process)."""
+its own (``rocketq console`` on 8080, rocketmq-dashboard's port, when it is free, else on a
+free port; the launcher binds the port and hands the socket down), its pid in
+``<data_dir>/console/console.json``, from which ``rocketq cluster down`` stops it
+(signalled only while /proc shows that very process)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ import sys
 from pathlib import Path
 from typing import Final
 
-from rocketq.cluster.launcher import HOST, LocalCluster
+from rocketq.cluster.launcher import HOST, LocalCluster, hold_port
 from rocketq.cluster.sidecar import Sidecar, load_sidecar, start_sidecar, stop_sidecar
 from rocketq.common.file_modes import private_dir
+from rocketq.common.ports import listen_fd_arg
 
 NAME: Final = "console"
+# rocketmq-dashboard's port, which `rocketq cluster up --console` asks for first.
+DEFAULT_CONSOLE_PORT: Final = 8080
 CONSOLE_EXTRA: Final = "pip install 'rocketq[console]'"
 # What the console imports, and what starlette imports for it (templates, sessions, forms).
 _CONSOLE_MODULES: Final = (
@@ -43,9 +47,11 @@ def console_missing() -> str | None:
     )
 
 
-def start_console(cluster: LocalCluster, *, ready_timeout: float = 30.0) -> Console:
-    """Start ``rocketq console`` for ``cluster`` on a free port and wait until it answers.
-    With auth on, the console signs as the cluster's super user and its login is that
+def start_console(cluster: LocalCluster, *, port: int = 0, ready_timeout: float = 30.0) -> Console:
+    """Start ``rocketq console`` for ``cluster`` on ``port`` when it is free, else (or with
+    ``port`` 0) on a free port, which the log says, and wait until it answers; the
+    launcher binds the port and hands the socket down, so no other process can take it
+    first. With auth on, the console signs as the cluster's super user and its login is that
     user's name and password (a users file in its home); with TLS, it trusts the cluster's
     CA and serves HTTPS only, with the cluster's certificate."""
     home = _home(cluster.data_dir)
@@ -64,10 +70,15 @@ def start_console(cluster: LocalCluster, *, ready_timeout: float = 30.0) -> Cons
         argv += ["--tls-cert", str(cluster.certs.cert_file)]
         argv += ["--tls-key", str(cluster.certs.key_file)]
         https_ca = cluster.certs.ca_file
-    return start_sidecar(
-        NAME, home, lambda port: [*argv, "--port", str(port)], ready_path="/login",
-        marker=_MARKER, ready_timeout=ready_timeout, https_ca=https_ca,
-    )  # fmt: skip
+    sock, _ = hold_port(HOST, port, "the console's port")
+    argv += ["--listen-fd", listen_fd_arg("console", sock)]
+    try:
+        return start_sidecar(
+            NAME, home, lambda port: [*argv, "--port", str(port)], ready_path="/login",
+            marker=_MARKER, ready_timeout=ready_timeout, https_ca=https_ca, sock=sock,
+        )  # fmt: skip
+    finally:
+        sock.close()  # the console has its own copy
 
 
 def _home(data_dir: Path) -> Path:

@@ -10,18 +10,29 @@ addresses, ports and pids go to ``<data_dir>/cluster.json``, from which
 stores (common/file_modes.py): folders 0700, files 0600, the logs 0640; a data dir an older
 version left readable by others is narrowed at the start.
 
-Ports: a node started for the first time binds port 0 for its client, HA and metrics ports
-and reports the ports it got in its ready line (``{"ready": "broker", "port": 40123,
-"ports": {"client": 40123, "ha": 40124, "metrics": 40125}}``), so no other program can take
-them between a choice and the bind. Two kinds of port must be known before the start, and
-the launcher chooses them: the Raft ports (the members of a group list each other's) and
-the metrics port of a nameserver on a fixed port (``ClusterSpec.namesrv_port``; port 0 for
-the client port is what makes the others any free port). When another process took one of
-those before the node bound it, the node says so on stdout (``{"failed": ...,
-"port_name": "raft", "in_use": true}``) and the launcher starts the node, or the whole
-Raft group, again on new ports, up to ``PORT_ATTEMPTS`` times, with a warning in its log.
-A restarted node asks for the ports recorded in ``cluster.json``; if another process holds
-one, the restart fails with an error that says which.
+Ports: the launcher binds every port a node serves (client, HA, Raft, metrics) before the
+node starts, and hands each listening socket down to the node's process as an inherited
+file descriptor (``--listen-fd raft=7``), as systemd's socket activation does; it closes
+its own copies once the node is ready. A port is never chosen by one process and bound
+later by another, so no other program can take it in between, and the nodes of a cluster
+start at once: a Raft member's peers, or a broker's nameserver, may be called before they
+run, and the call waits in the backlog of the socket the launcher made. The first
+nameserver and the first broker ask for RocketMQ's ports first (``ClusterSpec.namesrv_port``
+and ``broker_port``: 9876, and 10911 with HA on 10912 and metrics on 10913 as a broker
+derives them); a taken one gives way to any free port, which the launcher logs and keeps
+in :attr:`LocalCluster.port_fallbacks`. Every node reports what it serves in its ready line
+(``{"ready": "broker", "port": 10911, "ports": {"client": 10911, "ha": 10912, "metrics":
+10913}}``), the gRPC endpoint included: gRPC's server cannot serve a socket it did not
+bind, so the endpoint binds its port itself (any free port, or the spec's ``grpc_port``
+when it was free a moment before; taken by then, the broker says so on stdout,
+``{"failed": "broker", "port_name": "grpc", "in_use": true}``, and starts again on any
+free port). A restarted node is handed the ports recorded in ``cluster.json``; if another
+process holds one, the restart fails with an error that says which.
+
+A node whose address this process cannot bind (a broker in a network namespace of its
+own, chaos/netns.py) binds its own ports: any free ones, reported in its ready line, and
+its Raft port ``OWN_NAMESPACE_RAFT_PORT`` + its broker id, which nothing else in its
+namespace takes.
 
 A pid is signalled only while ``/proc/<pid>`` shows a ``rocketq.cli.main`` process started at the
 recorded time, so a pid the kernel has handed to another process is never signalled.
@@ -30,6 +41,7 @@ recorded time, so a pid the kernel has handed to another process is never signal
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import json
 import logging
@@ -45,7 +57,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Literal, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, get_args
 
 from rocketq.cluster.pids import POLL_INTERVAL, is_ours, proc_stat, tail, wait_until
 from rocketq.cluster.security import (
@@ -57,7 +69,7 @@ from rocketq.cluster.security import (
 from rocketq.common.exceptions import ConfigError, RocketqError
 from rocketq.common.file_modes import SERVER_UMASK, open_log, private_dir, tighten
 from rocketq.common.json_file import read_json, write_json_atomic
-from rocketq.common.ports import PORT_NAMES, PortName
+from rocketq.common.ports import PORT_NAMES, PortName, listen_fd_arg
 
 if TYPE_CHECKING:
     from rocketq.remoting.tls import ClientSecurity
@@ -71,28 +83,32 @@ HOST: Final = "127.0.0.1"
 CLUSTER_FILE: Final = "cluster.json"
 # How long a restart keeps retrying while the node's old port is briefly busy.
 PORT_RETRY_SECONDS: Final = 5.0
-# Starts of a node (or a Raft group) on newly chosen ports when another process took one
-# of the ports chosen for it before it bound them.
-PORT_ATTEMPTS: Final = 5
+# The backlog of a port the launcher listens on for a node: connections wait there until
+# the node accepts them (its peers may be up before it).
+LISTEN_BACKLOG: Final = 1024
+# The Raft port of a member that binds its own ports (its address is in a network
+# namespace of its own, which this process cannot bind in): n0 on 40911, n1 on 40912 and
+# so on, as RocketMQ's DLedger examples number them. The namespace is the member's
+# alone, so nothing else takes the port before the member binds it.
+OWN_NAMESPACE_RAFT_PORT: Final = 40911
+# A broker's other ports follow its client port (broker/config.py's DERIVED_PORTS); a
+# nameserver's metrics port follows its client port too (listen_port + 1).
+BROKER_PORT_OFFSETS: Final[dict[PortName, int]] = {"ha": 1, "metrics": 2}
+NAMESERVER_PORT_OFFSETS: Final[dict[PortName, int]] = {"metrics": 1}
 _AVAILABLE_REPLICATION: Final = ("none", "ha", "raft")
 RAFT_MEMBERS: Final = 3  # processes per broker group with replication "raft"
+# Where a node keeps each of its ports.
+_PORT_ATTRS: Final[dict[PortName, str]] = {
+    "client": "port",
+    "ha": "ha_port",
+    "raft": "raft_port",
+    "metrics": "metrics_port",
+    "grpc": "grpc_port",
+}
 
 
 class LauncherError(RocketqError):
     """A node did not start, or the cluster's state on disk does not allow the action."""
-
-
-class _ChosenPortTakenError(LauncherError):
-    """Another process took a port the launcher chose for a node before the node bound it."""
-
-    def __init__(self, node: Node, port_name: PortName, port: int) -> None:
-        super().__init__(
-            f"{node.name} could not listen on its {port_name} port {node.host}:{port}: "
-            "another process took it after the launcher chose it"
-        )
-        self.node = node
-        self.port_name = port_name
-        self.port = port
 
 
 @dataclass(frozen=True)
@@ -131,6 +147,10 @@ class ClusterSpec:
     # With grpc, the port the first broker's endpoint listens on if it is free (another
     # free port if it is not); None: a free port, as for the others.
     grpc_port: int | None = None
+    # The port the first broker listens on if it is free, its HA and metrics ports then
+    # following it as a broker's do (+ 1, + 2) when free (other free ports for the taken
+    # ones: LocalCluster.port_fallbacks says which); None: free ports, as for the others.
+    broker_port: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_dir", Path(self.data_dir).absolute())
@@ -155,6 +175,11 @@ class ClusterSpec:
             raise ConfigError(f"namesrv_port must be a port (1-65535), got {self.namesrv_port}")
         if self.grpc_port is not None and not 0 < self.grpc_port < 65536:
             raise ConfigError(f"grpc_port must be a port (1-65535), got {self.grpc_port}")
+        if self.broker_port is not None and not 0 < self.broker_port < 65535 - 2:
+            raise ConfigError(
+                f"broker_port must be a port (1-65533: its metrics port is 2 above), "
+                f"got {self.broker_port}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -195,6 +220,12 @@ class Node:
     host: str = HOST  # the address it binds and is reached at
     metrics_tls: bool = False  # its metrics port serves HTTPS (a cluster with TLS)
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
+    # The listening sockets the launcher holds for it from their bind until it is ready,
+    # handed down to its process (``--listen-fd NAME=FD``); empty once it is.
+    sockets: dict[PortName, socket.socket] = field(default_factory=dict, repr=False, compare=False)
+    # Its address is not one this process can bind (a network namespace of its own), or
+    # its command takes no sockets: it binds its ports itself.
+    binds_own_ports: bool = field(default=False, repr=False, compare=False)
 
     @property
     def addr(self) -> str:
@@ -254,6 +285,15 @@ class Node:
         return doc
 
 
+class _Begun(NamedTuple):
+    """A node's process just started: its Popen, where its log of this run begins, and
+    when it must be ready."""
+
+    proc: subprocess.Popen[bytes]
+    offset: int
+    deadline: float
+
+
 @dataclass(frozen=True)
 class NodeStatus:
     name: str
@@ -308,7 +348,8 @@ def raft_member_id(node: Node) -> str:
 
 
 def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports free on this host now (held open together while chosen)."""
+    """``count`` distinct ports free on this host now (held open together while chosen;
+    free, not held, once returned: for tests that need a port nobody listens on)."""
     socks = []
     try:
         for _ in range(count):
@@ -331,6 +372,51 @@ def port_free(port: int, host: str = HOST) -> bool:
         except OSError:
             return False
     return True
+
+
+def listen_on(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host:port`` (0: any free port), bound as the servers bind
+    (SO_REUSEADDR), to be handed to the server that will serve it. OSError when it cannot
+    be bound."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(LISTEN_BACKLOG)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+@dataclass(frozen=True)
+class PortFallback:
+    """A port asked for first (RocketMQ's default) was taken, so another one was used."""
+
+    what: str  # "namesrv-0's client port", "the console's port"
+    asked: int
+    got: int
+
+    def __str__(self) -> str:
+        return f"port {self.asked} is taken, so {self.what} is {self.got} instead"
+
+
+def hold_port(host: str, preferred: int, what: str) -> tuple[socket.socket, PortFallback | None]:
+    """A socket listening on ``preferred`` when it is free (0: any free port), else on
+    any free port, with what says so (also logged). OSError when ``host`` cannot be bound
+    at all."""
+    if preferred:
+        try:
+            return listen_on(host, preferred), None
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+        sock = listen_on(host, 0)
+        fallback = PortFallback(what, preferred, sock.getsockname()[1])
+        log.warning("%s", fallback)
+        return sock, fallback
+    return listen_on(host, 0), None
 
 
 def ready_ports(doc: Mapping[str, Any]) -> dict[PortName, int] | None:
@@ -392,6 +478,9 @@ class LocalCluster:
             n.metrics_tls = spec.tls
         self.secrets: ClusterSecrets | None = None
         self.certs: ClusterCertificates | None = None
+        # The preferred ports that were taken at the last start, and what was used instead.
+        self.port_fallbacks: list[PortFallback] = []
+        self.spawns = 0  # node processes this launcher started (a node started again counts)
         self._security: ClientSecurity | None = None
         self._prepare_security()
 
@@ -533,7 +622,11 @@ class LocalCluster:
     # ---------------------------------------------------------------- start
 
     def start(self) -> None:
-        """Start the nameservers, then the brokers; return once every broker is registered."""
+        """Start the nameservers and the brokers; return once every broker is registered.
+
+        Every port is bound here first and handed down, so the nodes start at once: a
+        broker that calls its nameserver, or a Raft member its peers, before they run
+        waits in the backlog of the port the launcher listens on for them."""
         self._refuse_if_running()
         # The nodes' data, secrets and logs are this user's (logs readable by its group):
         # what an older version made readable by others is narrowed first.
@@ -543,25 +636,33 @@ class LocalCluster:
         for n in self.nodes:
             n.port, n.pid, n.start_time, n.process = 0, 0, 0, None
             n.raft_port = n.metrics_port = n.ha_port = n.grpc_port = 0
-        wanted = self.spec.namesrv_port
-        if wanted is not None and port_free(wanted):
-            self.nameservers[0].port = wanted
+        self.port_fallbacks = []
         wanted = self.spec.grpc_port
         if self.spec.grpc and wanted is not None and port_free(wanted):
+            # gRPC's server cannot serve a socket it did not bind: the endpoint binds its
+            # port itself, and one taken after this check gives way to any free port.
             self.brokers[0].grpc_port = wanted
         try:
-            for ns in self.nameservers:
-                self._start_fresh([ns])
-            # A Raft group starts (and starts again on new Raft ports) as a whole: its
-            # members list each other's Raft addresses.
-            groups = [[b] for b in self.brokers]
-            if self.spec.replication == "raft":
-                names = dict.fromkeys(b.broker_name for b in self.brokers)
-                groups = [self.group_members(name) for name in names]
-            for members in groups:
-                self._start_fresh(members)
+            for n in self.nodes:
+                self._hold_ports(n)
+            for b in self.brokers:
+                if self.spec.replication == "raft" and b.binds_own_ports and not b.raft_port:
+                    b.raft_port = OWN_NAMESPACE_RAFT_PORT + b.broker_id
+            begun = {n.name: self._begin(n) for n in self.nameservers}
+            if any(n.binds_own_ports for n in self.nameservers):
+                # Its address is known once it is ready, and the brokers are told it.
+                for n in self.nameservers:
+                    self._finish(n, begun.pop(n.name))
+            begun |= {b.name: self._begin(b) for b in self.brokers}
+            self._save()
+            for n in self.nodes:
+                if n.name in begun:
+                    self._finish(n, begun[n.name], any_port_if_busy=self._prefers_a_port(n))
+                    self._save()
             self._wait_registered(self.brokers, self.nameservers[:1])
         except BaseException:
+            for n in self.nodes:
+                self._release(n)
             with contextlib.suppress(LauncherError):
                 self.stop()
             raise
@@ -574,60 +675,116 @@ class LocalCluster:
             return True
         return parent.parent == self.data_dir and path.name == f"{parent.name}.log"
 
-    def _choose_ports(self, nodes: list[Node]) -> None:
-        """The ports ``nodes`` must be told before they start, chosen together so no two
-        are the same: Raft ports, and the metrics port of a node on a fixed client port
-        (with client port 0 the node binds any free metrics port itself)."""
-        raft = [n for n in nodes if n.role == "broker" and self.spec.replication == "raft"]
-        metrics = [n for n in nodes if self.spec.metrics and n.port]
-        if not raft and not metrics:
+    # -- ports: bound here, handed down ---------------------------------------------------
+
+    def holds_ports(self, node: Node) -> bool:
+        """Whether the launcher binds ``node``'s ports and hands them down (True), or the
+        node binds its own. (A subclass that starts a node with a command of its own, which
+        takes no ``--listen-fd``, says False; a node whose address this process cannot bind,
+        one in a network namespace of its own, binds its own ports whatever this says.)"""
+        return True
+
+    def port_names(self, node: Node) -> list[PortName]:
+        """The ports ``node`` serves that the launcher binds for it, its client port first
+        (not the gRPC endpoint's: gRPC's server binds its port itself)."""
+        names: list[PortName] = ["client"]
+        if node.role == "broker":
+            if self.spec.replication == "raft":
+                names.append("raft")
+            elif not (self.spec.replication == "ha" and node.broker_id > 0):
+                names.append("ha")  # a master's: its slaves connect there
+        if self.spec.metrics:
+            names.append("metrics")
+        return names
+
+    def _preferred_client_port(self, node: Node) -> int:
+        """The port a node asks for first: RocketMQ's default for the first nameserver
+        and the first broker (as the spec gives it), 0 (any free port) for the others."""
+        if node is self.nameservers[0]:
+            return self.spec.namesrv_port or 0
+        if node is self.brokers[0]:
+            return self.spec.broker_port or 0
+        return 0
+
+    def _hold_ports(self, node: Node, *, recorded: bool = False) -> None:
+        """Bind ``node``'s ports (see :meth:`port_names`) and keep them until it is ready.
+        A first start asks for the preferred ports (a node's other ports follow its client
+        port as the servers derive them) and takes any free port for a taken one, which
+        :attr:`port_fallbacks` and the log say; ``recorded`` (a restart) asks for the
+        ports in cluster.json, waiting up to PORT_RETRY_SECONDS while one is busy, then
+        fails naming it. A node whose address this process cannot bind binds its own."""
+        self._release(node)
+        node.binds_own_ports = not self.holds_ports(node)
+        if node.binds_own_ports:
             return
-        ports = free_ports(len(raft) + len(metrics))
-        for n, port in zip(raft, ports, strict=False):
-            n.raft_port = port
-        for n, port in zip(metrics, ports[len(raft) :], strict=True):
-            n.metrics_port = port
+        offsets = BROKER_PORT_OFFSETS if node.role == "broker" else NAMESERVER_PORT_OFFSETS
+        preferred = 0 if recorded else self._preferred_client_port(node)
+        deadline = time.monotonic() + PORT_RETRY_SECONDS
+        held: dict[PortName, socket.socket] = {}
+        try:
+            for name in self.port_names(node):
+                if recorded:
+                    held[name] = self._bind_recorded(node, name, deadline)
+                    continue
+                asked = preferred if name == "client" else 0
+                if name != "client" and preferred and node.port == preferred:
+                    asked = preferred + offsets.get(name, 0) if name in offsets else 0
+                sock, fallback = hold_port(node.host, asked, f"{node.name}'s {name} port")
+                held[name] = sock
+                setattr(node, _PORT_ATTRS[name], sock.getsockname()[1])
+                if fallback is not None:
+                    self.port_fallbacks.append(fallback)
+        except OSError as exc:
+            for sock in held.values():
+                sock.close()
+            if exc.errno == errno.EADDRNOTAVAIL and not held:
+                # Not an address of this network namespace: the node's own.
+                node.binds_own_ports = True
+                log.info("%s: %s is not an address here; it binds its own ports",
+                         node.name, node.host)  # fmt: skip
+                return
+            raise LauncherError(
+                f"cannot listen on {node.host} for {node.name}: {exc.strerror or exc}"
+            ) from None
+        except BaseException:
+            for sock in held.values():
+                sock.close()
+            raise
+        node.sockets = held
+        for name, sock in held.items():
+            setattr(node, _PORT_ATTRS[name], sock.getsockname()[1])
+
+    def _bind_recorded(self, node: Node, name: PortName, deadline: float) -> socket.socket:
+        """A socket on the port cluster.json records for ``node`` (any free one if none is
+        recorded), tried again while another process holds it, until ``deadline``."""
+        port = getattr(node, _PORT_ATTRS[name])
+        while True:
+            try:
+                return listen_on(node.host, port)
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE or time.monotonic() >= deadline:
+                    raise LauncherError(
+                        f"{node.role} {node.name} cannot listen on its {name} port "
+                        f"{node.host}:{port}, recorded in {self.cluster_file}: "
+                        + (
+                            f"another process holds it (still after {PORT_RETRY_SECONDS:g} "
+                            "s); stop that process, or start the cluster again"
+                            if exc.errno == errno.EADDRINUSE
+                            else str(exc.strerror or exc)
+                        )
+                    ) from None
+            time.sleep(POLL_INTERVAL * 4)
+
+    def _release(self, node: Node) -> None:
+        """Close the launcher's copies of the node's sockets (its process has its own)."""
+        for sock in node.sockets.values():
+            sock.close()
+        node.sockets = {}
 
     def _prefers_a_port(self, node: Node) -> bool:
-        """The node asks for a port the spec prefers (the first nameserver's, the first
-        broker's gRPC port), which may be taken between the check and the bind: then it
-        takes any free port."""
-        if node is self.nameservers[0]:
-            return self.spec.namesrv_port is not None
-        return node is self.brokers[0] and self.spec.grpc_port is not None
-
-    def _start_fresh(self, nodes: list[Node]) -> None:
-        """Start ``nodes`` for the first time. When another process took a port the
-        launcher chose for one of them before it bound it, the ones started are stopped and
-        all start again on new ports, up to ``PORT_ATTEMPTS`` times."""
-        for attempt in range(1, PORT_ATTEMPTS + 1):
-            self._choose_ports(nodes)
-            try:
-                for n in nodes:
-                    # The preferred port may be taken between the check and the bind.
-                    any_port = self._prefers_a_port(n)
-                    self._launch(n, self.spec.ready_timeout, any_port_if_busy=any_port)
-                    self._save()
-                return
-            except _ChosenPortTakenError as taken:
-                started = [n for n in nodes if self._alive(n)]
-                for n in started:
-                    self._signal(n, signal.SIGKILL)
-                if self._wait_exit(started, time.monotonic() + self.spec.ready_timeout):
-                    raise LauncherError(
-                        f"could not stop {', '.join(n.name for n in started)} to start them "
-                        "again on other ports"
-                    ) from None
-                names = ", ".join(n.name for n in nodes)
-                if attempt == PORT_ATTEMPTS:
-                    raise LauncherError(
-                        f"{taken}; {names} could not start in {PORT_ATTEMPTS} attempts on "
-                        "newly chosen ports, as other processes kept taking them"
-                    ) from None
-                log.warning(
-                    "%s; starting %s again on new ports (attempt %d of %d)",
-                    taken, names, attempt + 1, PORT_ATTEMPTS,
-                )  # fmt: skip
+        """The node's gRPC endpoint asks for the spec's preferred port, which may be taken
+        between the check and the endpoint's bind: then it takes any free port."""
+        return node is self.brokers[0] and self.spec.grpc and self.spec.grpc_port is not None
 
     def _refuse_if_running(self) -> None:
         if not self.cluster_file.exists():
@@ -682,7 +839,7 @@ class LocalCluster:
         return cmd
 
     def _metrics_setting(self, node: Node) -> list[str]:
-        """The node's metrics port: none (0) without metrics, the recorded or chosen port,
+        """The node's metrics port: none (0) without metrics, the held or recorded port,
         or unset, which with client port 0 is any free port (the node reports it)."""
         if not self.spec.metrics:
             return ["--set", "metrics_port=0"]
@@ -691,10 +848,14 @@ class LocalCluster:
         return []
 
     def _spawn(self, node: Node) -> tuple[subprocess.Popen[bytes], int]:
-        """Start the node's process; the offset where this run's log begins."""
+        """Start the node's process, handing it the sockets held for it; the offset where
+        this run's log begins."""
         private_dir(node.home)
         # The node runs this interpreter, so it imports the same rocketq (installed, or
         # the editable install of a checkout), whatever its working directory.
+        command = self._command(node)
+        for name, sock in node.sockets.items():
+            command += ["--listen-fd", listen_fd_arg(name, sock)]
         out_fd = open_log(node.out)
         os.ftruncate(out_fd, 0)
         with open(out_fd, "wb") as out, open(open_log(node.log), "ab") as err:
@@ -703,7 +864,7 @@ class LocalCluster:
             if self.secrets is not None:
                 env = {**os.environ, **self.secrets.node_env()}
             proc = subprocess.Popen(
-                self._command(node),
+                command,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
@@ -711,61 +872,78 @@ class LocalCluster:
                 cwd=node.home,
                 start_new_session=True,
                 umask=SERVER_UMASK,  # what it makes is private (the node sets it too)
+                pass_fds=[sock.fileno() for sock in node.sockets.values()],
             )
+        self.spawns += 1
         return proc, offset
 
     def _launch(
         self, node: Node, timeout: float, *, port_retry: float = 0.0, any_port_if_busy: bool = False
     ) -> None:
-        """Start the node and wait for its ready line; record the ports it reports.
+        """Start the node and wait (up to ``timeout`` s) for its ready line; record the
+        ports it reports. See :meth:`_finish` for ``port_retry`` and ``any_port_if_busy``."""
+        self._finish(
+            node,
+            self._begin(node, timeout),
+            port_retry=port_retry,
+            any_port_if_busy=any_port_if_busy,
+        )
 
-        A port the node was given that another process holds: with ``port_retry`` (a
-        restart, on the recorded ports) the node is started again until that many seconds
-        have passed, then a LauncherError names the port; with ``any_port_if_busy`` a taken
-        client port gives way to any free one; a Raft or metrics port the launcher chose
-        raises :class:`_ChosenPortTakenError` for the caller to choose again. Without
-        ``port_retry`` the launcher chose every fixed port but the client port."""
+    def _begin(self, node: Node, timeout: float | None = None) -> _Begun:
+        """Start the node's process (not waiting for it)."""
+        proc, offset = self._spawn(node)
+        node.process, node.pid = proc, proc.pid
+        deadline = time.monotonic() + (self.spec.ready_timeout if timeout is None else timeout)
+        return _Begun(proc, offset, deadline)
+
+    def _finish(
+        self, node: Node, begun: _Begun, *, port_retry: float = 0.0, any_port_if_busy: bool = False
+    ) -> None:
+        """Wait for the ready line of the node ``begun`` started; record its ports and
+        close the launcher's copies of its sockets.
+
+        The ports the launcher holds for a node cannot be taken. A node that binds a port
+        itself (its gRPC endpoint; every port of a node that binds its own) may find it
+        taken: with ``port_retry`` (a restart, on the recorded ports) it is started again
+        until that many seconds have passed, then a LauncherError names the port; with
+        ``any_port_if_busy`` a taken gRPC port the spec preferred gives way to any free
+        one."""
         retry_until = time.monotonic() + port_retry
-        while True:
-            proc, offset = self._spawn(node)
-            node.process, node.pid = proc, proc.pid
-            ports = self._await_ready(node, proc, offset, time.monotonic() + timeout)
-            if ports is not None:
-                break
-            log_text = tail(node.log, offset)
-            failed = self._bind_failure(node)
-            if failed is not None and failed.in_use:
-                if time.monotonic() < retry_until:
-                    time.sleep(POLL_INTERVAL * 4)
-                    continue
-                if failed.port_name == "client" and any_port_if_busy and node.port:
-                    log.info(
-                        "%s: port %d was taken after the check; it listens on any free port",
-                        node.name, node.port,
-                    )  # fmt: skip
-                    node.port = 0
-                    continue
-                if failed.port_name == "grpc" and any_port_if_busy and node.grpc_port:
-                    log.info(
-                        "%s: gRPC port %d was taken after the check; any free port instead",
-                        node.name, node.grpc_port,
-                    )  # fmt: skip
-                    node.grpc_port = 0
-                    continue
-                chosen = {"raft": node.raft_port, "metrics": node.metrics_port}
-                if not port_retry and failed.port and chosen.get(failed.port_name) == failed.port:
-                    raise _ChosenPortTakenError(node, failed.port_name, failed.port)
-                if port_retry:
-                    raise LauncherError(
-                        f"{node.role} {node.name} cannot listen on its {failed.port_name} port "
-                        f"{node.host}:{failed.port}, recorded in {self.cluster_file}: another "
-                        f"process holds it (still after {port_retry:g} s); stop that process, "
-                        f"or start the cluster again; the end of {node.log}:\n{log_text}"
-                    )
-            raise LauncherError(
-                f"{node.role} {node.name} exited before it was ready "
-                f"(exit code {proc.returncode}); the end of {node.log}:\n{log_text}"
-            )
+        proc, offset, deadline = begun
+        try:
+            while True:
+                ports = self._await_ready(node, proc, offset, deadline)
+                if ports is not None:
+                    break
+                log_text = tail(node.log, offset)
+                failed = self._bind_failure(node)
+                if failed is not None and failed.in_use:
+                    if time.monotonic() < retry_until:
+                        time.sleep(POLL_INTERVAL * 4)
+                        proc, offset, deadline = self._begin(node)
+                        continue
+                    if failed.port_name == "grpc" and any_port_if_busy and node.grpc_port:
+                        log.warning(
+                            "%s: gRPC port %d was taken after the check; any free port instead",
+                            node.name, node.grpc_port,
+                        )  # fmt: skip
+                        node.grpc_port = 0
+                        proc, offset, deadline = self._begin(node)
+                        continue
+                    if port_retry:
+                        raise LauncherError(
+                            f"{node.role} {node.name} cannot listen on its {failed.port_name} "
+                            f"port {node.host}:{failed.port}, recorded in {self.cluster_file}: "
+                            f"another process holds it (still after {port_retry:g} s); stop "
+                            f"that process, or start the cluster again; the end of "
+                            f"{node.log}:\n{log_text}"
+                        )
+                raise LauncherError(
+                    f"{node.role} {node.name} exited before it was ready "
+                    f"(exit code {proc.returncode}); the end of {node.log}:\n{log_text}"
+                )
+        finally:
+            self._release(node)
         node.port = ports["client"]
         node.metrics_port = ports.get("metrics", 0)
         node.ha_port = ports.get("ha", 0)
@@ -904,6 +1082,7 @@ class LocalCluster:
         node = self.node(name)
         if self._alive(node):
             self.kill(name, signal.SIGTERM)
+        self._hold_ports(node, recorded=True)
         self._launch(node, self.spec.ready_timeout, port_retry=PORT_RETRY_SECONDS)
         self._save()
         live_ns = [n for n in self.nameservers if self._alive(n)]
@@ -934,6 +1113,8 @@ class LocalCluster:
     def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM the brokers, then the nameservers; SIGKILL what is left at the deadline."""
         deadline = time.monotonic() + timeout
+        for n in self.nodes:
+            self._release(n)
         for group in (self.brokers, self.nameservers):
             for n in group:
                 if self._signal(n, signal.SIGTERM):

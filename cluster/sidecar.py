@@ -3,9 +3,12 @@ of its own with its output in ``<home>/<name>.log``, waited for until an HTTP UR
 200, its pid and start time in ``<home>/<name>.json``, and signalled later only while /proc
 shows that very process.
 
-Its port is chosen free just before the start; when another process takes it before the
-sidecar binds it (the sidecar exits, its log saying the address is in use), it starts again
-on a newly chosen port, up to ``PORT_ATTEMPTS`` times, with a warning in the launcher's log.
+A sidecar that can serve a socket handed down to it (the console: ``--listen-fd``) is given
+one the launcher bound, so no other process can take its port. One that binds its own port
+(Prometheus) has it chosen free just before the start; when another process takes it before
+the sidecar binds it (the sidecar exits, its log saying the address is in use), it starts
+again on a newly chosen port, up to ``OWN_PORT_ATTEMPTS`` times, with a warning in the
+launcher's log.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import ssl
 import subprocess
 import time
@@ -23,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocketq.cluster import launcher
-from rocketq.cluster.launcher import HOST, PORT_ATTEMPTS, LauncherError
+from rocketq.cluster.launcher import HOST, LauncherError
 from rocketq.cluster.pids import POLL_INTERVAL, is_ours, proc_stat, tail
 from rocketq.common.file_modes import SERVER_UMASK, open_log, private_dir
 from rocketq.common.json_file import read_json, write_json_atomic
@@ -31,6 +35,9 @@ from rocketq.common.json_file import read_json, write_json_atomic
 log = logging.getLogger(__name__)
 # What uvicorn (the console) and Prometheus log when their port is taken.
 _IN_USE = "address already in use"
+# Starts of a sidecar that binds its own port on newly chosen ports, when another process
+# took the one chosen before the sidecar bound it.
+OWN_PORT_ATTEMPTS = 5
 
 
 @dataclass
@@ -94,25 +101,34 @@ def start_sidecar(
     marker: bytes,
     ready_timeout: float = 30.0,
     https_ca: Path | None = None,
+    sock: socket.socket | None = None,
 ) -> Sidecar:
     """Start ``argv(port)`` (after stopping the one ``home`` records) and wait until
     ``http://HOST:port<ready_path>`` answers 200 (``https://`` trusting the CA
-    ``https_ca`` when given: the sidecar serves HTTPS only). ``port`` 0: a free port,
-    chosen again when another process takes it before the sidecar binds it; another
-    ``port`` is the user's, and a sidecar that cannot bind it fails. Its home is private
-    (0700), its log 0640, and it runs with the private umask."""
+    ``https_ca`` when given: the sidecar serves HTTPS only). ``sock``: a listening socket
+    the sidecar is handed (``argv`` names its fd) and serves, closed here once it
+    answers; without one, ``port`` 0 is a free port, chosen again when another process
+    takes it before the sidecar binds it, and another ``port`` is the user's, and a
+    sidecar that cannot bind it fails. Its home is private (0700), its log 0640, and it
+    runs with the private umask."""
     private_dir(home)
     stop_sidecar(name, home, marker)
     scheme = "https" if https_ca is not None else "http"
     context = ssl.create_default_context(cafile=str(https_ca)) if https_ca is not None else None
-    for attempt in range(1, PORT_ATTEMPTS + 1):
+    if sock is not None:
+        port = sock.getsockname()[1]
+    for attempt in range(1, OWN_PORT_ATTEMPTS + 1):
         chosen = port or launcher.free_ports(1)[0]
-        side, offset, proc = _spawn(name, home, argv(chosen), chosen, marker, scheme)
-        text = _await_answer(side, ready_path, ready_timeout, offset, context)
+        try:
+            side, offset, proc = _spawn(name, home, argv(chosen), chosen, marker, scheme, sock)
+            text = _await_answer(side, ready_path, ready_timeout, offset, context)
+        finally:
+            if sock is not None:
+                sock.close()  # the sidecar has its own copy
         if text is None:
             break
         _kill(proc)  # not ready: whatever it is doing, it does not outlive the attempt
-        if port or _IN_USE not in text.lower() or attempt == PORT_ATTEMPTS:
+        if port or _IN_USE not in text.lower() or attempt == OWN_PORT_ATTEMPTS:
             raise LauncherError(
                 f"{name} did not get ready within {ready_timeout:g} s; the end of "
                 f"{side.log}:\n{text}"
@@ -120,7 +136,7 @@ def start_sidecar(
         log.warning(
             "%s: another process took port %d before %s could listen there; starting it "
             "again on another port (attempt %d of %d)",
-            name, chosen, name, attempt + 1, PORT_ATTEMPTS,
+            name, chosen, name, attempt + 1, OWN_PORT_ATTEMPTS,
         )  # fmt: skip
     write_json_atomic(
         home / f"{name}.json",
@@ -146,9 +162,16 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _spawn(
-    name: str, home: Path, argv: list[str], port: int, marker: bytes, scheme: str
+    name: str,
+    home: Path,
+    argv: list[str],
+    port: int,
+    marker: bytes,
+    scheme: str,
+    sock: socket.socket | None = None,
 ) -> tuple[Sidecar, int, subprocess.Popen[bytes]]:
-    """Start the process; the offset where this run's log begins; its Popen."""
+    """Start the process (handing it ``sock``); the offset where this run's log begins;
+    its Popen."""
     with open(open_log(home / f"{name}.log"), "ab") as out:
         offset = out.seek(0, os.SEEK_END)
         proc = subprocess.Popen(
@@ -159,6 +182,7 @@ def _spawn(
             cwd=home,
             start_new_session=True,
             umask=SERVER_UMASK,
+            pass_fds=() if sock is None else (sock.fileno(),),
         )
     stat = proc_stat(proc.pid)
     side = Sidecar(name, home, port, proc.pid, stat[1] if stat else 0, marker, scheme)

@@ -336,6 +336,22 @@ class _Server6(_Server):
     address_family = socket.AF_INET6
 
 
+def _adopt(sock: socket.socket, server_class: type[_Server]) -> _Server:
+    """A server on an already listening socket (what binding would have made)."""
+    if sock.family == socket.AF_INET6:
+        server_class = _Server6
+    server = server_class(sock.getsockname()[:2], _QuietHandler, bind_and_activate=False)
+    server.socket.close()
+    sock.setblocking(True)  # socketserver waits in select, then accepts blocking
+    server.socket = sock
+    server.server_address = sock.getsockname()
+    host, port = sock.getsockname()[:2]
+    server.server_name = socket.getfqdn(str(host))
+    server.server_port = port
+    server.setup_environ()
+    return server
+
+
 class LoopGoneError(Exception):
     """The event loop did not answer in time (or is closed)."""
 
@@ -356,14 +372,20 @@ class MetricsServer:
         timeout: float = 10.0,
         tls: ServerTls | None = None,
         auth: MetricsAuth | None = None,
+        sock: socket.socket | None = None,
     ) -> None:
+        """``sock``: a listening socket to serve on (one handed down by the process that
+        started this one) instead of binding ``address:port``."""
         self.registry = registry
         self.auth = auth if auth is not None and auth.enabled else None
         self.readiness = readiness
         self._loop: asyncio.AbstractEventLoop | None = None
         server_class = _Server6 if ":" in address else _Server
         try:
-            self._server = server_class((address, port), _QuietHandler)
+            if sock is not None:
+                self._server = _adopt(sock, server_class)
+            else:
+                self._server = server_class((address, port), _QuietHandler)
         except OSError as exc:
             why = "it is in use" if exc.errno == errno.EADDRINUSE else exc.strerror
             raise PortBindError(

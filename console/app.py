@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import socket
 import ssl
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -362,10 +363,12 @@ def serve(
     tls_key: str | Path | None = None,
     cluster_client: ClusterClient | None = None,
     secret: str | None = None,
+    sock: socket.socket | None = None,
 ) -> None:
     """Run the console until interrupted: :func:`create_app` under uvicorn, over HTTPS (and
-    with ``Secure`` cookies) when given ``tls_cert`` and ``tls_key``. Raises ValueError or
-    OSError for bad options or files before listening."""
+    with ``Secure`` cookies) when given ``tls_cert`` and ``tls_key``; on ``sock``, a
+    listening socket handed down by the process that started this one, when given.
+    Raises ValueError or OSError for bad options or files before listening."""
     import uvicorn
 
     app = create_app(
@@ -378,4 +381,4 @@ def serve(
         cluster_client=cluster_client,
     )
     config = uvicorn_config(app, host=bind, port=port, tls_cert=tls_cert, tls_key=tls_key)
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=None if sock is None else [sock])

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
+from collections.abc import Mapping
 from pathlib import Path
 
 from rocketq.auth.request_map import nameserver_requirement
@@ -27,8 +29,13 @@ log = logging.getLogger(__name__)
 class NameServer:
     """One nameserver: ``await start()``, ``port``, ``await stop()``."""
 
-    def __init__(self, config: NameServerConfig) -> None:
+    def __init__(
+        self, config: NameServerConfig, *, sockets: Mapping[str, socket.socket] | None = None
+    ) -> None:
+        """``sockets``: listening sockets handed down by the process that started this one
+        (``client``, ``metrics``), served instead of binding those ports."""
         self.config = config
+        self._sockets = dict(sockets or {})
         self.routes = RouteInfoManager()
         self.kv = KVConfigManager(Path(config.kv_config_path))
         self.service = NameServerProcessor(config, self.routes, self.kv)
@@ -62,7 +69,12 @@ class NameServer:
                 timeout=config.metrics_http_timeout_seconds,
                 tls=self.security.metrics_tls,
                 auth=MetricsAuth.from_config(config),
+                sock=self._sockets.pop("metrics", None),
             )
+        for name, unused in self._sockets.items():
+            if name != "client":
+                log.warning("no %s port here: its inherited socket is closed", name)
+                unused.close()
 
     def _readiness(self) -> tuple[bool, str]:
         return (True, "") if self.serving else (False, "the nameserver is not serving")
@@ -79,7 +91,11 @@ class NameServer:
             tls=self.security.tls,
         )
         try:
-            self.port = await self.server.start(self.config.bind_address, self.config.listen_port)
+            self.port = await self.server.start(
+                self.config.bind_address,
+                self.config.listen_port,
+                sock=self._sockets.pop("client", None),
+            )
         except OSError as exc:
             raise PortBindError(
                 f"cannot listen on {self.config.bind_address}:{self.config.listen_port} "

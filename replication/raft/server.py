@@ -409,17 +409,24 @@ class RaftServer:
 
     # -- life --------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, sock: socket.socket | None = None) -> None:
+        """Listen on ``bind``, or serve ``sock``, a listening socket handed down by the
+        process that started this one (which holds the port from its choice on)."""
         host, _, port = self.bind.rpartition(":")
         loop = asyncio.get_running_loop()
         try:
             if self.tls is None:
-                self.server = await loop.create_server(
-                    lambda: _Inbound(self), host, int(port), reuse_address=True
+                self.server = await (
+                    loop.create_server(lambda: _Inbound(self), sock=sock)
+                    if sock is not None
+                    else loop.create_server(
+                        lambda: _Inbound(self), host, int(port), reuse_address=True
+                    )
                 )
                 self.port = self.server.sockets[0].getsockname()[1]
             else:
-                self._sock = listen_socket(host, int(port))
+                self._sock = sock if sock is not None else listen_socket(host, int(port))
+                self._sock.setblocking(False)
                 self.port = self._sock.getsockname()[1]
                 self._accept = loop.create_task(
                     serve(

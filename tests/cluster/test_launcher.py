@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import selectors
 import signal
@@ -20,6 +21,7 @@ from rocketq.cluster.launcher import (
     ClusterSpec,
     LauncherError,
     LocalCluster,
+    PortFallback,
     broker_group_name,
     free_ports,
 )
@@ -239,17 +241,24 @@ def test_a_taken_preferred_port_gives_the_nameserver_another(
         assert LocalCluster.load(tmp_path).namesrv_port_busy  # cluster.json says so too
 
 
-def test_a_preferred_port_taken_after_the_check_gives_another(
-    tmp_path: Path, held_port: int, monkeypatch: pytest.MonkeyPatch
+def test_the_launcher_binds_the_ports_and_says_which_preferred_one_was_taken(
+    tmp_path: Path, held_port: int, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # The port looks free, then the nameserver cannot listen there: it starts again on
-    # a free port instead of failing.
-    monkeypatch.setattr(launcher, "port_free", lambda port, host="": True)
+    # The launcher binds the preferred port itself: taken, it binds another at once, and
+    # the node is handed that socket: no node is started twice.
+    caplog.set_level(logging.WARNING, "rocketq.cluster.launcher")
     spec = ClusterSpec(data_dir=tmp_path, broker_settings=SMALL_STORE, namesrv_port=held_port)
     with LocalCluster(spec) as c:
-        assert c.namesrv_port_busy and c.nameservers[0].port != held_port
-        assert "cannot listen" in c.nameservers[0].log.read_text()
-        assert registered(c.namesrv_addr) == {"broker-a": {0: c.node("broker-a-0").addr}}
+        got = c.nameservers[0].port
+        assert c.namesrv_port_busy and got not in (0, held_port)
+        assert c.port_fallbacks == [PortFallback("namesrv-0's client port", held_port, got)]
+        assert f"port {held_port} is taken, so namesrv-0's client port is {got} instead" in (
+            caplog.text
+        )
+        assert c.spawns == len(c.nodes)  # each node started once
+        assert "cannot listen" not in c.nameservers[0].log.read_text()
+        # Its metrics port is not derived from a port it did not get: any free one.
+        assert c.nameservers[0].metrics_port not in (0, held_port + 1)
 
 
 def test_without_a_preferred_port_the_nameserver_takes_a_free_one(tmp_path: Path) -> None:

@@ -1,16 +1,20 @@
 """How nodes report their ports and their bind failures, and how the launcher and its
-sidecars read them: the ready line, the failure line, PortBindError, a sidecar started
-again when its chosen port is taken."""
+sidecars read them: the ready line, the failure line, PortBindError, a sidecar that binds
+its own port started again when its chosen port is taken; the listening sockets the
+launcher binds and a server takes over (``--listen-fd NAME=FD``)."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import json
 import logging
+import os
 import pickle
 import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +26,7 @@ from rocketq.cli.main import _announce, _announce_bind_failure
 from rocketq.cluster.launcher import BindFailure, LauncherError, bind_failure, ready_ports
 from rocketq.cluster.sidecar import start_sidecar
 from rocketq.common.metrics_server import MetricsServer
-from rocketq.common.ports import PortBindError
+from rocketq.common.ports import PortBindError, parse_listen_fds
 from rocketq.replication.ha.master import listen_socket
 
 
@@ -165,3 +169,61 @@ def test_a_sidecar_that_never_gets_ready_does_not_outlive_its_start(
         )  # fmt: skip
     [proc] = spawned
     assert proc.returncode is not None  # killed and reaped
+
+
+def test_listen_fds_are_taken_over_as_listening_sockets() -> None:
+    with socket.socket() as listening, socket.socket() as bound:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        bound.bind(("127.0.0.1", 0))  # not listening
+        fd = os.dup(listening.fileno())
+        sockets = parse_listen_fds([f"raft={fd}"], ("client", "raft"))
+        try:
+            assert list(sockets) == ["raft"]
+            assert sockets["raft"].getsockname() == listening.getsockname()
+            assert not sockets["raft"].get_inheritable()  # not passed on further
+        finally:
+            sockets["raft"].close()
+        for specs, message in [
+            (["raft"], "expected NAME=FD"),
+            (["raft=x"], "expected NAME=FD"),
+            (["gossip=3"], "no port 'gossip' here; expected one of client, raft"),
+            ([f"raft={listening.fileno()}", f"raft={listening.fileno()}"], "given twice"),
+            ([f"client={bound.fileno()}"], "not a listening TCP socket"),
+            (["client=9999"], "not an open socket"),
+        ]:
+            with pytest.raises(ValueError, match=message):
+                parse_listen_fds(specs, ("client", "raft"))
+        # A refused fd is left as it was: still open, still the caller's.
+        assert bound.getsockname()[1] > 0 and listening.fileno() >= 0
+
+
+def test_a_metrics_server_serves_a_socket_it_is_handed() -> None:
+    sock = launcher.listen_on("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+
+    async def serve() -> bytes:
+        server = MetricsServer(
+            "127.0.0.1", 1, CollectorRegistry(), lambda: (True, ""), what="test", sock=sock
+        )
+        assert server.port == port
+        await server.start()
+        try:
+            url = f"http://127.0.0.1:{port}/healthz"
+            return await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=5).read())
+        finally:
+            await server.stop()
+
+    assert asyncio.run(serve()) == b"ok\n"
+
+
+def test_a_port_taken_first_gives_way_to_a_free_one(held_port: int) -> None:
+    sock, fallback = launcher.hold_port("127.0.0.1", held_port, "the test's port")
+    with sock:
+        got = sock.getsockname()[1]
+        assert got != held_port
+        assert fallback == launcher.PortFallback("the test's port", held_port, got)
+        assert str(fallback) == f"port {held_port} is taken, so the test's port is {got} instead"
+    sock, fallback = launcher.hold_port("127.0.0.1", got, "the test's port")
+    with sock:
+        assert sock.getsockname()[1] == got and fallback is None
