@@ -59,6 +59,7 @@ RETRY_INTERVAL = 1.0  # s between tries of an append the store refused
 # s between connections while the master no longer holds what follows this slave's end
 # (only rebuilding the slave ends that; each try costs the master a window of transfers).
 GAP_RETRY_DELAY = 30.0
+UNKNOWN_MASTER_ASK_MAX = 30.0  # s: the longest wait between asks for an unknown master
 # Bytes a refused append may hold in memory before the slave stops reading: more than the
 # master sends past the last report (its window, 32 MiB, and one transfer).
 STALLED_BUFFER = 48 * 1024 * 1024
@@ -200,10 +201,20 @@ class HASlave:
         return False
 
     async def _run(self) -> None:
+        # No master known (this slave registered before it did): the nameserver is asked
+        # again after 1, 2, 4... s (at most UNKNOWN_MASTER_ASK_MAX), not only at the next
+        # periodic registration.
+        ask_every = ask_in = RECONNECT_DELAY
         while True:
             delay = RECONNECT_DELAY
             addr = self.master_ha_addr()
-            if addr:
+            if not addr:
+                ask_in -= delay
+                if ask_in <= 0 and self.on_lost is not None:
+                    self.on_lost()
+                    ask_every = ask_in = min(2 * ask_every, UNKNOWN_MASTER_ASK_MAX)
+            else:
+                ask_every = ask_in = RECONNECT_DELAY
                 try:
                     await self._replicate(addr)
                 except asyncio.CancelledError:
