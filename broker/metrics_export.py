@@ -428,6 +428,11 @@ class BrokerMetrics:
             ("rocketq_raft_leader", "1 while this member leads.", int(node.role.value == "LEADER")),
             ("rocketq_raft_term", "Current term.", node.term),
             ("rocketq_raft_commit_index", "Raft index committed by a quorum.", node.commit_index),
+            (
+                "rocketq_raft_rebuilding",
+                "1 while this member receives a snapshot (it neither votes nor takes entries).",
+                int(raft.snapshots.receiving()),
+            ),
         )
         for name, doc, value in gauges:
             gauge = base.gauge(name, doc, ("member",))
@@ -436,6 +441,16 @@ class BrokerMetrics:
         for name, doc, value in (
             ("rocketq_raft_elections", "Elections this member started.", raft.elections),
             ("rocketq_raft_leader_changes", "Leader changes this member saw.", raft.leader_changes),
+            (
+                "rocketq_raft_snapshot_received_bytes",
+                "Snapshot bytes this member received while being rebuilt.",
+                raft.snapshots.bytes_received,
+            ),
+            (
+                "rocketq_raft_snapshots_installed",
+                "Snapshots this member installed.",
+                raft.snapshots.installed,
+            ),
         ):
             counter = base.counter(name, doc, ("member",))
             base.add(counter, who, value)

@@ -51,8 +51,9 @@ from rocketq.remoting.codes import RequestCode
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.route_data import RouteBodyError, parse_cluster_info
 from rocketq.remoting.transport import request_once
-from rocketq.replication.raft.node import RaftConfig, Role
+from rocketq.replication.raft.node import CompactedError, RaftConfig, Role
 from rocketq.replication.raft.server import RaftServer
+from rocketq.replication.raft.snapshot import CommitLogSnapshots
 from rocketq.replication.raft.store import CommitLogRaftLog, HardStateFile, RaftIndex
 from rocketq.replication.waiters import OffsetWaiters, resolver
 from rocketq.storage.results import PutStatus
@@ -114,6 +115,10 @@ class RaftMember:
         root = Path(broker.store_config.store_path_root_dir) / "dledger"
         self.index = RaftIndex(root / "index")
         self.log = CommitLogRaftLog(self.store, self.index)
+        # Members behind the compaction point are rebuilt from snapshots; retention
+        # compacts committed entries only.
+        self.snapshots = CommitLogSnapshots(self.log, root / "snapshot")
+        self.store.cleaner.keep_below = lambda: self.store.committed_offset
         self.server = RaftServer(
             self.self_id,
             f"{cfg.bind_address}:{port}",
@@ -129,6 +134,7 @@ class RaftMember:
             inner=broker.inner_credentials,
             tls=broker.security.tls,
             ssl=broker.client_security.ssl if broker.client_security is not None else None,
+            snapshots=self.snapshots,
         )
         self.node = self.server.node
         self.preferred = cfg.dledger_preferred_leader_id
@@ -504,6 +510,8 @@ class RaftMember:
         for member, peer in list(self.node.progress.items()):
             try:
                 have = self.log.end_of(min(peer.match_index, self.index.last_index()))
+            except CompactedError:  # behind the compaction point: it lacks all we hold
+                have = max(self.store.min_phy_offset, 0)
             except (IndexError, ValueError, OSError):
                 continue
             lags[member] = max(0, end - have)
@@ -522,4 +530,14 @@ class RaftMember:
             "raftLastIndex": str(self.index.last_index()),
             "raftCommittedOffset": str(self.store.committed_offset),
             "raftTakeoverMs": f"{self.last_takeover_ms:.0f}",
+            "raftFirstIndex": str(self.index.first_index()),
+            # Receiving a snapshot (and how far), and each follower's lag on a leader
+            # ("member=bytes,..."): cluster-list's Raft lag column.
+            "raftRebuilding": str(self.snapshots.receiving()).lower(),
+            "raftSnapshotReceived": str(self.snapshots.progress()[0]),
+            "raftSnapshotSize": str(self.snapshots.progress()[1]),
+            "raftSnapshotsInstalled": str(self.snapshots.installed),
+            "raftFollowerLagBytes": ",".join(
+                f"{m}={lag}" for m, lag in sorted(self.follower_lag_bytes().items())
+            ),
         }

@@ -27,6 +27,7 @@ NO_SLAVE: Final = "no slave"
 
 def rows(brokers: Sequence[BrokerInfo]) -> list[list[object]]:
     """One row per broker, in :data:`HEADER`'s order."""
+    lags = raft_follower_lags(brokers)
     return [
         [
             b.cluster,
@@ -37,7 +38,9 @@ def rows(brokers: Sequence[BrokerInfo]) -> list[list[object]]:
             raft_state(b.runtime),
             b.runtime.get("commitLogMaxOffset", "?"),
             b.runtime.get("raftCommittedOffset", "-"),
-            replication_lag(b.runtime),
+            raft_lag(b.runtime, lags.get(b.broker_name, {}))
+            if "raftSelfId" in b.runtime
+            else replication_lag(b.runtime),
             b.runtime.get("dispatchBehindBytes", "?"),
             b.runtime.get("error", ""),
         ]
@@ -51,6 +54,34 @@ def replication_lag(runtime: dict[str, str]) -> str:
     if runtime.get("haSlaves") == "0":  # first: older brokers sent their whole CommitLog
         return NO_SLAVE
     return runtime.get("haLagBytes", "-")
+
+
+def raft_follower_lags(brokers: Sequence[BrokerInfo]) -> dict[str, dict[str, str]]:
+    """Per broker group, the CommitLog bytes each Raft follower lacks, as its leader
+    reports them (``raftFollowerLagBytes``: ``member=bytes,...``)."""
+    out: dict[str, dict[str, str]] = {}
+    for b in brokers:
+        if b.runtime.get("raftRole") != "LEADER":
+            continue
+        table = out.setdefault(b.broker_name, {})
+        for part in b.runtime.get("raftFollowerLagBytes", "").split(","):
+            member, sep, lag = part.partition("=")
+            if sep:
+                table[member] = lag
+    return out
+
+
+def raft_lag(runtime: dict[str, str], follower_lags: dict[str, str]) -> str:
+    """A Raft member's lag: ``rebuilding <received>/<size>`` while it receives a snapshot;
+    a follower's CommitLog bytes behind its leader (as the leader counts them; "?" when no
+    leader reports it); a leader's followers, ``n1:0 n2:512``."""
+    if runtime.get("raftRebuilding") == "true":
+        got, size = runtime.get("raftSnapshotReceived", "?"), runtime.get("raftSnapshotSize", "?")
+        return f"rebuilding {got}/{size}"
+    if runtime.get("raftRole") == "LEADER":
+        lags = [p.replace("=", ":") for p in runtime.get("raftFollowerLagBytes", "").split(",")]
+        return " ".join(p for p in lags if p) or "0"
+    return follower_lags.get(runtime["raftSelfId"], "?")
 
 
 def raft_state(runtime: dict[str, str]) -> str:

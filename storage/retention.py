@@ -65,6 +65,9 @@ class CleanService:
         self.clock_ms = clock_ms
         self.disk_ratio = disk_ratio
         self.disk_full = False
+        # Segments ending past this CommitLog offset are kept (a Raft member's commit
+        # point: only committed entries may be compacted); None: no such bound.
+        self.keep_below: Callable[[], int] | None = None
 
     def run(self) -> CleanReport:
         cfg = self.config
@@ -96,7 +99,10 @@ class CleanService:
         reserved_ms = self.config.file_reserved_time * 3600 * 1000
         files = self.commitlog.files.files
         count = 0
+        limit = self.keep_below() if self.keep_below is not None else None
         for mf in files[:-1][:DELETE_FILES_BATCH_MAX]:
+            if limit is not None and mf.end_offset > limit:
+                break
             if force or now >= mf.modified_ms() + reserved_ms:
                 count += 1
             else:

@@ -65,6 +65,7 @@ from rocketq.replication.ha.secure import (
     serve,
     tls_identity,
 )
+from rocketq.replication.raft.membership import MemberHistory, Members
 from rocketq.replication.raft.node import (
     HardStateStore,
     Message,
@@ -72,6 +73,7 @@ from rocketq.replication.raft.node import (
     RaftLog,
     RaftNode,
     Role,
+    Snapshots,
 )
 from rocketq.replication.raft.wire import (
     FRAME,
@@ -292,6 +294,8 @@ class RaftServer:
         inner: Credentials | None = None,
         tls: ServerTls | None = None,
         ssl: SSLContext | None = None,
+        history: MemberHistory | None = None,
+        snapshots: Snapshots | None = None,
     ) -> None:
         """``bounds``: the broker's server bounds, which the Raft port keeps too (its caps
         at most RAFT_MAX_CONNECTIONS and RAFT_MAX_CONNECTIONS_PER_ADDRESS, a frame up to
@@ -299,7 +303,11 @@ class RaftServer:
         intervals (at least IDLE_FLOOR s), or none at all in ``hello_timeout`` s, is
         dropped. ``inner``: the credentials links between members are signed with (None:
         not signed, frames taken as before); ``tls``: the port serves TLS in its mode;
-        ``ssl``: the links to peers are made in TLS (None: plaintext)."""
+        ``ssl``: the links to peers are made in TLS (None: plaintext). ``history``: the
+        group's configurations (the membership module); its newest one replaces
+        ``peers``, and the links follow its changes (None: ``peers``, fixed).
+        ``snapshots``: where snapshots for members behind the compaction point come from
+        and go (the snapshot module; None: a log that is never compacted)."""
         self.node_id = node_id
         self.inner = inner
         self.tls = tls if tls is not None and tls.enabled else None
@@ -322,6 +330,8 @@ class RaftServer:
             config=config or RaftConfig(),
             on_commit=on_commit,
             on_role=on_role,
+            history=history or MemberHistory(Members.bootstrap({node_id: bind, **peers})),
+            snapshots=snapshots,
         )
         # One and a half heartbeats without an acknowledgement (the kernel acknowledges
         # even for a paused process, so only a lost network trips it).
@@ -351,6 +361,41 @@ class RaftServer:
         self._inbound: set[_Inbound] = set()
         self.server: asyncio.Server | None = None
         self.port = 0
+        self._senders: dict[str, asyncio.Task[None]] = {}  # one per peer once started
+        self._started = False
+        self.set_members(self.node.member_addresses())
+        self.node.on_members = self.set_members
+
+    def set_members(self, peers: dict[str, str]) -> None:
+        """The members this one keeps links to and takes frames from (the group's
+        configuration changed): links to new members are made, those to members that left
+        are closed, with whatever they had queued."""
+        peers = {m: a for m, a in peers.items() if m != self.node_id}
+        old, self.peers = self.peers, peers
+        if old != peers:
+            log.info("raft %s: links to %s", self.node_id, ", ".join(sorted(peers)) or "nobody")
+        for m in peers:
+            self._queues.setdefault(m, collections.deque())
+        for m in [m for m in self._queues if m not in peers]:
+            del self._queues[m]
+        if not self._started:
+            return
+        for m, address in peers.items():
+            if m in self._senders and old.get(m) != address:
+                self._senders.pop(m).cancel()  # (a member's address never changes today)
+            if m not in self._senders:
+                self._start_sender(m)
+        for m in [m for m in self._senders if m not in peers]:
+            self._senders.pop(m).cancel()
+        for inbound in list(self._inbound):
+            gone = inbound.sender or inbound.bound
+            if gone and gone not in peers and inbound.transport is not None:
+                inbound.transport.close()
+
+    def _start_sender(self, peer: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._sender(peer))
+        self._senders[peer] = task
+        self._tasks.append(task)  # stop() waits for it, cancelled or not
 
     def member_names(self, transport: asyncio.BaseTransport) -> list[str]:
         """The members of this group a link's verified certificate names (any of its
@@ -447,11 +492,15 @@ class RaftServer:
             ) from None
         self.guard.start()
         self._tasks = [loop.create_task(self._ticker()), loop.create_task(self._keepalives())]
-        self._tasks += [loop.create_task(self._sender(p)) for p in self.peers]
+        self._started = True
+        for p in self.peers:
+            self._start_sender(p)
 
     async def stop(self) -> None:
         await cancel_all(self._tasks)
         self._tasks = []
+        self._senders = {}
+        self._started = False
         await self.guard.stop()
         if self._accept is not None:
             await cancel_all([self._accept])
@@ -521,7 +570,9 @@ class RaftServer:
                 self._links.pop(peer, None)
                 if transport is not None:
                     transport.close()
-            self._queues[peer].clear()  # what was queued for a broken link Raft resends
+            queue = self._queues.get(peer)
+            if queue is not None:
+                queue.clear()  # what was queued for a broken link Raft resends
             await asyncio.sleep(RECONNECT_DELAY)
 
 

@@ -7,6 +7,13 @@ byte, then the body:
 - ``ACK`` (an AppendResponse): ``>q?qqBB`` term, success, match index, conflict index,
   sender length and reason length, then the sender id and the reason.
 - ``PB``: a ``RaftMessage`` protobuf, for the rare messages (votes, TimeoutNow).
+- ``SNAPSHOT`` (a SnapshotChunk): ``>qQqqqqIB32sI`` term, snapshot id, last index, last
+  term, snapshot size, chunk offset, CRC-32 of the payload, sender length, the chain
+  digest (32 bytes) and the payload length, then the sender id and the payload (at most
+  MAX_CHUNK bytes, lying within the snapshot's size).
+- ``SNAPSHOT_ACK`` (a SnapshotAck): ``>qQqqBBB`` term, snapshot id, next offset, match
+  index, chain length (0 or 32), sender length and reason length, then the chain, the
+  sender id and the reason.
 - ``HELLO`` (a :class:`Handshake`, the first frame on a link when the members hold inner
   credentials): ``>q16sBB`` timestamp (ms since the epoch), nonce (16 random bytes), member
   id length and access key length, the member id and the access key (UTF-8), then the
@@ -38,6 +45,8 @@ from rocketq.replication.raft.node import (
     AppendResponse,
     Entry,
     Message,
+    SnapshotAck,
+    SnapshotChunk,
     TimeoutNow,
     VoteRequest,
     VoteResponse,
@@ -49,6 +58,12 @@ PB: Final = 0
 APPEND: Final = 1
 ACK: Final = 2
 HELLO: Final = 3
+SNAPSHOT: Final = 4
+SNAPSHOT_ACK: Final = 5
+SNAPSHOT_HEAD: Final = struct.Struct(">qQqqqqIB32sI")
+SNAPSHOT_ACK_HEAD: Final = struct.Struct(">qQqqBBB")
+CHAIN_SIZE: Final = 32
+MAX_CHUNK: Final = 4 * 1024 * 1024  # what a chunk may carry (senders use 1 MiB)
 APPEND_HEAD: Final = struct.Struct(">qqqqIB")
 ENTRY_HEAD: Final = struct.Struct(">qI")
 ACK_HEAD: Final = struct.Struct(">q?qqBB")
@@ -125,7 +140,77 @@ def encode(sender: str, msg: Message) -> bytes:
             msg.term, msg.success, msg.match_index, msg.conflict_index, len(who), len(why)
         )
         return _framed(ACK, [head, who, why])
+    if isinstance(msg, SnapshotChunk):
+        if len(msg.chain) != CHAIN_SIZE or len(msg.payload) > MAX_CHUNK or len(who) > 255:
+            raise FrameError("a snapshot chunk with a bad chain, payload or sender size")
+        head = SNAPSHOT_HEAD.pack(
+            msg.term,
+            msg.snapshot_id,
+            msg.last_index,
+            msg.last_term,
+            msg.size,
+            msg.offset,
+            msg.crc,
+            len(who),
+            msg.chain,
+            len(msg.payload),
+        )
+        return _framed(SNAPSHOT, [head, who, msg.payload])
+    if isinstance(msg, SnapshotAck):
+        why = msg.reason.encode()
+        if len(msg.chain) not in (0, CHAIN_SIZE) or len(who) > 255 or len(why) > 255:
+            raise FrameError("a snapshot answer with a bad chain, sender or reason size")
+        head = SNAPSHOT_ACK_HEAD.pack(
+            msg.term,
+            msg.snapshot_id,
+            msg.next_offset,
+            msg.match_index,
+            len(msg.chain),
+            len(who),
+            len(why),
+        )
+        return _framed(SNAPSHOT_ACK, [head, msg.chain, who, why])
     return _framed(PB, [to_pb(sender, msg).SerializeToString()])
+
+
+def _decode_snapshot(body: memoryview) -> tuple[str, Message]:
+    """A SNAPSHOT frame's body; FrameError names what is wrong."""
+    (term, snap_id, last_index, last_term, size, offset, crc, slen, chain, plen) = (
+        SNAPSHOT_HEAD.unpack_from(body)
+    )
+    pos = SNAPSHOT_HEAD.size
+    if pos + slen + plen != len(body):
+        raise FrameError("a snapshot chunk of the wrong size")
+    if plen > MAX_CHUNK:
+        raise FrameError(f"a snapshot chunk of {plen} bytes (max {MAX_CHUNK})")
+    if min(term, last_index, last_term, size, offset) < 0 or offset + plen > size:
+        raise FrameError(
+            f"a snapshot chunk at {offset} of {plen} bytes, outside its snapshot of {size} "
+            "bytes (or a negative term or index)"
+        )
+    sender = str(body[pos : pos + slen], "utf-8")
+    payload = bytes(body[pos + slen :])
+    chunk = SnapshotChunk(
+        term, sender, snap_id, last_index, last_term, size, offset, payload, crc, bytes(chain)
+    )
+    return sender, chunk
+
+
+def _decode_snapshot_ack(body: memoryview) -> tuple[str, Message]:
+    """A SNAPSHOT_ACK frame's body; FrameError names what is wrong."""
+    term, snap_id, next_offset, match, clen, slen, rlen = SNAPSHOT_ACK_HEAD.unpack_from(body)
+    pos = SNAPSHOT_ACK_HEAD.size
+    if pos + clen + slen + rlen != len(body):
+        raise FrameError("a snapshot answer of the wrong size")
+    if clen not in (0, CHAIN_SIZE):
+        raise FrameError(f"a snapshot answer with a {clen}-byte chain (0 or {CHAIN_SIZE})")
+    if min(term, next_offset, match) < 0:
+        raise FrameError("a snapshot answer with a negative term, offset or index")
+    chain = bytes(body[pos : pos + clen])
+    pos += clen
+    sender = str(body[pos : pos + slen], "utf-8")
+    reason = str(body[pos + slen : pos + slen + rlen], "utf-8")
+    return sender, SnapshotAck(term, sender, snap_id, next_offset, chain, match, reason)
 
 
 def decode(kind: int, body: memoryview) -> tuple[str, Message | None]:
@@ -158,6 +243,10 @@ def decode(kind: int, body: memoryview) -> tuple[str, Message | None]:
             sender = str(body[pos : pos + slen], "utf-8")
             reason = str(body[pos + slen : pos + slen + rlen], "utf-8")
             return sender, AppendResponse(term, sender, ok, match, conflict, reason)
+        if kind == SNAPSHOT:
+            return _decode_snapshot(body)
+        if kind == SNAPSHOT_ACK:
+            return _decode_snapshot_ack(body)
         if kind == PB:
             m = pb.RaftMessage.FromString(bytes(body))
             return m.sender, from_pb(m)

@@ -21,6 +21,9 @@ class MemoryLog:
     def __init__(self) -> None:
         self.items: list[Entry] = []
 
+    def first_index(self) -> int:
+        return 1  # never compacted
+
     def last_index(self) -> int:
         return len(self.items)
 
