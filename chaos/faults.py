@@ -111,11 +111,11 @@ class Faults:
         self.partitioner = partitioner
         self.hostile_limits = hostile_limits
         self.disks = disks
-        self.membership = RaftMembership(cluster)
         self.groups = sorted({b.broker_name for b in cluster.brokers})
         # Members taken out of their group for good (replace-member): not restarted, not
         # expected to catch up.
         self.removed: set[str] = set()
+        self.membership = RaftMembership(cluster, self.removed)
 
     # ---------------------------------------------------------------- targets
 
@@ -203,15 +203,7 @@ class Faults:
             return ActiveFault(kind, wipe.target, group, wipe.heal, wipe.detail)
         replace = ReplaceMember(c, self.membership, group, self.rng.choice)
         replace.start()
-
-        def heal() -> None:
-            try:
-                replace.heal()
-            finally:
-                if "removed" in replace.detail:
-                    self.removed.add(str(replace.detail["removed"]))
-
-        return ActiveFault(kind, replace.target, group, heal, replace.detail)
+        return ActiveFault(kind, replace.target, group, replace.heal, replace.detail)
 
     def _hostile(self) -> ActiveFault:
         c = self.cluster

@@ -1,40 +1,79 @@
-"""Changing a Raft group's members from a chaos run: a new member started by the launcher
-(``LocalCluster.add_raft_member``) and added to its group, an old one removed from its
-group and stopped, as an operator replacing a failed host does with ``rocketq admin raft
-add-member`` and ``remove-member``."""
+"""Changing a Raft group's members from a chaos run, as an operator replacing a failed host
+does: a new member started by the launcher (``LocalCluster.add_raft_member``) and added to
+its group, an old one taken out of its group and then stopped. The changes are the requests
+``rocketq admin raft add-member`` and ``remove-member`` send (RAFT_ADD_MEMBER,
+RAFT_REMOVE_MEMBER), sent by the harness itself to the leader the members report, signed
+and over TLS as the cluster requires (a process per change would cost seconds under
+load)."""
 
 from __future__ import annotations
 
+import signal
+import time
+from typing import Final
+
 from rocketq.chaos.history import ChaosError
-from rocketq.cluster.launcher import LocalCluster, Node
+from rocketq.chaos.members import group_leader
+from rocketq.cluster.launcher import LocalCluster, Node, raft_member_id
+from rocketq.common.exceptions import RocketqError
+from rocketq.remoting.codes import ResponseCode, RocketqRequestCode
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.transport import request_blocking
+
+CHANGE_TIMEOUT_S: Final = 10.0
+LEADER_WAIT_S: Final = 15.0
+RETRY_PAUSE_S: Final = 1.0
 
 
 class RaftMembership:
-    """Adds and removes members of ``cluster``'s Raft groups."""
+    """Adds and removes members of ``cluster``'s Raft groups; ``removed`` gets the name of
+    every member stopped for good (taken out, or never added), which the run neither starts
+    again nor expects to catch up."""
 
-    def __init__(self, cluster: LocalCluster) -> None:
+    def __init__(self, cluster: LocalCluster, removed: set[str]) -> None:
         self.cluster = cluster
+        self.removed = removed
 
-    def missing(self) -> str | None:
-        """What this build lacks to change a group's members, or None."""
-        if not hasattr(self.cluster, "add_raft_member"):
-            return "the launcher cannot start a new Raft member (LocalCluster.add_raft_member)"
-        return None
+    def _change(self, group: str, code: int, ext: dict[str, str]) -> None:
+        """Send a membership change to ``group``'s leader (once more, to the leader then,
+        if it failed: leadership may have moved)."""
+        for attempt in range(2):
+            leader = group_leader(self.cluster, group, time.monotonic() + LEADER_WAIT_S)
+            if leader is None:
+                raise ChaosError(f"{group} has no leader to change its members")
+            node = self.cluster.node(leader.name)
+            try:
+                answer = request_blocking(
+                    node.addr,
+                    RemotingCommand(code, dict(ext)),
+                    CHANGE_TIMEOUT_S,
+                    security=self.cluster.client_security(),
+                )
+                if answer.code == ResponseCode.SUCCESS:
+                    return
+                why = f"code {answer.code}: {answer.remark}"
+            except (RocketqError, OSError) as exc:
+                why = str(exc)
+            if attempt:
+                raise ChaosError(f"{leader.name} refused the change {ext} of {group}: {why}")
+            time.sleep(RETRY_PAUSE_S)
 
     def add(self, group: str) -> Node:
-        """Start a new member of ``group`` on new ports and add it to the group."""
-        reason = self.missing()
-        if reason is not None:
-            raise ChaosError(f"replace-member: {reason}")
-        node: Node = self.cluster.add_raft_member(group)  # type: ignore[attr-defined]
+        """Start a new member of ``group`` on new ports and add it to the group (it joins
+        as a learner and becomes a voter once it has caught up)."""
+        node = self.cluster.add_raft_member(group)
+        ext = {"member": raft_member_id(node), "address": f"{node.host}:{node.raft_port}"}
+        try:
+            self._change(group, RocketqRequestCode.RAFT_ADD_MEMBER, ext)
+        except ChaosError:
+            self.removed.add(node.name)
+            self.cluster.kill(node.name, signal.SIGTERM)
+            raise
         return node
 
     def remove(self, group: str, node: Node) -> None:
-        """Take ``node`` out of ``group`` and stop it for good."""
-        remove = getattr(self.cluster, "remove_raft_member", None)
-        if remove is None:
-            raise ChaosError(
-                "replace-member: the launcher cannot remove a Raft member "
-                "(LocalCluster.remove_raft_member)"
-            )
-        remove(node.name)
+        """Take ``node`` out of ``group``, then stop it for good."""
+        ext = {"member": raft_member_id(node)}
+        self._change(group, RocketqRequestCode.RAFT_REMOVE_MEMBER, ext)
+        self.removed.add(node.name)
+        self.cluster.kill(node.name, signal.SIGTERM)

@@ -117,6 +117,10 @@ class ChaosOptions:
     consumers: int = 2
     orderly: bool = False
     faults: tuple[str, ...] = ("kill-master",)
+    # The faults in the given order, round after round (else each drawn from the seed);
+    # with ``rounds`` > 0 the faults end after that many rounds (or at ``duration``).
+    in_turn: bool = False
+    rounds: int = 0
     interval: float = 5.0
     fault_duration: float = 5.0
     duration: float = 60.0
@@ -168,6 +172,10 @@ class ChaosOptions:
         if not self.rate > 0:
             raise bad("--rate", f"must be more than 0 messages a second, got {self.rate:g}")
         self._validate_store_faults(bad)
+        if self.rounds < 0:
+            raise bad("--rounds", f"must be 0 (no limit) or more, got {self.rounds}")
+        if self.rounds and not self.in_turn:
+            raise bad("--rounds", "counts rounds of --in-turn; add --in-turn")
         if "kill-consumer" in self.faults and self.consumers < 2:
             raise bad("--consumers", "kill-consumer needs at least 2 consumers")
         if "partition" in self.faults and self.replication == "ha" and os.geteuid() != 0:
@@ -515,9 +523,17 @@ class ChaosRun:
     # ---------------------------------------------------------------- the run
 
     def _fault_cycle(self, faults: Faults, end: float) -> None:
+        turn = 0
+        last_turn = self.opts.rounds * len(self.opts.faults) if self.opts.rounds else None
         while time.monotonic() + self.opts.interval < end:
+            if last_turn is not None and turn >= last_turn:
+                return
             self._wait(self.opts.interval)
-            kind = self.rng.choice(self.opts.faults)
+            if self.opts.in_turn:
+                kind = self.opts.faults[turn % len(self.opts.faults)]
+                turn += 1
+            else:
+                kind = self.rng.choice(self.opts.faults)
             try:
                 fault = faults.inject(kind)
             except (ChaosError, RocketqError) as exc:

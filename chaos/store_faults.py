@@ -62,9 +62,13 @@ class DiskFull:
     ) -> None:
         self.cluster = cluster
         self.group = group
-        self.members = [n for n in cluster.group_members(group) if n.home in disks.mounts]
+        self.members = [
+            n
+            for n in cluster.group_members(group)
+            if n.home in disks.mounts and cluster.is_alive(n.name)
+        ]
         if not self.members:
-            raise ChaosError(f"no member of {group} has a small disk to fill")
+            raise ChaosError(f"no live member of {group} has a small disk to fill")
         self.target = group
         self.fillers = [Filler(n.home) for n in self.members]
         self.probe = WriteProbe(cluster, master)
@@ -243,13 +247,18 @@ class ReplaceMember:
         self.detail.update(catch_up(self.cluster, new, self.started))
         c = self.cluster
         leader = group_leader(c, self.group, time.monotonic() + LEADER_WAIT_S)
+        if leader is None:
+            raise ChaosError(f"{self.group} has no single leader to take a member out")
         followers = [
             n
             for n in c.group_members(self.group)
-            if n.name != new.name and (leader is None or n.name != leader.name)
+            if n.name not in (new.name, leader.name)
+            and n.name not in self.membership.removed
+            and c.is_alive(n.name)
         ]
         if not followers:
             raise ChaosError(f"{self.group} has no follower to remove")
+        self.detail["leader"] = leader.name
         old = self.pick(followers)
         self.membership.remove(self.group, old)
         self.detail["removed"] = old.name

@@ -119,6 +119,20 @@ def chaos_run(
             "replace-member (raft: a new member joins on new ports, a follower is removed)."
         ),
     ] = "kill-master",
+    in_turn: Annotated[
+        bool,
+        typer.Option(
+            "--in-turn",
+            help="Inject the faults in the order given, round after round, instead of "
+            "drawing each from the seed.",
+        ),
+    ] = False,
+    rounds: Annotated[
+        int,
+        typer.Option(
+            min=0, help="With --in-turn: end the faults after this many rounds (0: at --duration)."
+        ),
+    ] = 0,
     interval: Annotated[float, typer.Option(help="Seconds of calm before each fault.")] = 5.0,
     fault_duration: Annotated[float, typer.Option(help="Seconds each fault lasts.")] = 5.0,
     duration: Annotated[float, typer.Option(help="Seconds of faults under load.")] = 60.0,
@@ -188,6 +202,8 @@ def chaos_run(
             consumers=consumers,
             orderly=orderly,
             faults=parse_faults(faults),
+            in_turn=in_turn,
+            rounds=rounds,
             interval=interval,
             fault_duration=fault_duration,
             duration=duration,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -203,7 +204,7 @@ def test_disk_full_fills_every_small_disk_of_the_group_notes_exits_and_frees_the
 def test_disk_full_needs_a_group_with_small_disks(tmp_path: Path) -> None:
     node = Node("broker-a-0", "broker", tmp_path, broker_name="broker-a")
     no_disks = cast(SmallDisks, type("NoDisks", (), {"mounts": []})())
-    with pytest.raises(ChaosError, match="no member of broker-a has a small disk"):
+    with pytest.raises(ChaosError, match="no live member of broker-a has a small disk"):
         DiskFull(cast(LocalCluster, StandInCluster([node])), no_disks, "broker-a", lambda: None)
 
 
@@ -356,3 +357,98 @@ def test_the_checker_breaks_a_promise_when_a_member_did_not_catch_up() -> None:
     assert fine.caught_up is True and fine.lagging == []
     assert broken_promises(fine, replication="raft", role="SYNC_MASTER", orderly=False) == []
     assert check(History([])).caught_up is None
+
+
+# ---------------------------------------------------------------- the run's options
+
+
+def test_the_run_gives_its_brokers_small_files_and_quick_retention_unless_set_otherwise(
+    tmp_path: Path,
+) -> None:
+    from rocketq.chaos.runner import DISK_FULL_SETTINGS, RETENTION_SETTINGS, ChaosRun
+
+    def broker_settings(**options: Any) -> dict[str, str]:
+        opts = ChaosOptions(data_dir=tmp_path / str(len(list(tmp_path.iterdir()))), **options)
+        cluster, _ = ChaosRun(opts, echo=lambda _l: None)._make_cluster()
+        return dict(cluster.spec.broker_settings)
+
+    plain = broker_settings(faults=("kill-master",))
+    assert "file_reserved_time" not in plain and "max_index_num" not in plain
+    wiped = broker_settings(faults=("wipe-member",), replication="ha")
+    assert {k: wiped[k] for k in RETENTION_SETTINGS} == RETENTION_SETTINGS
+    assert wiped["broker_role"] == "SYNC_MASTER"
+    both = broker_settings(
+        faults=("wipe-member", "replace-member"),
+        settings={"mapped_file_size_commit_log": "1048576"},
+    )
+    assert both["mapped_file_size_commit_log"] == "1048576"  # --set wins
+    assert both["file_reserved_time"] == "0"
+    if CAN_MOUNT:
+        full = broker_settings(faults=("disk-full",))
+        assert {k: full[k] for k in DISK_FULL_SETTINGS} == DISK_FULL_SETTINGS
+
+
+def test_in_turn_injects_the_faults_in_the_given_order_round_after_round(tmp_path: Path) -> None:
+    from rocketq.chaos.faults import ActiveFault, Faults
+    from rocketq.chaos.history import HistoryWriter, read_history
+    from rocketq.chaos.runner import ChaosRun
+
+    opts = ChaosOptions(
+        data_dir=tmp_path,
+        faults=("kill-master", "pause", "restart"),
+        in_turn=True,
+        interval=0.01,
+        fault_duration=0.01,
+    )
+    run = ChaosRun(opts, echo=lambda _l: None)
+    made: list[str] = []
+
+    class Recording:
+        def inject(self, kind: str) -> ActiveFault:
+            made.append(kind)
+            return ActiveFault(kind, "n", "g", lambda: None)
+
+    run.history = HistoryWriter(tmp_path / "history.jsonl")
+    run._fault_cycle(cast(Faults, Recording()), time.monotonic() + 1.0)
+    assert len(made) >= 4  # about 40 in a second; at least four on a loaded machine
+    assert made == [opts.faults[i % 3] for i in range(len(made))]
+    # With rounds, the faults end after that many rounds, long before the duration.
+    made.clear()
+    run.opts = replace(opts, rounds=2)
+    started = time.monotonic()
+    run._fault_cycle(cast(Faults, Recording()), started + 30.0)
+    assert time.monotonic() - started < 20.0
+    assert made == list(opts.faults) * 2
+    run.history.close()
+    ends = [r["fault"] for r in read_history(tmp_path / "history.jsonl").of_type("fault_end")]
+    assert len(ends) >= 10 and ends[-6:] == made
+    with pytest.raises(ChaosError, match="--rounds: counts rounds of --in-turn"):
+        ChaosOptions(rounds=2).validate()
+    with pytest.raises(ChaosError, match="--rounds: must be 0"):
+        ChaosOptions(rounds=-1, in_turn=True).validate()
+
+
+def test_cli_store_fault_options_reach_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    import rocketq.chaos.runner as runner
+    from rocketq.cli.main import app
+
+    seen: list[ChaosOptions] = []
+
+    class Recorder:
+        def __init__(self, opts: ChaosOptions, echo: object = None) -> None:
+            seen.append(opts)
+            raise ChaosError("recorded")
+
+    monkeypatch.setattr(runner, "ChaosRun", Recorder)
+    flags = ["--faults", "wipe-member,replace-member", "--in-turn", "--rounds", "1"]
+    flags += ["--disk-mib", "32"]
+    result = CliRunner().invoke(app, ["chaos", "run", *flags, "--data-dir", str(tmp_path / "x")])
+    assert result.exit_code == 2 and "recorded" in result.output
+    assert seen[-1].faults == ("wipe-member", "replace-member")
+    assert (seen[-1].in_turn, seen[-1].rounds, seen[-1].disk_mib) == (True, 1, 32)
+    result = CliRunner().invoke(app, ["chaos", "run", "--disk-mib", "8"])
+    assert result.exit_code == 2 and "--disk-mib" in result.output
