@@ -69,7 +69,15 @@ def is_retry_topic(topic: str) -> bool:
 
 def readiness(b: MetricsHost) -> tuple[bool, str]:
     """Ready: the store recovered, a nameserver has this broker, and with Raft a leader is
-    known."""
+    known. -> (ready, why not; or, when ready, a note on what it refuses).
+
+    A store that refuses writes (a full disk, a failed write or fsync) leaves the broker
+    ready, with the refusal as the note in the answer: readiness says whether the broker
+    serves its clients, and it still serves reads, pulls, pops, acks and registrations;
+    its sends go to other brokers through the producers' retries, which read the send's
+    answer, not this probe. An orchestrator that took a full broker out (or held a rollout
+    on it) would cut its consumers off the messages it holds, which is what they need to
+    drain it. The refusal shows in ``rocketq_store_write_state`` and cluster-list."""
     if b.stopping:
         return False, "the broker is stopping"
     if not b.store.running:
@@ -78,6 +86,9 @@ def readiness(b: MetricsHost) -> tuple[bool, str]:
         return False, f"Raft group {b.raft.group} has no leader this member knows of"
     if not any(b.registration.registered.values()):
         return False, "not registered with any nameserver yet (" + b.config.namesrv_addr + ")"
+    refusal = b.store.write_refusal()
+    if refusal is not None:
+        return True, f"store {b.store.disk.state_name}, sends refused: {refusal}"
     return True, ""
 
 
@@ -386,7 +397,20 @@ class BrokerMetrics:
             "rocketq_broker_info", "This broker now (always 1).", ("broker_id", "role", "version")
         )
         base.add(info, (str(cfg.broker_id), cfg.broker_role, _version()), 1)
-        yield from (permission, watermark, ready, info)
+        disk = b.store.disk
+        writes = base.gauge(
+            "rocketq_store_write_state",
+            "Whether the store takes writes: 0 yes, 1 refused for a full disk (taken again "
+            "once space is freed), 2 refused after a failed write or fsync (until restart).",
+        )
+        base.add(writes, (), disk.state)
+        used = base.gauge(
+            "rocketq_storage_disk_used_ratio",
+            "Used ratio of the CommitLog's disk at the last check (the one compared with "
+            "disk_space_warning_level_ratio).",
+        )
+        base.add(used, (), disk.ratio)
+        yield from (permission, watermark, ready, info, writes, used)
 
     # -- replication ---------------------------------------------------------------------
 

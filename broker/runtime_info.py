@@ -68,6 +68,14 @@ def runtime_table(b: RequestHost) -> dict[str, str]:
         # brokers put it in the routes they answer RocketMQ 5's clients.
         "grpcListenPort": str(b.grpc_port),
     }
+    # Whether the store takes writes (cluster-list's "store" column): writable, disk-full
+    # (sends refused until space is freed) or failed (a write or fsync failed: until restart).
+    disk = s.disk
+    table["storeWriteState"] = disk.state_name
+    table["diskUsedRatio"] = f"{disk.ratio:.2f}"
+    refusal = s.write_refusal()
+    if refusal is not None:
+        table["storeWriteRefusal"] = refusal
     table.update(b.stats.runtime_info())
     table.update(b.registration.runtime_info())
     if b.ha_master is not None:

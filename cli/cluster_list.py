@@ -20,6 +20,7 @@ HEADER: Final = (
     "committed",
     "replication_lag",
     "dispatch_behind",
+    "store",
     "error",
 )
 NO_SLAVE: Final = "no slave"
@@ -42,10 +43,25 @@ def rows(brokers: Sequence[BrokerInfo]) -> list[list[object]]:
             if "raftSelfId" in b.runtime
             else replication_lag(b.runtime),
             b.runtime.get("dispatchBehindBytes", "?"),
+            store_state(b.runtime),
             b.runtime.get("error", ""),
         ]
         for b in brokers
     ]
+
+
+def store_state(runtime: dict[str, str]) -> str:
+    """Whether the broker's store takes writes: ``ok``, ``disk-full 0.93`` (the used ratio
+    of its CommitLog's disk: sends refused until space is freed), ``failed`` (a write or
+    fsync failed: sends refused until restart); "?" for a broker that does not say."""
+    state = runtime.get("storeWriteState")
+    if state is None:
+        return "?"
+    if state == "writable":
+        return "ok"
+    if state == "disk-full":
+        return f"disk-full {runtime.get('diskUsedRatio', '?')}"
+    return state
 
 
 def replication_lag(runtime: dict[str, str]) -> str:

@@ -131,6 +131,19 @@ class ServiceNotAvailableError(RocketqError):
     retriable = True
 
 
+class DiskFullError(ServiceNotAvailableError):
+    """The broker's store refuses writes because its disk is full: past
+    ``disk_space_warning_level_ratio``, or the file system said "no space left". Reads go on,
+    and the broker takes writes again by itself once space is freed. Code 14 as RocketMQ's
+    broker answers it, so producers send to another broker."""
+
+
+class StoreFailedError(ServiceNotAvailableError):
+    """The broker's store stopped taking writes after a write or fsync of its files failed
+    (an I/O error): what was not on disk cannot be trusted to get there by trying again, so
+    writes stay refused until the broker is restarted. Reads go on. Code 14, as a full disk."""
+
+
 @_register
 class VersionNotSupportedError(RocketqError):
     """The server does not accept the client's protocol version."""

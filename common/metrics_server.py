@@ -474,7 +474,9 @@ class MetricsServer:
             if path == "/readyz":
                 ready, why = self._on_loop(self.readiness)
                 if ready:
-                    return _answer(start_response, "200 OK", b"ready\n")
+                    # A note (a broker refusing sends for a full disk) follows the word.
+                    body = f"ready; {why}\n".encode() if why else b"ready\n"
+                    return _answer(start_response, "200 OK", body)
                 return _answer(
                     start_response, "503 Service Unavailable", f"not ready: {why}\n".encode()
                 )

@@ -46,7 +46,7 @@ from rocketq.common.record import (
     STAMP_STORE,
     USHORT,
 )
-from rocketq.storage.mapped_file import MappedFile, MappedFileQueue
+from rocketq.storage.mapped_file import ALLOCATE_WHOLE, MappedFile, MappedFileQueue
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,8 @@ class CommitLog:
         store_host: bytes,
         clock_ms: Callable[[], int],
     ) -> None:
-        self.files = MappedFileQueue(directory, file_size)
+        # Every segment's blocks are allocated when it is made (storage.allocation).
+        self.files = MappedFileQueue(directory, file_size, allocate_step=ALLOCATE_WHOLE)
         self.file_size = file_size
         self.max_message_size = max_message_size
         self.store_host = store_host

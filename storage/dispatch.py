@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
 
+from rocketq.common.exceptions import ServiceNotAvailableError
 from rocketq.common.record import (
     BLANK_MAGIC_CODE,
     FIXED_SIZE,
@@ -220,7 +221,7 @@ class ConsumeQueueTable:
         for topic, queue_id in keys:
             try:
                 self.get_or_create(topic, queue_id).prepare()
-            except OSError as exc:  # a full disk: the first write will say so too
+            except (OSError, ServiceNotAvailableError) as exc:  # a full disk: writes say so
                 log.warning("cannot prepare consume queue %r-%d: %s", topic, queue_id, exc)
             finally:
                 self._prepare_done += 1
@@ -359,7 +360,18 @@ class Dispatcher:
         return self.committed_offset - self.reput_offset
 
     def run(self, max_records: int = 4096) -> int:
-        """Dispatch up to ``max_records`` records below the committed offset."""
+        """Dispatch up to ``max_records`` records below the committed offset. When an
+        entry cannot be written (no space for a ConsumeQueue or index file) the error is
+        raised and the run's start is kept: the next run writes what is missing (entries
+        already there are skipped)."""
+        start = self.reput_offset
+        try:
+            return self._run(max_records)
+        except BaseException:
+            self.reput_offset = start
+            raise
+
+    def _run(self, max_records: int) -> int:
         started = time.perf_counter_ns()
         done = 0
         cq_entries: list[tuple[ConsumeQueue, bytes, int, list[CQEntry]]] = []

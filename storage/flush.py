@@ -6,6 +6,11 @@ writer waiting for the same fsync shares it; waiters are woken in one batch per 
 ``LogicsFlusher`` is RocketMQ's FlushConsumeQueueService (every second the ConsumeQueues
 written since with at least 2 dirty pages, every dirty one each 60 s), flushes the index
 every ``flush_interval_index`` and writes the checkpoint with what is on disk.
+
+A failed fsync (or msync, syncfs) is never tried again as if the next one could make up
+for it: the flushed offset stays where it was, the error goes to ``on_error`` (the store
+stops taking writes, storage.disk_state), the waiting writers get that error instead of a
+flush timeout, and the thread flushes no more (nor writes a checkpoint claiming more).
 """
 
 from __future__ import annotations
@@ -15,8 +20,10 @@ import collections
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from rocketq.common.config import StoreConfig
+from rocketq.common.exceptions import ServiceNotAvailableError, StoreFailedError
 from rocketq.storage.checkpoint import Checkpoint, CheckpointFile
 from rocketq.storage.commitlog import CommitLog
 from rocketq.storage.dispatch import ConsumeQueueTable, Dispatcher
@@ -49,6 +56,10 @@ class CommitLogFlusher(ServiceThread):
         self._waiters: collections.deque[tuple[int, asyncio.Future[bool]]] = collections.deque()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.fsync_count = 0
+        # Told a flush error; returns the error writers waiting for the flush get.
+        self.on_error: Callable[[BaseException], ServiceNotAvailableError] | None = None
+        # Set by a failed flush: no flush is tried again, every waiter gets it.
+        self.failure: ServiceNotAvailableError | None = None
 
     def start_on(self, loop: asyncio.AbstractEventLoop | None) -> None:
         self._loop = loop
@@ -58,7 +69,13 @@ class CommitLogFlusher(ServiceThread):
         """Stop the thread after one last full flush (any thread; waiters are woken on the
         loop)."""
         self.halt()
-        flushed = self.flush_all()
+        if self.failure is not None:
+            return
+        try:
+            flushed = self.flush_all()
+        except OSError as exc:
+            self._failed(exc)
+            return
         if self._waiters and self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._resolve, flushed)
 
@@ -66,6 +83,9 @@ class CommitLogFlusher(ServiceThread):
         """A future that completes once everything below ``end_offset`` is on disk."""
         loop = self._loop or asyncio.get_running_loop()
         fut: asyncio.Future[bool] = loop.create_future()
+        if self.failure is not None:
+            fut.set_exception(self.failure)
+            return fut
         if end_offset <= self.flushed[0]:
             fut.set_result(True)
             return fut
@@ -74,6 +94,8 @@ class CommitLogFlusher(ServiceThread):
         return fut
 
     def flush_all(self) -> int:
+        """fsync the CommitLog; -> the flushed offset. Raises the OSError of a failed
+        fsync (the flushed offset does not move then)."""
         snapshot = self.commitlog.last_append
         flushed = self.commitlog.files.flush()
         self.fsync_count += 1
@@ -91,9 +113,9 @@ class CommitLogFlusher(ServiceThread):
                     continue
                 try:
                     flushed = self.flush_all()
-                except OSError:
-                    log.exception("commitlog flush failed; waiters will time out")
-                    continue
+                except OSError as exc:
+                    self._failed(exc)
+                    return
                 if self._loop is not None:
                     self._loop.call_soon_threadsafe(self._resolve, flushed)
             else:
@@ -106,11 +128,30 @@ class CommitLogFlusher(ServiceThread):
                         last_thorough = now
                     try:
                         flushed = self.flush_all()
-                    except OSError:
-                        log.exception("commitlog flush failed")
-                        continue
+                    except OSError as exc:
+                        self._failed(exc)
+                        return
                     if self._waiters and self._loop is not None:
                         self._loop.call_soon_threadsafe(self._resolve, flushed)
+
+    def _failed(self, exc: OSError) -> None:
+        """A flush failed: remember why, fail every waiter, flush no more."""
+        log.error("CommitLog flush failed at flushed offset %d: %s", self.flushed[0], exc)
+        failure = self.on_error(exc) if self.on_error is not None else None
+        self.failure = failure or StoreFailedError(f"flushing the CommitLog failed: {exc}")
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._fail_waiters)
+        else:
+            self._fail_waiters()
+
+    def _fail_waiters(self) -> None:
+        failure = self.failure
+        assert failure is not None
+        waiters = self._waiters
+        while waiters:
+            _, fut = waiters.popleft()
+            if not fut.done():
+                fut.set_exception(failure)
 
     def _resolve(self, flushed: int) -> None:
         waiters = self._waiters
@@ -151,6 +192,10 @@ class LogicsFlusher(ServiceThread):
         self.dispatcher = dispatcher
         self.commitlog_flusher = commitlog_flusher
         self.checkpoint_file: CheckpointFile | None = None
+        # Told a flush or checkpoint error (the store stops taking writes); after one no
+        # round runs again, so no checkpoint claims what the failed flush did not do.
+        self.on_error: Callable[[BaseException], object] | None = None
+        self.failed = False
         # Held by a round from reading the offsets to writing the checkpoint; whoever cuts
         # the CommitLog back holds it too, so no round writes offsets from before the cut.
         self.lock = threading.Lock()
@@ -174,6 +219,8 @@ class LogicsFlusher(ServiceThread):
         index now, ``clean`` too and writes the clean-shutdown offsets."""
         cfg = self.config
         forced = thorough or clean
+        if self.failed:
+            return
         with self.lock:
             now = time.monotonic()
             thorough = forced or now - self._last_thorough >= (
@@ -230,5 +277,13 @@ class LogicsFlusher(ServiceThread):
                 break
             try:
                 self.flush()
-            except OSError:
-                log.exception("consume queue / index flush failed")
+            except OSError as exc:
+                self.fail(exc)
+                return
+
+    def fail(self, exc: BaseException) -> None:
+        """A flush or the checkpoint write failed: flush and checkpoint no more."""
+        log.error("consume queue / index flush or checkpoint failed: %s", exc)
+        self.failed = True
+        if self.on_error is not None:
+            self.on_error(exc)

@@ -10,7 +10,9 @@ The layout is RocketMQ 4.x's, byte for byte (all big-endian)::
 ``indexCount`` starts at 1 (entry number 0 is never used), entry ``n`` lies at
 ``40 + hash_slot_num * 4 + n * 20``, ``timeDiff`` is in seconds since the header's
 ``beginTimestamp`` and ``prevIndex`` chains the entries of one slot, newest first. A file is
-created sparse at its full size and memory-mapped.
+created at its full size and memory-mapped; the blocks of its header and slots are
+allocated then, its entries' a step ahead of the next one (storage.allocation), so a full
+disk is a :class:`DiskFullError` before a write, never a SIGBUS.
 
 One difference from RocketMQ: the key hash. RocketMQ uses Java's ``String.hashCode`` of
 ``topic + "#" + key`` (made non-negative); rocketq uses ``zlib.crc32`` of the same bytes
@@ -39,6 +41,7 @@ from typing import Final
 
 from rocketq.common.exceptions import StoreCorruptError
 from rocketq.common.file_modes import PRIVATE_FILE, private_dir
+from rocketq.storage.allocation import allocate
 
 HEADER_SIZE: Final = 40
 SLOT_SIZE: Final = 4
@@ -46,6 +49,8 @@ ENTRY_SIZE: Final = 20
 INVALID_INDEX: Final = 0
 NAME_DIGITS: Final = 17
 MAX_TIME_DIFF: Final = 2**31 - 1
+# Entries' blocks are allocated this far ahead of the next entry (3276 entries).
+_ALLOCATE_STEP: Final = 64 * 1024
 HASH_MASK: Final = 0x7FFFFFFF
 
 _HEADER: Final = struct.Struct(">qqqqii")
@@ -99,11 +104,14 @@ class IndexFile:
         self._index_num = index_num
         self._entries_pos = HEADER_SIZE + hash_slot_num * SLOT_SIZE
         size = index_file_size(hash_slot_num, index_num)
+        self._size = size
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         self._fd = os.open(self._path, flags, PRIVATE_FILE)
         try:
             if create:
                 os.ftruncate(self._fd, size)
+                first = min(size, self._entries_pos + _ALLOCATE_STEP)
+                allocate(self._fd, 0, first, str(self._path))
             else:
                 actual = os.fstat(self._fd).st_size
                 if actual != size:
@@ -123,6 +131,8 @@ class IndexFile:
                 self._path.unlink(missing_ok=True)
             raise
         self._fd_lock = threading.Lock()
+        # Blocks below this are allocated (by this process; a loaded file's from its start).
+        self._allocated = min(size, self._entries_pos + _ALLOCATE_STEP) if create else 0
         # Set by the writer after puts, cleared by the flush thread before it fsyncs.
         self.needs_flush = False
         if create:
@@ -202,6 +212,12 @@ class IndexFile:
         begin_ts = self._begin_timestamp
         read_slot, write_slot, write_entry = _SLOT.unpack_from, _SLOT.pack_into, _ENTRY.pack_into
         i, n = start, len(entries)
+        end = entries_pos + min(room, count + n - i) * ENTRY_SIZE
+        if end > self._allocated:
+            # Before any write: a full disk leaves the file as it was.
+            stop = min(self._size, max(end, self._allocated + _ALLOCATE_STEP))
+            allocate(self._fd, self._allocated, stop - self._allocated, str(self._path))
+            self._allocated = stop
         while i < n and count < room:
             key_hash, phy_offset, store_ms = entries[i]
             slot_pos = HEADER_SIZE + (key_hash % slot_num) * SLOT_SIZE

@@ -1,8 +1,11 @@
 """Fixed-size memory-mapped files and the ordered queue of them that makes one log.
 
-A segment is named by the 20-digit offset of its first byte, created sparse at its full
-size and mapped; positions say how far it is written and flushed. fsync runs on a flush
-thread, never on the event loop (``os.fdatasync`` releases the GIL).
+A segment is named by the 20-digit offset of its first byte, created at its full size and
+mapped; positions say how far it is written and flushed. Its disk blocks are allocated
+(storage.allocation): a CommitLog segment's whole when it is created, a mapping-written
+file's a step ahead of what is written (``allocate_step``), so a full disk is an error a
+writer sees before it writes, never a SIGBUS of a page the file system cannot back. fsync
+runs on a flush thread, never on the event loop (``os.fdatasync`` releases the GIL).
 
 Two kinds of segment share this code. The CommitLog's keep their file descriptor: they are
 written with ``pwrite`` and read sequentially. Mapping-written files (ConsumeQueues, many
@@ -30,16 +33,22 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
 from rocketq.common.exceptions import StoreCorruptError
 from rocketq.common.file_modes import PRIVATE_FILE, private_dir
+from rocketq.storage.allocation import allocate
 
 log = logging.getLogger(__name__)
 
 OS_PAGE_SIZE = 4096
 NAME_DIGITS = 20
+# ``allocate_step`` of a segment whose blocks are allocated whole when it is created.
+ALLOCATE_WHOLE: Final = 0
+# ``allocate_step`` of a segment whose blocks are not allocated ahead (sparse).
+ALLOCATE_NONE: Final = -1
 _MAP_FIXED: Final = 0x10  # Linux; the mmap module does not export it
 
 _MS_SYNC: Final = 4  # Linux
@@ -156,6 +165,8 @@ class MappedFile:
         "_fd",
         "_lock",
         "_path",
+        "allocate_step",
+        "allocated_position",
         "file_from_offset",
         "file_size",
         "flushed_position",
@@ -176,9 +187,14 @@ class MappedFile:
         keep_fd: bool = True,
         random_access: bool = False,
         lazy: bool = False,
+        allocate_step: int = ALLOCATE_NONE,
     ) -> None:
         """``lazy`` (an existing file without its descriptor): open and map it when its
-        bytes are first used (:attr:`buf`); a missing file or a wrong size is found then."""
+        bytes are first used (:attr:`buf`); a missing file or a wrong size is found then.
+        ``allocate_step``: ALLOCATE_WHOLE allocates a created file's blocks at once; a
+        positive step allocates them that many bytes at a time ahead of the writer
+        (:meth:`ensure_allocated`); ALLOCATE_NONE leaves the file sparse. A created file
+        whose blocks cannot be had is removed again (:class:`DiskFullError`)."""
         # A string: a store holds tens of thousands of these, and building a Path apiece
         # took a third of a start's time.
         self._path = os.fspath(path)
@@ -196,6 +212,9 @@ class MappedFile:
         # Serialises appends with the warmer's zero writes ahead of them (storage.warm).
         self.write_lock = threading.Lock()
         self.warmed_position = 0
+        self.allocate_step = allocate_step
+        # Blocks below this were allocated by this process (see ensure_allocated).
+        self.allocated_position = 0
         self._closed = False
         if lazy and (create or keep_fd):
             raise ValueError("only an existing file without its descriptor can be mapped lazily")
@@ -216,6 +235,11 @@ class MappedFile:
             actual = os.fstat(fd).st_size
             if create:
                 os.ftruncate(fd, file_size)
+                step = self.allocate_step
+                if step >= 0:
+                    size = file_size if step == ALLOCATE_WHOLE else min(step, file_size)
+                    allocate(fd, 0, size, path)
+                    self.allocated_position = size
             elif actual != file_size:
                 raise StoreCorruptError(
                     f"{path} is {actual} bytes but segments here are {file_size} bytes; "
@@ -238,6 +262,23 @@ class MappedFile:
             os.close(fd)
         self._buf = buf
         return buf
+
+    def ensure_allocated(self, end: int) -> None:
+        """Allocate the blocks below ``end`` before bytes are written there through the
+        mapping, a step at a time (at most one ``fallocate`` per ``allocate_step`` bytes).
+        Raises :class:`DiskFullError` when the space is not there (nothing is written)."""
+        if end <= self.allocated_position or self.allocate_step <= 0:
+            return
+        start = self.allocated_position
+        stop = min(self.file_size, max(end, start + self.allocate_step))
+        with self._lock:
+            fd = self._fd if self._fd >= 0 else os.open(self._path, os.O_RDWR)
+            try:
+                allocate(fd, start, stop - start, self._path)
+            finally:
+                if fd != self._fd:
+                    os.close(fd)
+            self.allocated_position = max(self.allocated_position, stop)
 
     @property
     def buf(self) -> mmap.mmap:
@@ -310,11 +351,21 @@ class MappedFile:
         """
         with self.write_lock:
             view = memoryview(data)
-            position = self.wrote_position
-            while view:
-                written = os.pwrite(self._fd, view, position)
-                view = view[written:]
-                position += written
+            start = position = self.wrote_position
+            try:
+                while view:
+                    written = os.pwrite(self._fd, view, position)
+                    if written <= 0:
+                        raise OSError(errno.EIO, f"pwrite of {self._path} wrote nothing")
+                    view = view[written:]
+                    position += written
+            except BaseException:
+                # A short write then an error (ENOSPC): what went in is past the write
+                # position; zero it, so no part of the failed write reads as a record.
+                if position > start:
+                    with contextlib.suppress(OSError):
+                        os.pwrite(self._fd, bytes(position - start), start)
+                raise
             self.wrote_position = self.file_size if fill else position
 
     def warm(self, position: int, zeros: bytes) -> None:
@@ -398,10 +449,21 @@ class MappedFile:
 
 
 class MappedFileQueue:
-    """The ordered segments of one log (the CommitLog, or one ConsumeQueue); ``keep_fd``
-    and ``random_access`` are passed to every segment (see the module docstring)."""
+    """The ordered segments of one log (the CommitLog, or one ConsumeQueue); ``keep_fd``,
+    ``random_access`` and ``allocate_step`` are passed to every segment (see the module
+    docstring). ``before_create``, when set, is called with the segment size before a
+    segment is created and may refuse it by raising (the store's free-space check)."""
 
-    __slots__ = ("_dir", "_hanged", "file_size", "files", "keep_fd", "random_access")
+    __slots__ = (
+        "_dir",
+        "_hanged",
+        "allocate_step",
+        "before_create",
+        "file_size",
+        "files",
+        "keep_fd",
+        "random_access",
+    )
 
     def __init__(
         self,
@@ -410,11 +472,14 @@ class MappedFileQueue:
         *,
         keep_fd: bool = True,
         random_access: bool = False,
+        allocate_step: int = ALLOCATE_NONE,
     ) -> None:
         self._dir = os.fspath(directory)  # a string, as MappedFile's path
         self.file_size = file_size
         self.keep_fd = keep_fd
         self.random_access = random_access
+        self.allocate_step = allocate_step
+        self.before_create: Callable[[int], None] | None = None
         self.files: list[MappedFile] = []
         self._hanged: list[MappedFile] = []
 
@@ -461,6 +526,7 @@ class MappedFileQueue:
                 keep_fd=self.keep_fd,
                 random_access=self.random_access,
                 lazy=lazy,
+                allocate_step=self.allocate_step,
             )
             mf.wrote_position = mf.flushed_position = self.file_size
             self.files.append(mf)
@@ -479,6 +545,7 @@ class MappedFileQueue:
                 keep_fd=self.keep_fd,
                 random_access=self.random_access,
                 lazy=lazy,
+                allocate_step=self.allocate_step,
             )
             mf.wrote_position = mf.flushed_position = size
             self.files.append(mf)
@@ -497,6 +564,7 @@ class MappedFileQueue:
             create=create,
             keep_fd=self.keep_fd,
             random_access=self.random_access,
+            allocate_step=self.allocate_step,
         )
 
     @property
@@ -520,6 +588,10 @@ class MappedFileQueue:
         return self.files[0].file_from_offset if self.files else 0
 
     def create(self, start_offset: int) -> MappedFile:
+        """Make the segment starting at ``start_offset`` (after ``before_create`` let it);
+        one whose blocks cannot be allocated is removed and :class:`DiskFullError` raised."""
+        if self.before_create is not None:
+            self.before_create(self.file_size)
         private_dir(self._dir)
         mf = self._open(os.path.join(self._dir, offset_name(start_offset)), create=True)
         self.files.append(mf)

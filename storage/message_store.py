@@ -10,6 +10,13 @@ After a crash ``start`` returns once the CommitLog's tail is checked and every q
 next offset is known: appends are taken at once, and re-dispatch of what the ConsumeQueues
 and the index may lack runs in the background, as dispatch always does (consumers see the
 entries as they are built).
+
+Writes are refused while :attr:`MessageStore.disk` says so (storage.disk_state): a full
+disk (past ``disk_space_warning_level_ratio``, or no space left for a write or a new
+segment; taken back by itself once space returns) or a failed write or fsync (until
+restart). :meth:`MessageStore.write_refusal` tells why, :meth:`add_refusal_listener` when it
+changes; a refused write raises :class:`DiskFullError` or :class:`StoreFailedError` (both
+ServiceNotAvailableError, code 14). Reads never are.
 """
 
 from __future__ import annotations
@@ -22,13 +29,14 @@ from pathlib import Path
 
 from rocketq.common.aio import cancel_all, wait_done
 from rocketq.common.config import StoreConfig
-from rocketq.common.exceptions import ServiceNotAvailableError
+from rocketq.common.exceptions import DiskFullError, ServiceNotAvailableError
 from rocketq.common.file_modes import PRIVATE_FILE, private_dir, tighten
 from rocketq.common.message_id import decode_offset_msg_id
 from rocketq.common.record import INT, POS_BODY, POS_BODY_LENGTH, USHORT, check_topic, encode_host
 from rocketq.storage.checkpoint import CheckpointFile, fsync_dir
 from rocketq.storage.commitlog import AppendResult, CommitLog
 from rocketq.storage.consume_queue import CQ_UNIT_SIZE, ENTRY
+from rocketq.storage.disk_state import DiskState, disk_used_ratio
 from rocketq.storage.dispatch import (
     ArrivalListener,
     ConsumeQueueTable,
@@ -41,7 +49,7 @@ from rocketq.storage.index_file import IndexService
 from rocketq.storage.queue_ends import QueueEndsFile
 from rocketq.storage.recovery import RecoveryResult, recover
 from rocketq.storage.results import GetResult, GetStatus, PutResult, PutStatus
-from rocketq.storage.retention import CleanReport, CleanService, disk_used_ratio
+from rocketq.storage.retention import CleanReport, CleanService
 from rocketq.storage.warm import CommitLogWarmer
 
 log = logging.getLogger(__name__)
@@ -49,6 +57,9 @@ log = logging.getLogger(__name__)
 # RocketMQ scans at least this many ConsumeQueue bytes per pull (800 entries) when filtering.
 _MIN_FILTER_SCAN_BYTES = 16000
 _BLANK_CQ_SIZE = 0x7FFFFFFF
+# Dispatch that could not write a ConsumeQueue or index entry (a full disk) tries again
+# this often, from where it stopped.
+_DISPATCH_RETRY = 1.0  # s
 
 
 class MessageStore:
@@ -71,6 +82,10 @@ class MessageStore:
         # entry): by :meth:`settle`, or at the loop's next turn when nobody calls it.
         self.settle_listeners: list[Callable[[], None]] = []
         self._settle_handle: asyncio.Handle | None = None
+        # Held appends lost by a failed write before settle (see append): settle raises it.
+        self._lost_held: ServiceNotAvailableError | None = None
+        # The error the free-space check before a segment raised last (not a write error).
+        self._refused_segment: ServiceNotAvailableError | None = None
         root = Path(config.store_path_root_dir)
         self.root = root
         self.commitlog = CommitLog(
@@ -92,6 +107,17 @@ class MessageStore:
             if config.message_index_enable
             else None
         )
+        self.disk = DiskState(
+            warning_ratio=config.disk_space_warning_level_ratio,
+            directories=(
+                Path(config.commit_log_dir),
+                Path(config.consume_queue_dir),
+                Path(config.index_dir),
+            ),
+            disk_ratio=disk_ratio,
+        )
+        # Free space is checked before each new CommitLog segment, not only on the timer.
+        self.commitlog.files.before_create = self._before_segment
         self.dispatcher = Dispatcher(self.commitlog, self.queues, self.index, tags_code_overrides)
         self.flusher = CommitLogFlusher(
             self.commitlog,
@@ -100,20 +126,23 @@ class MessageStore:
             least_pages=config.flush_commit_log_least_pages,
             thorough_interval_ms=config.flush_commit_log_thorough_interval,
         )
+        self.flusher.on_error = self._flush_failed
         self.warmer = CommitLogWarmer(
             self.commitlog.files,
             config.warm_mapped_file_ahead if config.flush_disk_type == "ASYNC_FLUSH" else 0,
         )
+        self.warmer.on_error = self._warm_failed
         self.logics_flusher = LogicsFlusher(
             config, self.queues, self.index, self.dispatcher, self.flusher
         )
+        self.logics_flusher.on_error = self._logics_flush_failed
         self.cleaner = CleanService(
             config,
             self.commitlog,
             self.queues,
             self.index,
             clock_ms=self._clock_ms,
-            disk_ratio=disk_ratio,
+            disk=self.disk,
         )
         self.checkpoint_file: CheckpointFile | None = None
         self.queue_ends = QueueEndsFile(config)
@@ -138,6 +167,8 @@ class MessageStore:
             self._redispatch = (self.dispatcher.committed_offset, time.monotonic())
             self._dispatch_wake.set()
         loop = asyncio.get_running_loop()
+        self.disk.bind_loop(loop)
+        self.disk.check_space()
         self.flusher.start_on(loop)
         self.logics_flusher.start()
         self.warmer.start()
@@ -235,13 +266,30 @@ class MessageStore:
         """Stop cleanly: everything flushed, checkpoint written, abort file removed."""
         if not self.running:
             return
-        self._write_held()
+        try:
+            self._write_held()
+        except ServiceNotAvailableError as exc:
+            log.warning("held appends not written at shutdown: %s", exc)
         await self._stop_tasks()
-        while self.dispatcher.run(1 << 20):
-            pass
+        try:
+            while self.dispatcher.run(1 << 20):
+                pass
+        except (OSError, DiskFullError) as exc:
+            # What is not dispatched is re-dispatched from the CommitLog at the next start.
+            log.warning("dispatch could not finish at shutdown: %s", exc)
         await asyncio.to_thread(self._shutdown_blocking)
 
     def _shutdown_blocking(self) -> None:
+        if self.disk.failed is not None:
+            # Nothing is flushed again and no clean checkpoint written: the abort file stays,
+            # so the next start recovers from what is really on disk.
+            log.error(
+                "store stopping after a failed write or fsync: no final flush, the next "
+                "start recovers from the disk (%s)",
+                self.disk.failed,
+            )
+            self._crash_blocking()
+            return
         self.warmer.halt()
         self.flusher.stop()
         self.logics_flusher.halt()
@@ -288,8 +336,16 @@ class MessageStore:
         while True:
             await self._dispatch_wake.wait()
             self._dispatch_wake.clear()
-            while self.dispatcher.run(1024):
-                await asyncio.sleep(0)
+            try:
+                while self.dispatcher.run(1024):
+                    await asyncio.sleep(0)
+            except (OSError, DiskFullError) as exc:
+                # The entries of what is stored could not be written (the records are safe
+                # in the CommitLog): refuse writes, and try again from where it stopped.
+                self.disk.write_error(exc, "writing ConsumeQueue or index entries")
+                await asyncio.sleep(_DISPATCH_RETRY)
+                self._dispatch_wake.set()
+                continue
             if self._redispatch is not None and self.dispatcher.reput_offset >= self._redispatch[0]:
                 log.info(
                     "re-dispatch after recovery caught up at CommitLog offset %d in %.3f s",
@@ -320,11 +376,42 @@ class MessageStore:
             raise ServiceNotAvailableError(
                 f"the message store is read-only ({self.read_only_reason or 'slave'})"
             )
-        if self.cleaner.disk_full:
-            raise ServiceNotAvailableError(
-                f"the disk holding {self.commitlog.files.directory} is nearly full; free space "
-                "or lower file_reserved_time"
-            )
+        refused = self.disk.error()
+        if refused is not None:
+            raise refused
+
+    def write_refusal(self) -> str | None:
+        """Why the store refuses writes now (a full disk, a failed write or fsync), or
+        None when it takes them. Cheap: read it before every write if need be."""
+        return self.disk.refusal()
+
+    def refusal_error(self) -> ServiceNotAvailableError | None:
+        """The error a write would raise now (:class:`DiskFullError`,
+        :class:`StoreFailedError`), or None when writes are taken."""
+        return self.disk.error()
+
+    def add_refusal_listener(self, listener: Callable[[str | None], None]) -> None:
+        """Call ``listener`` (on the event loop) with the new :meth:`write_refusal` each
+        time the store starts or stops refusing writes."""
+        if listener not in self.disk.listeners:
+            self.disk.listeners.append(listener)
+
+    def _before_segment(self, size: int) -> None:
+        """Before a new CommitLog segment: measure the disk; refuse when it is full."""
+        self.disk.check_space(size)
+        refused = self.disk.error()
+        if refused is not None:
+            self._refused_segment = refused
+            raise refused
+
+    def _flush_failed(self, exc: BaseException) -> ServiceNotAvailableError:
+        return self.disk.write_error(exc, "flushing the CommitLog")
+
+    def _logics_flush_failed(self, exc: BaseException) -> None:
+        self.disk.write_error(exc, "flushing ConsumeQueues, index or checkpoint")
+
+    def _warm_failed(self, exc: OSError) -> None:
+        self.disk.write_error(exc, "writing ahead in a CommitLog segment (warming)")
 
     def prepare_queues(self, topic: str, queue_nums: int) -> None:
         """A topic was created or grew: make the files of its new queues on a thread
@@ -349,7 +436,20 @@ class MessageStore:
         While writes are held (:meth:`hold_writes`) the batch is written by :meth:`settle`."""
         self._check_writable()
         commitlog = self.commitlog
-        result = commitlog.append(blob, self.topic_bytes(topic), queue_id)
+        raw = self.topic_bytes(topic)
+        held = commitlog.held_bytes
+        try:
+            result = commitlog.append(blob, raw, queue_id)
+        except (OSError, DiskFullError) as exc:
+            if exc is self._refused_segment:
+                raise  # the free-space check refused the next segment (said already)
+            # Nothing of the batch was stored (its queue offsets are free again).
+            refused = self.disk.write_error(exc, "appending to the CommitLog", len(blob))
+            if held and not commitlog.held_bytes:
+                # The batches held before it were being written (a segment roll) and were
+                # lost with it: settle must fail, so their answers are not sent.
+                self._lost_held = refused
+            raise refused from exc
         # Listeners first: what they schedule (shipping to a slave) runs before the
         # dispatch step this wakes, so replication does not wait behind dispatch.
         for listener in self.append_listeners:
@@ -377,12 +477,23 @@ class MessageStore:
         queue offsets it took are free again."""
         commitlog = self.commitlog
         commitlog.holding = False
+        lost, self._lost_held = self._lost_held, None
         handle, self._settle_handle = self._settle_handle, None
+        if lost is not None:
+            if handle is not None:
+                handle.cancel()
+            raise lost
         if handle is None:
             return
         handle.cancel()
         if commitlog.held_bytes:
-            commitlog.write_held()
+            held = commitlog.held_bytes
+            try:
+                commitlog.write_held()
+            except (OSError, DiskFullError) as exc:
+                # Nothing held was stored and its queue offsets are free; the caller drops
+                # the answers of the held sends (none of them is acknowledged).
+                raise self.disk.write_error(exc, "appending to the CommitLog", held) from exc
             if self.auto_commit:
                 self.dispatcher.committed_offset = commitlog.max_offset
                 self._dispatch_wake.set()
@@ -402,7 +513,10 @@ class MessageStore:
         With ``wake_dispatch`` False the caller calls :meth:`wake_dispatch` itself (after
         acknowledging the bytes, so the ack does not wait behind dispatch)."""
         self._check_writable()
-        self.commitlog.append_raw(offset, data)
+        try:
+            self.commitlog.append_raw(offset, data)
+        except (OSError, DiskFullError) as exc:
+            raise self.disk.write_error(exc, "appending replicated bytes", len(data)) from exc
         self._queue_offsets_stale = True
         if self.auto_commit:
             self.dispatcher.committed_offset = self.commitlog.max_offset
@@ -468,7 +582,8 @@ class MessageStore:
 
     async def wait_stored(self, end_offset: int) -> PutStatus:
         """Under SYNC_FLUSH, wait until everything below ``end_offset`` is on disk (one
-        group-commit fsync serves every writer waiting); PUT_OK at once otherwise."""
+        group-commit fsync serves every writer waiting); PUT_OK at once otherwise. Raises
+        :class:`StoreFailedError` when the fsync failed (it is not tried again)."""
         if not self.flusher.sync:
             return PutStatus.PUT_OK
         fut = self.flusher.wait_flushed(end_offset)
@@ -479,6 +594,7 @@ class MessageStore:
                 self.config.sync_flush_timeout,
             )
             return PutStatus.FLUSH_DISK_TIMEOUT
+        fut.result()  # a failed flush raises its error (StoreFailedError), never a timeout
         return PutStatus.PUT_OK
 
     def commit(self, offset: int) -> None:

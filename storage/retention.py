@@ -4,38 +4,30 @@ entries all point below the CommitLog's new min offset go after them.
 
 Like RocketMQ: the newest segment is never deleted, deletion stops at the first segment
 that is not expired (never a hole in the middle), at most 10 segments per run, and it does
-not check whether the messages were consumed. Above ``disk_space_warning_level_ratio`` the
-store refuses writes until space is freed.
+not check whether the messages were consumed. Each run also measures the disk
+(storage.disk_state): above ``disk_space_warning_level_ratio`` the store refuses writes
+until space is freed.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
 from rocketq.common.config import StoreConfig
 from rocketq.storage.commitlog import CommitLog
+from rocketq.storage.disk_state import DiskState, disk_used_ratio
 from rocketq.storage.dispatch import ConsumeQueueTable
 from rocketq.storage.index_file import IndexService
+
+__all__ = ["CleanReport", "CleanService", "disk_used_ratio"]
 
 log = logging.getLogger(__name__)
 
 DELETE_FILES_BATCH_MAX: Final = 10
-
-
-def disk_used_ratio(path: Path) -> float:
-    """The used fraction of the file system holding ``path``."""
-    st = os.statvfs(path)
-    total = st.f_blocks * st.f_frsize
-    if total == 0:
-        return 0.0
-    free = st.f_bavail * st.f_frsize
-    return 1.0 - free / total
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,36 +48,27 @@ class CleanService:
         index: IndexService | None,
         *,
         clock_ms: Callable[[], int],
-        disk_ratio: Callable[[Path], float] = disk_used_ratio,
+        disk: DiskState,
     ) -> None:
         self.config = config
         self.commitlog = commitlog
         self.queues = queues
         self.index = index
         self.clock_ms = clock_ms
-        self.disk_ratio = disk_ratio
-        self.disk_full = False
+        self.disk = disk
         # Segments ending past this CommitLog offset are kept (a Raft member's commit
         # point: only committed entries may be compacted); None: no such bound.
         self.keep_below: Callable[[], int] | None = None
 
+    @property
+    def disk_full(self) -> bool:
+        return self.disk.full is not None
+
     def run(self) -> CleanReport:
         cfg = self.config
         now = self.clock_ms()
-        directory = self.commitlog.files.directory
-        ratio = self.disk_ratio(directory) if directory.exists() else 0.0
+        ratio = self.disk.check_space()
         clean_now = ratio > cfg.disk_space_clean_forcibly_ratio
-        was_full = self.disk_full
-        self.disk_full = ratio > cfg.disk_space_warning_level_ratio
-        if self.disk_full and not was_full:
-            log.error(
-                "disk %.0f%% full (disk_space_warning_level_ratio %.2f): refusing writes until "
-                "space is freed",
-                ratio * 100,
-                cfg.disk_space_warning_level_ratio,
-            )
-        elif was_full and not self.disk_full:
-            log.info("disk back to %.0f%% used: accepting writes again", ratio * 100)
         space_full = ratio > cfg.disk_max_used_space_ratio / 100
         hour = time.localtime(now / 1000).tm_hour
         time_up = hour in cfg.delete_hours
@@ -93,6 +76,8 @@ class CleanService:
         if time_up or space_full or clean_now:
             deleted = self._delete_commit_log(now, force=clean_now)
         cq_deleted, index_deleted = self._delete_logics()
+        if deleted and self.disk.full is not None:
+            ratio = self.disk.check_space()  # what was deleted may have ended it
         return CleanReport(deleted, cq_deleted, index_deleted, ratio, self.disk_full)
 
     def _delete_commit_log(self, now: int, *, force: bool) -> int:

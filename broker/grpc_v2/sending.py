@@ -3,7 +3,12 @@ send path (``TAGS``, ``KEYS``, ``UNIQ_KEY``, a FIFO message's group as ``__SHARD
 choosing its queue, a delay as ``TIMER_DELIVER_MS``, a transactional message as a half
 message whose producer group is its topic), EndTransaction commits or rolls back a half
 message by the transaction id SendMessage gave (where it is in the CommitLog and its
-queue)."""
+queue).
+
+A store that refuses writes (a full disk, a failed write or fsync: remoting code 14) is
+answered INTERNAL_SERVER_ERROR with RocketMQ's text, as RocketMQ 5's proxy answers the
+broker's SERVICE_NOT_AVAILABLE (its ResponseBuilder maps no v2 code to 14); the v5 clients
+retry a send so answered on another broker."""
 
 from __future__ import annotations
 
@@ -24,10 +29,12 @@ from rocketq.broker.grpc_v2.convert import (
 )
 from rocketq.broker.transaction import Resolution
 from rocketq.common.exceptions import (
+    DiskFullError,
     FlushDiskTimeoutError,
     FlushSlaveTimeoutError,
     MessageIllegalError,
     RocketqError,
+    StoreFailedError,
 )
 from rocketq.common.message import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
@@ -85,7 +92,7 @@ class SendRpcs(RpcBase):
                 status=v2.status(d.Code.ILLEGAL_MESSAGE_PROPERTY_KEY, str(exc))
             )
         except RocketqError as exc:
-            return s.SendMessageResponse(status=error_status(exc))
+            return s.SendMessageResponse(status=_send_error_status(exc))
         return s.SendMessageResponse(status=v2.status(OK), entries=[entry])
 
     async def _send(self, msg: d.Message, peer: str) -> s.SendResultEntry:
@@ -218,11 +225,23 @@ class SendRpcs(RpcBase):
             self.b.transactions.check_half_topic(end.commit_log_offset, request.topic.name)
             await self.b.transactions.end(end)
         except RocketqError as exc:
-            status = error_status(exc)
-            if status.code == d.Code.INTERNAL_SERVER_ERROR:
+            status = _send_error_status(exc)
+            if status.code == d.Code.INTERNAL_SERVER_ERROR and not _store_refused(exc):
                 status = v2.status(d.Code.INVALID_TRANSACTION_ID, str(exc))
             return s.EndTransactionResponse(status=status)
         return s.EndTransactionResponse(status=v2.status(OK))
+
+
+def _store_refused(exc: BaseException) -> bool:
+    return isinstance(exc, (DiskFullError, StoreFailedError))
+
+
+def _send_error_status(exc: BaseException) -> d.Status:
+    """The status of a failed send: a store refusing writes as the proxy answers it
+    (INTERNAL_SERVER_ERROR, RocketMQ's text), the rest as :func:`error_status`."""
+    if _store_refused(exc):
+        return v2.status(d.Code.INTERNAL_SERVER_ERROR, str(exc))
+    return error_status(exc)
 
 
 class _PropertyKeyError(MessageIllegalError):

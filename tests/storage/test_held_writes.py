@@ -4,11 +4,13 @@ dispatches them before, and a failed write gives their queue offsets back."""
 
 from __future__ import annotations
 
+import errno
 import os
 from typing import Any
 
 import pytest
 
+from rocketq.common.exceptions import DiskFullError
 from rocketq.common.record import BLANK_MAGIC_CODE, SIZE_MAGIC, decode_records
 from rocketq.storage.mapped_file import MappedFile
 from rocketq.storage.message_store import MessageStore
@@ -115,19 +117,22 @@ async def test_a_failed_write_stores_nothing_and_gives_the_queue_offsets_back(
     start = store.max_phy_offset
 
     def broken(self: MappedFile, data: Any, *, fill: bool = False) -> None:
-        raise OSError(5, os.strerror(5))
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     real = MappedFile.append_bytes
     monkeypatch.setattr(MappedFile, "append_bytes", broken)
     store.hold_writes()
     store.append(batch("T", [b"lost"]), "T", 0)
     store.append(batch("New", [b"lost"]), "New", 2)
-    with pytest.raises(OSError, match="Input/output error"):
+    with pytest.raises(DiskFullError, match="No space left on device"):
         store.settle()
     assert store.max_phy_offset == start and store.commitlog.held_bytes == 0
     assert store.commitlog.queue_table[(b"T", 0)] == 1
     assert (b"New", 2) not in store.commitlog.queue_table
     monkeypatch.setattr(MappedFile, "append_bytes", real)
+    assert store.write_refusal() is not None
+    store.disk.check_space()  # the real disk has room: writes are taken again
+    assert store.write_refusal() is None
     again = store.append(batch("T", [b"again"]), "T", 0)
     assert (again.wrote_offset, again.queue_offset) == (start, 1)
     await _dispatched(store)

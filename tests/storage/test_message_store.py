@@ -247,7 +247,7 @@ async def test_retention_when_the_disk_fills(tmp_path: Path) -> None:
         # Over the warning level (90 %): writes are refused until space is freed.
         ratio["value"] = 0.95
         store.clean()
-        with pytest.raises(ServiceNotAvailableError, match="nearly full"):
+        with pytest.raises(ServiceNotAvailableError, match="disk is full"):
             store.append(batch("T", [b"x"]), "T", 0)
         ratio["value"] = 0.5
         store.clean()
