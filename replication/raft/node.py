@@ -837,6 +837,7 @@ class RaftNode:
             reason = "BAD_CHUNK"
         if installed:
             self.blank = False
+            self._use_config()  # the group's configurations came with the snapshot
             self.commit_index = max(self.commit_index, installed - 1)
             self._commit_to(installed)
         self.transport.send(

@@ -4,8 +4,11 @@ longer holds (a wiped disk, or one down while retention ran) is rebuilt.
 What a snapshot is. The leader's CommitLog from its min offset (a segment boundary) to the
 end of its last committed entry, and the raft index units of the entries over it, as one
 byte stream: a head (:data:`STREAM_HEAD`: the first entry's index, the term of the entry
-before it, the CommitLog range, the unit count), the units (the store module's 32-byte
-units), then the CommitLog bytes, byte for byte (records and segment-end blanks). The
+before it, the CommitLog range, the unit count, the size of the group's configurations),
+the units (the store module's 32-byte units), the group's configurations up to the last
+entry (JSON, the membership module's documents: a membership change's entry holds no
+CommitLog bytes, its data lives in the member history, so it travels here), then the
+CommitLog bytes, byte for byte (records and segment-end blanks). The
 ConsumeQueues and the index file are not sent: every record carries its topic, queue and
 queue offset, so the follower's normal dispatch builds the same queues from the installed
 CommitLog (an empty ConsumeQueue starts at the first queue offset it is given, as it does
@@ -52,14 +55,16 @@ from typing import Final
 
 from rocketq.common.file_modes import PRIVATE_FILE, private_dir
 from rocketq.common.json_file import write_json_atomic
+from rocketq.replication.raft.membership import MemberHistory, Members, MembershipError
 from rocketq.replication.raft.node import SnapshotChunk, SnapshotError, SnapshotOffer
 from rocketq.replication.raft.store import UNIT, UNIT_MAGIC, CommitLogRaftLog
 
 log = logging.getLogger(__name__)
 
 STREAM_MAGIC: Final = b"RQSN"
-# magic, first index, base term, CommitLog start, CommitLog end, unit count
-STREAM_HEAD: Final = struct.Struct(">4sqqqqq")
+# magic, first index, base term, CommitLog start, CommitLog end, unit count, configs size
+STREAM_HEAD: Final = struct.Struct(">4sqqqqqq")
+MAX_CONFIGS: Final = 1024 * 1024  # bytes of configurations a snapshot may carry
 CHUNK_SIZE: Final = 1024 * 1024
 INSTALL_PIECE: Final = 4 * 1024 * 1024  # CommitLog bytes written to the store at once
 
@@ -80,10 +85,11 @@ class StreamHead:
     start: int
     end: int
     units: int
+    configs: int = 0
 
     @property
     def prefix_size(self) -> int:
-        return STREAM_HEAD.size + self.units * UNIT.size
+        return STREAM_HEAD.size + self.units * UNIT.size + self.configs
 
     @property
     def size(self) -> int:
@@ -94,15 +100,56 @@ def decode_head(data: bytes) -> StreamHead:
     """A snapshot stream's head; SnapshotError names what is wrong."""
     if len(data) < STREAM_HEAD.size:
         raise SnapshotError(f"a snapshot of {len(data)} bytes has no head")
-    magic, first, base_term, start, end, units = STREAM_HEAD.unpack_from(data)
+    magic, first, base_term, start, end, units, configs = STREAM_HEAD.unpack_from(data)
     if magic != STREAM_MAGIC:
         raise SnapshotError(f"a snapshot stream starting {magic!r}, not {STREAM_MAGIC!r}")
-    if first < 1 or base_term < 0 or start < 0 or end < start or units < 0:
+    if (
+        first < 1
+        or base_term < 0
+        or start < 0
+        or end < start
+        or units < 0
+        or not 0 <= configs <= MAX_CONFIGS
+    ):
         raise SnapshotError(
             f"a snapshot head with first index {first}, base term {base_term}, CommitLog "
-            f"range [{start}, {end}) and {units} units"
+            f"range [{start}, {end}), {units} units and {configs} bytes of configurations"
         )
-    return StreamHead(first, base_term, start, end, units)
+    return StreamHead(first, base_term, start, end, units, configs)
+
+
+def encode_configs(configs: list[tuple[int, int, Members]]) -> bytes:
+    return json.dumps(
+        {"configs": [{"index": i, "term": t, **m.to_doc()} for i, t, m in configs]}
+    ).encode()
+
+
+def decode_configs(
+    head: StreamHead, data: bytes, last_index: int
+) -> list[tuple[int, int, Members]]:
+    """The group's configurations in a snapshot (after its units): indexes rising, none
+    past the snapshot's last entry; SnapshotError names what is wrong."""
+    at = STREAM_HEAD.size + head.units * UNIT.size
+    raw = data[at : at + head.configs]
+    if not head.configs:
+        return []
+    if len(raw) != head.configs:
+        raise SnapshotError("a snapshot cut short in its configurations")
+    out = []
+    try:
+        doc = json.loads(raw)
+        last = 0
+        for item in doc["configs"]:
+            index, term = item["index"], item["term"]
+            if type(index) is not int or type(term) is not int or not last < index <= last_index:
+                raise ValueError(f"a configuration at index {index!r} (term {term!r})")
+            if term < 0:
+                raise ValueError(f"a configuration of term {term}")
+            out.append((index, term, Members.from_doc(item)))
+            last = index
+    except (ValueError, KeyError, TypeError, AttributeError, MembershipError) as exc:
+        raise SnapshotError(f"a snapshot's configurations are unreadable: {exc}") from None
+    return out
 
 
 def decode_units(
@@ -171,9 +218,17 @@ class CommitLogSnapshots:
     """Snapshots of a member's CommitLog and raft index (both sides), staged in ``dir``."""
 
     def __init__(
-        self, raft_log: CommitLogRaftLog, directory: Path, *, chunk_size: int = CHUNK_SIZE
+        self,
+        raft_log: CommitLogRaftLog,
+        directory: Path,
+        *,
+        chunk_size: int = CHUNK_SIZE,
+        history: MemberHistory | None = None,
     ) -> None:
+        """``history``: the member's group configurations (the node's), sent with a
+        snapshot and replaced by an installed one's (None: a group of fixed members)."""
         self.log = raft_log
+        self.history = history
         self.chunk_size = chunk_size
         self.store = raft_log.store
         self.dir = directory
@@ -201,9 +256,16 @@ class CommitLogSnapshots:
         if end <= start:
             return None
         units = [log_.index.units[i - log_.index.base - 1] for i in range(first, last + 1)]
-        head = StreamHead(first, log_.term_at(first - 1), start, end, len(units))
-        prefix = STREAM_HEAD.pack(STREAM_MAGIC, first, head.base_term, start, end, len(units))
+        history = self.history
+        configs = encode_configs(
+            [c for c in history.configs if c[0] <= last] if history is not None else []
+        )
+        head = StreamHead(first, log_.term_at(first - 1), start, end, len(units), len(configs))
+        prefix = STREAM_HEAD.pack(
+            STREAM_MAGIC, first, head.base_term, start, end, len(units), len(configs)
+        )
         prefix += b"".join(UNIT.pack(t, p, s, UNIT_MAGIC) for t, p, s in units)
+        prefix += configs
         snap_id = secrets.randbits(64)
         offer = SnapshotOffer(snap_id, last, log_.term_at(last), head.size, self.chunk_size)
         self._source = _Source(offer, head, prefix, {0: chain_start(snap_id)})
@@ -330,6 +392,8 @@ class CommitLogSnapshots:
             raise SnapshotError(
                 "a chunk whose last index, term or size differs from its snapshot's"
             )
+        if p.received == p.size:  # all in, the install failed (a full disk): again
+            return p.received, p.chain, self._install(p)
         if chunk.offset != p.received:
             return p.received, p.chain, 0  # where it goes on
         if zlib.crc32(chunk.payload) != chunk.crc:
@@ -391,12 +455,17 @@ class CommitLogSnapshots:
     def _install(self, p: _Progress) -> int:
         """Replace the store and raft index with the snapshot; -> its last index."""
         with self._stream.open("rb") as f:
-            head = decode_head(f.read(STREAM_HEAD.size))
-            if head.size != p.size:
-                self.abandon()
-                raise SnapshotError(f"a snapshot of {p.size} bytes whose head says {head.size}")
-            f.seek(0)
-            units = decode_units(head, f.read(head.prefix_size), p.last_index, p.last_term)
+            try:
+                head = decode_head(f.read(STREAM_HEAD.size))
+                if head.size != p.size:
+                    raise SnapshotError(f"a snapshot of {p.size} bytes whose head says {head.size}")
+                f.seek(0)
+                prefix = f.read(head.prefix_size)
+                units = decode_units(head, prefix, p.last_index, p.last_term)
+                configs = decode_configs(head, prefix, p.last_index)
+            except SnapshotError:
+                self.abandon()  # checked bytes that do not make a snapshot: never again
+                raise
             store = self.store
             if head.start % store.commitlog.file_size:
                 self.abandon()
@@ -417,6 +486,11 @@ class CommitLogSnapshots:
         if store.dispatcher.reput_offset < head.start:
             store.dispatcher.reset(head.start)
         self.log.install(head.first_index - 1, head.base_term, head.start, units)
+        history = self.history
+        if history is not None:  # the group's configurations up to the snapshot
+            history.truncate_after(0)
+            for index, term, members in configs:
+                history.record(index, term, members)
         seconds = time.monotonic() - p.started
         log.info(
             "rebuilt from %s: installed snapshot %016x (entries %d-%d, CommitLog [%d, %d), "

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from rocketq.replication.raft.membership import MemberHistory, Members
 from rocketq.replication.raft.node import (
     AppendRequest,
     CompactedError,
@@ -372,3 +373,39 @@ async def test_a_leader_never_starts_counting_a_snapshot_it_cannot_read(
     assert g.stores["n2"].min_phy_offset == g.stores["n0"].min_phy_offset
     assert log_bytes(g.stores["n2"]) == log_bytes(g.stores["n0"])
     assert g.nodes["n0"].role is Role.LEADER
+
+
+async def test_a_snapshot_carries_the_group_configurations(
+    store_factory: Callable[..., Any], tmp_path: Path
+) -> None:
+    """A membership change's entry holds no CommitLog bytes: its configuration travels in
+    the snapshot and replaces what the rebuilt member's history held."""
+    leader_store: MessageStore = await store_factory(tmp_path / "leader")
+    follower_store: MessageStore = await store_factory(tmp_path / "follower")
+    lead = CommitLogRaftLog(leader_store, RaftIndex(tmp_path / "l-raft" / "index"))
+    bootstrap = Members.of({"n0": "127.0.0.1:1", "n1": "127.0.0.1:2", "n2": "127.0.0.1:3"})
+    lead_history = MemberHistory(bootstrap)
+    for i in range(60):
+        r = leader_store.append(batch("T", [b"x" * 900, b"%d" % i]), "T", 0)
+        lead.record(1, r.wrote_offset, r.wrote_bytes)
+        if i in (10, 50):  # a change entry: a unit of no bytes, its data in the history
+            lead.record(1, leader_store.max_phy_offset, 0)
+            members = bootstrap.with_learner("n3", "127.0.0.1:4")
+            lead_history.record(lead.last_index(), 1, members if i == 10 else bootstrap)
+    leader_store.commitlog.files.delete_first(2)
+    source = CommitLogSnapshots(lead, tmp_path / "l-snap", chunk_size=CHUNK, history=lead_history)
+    follow = CommitLogRaftLog(follower_store, RaftIndex(tmp_path / "f-raft" / "index"))
+    stale = MemberHistory(bootstrap)
+    stale.record(3, 1, bootstrap.with_learner("n9", "127.0.0.1:9"))  # from its old log
+    sink = CommitLogSnapshots(follow, tmp_path / "f-snap", chunk_size=CHUNK, history=stale)
+    offer = source.offer(lead.last_index())
+    assert offer is not None and offer.last_index == lead.last_index()
+    offset, installed = 0, 0
+    while not installed:
+        chunk = replace(source.chunk(offer, offset), term=1, leader="n0")
+        offset, _, installed = sink.accept(chunk)
+    assert installed == lead.last_index()
+    assert [(i, t) for i, t, _ in stale.configs] == [(i, t) for i, t, _ in lead_history.configs]
+    assert stale.latest()[1].voter_ids == {"n0", "n1", "n2"} and not stale.latest()[1].learner_ids
+    assert log_bytes(follower_store) == log_bytes(leader_store)
+    assert (follow.first_index(), follow.last_index()) == (lead.first_index(), lead.last_index())

@@ -13,14 +13,17 @@ from typing import Final
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rocketq.replication.raft.membership import Members
 from rocketq.replication.raft.node import SnapshotAck, SnapshotChunk, SnapshotError
 from rocketq.replication.raft.snapshot import (
     STREAM_HEAD,
     STREAM_MAGIC,
     chain_next,
     chain_start,
+    decode_configs,
     decode_head,
     decode_units,
+    encode_configs,
 )
 from rocketq.replication.raft.store import UNIT, UNIT_MAGIC
 from rocketq.replication.raft.wire import (
@@ -121,15 +124,30 @@ def test_a_chunk_outside_its_snapshot_is_refused() -> None:
         raise AssertionError("a chunk past its snapshot's size was taken")
 
 
-def stream(units: list[tuple[int, int, int]], first: int, start: int, end: int) -> bytes:
-    head = STREAM_HEAD.pack(STREAM_MAGIC, first, 1, start, end, len(units))
-    return head + b"".join(UNIT.pack(t, p, s, UNIT_MAGIC) for t, p, s in units)
+def stream(
+    units: list[tuple[int, int, int]], first: int, start: int, end: int, configs: bytes = b""
+) -> bytes:
+    head = STREAM_HEAD.pack(STREAM_MAGIC, first, 1, start, end, len(units), len(configs))
+    return head + b"".join(UNIT.pack(t, p, s, UNIT_MAGIC) for t, p, s in units) + configs
+
+
+CONFIGS = encode_configs(
+    [(6, 2, Members.of({"n0": "127.0.0.1:1", "n1": "127.0.0.1:2"}, {"n3": "127.0.0.1:4"}))]
+)
 
 
 def test_stream_heads_and_units_are_checked() -> None:
-    good = stream([(1, 4096, 100), (2, 4196, 50)], 5, 4096, 4246)
+    good = stream([(1, 4096, 100), (2, 4196, 50)], 5, 4096, 4246, CONFIGS)
     head = decode_head(good)
     assert decode_units(head, good, last_index=6, last_term=2) == [(1, 4096, 100), (2, 4196, 50)]
+    [(index, term, members)] = decode_configs(head, good, last_index=6)
+    assert (index, term, members.learner_ids) == (6, 2, frozenset({"n3"}))
+    try:  # a configuration past the snapshot's last entry
+        decode_configs(head, good, last_index=5)
+    except SnapshotError:
+        pass
+    else:
+        raise AssertionError("a configuration past the last entry was taken")
     bad = [
         (stream([(1, 4096, 100), (2, 4100, 50)], 5, 4096, 4246), 6, 2),  # overlapping bytes
         (stream([(2, 4096, 100), (1, 4196, 50)], 5, 4096, 4246), 6, 1),  # a falling term
@@ -148,19 +166,22 @@ def test_stream_heads_and_units_are_checked() -> None:
 @given(st.data())
 @FUZZ
 def test_mutated_stream_heads_and_units_are_refused_or_consistent(data: st.DataObject) -> None:
-    good = stream([(1, 4096, 100), (2, 4196, 50), (2, 4246, 0)], 5, 4096, 4246)
+    good = stream([(1, 4096, 100), (2, 4196, 50), (2, 4246, 0)], 5, 4096, 4246, CONFIGS)
     raw = data.draw(mutated(good))
 
-    def check() -> list[tuple[int, int, int]]:
+    def check() -> tuple[list[tuple[int, int, int]], list[tuple[int, int, Members]]]:
         head = decode_head(raw)
-        return decode_units(head, raw, head.first_index + head.units - 1, 2)
+        last = head.first_index + head.units - 1
+        return decode_units(head, raw, last, 2), decode_configs(head, raw, last)
 
     result = total(check, SnapshotError)
-    if isinstance(result, list):
+    if isinstance(result, tuple):
+        units, configs = result
         end = 0
-        for _, pos, size in result:
+        for _, pos, size in units:
             assert pos >= end and size >= 0
             end = pos + size
+        assert [i for i, _, _ in configs] == sorted({i for i, _, _ in configs})
 
 
 def test_the_chain_binds_every_chunk_in_order() -> None:
