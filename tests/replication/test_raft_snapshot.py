@@ -409,3 +409,35 @@ async def test_a_snapshot_carries_the_group_configurations(
     assert stale.latest()[1].voter_ids == {"n0", "n1", "n2"} and not stale.latest()[1].learner_ids
     assert log_bytes(follower_store) == log_bytes(leader_store)
     assert (follow.first_index(), follow.last_index()) == (lead.first_index(), lead.last_index())
+
+
+async def test_a_member_behind_the_compaction_point_keeps_nothing_stale(
+    store_factory: Callable[..., Any], tmp_path: Path
+) -> None:
+    """A member down while the others wrote and trimmed their logs comes back with its old
+    store: it is sent a snapshot, empties its store (CommitLog, queues, index) and ends
+    with the leader's bytes and queues, consumable."""
+    g = await make_group(store_factory, tmp_path)
+    g.nodes["n0"]._start_election()
+    g.pump()
+    g.write("n0", 20)
+    away = g.nodes.pop("n2")  # down
+    g.write("n0", 80)
+    for m in ("n0", "n1"):
+        compact(g, m, 4)
+    assert g.logs["n0"].first_index() > g.logs["n2"].last_index() + 1
+    g.nodes["n2"] = away  # back, with its old store
+    leader = g.nodes["n0"]
+    leader._broadcast(heartbeat=True)
+    g.pump()
+    store, lead_store = g.stores["n2"], g.stores["n0"]
+    assert g.snaps["n2"].installed == 1 and not away.installing
+    assert log_bytes(store) == log_bytes(lead_store)
+    store.refresh_queue_offsets()
+    lead_store.refresh_queue_offsets()
+    for q in (0, 1):
+        low = store.min_offset_in_queue("T", q)
+        assert low == lead_store.min_offset_in_queue("T", q)
+        assert store.max_offset_in_queue("T", q) == lead_store.max_offset_in_queue("T", q)
+        got = store.get_messages("T", q, low, max_count=4)
+        assert got.message_count == 4
