@@ -286,6 +286,10 @@ class MemberHistory:
         """The data of the change entry at ``index``, None when there is none there."""
         return self._payloads.get(index)
 
+    def between(self, first: int, last: int) -> dict[int, bytes]:
+        """The data of the change entries at ``first``..``last``, by index."""
+        return {i: self._payloads[i] for i, _, _ in self.configs if first <= i <= last}
+
     def ever_member(self, member: str) -> bool:
         """Whether ``member`` belongs to any configuration kept (ids are not reused)."""
         return member in self.bootstrap.addresses or any(

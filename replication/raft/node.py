@@ -700,6 +700,7 @@ class RaftNode:
                 break
             if not entries:
                 break
+            entries = self._with_changes(pr.next_index, entries)
             prev = pr.next_index - 1
             req = AppendRequest(
                 self.term,
@@ -1099,6 +1100,17 @@ class RaftNode:
     def _announce_members(self) -> None:
         if self.on_members is not None:
             self.on_members(self.member_addresses())
+
+    def _with_changes(self, start: int, entries: list[Entry]) -> list[Entry]:
+        """``entries`` from ``start`` with the data of the change entries among them,
+        which the member history holds (a log over the CommitLog reads them empty)."""
+        changes = self.members_history.between(start, start + len(entries) - 1)
+        if not changes:
+            return entries
+        out = list(entries)
+        for index, data in changes.items():
+            out[index - start] = Entry(out[index - start].term, data)
+        return out
 
     def _append_entries(self, entries: list[Entry]) -> None:
         """A follower appends the leader's entries; the change entries among them are

@@ -31,7 +31,7 @@ from typing import Final
 from rocketq.common.exceptions import StoreCorruptError
 from rocketq.common.file_modes import PRIVATE_FILE, private_dir
 from rocketq.common.json_file import read_json, write_json_atomic
-from rocketq.replication.raft.membership import MemberHistory, is_config
+from rocketq.replication.raft.membership import is_config
 from rocketq.replication.raft.node import CompactedError, Entry
 from rocketq.storage.message_store import MessageStore
 
@@ -204,14 +204,9 @@ class RaftIndex:
 class CommitLogRaftLog:
     """The Raft log over a store's CommitLog and a raft index."""
 
-    def __init__(
-        self, store: MessageStore, index: RaftIndex, members: MemberHistory | None = None
-    ) -> None:
+    def __init__(self, store: MessageStore, index: RaftIndex) -> None:
         self.store = store
         self.index = index
-        # Where the data of membership change entries is kept (their units cover no
-        # CommitLog bytes); None: such entries read back empty.
-        self.members = members
         # The last answer of :meth:`entries`: the leader asks the same for each follower at
         # the same place, and reads (and sends, see raft.wire.Encoder) those bytes once.
         self._read: tuple[int, int, int, list[Entry]] | None = None
@@ -271,9 +266,8 @@ class CommitLogRaftLog:
         out = []
         for i in range(start, min(self.index.last_index(), start + max_count - 1) + 1):
             pos, size = self.index.position(i)
-            if size == 0:  # a new leader's empty entry, or a membership change
-                change = self.members.payload(i) if self.members is not None else None
-                out.append(Entry(self.index.term_at(i), change or b""))
+            if size == 0:  # an empty entry, or a membership change (the node has its data)
+                out.append(Entry(self.index.term_at(i), b""))
                 continue
             view = self.store.commitlog.read(pos, size)
             if view is None:
