@@ -51,6 +51,7 @@ from rocketq.remoting.codes import RequestCode
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.route_data import RouteBodyError, parse_cluster_info
 from rocketq.remoting.transport import request_once
+from rocketq.replication.raft.membership import MemberHistory, Members, describe
 from rocketq.replication.raft.node import CompactedError, RaftConfig, Role
 from rocketq.replication.raft.server import RaftServer
 from rocketq.replication.raft.snapshot import CommitLogSnapshots
@@ -114,10 +115,13 @@ class RaftMember:
         port = members[self.self_id].rpartition(":")[2]
         root = Path(broker.store_config.store_path_root_dir) / "dledger"
         self.index = RaftIndex(root / "index")
+        # The group's membership: dledger_peers to start with, then the changes made at
+        # run time, kept in members.json (which wins on a restart).
+        self.members = MemberHistory(Members.bootstrap(members), root / "members.json")
         self.log = CommitLogRaftLog(self.store, self.index)
         # Members behind the compaction point are rebuilt from snapshots; retention
         # compacts committed entries only.
-        self.snapshots = CommitLogSnapshots(self.log, root / "snapshot")
+        self.snapshots = CommitLogSnapshots(self.log, root / "snapshot", history=self.members)
         self.store.cleaner.keep_below = lambda: self.store.committed_offset
         self.server = RaftServer(
             self.self_id,
@@ -135,6 +139,7 @@ class RaftMember:
             tls=broker.security.tls,
             ssl=broker.client_security.ssl if broker.client_security is not None else None,
             snapshots=self.snapshots,
+            history=self.members,
         )
         self.node = self.server.node
         self.preferred = cfg.dledger_preferred_leader_id
@@ -496,7 +501,7 @@ class RaftMember:
                 continue
             if pr.match_index >= self.index.last_index():
                 log.info("%s: preferred leader %s is caught up; handing over", self.self_id, pref)
-                with contextlib.suppress(NotLeaderError):
+                with contextlib.suppress(NotLeaderError, ValueError):  # (not a voter now)
                     node.transfer_leadership(pref)
 
     # -- state for admins --------------------------------------------------------------
@@ -517,9 +522,36 @@ class RaftMember:
             lags[member] = max(0, end - have)
         return lags
 
+    # -- membership ----------------------------------------------------------------------
+
+    def change_members(self, group: str, member: str, address: str | None) -> int:
+        """Add ``member`` at ``address`` (None: remove it) to this group; the leader only.
+        -> the raft index of the change's entry."""
+        if group and group != self.group:
+            raise RocketqSystemError(
+                f"broker {self.b.config.broker_name} is a member of raft group {self.group}, "
+                f"not {group}"
+            )
+        if not self.serving:
+            raise self.not_leader()
+        self._record_pending()  # the change's entry goes after every byte written so far
+        if address is None:
+            index = self.node.remove_member(member)
+        else:
+            index = self.node.add_member(member, address)
+        self.server.flush()
+        return index
+
+    def members_view(self) -> dict[str, object]:
+        """The membership as this member sees it (on the leader with each one's lag)."""
+        view = describe(self.node, self.log.end_of)
+        view["group"] = self.group
+        return view
+
     def runtime_info(self) -> dict[str, str]:
         node = self.node
         return {
+            "raftMembership": self.members.latest()[1].role_of(self.self_id),
             "raftGroup": self.group,
             "raftSelfId": self.self_id,
             "raftRole": node.role.value,

@@ -533,11 +533,13 @@ from rocketq.cli.admin_cli import admin_app, consume_cmd, send_cmd  # noqa: E402
 from rocketq.cli.auth_cli import acl_app, user_app  # noqa: E402
 from rocketq.cli.dlq_cli import dlq_app, resend_message  # noqa: E402
 from rocketq.cli.options import secure_commands, secured  # noqa: E402
+from rocketq.cli.raft_cli import raft_app  # noqa: E402
 
 admin_app.command("resend-message")(resend_message)
 admin_app.add_typer(dlq_app, name="dlq")
 admin_app.add_typer(user_app, name="user")
 admin_app.add_typer(acl_app, name="acl")
+admin_app.add_typer(raft_app, name="raft")
 # Every command that talks to a cluster takes --access-key, --tls ... (cli/options.py).
 secure_commands(admin_app)
 app.add_typer(admin_app, name="admin")

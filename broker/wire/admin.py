@@ -20,7 +20,8 @@ version as its last heartbeat's command header did (rocketq's SDK: PYTHON and
 
 from __future__ import annotations
 
-from typing import Any, Final
+import json
+from typing import TYPE_CHECKING, Any, Final
 
 from rocketq.broker.client_channels import client_channels
 from rocketq.broker.config_json import group_doc, group_of, topic_doc
@@ -46,6 +47,9 @@ from rocketq.remoting import fastjson
 from rocketq.remoting.codes import RequestCode, ResponseCode, RocketqRequestCode
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.transport import Connection, Handler
+
+if TYPE_CHECKING:
+    from rocketq.broker.raft_member import RaftMember
 
 FILTER_TYPES: Final = ("SINGLE_TAG", "MULTI_TAG")
 UNIQUE_KEY_QUERY: Final = "_UNIQUE_KEY_QUERY"  # MixAll.UNIQUE_MSG_QUERY_FLAG
@@ -139,6 +143,9 @@ class AdminRequests:
             RequestCode.GET_ALL_DELAY_OFFSET: self.all_delay_offsets,
             RocketqRequestCode.TRANSFER_LEADER: self.transfer_leader,
             RocketqRequestCode.RESEND_MESSAGE: self.resend_message,
+            RocketqRequestCode.RAFT_ADD_MEMBER: self.raft_add_member,
+            RocketqRequestCode.RAFT_REMOVE_MEMBER: self.raft_remove_member,
+            RocketqRequestCode.RAFT_MEMBERS: self.raft_members,
         }
 
     def _topic(self, topic: str) -> TopicConfig:
@@ -472,3 +479,29 @@ class AdminRequests:
             )
         raft.transfer((cmd.ext or {}).get("group") or "", to)
         return cmd.response(ResponseCode.SUCCESS)
+
+    def _raft(self) -> RaftMember:
+        raft = self.b.raft
+        if raft is None:
+            raise RocketqSystemError(
+                f"broker {self.b.config.broker_name} does not run Raft "
+                "(enable_dledger_commit_log is off)"
+            )
+        return raft
+
+    def raft_add_member(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """rocketq's RAFT_ADD_MEMBER: ``member`` at Raft ``address`` joins as a learner."""
+        member, address = header_text(cmd, "member"), header_text(cmd, "address")
+        index = self._raft().change_members((cmd.ext or {}).get("group") or "", member, address)
+        return cmd.response(ResponseCode.SUCCESS, {"index": str(index)})
+
+    def raft_remove_member(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """rocketq's RAFT_REMOVE_MEMBER: ``member`` leaves the group."""
+        member = header_text(cmd, "member")
+        index = self._raft().change_members((cmd.ext or {}).get("group") or "", member, None)
+        return cmd.response(ResponseCode.SUCCESS, {"index": str(index)})
+
+    def raft_members(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """rocketq's RAFT_MEMBERS: the group's membership as this member sees it (JSON)."""
+        view = self._raft().members_view()
+        return cmd.response(ResponseCode.SUCCESS, body=json.dumps(view).encode())
