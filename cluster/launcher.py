@@ -593,6 +593,17 @@ class LocalCluster:
         try:
             spec = ClusterSpec.from_dict({**doc["spec"], "data_dir": path.parent})
             cluster = cls(spec)
+            cluster.brokers += [  # members added at run time (add_raft_member)
+                Node(
+                    str(b["name"]),
+                    "broker",
+                    cluster.data_dir,
+                    broker_name=str(b["broker_name"]),
+                    broker_id=int(b["broker_id"]),
+                    metrics_tls=spec.tls,
+                )
+                for b in doc["brokers"][len(cluster.brokers) :]
+            ]
             for node, saved in zip(
                 cluster.nodes, [*doc["nameservers"], *doc["brokers"]], strict=True
             ):
@@ -1001,6 +1012,43 @@ class LocalCluster:
 
     def group_members(self, broker_name: str) -> list[Node]:
         return [b for b in self.brokers if b.broker_name == broker_name]
+
+    def add_raft_member(self, broker_name: str) -> Node:
+        """Start a new member of Raft group ``broker_name``, as a replacement host would
+        be: a new broker process with the next member id (``n<broker id>``), ports of its
+        own, and dledger_peers naming the group's members and itself. It waits to be added
+        (``rocketq admin raft add-member --broker-name <group> --id <raft_member_id(node)>
+        --address <node.host>:<node.raft_port>``); -> the node, ready and recorded in
+        cluster.json."""
+        if self.spec.replication != "raft":
+            raise LauncherError(
+                f"this cluster runs replication {self.spec.replication!r}, not raft"
+            )
+        group = self.group_members(broker_name)
+        if not group:
+            known = ", ".join(sorted({b.broker_name for b in self.brokers}))
+            raise LauncherError(f"no broker group {broker_name!r}; the groups are {known}")
+        member_id = max(b.broker_id for b in group) + 1
+        node = Node(
+            f"{broker_name}-{member_id}",
+            "broker",
+            self.data_dir,
+            broker_name=broker_name,
+            broker_id=member_id,
+            host=group[0].host,
+            metrics_tls=self.spec.tls,
+        )
+        self.brokers.append(node)
+        try:
+            self._hold_ports(node)
+            self._launch(node, self.spec.ready_timeout)
+        except BaseException:
+            self._release(node)
+            self.brokers.remove(node)
+            raise
+        self._save()
+        log.info("%s: started as raft member %s", node.name, raft_member_id(node))
+        return node
 
     def raft_peers(self, node: Node) -> str:
         """``dledger_peers`` for a member: every member of its group as id-host:port.
