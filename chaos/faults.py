@@ -115,7 +115,7 @@ class Faults:
         # Members taken out of their group for good (replace-member): not restarted, not
         # expected to catch up.
         self.removed: set[str] = set()
-        self.membership = RaftMembership(cluster, self.removed)
+        self.membership = RaftMembership(cluster, self.removed, disks)
 
     # ---------------------------------------------------------------- targets
 

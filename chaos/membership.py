@@ -12,6 +12,7 @@ import signal
 import time
 from typing import Final
 
+from rocketq.chaos.disk import SmallDisks
 from rocketq.chaos.history import ChaosError
 from rocketq.chaos.members import group_leader
 from rocketq.cluster.launcher import LocalCluster, Node, raft_member_id
@@ -20,9 +21,10 @@ from rocketq.remoting.codes import ResponseCode, RocketqRequestCode
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.transport import request_blocking
 
-CHANGE_TIMEOUT_S: Final = 10.0
+CHANGE_TIMEOUT_S: Final = 10.0  # one request
+CHANGE_WAIT_S: Final = 20.0  # a change, asked again until then
 LEADER_WAIT_S: Final = 15.0
-RETRY_PAUSE_S: Final = 1.0
+RETRY_PAUSE_S: Final = 0.5
 
 
 class RaftMembership:
@@ -30,37 +32,50 @@ class RaftMembership:
     every member stopped for good (taken out, or never added), which the run neither starts
     again nor expects to catch up."""
 
-    def __init__(self, cluster: LocalCluster, removed: set[str]) -> None:
+    def __init__(
+        self, cluster: LocalCluster, removed: set[str], disks: SmallDisks | None = None
+    ) -> None:
         self.cluster = cluster
         self.removed = removed
+        self.disks = disks
 
     def _change(self, group: str, code: int, ext: dict[str, str]) -> None:
-        """Send a membership change to ``group``'s leader (once more, to the leader then,
-        if it failed: leadership may have moved)."""
-        for attempt in range(2):
+        """Send a membership change to ``group``'s leader, again (to the leader then) until
+        it is taken or ``CHANGE_WAIT_S`` pass: leadership may move, and a leader takes one
+        change at a time (a new member's promotion to voter is one)."""
+        deadline = time.monotonic() + CHANGE_WAIT_S
+        while True:
             leader = group_leader(self.cluster, group, time.monotonic() + LEADER_WAIT_S)
             if leader is None:
-                raise ChaosError(f"{group} has no leader to change its members")
-            node = self.cluster.node(leader.name)
-            try:
-                answer = request_blocking(
-                    node.addr,
-                    RemotingCommand(code, dict(ext)),
-                    CHANGE_TIMEOUT_S,
-                    security=self.cluster.client_security(),
-                )
-                if answer.code == ResponseCode.SUCCESS:
-                    return
-                why = f"code {answer.code}: {answer.remark}"
-            except (RocketqError, OSError) as exc:
-                why = str(exc)
-            if attempt:
-                raise ChaosError(f"{leader.name} refused the change {ext} of {group}: {why}")
+                why, by = "no leader", group
+            else:
+                by = leader.name
+                try:
+                    answer = request_blocking(
+                        self.cluster.node(leader.name).addr,
+                        RemotingCommand(code, dict(ext)),
+                        CHANGE_TIMEOUT_S,
+                        security=self.cluster.client_security(),
+                    )
+                    if answer.code == ResponseCode.SUCCESS:
+                        return
+                    why = f"code {answer.code}: {answer.remark}"
+                except (RocketqError, OSError) as exc:
+                    why = str(exc)
+            if time.monotonic() >= deadline:
+                raise ChaosError(f"{by} refused the change {ext} of {group}: {why}")
             time.sleep(RETRY_PAUSE_S)
 
     def add(self, group: str) -> Node:
         """Start a new member of ``group`` on new ports and add it to the group (it joins
-        as a learner and becomes a voter once it has caught up)."""
+        as a learner and becomes a voter once it has caught up). In a run with small disks
+        the new member gets one too, mounted on the home the launcher gives it (the
+        group's name and the next broker id) before it starts."""
+        if self.disks is not None:
+            next_id = max(b.broker_id for b in self.cluster.group_members(group)) + 1
+            home = self.cluster.data_dir / f"{group}-{next_id}"
+            if home not in self.disks.mounts:  # mounted by an attempt that failed
+                self.disks.mount(home)
         node = self.cluster.add_raft_member(group)
         ext = {"member": raft_member_id(node), "address": f"{node.host}:{node.raft_port}"}
         try:

@@ -17,7 +17,8 @@ and the report reads (:mod:`rocketq.chaos.store_report`).
   ``catch_up_ms`` from the start to that moment.
 - ``replace-member``: a new member of a Raft group joins on new ports and is added to the
   group; the heal waits until it has caught up (``catch_up_ms``, from the add), then
-  removes a follower of the group and stops it for good.
+  removes a follower of the group (never its leader) and stops it for good. A new member
+  that does not catch up is left in the group and nothing is removed.
 """
 
 from __future__ import annotations
@@ -245,6 +246,11 @@ class ReplaceMember:
         new = self.new
         assert new is not None
         self.detail.update(catch_up(self.cluster, new, self.started))
+        if self.detail["catch_up_ms"] is None:
+            raise ChaosError(
+                f"{new.name} did not catch up within {CATCH_UP_TIMEOUT_S:g} s; no member "
+                f"of {self.group} was removed"
+            )
         c = self.cluster
         leader = group_leader(c, self.group, time.monotonic() + LEADER_WAIT_S)
         if leader is None:
