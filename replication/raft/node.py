@@ -990,8 +990,9 @@ class RaftNode:
                 return
             self._refused_writes = 0
             self.blank = False
-            if self.snapshots is not None and self.snapshots.receiving():
-                self.snapshots.abandon()  # the leader has entries for us after all
+        if self.snapshots is not None and self.snapshots.receiving():
+            # Our log matches the leader's here: it sends entries, not the snapshot.
+            self.snapshots.abandon()
         match = req.prev_index + len(req.entries)
         if req.commit > self.commit_index:
             self._commit_to(min(req.commit, match))
