@@ -201,6 +201,22 @@ def test_disk_full_fills_every_small_disk_of_the_group_notes_exits_and_frees_the
     ]
 
 
+def test_a_disk_full_torn_down_before_its_heal_removes_its_fillers_and_threads(
+    disks: SmallDisks | None, tmp_path: Path
+) -> None:
+    """What the run's teardown calls (``ActiveFault.undo``) on Ctrl-C during the fault."""
+    if disks is None:
+        return
+    node = Node("broker-a-0", "broker", tmp_path, broker_name="broker-a")
+    disks.mount(node.home)
+    fault = DiskFull(cast(LocalCluster, StandInCluster([node])), disks, "broker-a", lambda: None)
+    fault.start()
+    assert free_bytes(node.home) < 64 * 1024
+    fault.stop_quietly()
+    assert not (node.home / FILLER_NAME).exists() and free_bytes(node.home) > 15 * MIB
+    assert not fault.probe.alive() and not fault._keeper.is_alive()
+
+
 def test_disk_full_needs_a_group_with_small_disks(tmp_path: Path) -> None:
     node = Node("broker-a-0", "broker", tmp_path, broker_name="broker-a")
     no_disks = cast(SmallDisks, type("NoDisks", (), {"mounts": []})())
