@@ -63,6 +63,8 @@ DOCUMENTED: dict[str, tuple[str, tuple[str, ...]]] = {
     "rocketmq_storage_message_reserve_time": ("gauge", ("storage_type",)),
     "rocketq_storage_disk_total_bytes": ("gauge", ()),
     "rocketq_storage_disk_free_bytes": ("gauge", ()),
+    "rocketq_storage_disk_used_ratio": ("gauge", ()),
+    "rocketq_store_write_state": ("gauge", ()),
     "rocketmq_commit_messages": ("counter", ("topic",)),
     "rocketmq_rollback_messages": ("counter", ("topic",)),
     "rocketmq_half_messages": ("gauge", ("topic",)),
