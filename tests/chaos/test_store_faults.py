@@ -468,3 +468,33 @@ def test_cli_store_fault_options_reach_the_run(
     assert (seen[-1].in_turn, seen[-1].rounds, seen[-1].disk_mib) == (True, 1, 32)
     result = CliRunner().invoke(app, ["chaos", "run", "--disk-mib", "8"])
     assert result.exit_code == 2 and "--disk-mib" in result.output
+
+
+def test_chaos_check_prints_the_section_and_fails_on_a_member_that_did_not_catch_up(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from rocketq.cli.main import app
+
+    detail = {"group": "broker-b", "member": "broker-b-2", "catch_up_ms": 2500}
+    lagging = {"leader": "broker-b-0", "behind": {"broker-b-0": 0, "broker-b-2": 8192}}
+    records = [
+        {"t": 0.0, "type": "run", "config": {"replication": "raft", "faults": ["wipe-member"]}},
+        {"t": 1.0, "type": "fault_start", "fault": "wipe-member", "target": "broker-b-2",
+         "group": "broker-b"},
+        fault_end("wipe-member", detail),
+        members_record(False, **{"broker-b": {**lagging, "errors": {}}}),
+        {"t": 20.0, "type": "phase", "phase": "done"},
+    ]  # fmt: skip
+    history = tmp_path / "history.jsonl"
+    history.write_text("".join(json.dumps(r) + "\n" for r in records))
+    result = CliRunner().invoke(app, ["chaos", "check", str(history), "--json"])
+    assert result.exit_code == 1, result.output
+    assert "## Disks and members" in result.output
+    assert "| broker-b-2 | wipe-member | broker-b | 2500 |" in result.output
+    assert "Members: **not caught up**: broker-b-2 (8192 bytes behind broker-b-0)." in result.output
+    doc = json.loads(result.output.strip().splitlines()[-1])
+    assert doc["caught_up"] is False and doc["store"]["catch_up"][0]["catch_up_ms"] == 2500
