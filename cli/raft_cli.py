@@ -16,7 +16,12 @@ import typer
 
 from rocketq.cli.admin_cli import DEFAULT_NAMESRV, JsonOut, Namesrv, emit, run
 from rocketq.cli.options import security_settings
-from rocketq.common.exceptions import NotLeaderError, RocketqError, RocketqSystemError
+from rocketq.common.exceptions import (
+    NotLeaderError,
+    RocketqError,
+    RocketqSystemError,
+    ServiceNotAvailableError,
+)
 from rocketq.remoting.codes import RocketqRequestCode
 from rocketq.remoting.command import RemotingCommand
 from rocketq.sdk import admin_wire as aw
@@ -87,7 +92,8 @@ async def change_members(
             answer = await ask(admin, leader.addr, RemotingCommand(code, dict(ext)))
             break
         except RocketqError as exc:
-            moved = isinstance(exc, NotLeaderError) or "not the leader" in str(exc)
+            # (a broker answers a member that does not lead SERVICE_NOT_AVAILABLE)
+            moved = isinstance(exc, NotLeaderError | ServiceNotAvailableError)
             if attempt or not moved:
                 raise
             await asyncio.sleep(1.0)  # leadership moved: the nameserver learns it

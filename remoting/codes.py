@@ -196,7 +196,8 @@ class RocketqRequestCode:
     # Raft mode: membership of the broker's Raft group, at run time (DLedger's
     # addPeer/removePeer; RocketMQ has no request code for them: its controller's codes are
     # about master/slave groups). Sent to the group's leader; another member answers
-    # SYSTEM_ERROR naming the leader it knows. Header ``group`` (the Raft group; blank: the
+    # SERVICE_NOT_AVAILABLE (as to a send) naming the leader it knows, and a change it
+    # cannot make SYSTEM_ERROR saying why. Header ``group`` (the Raft group; blank: the
     # broker's own), ``member`` (the member id) and, to add, ``address`` (its Raft
     # ``host:port``). -> resp: SUCCESS, header ``index`` (the change's raft entry).
     RAFT_ADD_MEMBER: Final = 30010

@@ -9,11 +9,17 @@ import asyncio
 import json
 import signal
 
+import pytest
 from typer.testing import CliRunner
 
 from rocketq import Message, Producer
 from rocketq.cli.main import app
+from rocketq.cli.raft_cli import ask
 from rocketq.cluster.launcher import raft_member_id
+from rocketq.common.exceptions import ServiceNotAvailableError
+from rocketq.remoting.codes import RocketqRequestCode
+from rocketq.remoting.command import RemotingCommand
+from rocketq.sdk.admin import Admin
 from tests.integration.conftest import MakeCluster
 from tests.integration.test_raft import (
     commitlog_bytes,
@@ -85,6 +91,14 @@ async def test_a_member_is_replaced_at_run_time(make_cluster: MakeCluster) -> No
     assert code == 1 and f"is member {new_id}'s already" in out, out
     code, out = await cli("remove-member", "-n", ns, "--broker-name", "broker-a", "--id", "n9")
     assert code == 1 and "'n9' is not a member" in out, out
+    # A member that is not the leader refuses, naming the leader.
+    follower = next(b for b in cluster.brokers if b is not leader and b is not new)
+    async with Admin(ns) as admin:
+        request = RemotingCommand(RocketqRequestCode.RAFT_REMOVE_MEMBER, {"member": new_id})
+        with pytest.raises(
+            ServiceNotAvailableError, match=rf"follower \(the leader is {raft_member_id(leader)}\)"
+        ):
+            await ask(admin, follower.addr, request)
 
     # A failed host: killed, then removed; sends commit with the new membership.
     failed = next(b for b in cluster.brokers if b is not leader and b is not new)
