@@ -17,7 +17,11 @@ import time
 from pathlib import Path
 
 from rocketq.common.aio import cancel_all, wait_event
-from rocketq.common.exceptions import MessageIllegalError, StoreCorruptError
+from rocketq.common.exceptions import (
+    MessageIllegalError,
+    ServiceNotAvailableError,
+    StoreCorruptError,
+)
 from rocketq.common.json_file import read_json, write_json_atomic
 from rocketq.common.message import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -186,6 +190,11 @@ class ScheduleMessageService:
         while True:
             try:
                 wait = self._deliver_due(level)
+            except ServiceNotAvailableError as exc:
+                # The store refuses writes (a full disk): said once by the store; each
+                # level waits and tries again without a traceback per attempt.
+                log.debug("delay level %d waits: %s", level, exc)
+                wait = MAX_WAIT
             except Exception:
                 log.exception("delivering delay level %d failed; trying again", level)
                 wait = MAX_WAIT

@@ -27,7 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocketq.common.aio import cancel_all, wait_event
-from rocketq.common.exceptions import MessageIllegalError, StoreCorruptError
+from rocketq.common.exceptions import (
+    MessageIllegalError,
+    ServiceNotAvailableError,
+    StoreCorruptError,
+)
 from rocketq.common.json_file import read_json, write_json_atomic
 from rocketq.common.message import (
     PROPERTY_REAL_QUEUE_ID,
@@ -54,6 +58,8 @@ SEGMENT_UNITS = 256 * 1024  # units per timer log segment (6 MiB)
 WHEEL_SLOTS = 3600  # one-second slots: one round is an hour
 CHECKPOINT_INTERVAL = 1.0  # s
 TICK = 0.05  # s between looks at the current second's slot
+# s before delivering again when the store refused a delivery (a full disk).
+REFUSED_WAIT = 1.0
 
 
 def deliver_ms_of(props: bytes) -> int:
@@ -285,7 +291,13 @@ class TimerMessageStore:
 
     async def _enqueue_loop(self) -> None:
         while True:
-            if not self.enqueue_some():
+            try:
+                filed = self.enqueue_some()
+            except (OSError, ServiceNotAvailableError) as exc:  # a full disk
+                log.warning("timer: filing new messages waits: %s", exc)
+                await asyncio.sleep(REFUSED_WAIT)
+                continue
+            if not filed:
                 self._wake.clear()
                 await wait_event(self._wake, 1.0)
             else:
@@ -311,7 +323,10 @@ class TimerMessageStore:
             self.log.append(unit)
             self.segment_max[start] = max(self.segment_max.get(start, 0), deliver_ms)
             if deliver_ms <= time.time() * 1000:
-                self._deliver(unit)  # due already (it arrived late)
+                # Due already (it arrived late). Should the store refuse it (a full disk),
+                # the entry is read again later: the unit the log holds twice then is not
+                # filed again at a start, its time being past.
+                self._deliver(unit)
             else:
                 self._file(unit)
             self.enqueue_offset += 1
@@ -323,12 +338,19 @@ class TimerMessageStore:
         while True:
             now = time.time()
             now_sec = int(now)
-            while self.dequeue_sec < now_sec:  # seconds wholly past: all of their units
-                self.deliver_second(self.dequeue_sec, (self.dequeue_sec + 1) * 1000 - 1)
-                self.dequeue_sec += 1
-                await asyncio.sleep(0)
-            # The current second: what is due by now; the rest on a later tick.
-            self.deliver_second(now_sec, int(now * 1000))
+            try:
+                while self.dequeue_sec < now_sec:  # seconds wholly past: all of their units
+                    self.deliver_second(self.dequeue_sec, (self.dequeue_sec + 1) * 1000 - 1)
+                    self.dequeue_sec += 1
+                    await asyncio.sleep(0)
+                # The current second: what is due by now; the rest on a later tick.
+                self.deliver_second(now_sec, int(now * 1000))
+            except ServiceNotAvailableError as exc:
+                # The store refuses writes (a full disk, said once by the store). The second
+                # is not passed, so its checkpoint still covers what is left of it.
+                log.debug("timer delivery waits: %s", exc)
+                await asyncio.sleep(REFUSED_WAIT)
+                continue
             self._delete_delivered_segments()
             await asyncio.sleep(TICK)
 
@@ -342,8 +364,15 @@ class TimerMessageStore:
         if due:
             self.wheel[index] = [u for u in slot if u.deliver_ms > up_to_ms]
             self.pending -= len(due)
-            for unit in sorted(due, key=lambda u: (u.deliver_ms, u.phy_offset)):
-                self._deliver(unit)
+            ordered = sorted(due, key=lambda u: (u.deliver_ms, u.phy_offset))
+            for i, unit in enumerate(ordered):
+                try:
+                    self._deliver(unit)
+                except ServiceNotAvailableError:
+                    # Refused: this unit and the rest stay in their slot for the next try.
+                    self.wheel[index].extend(ordered[i:])
+                    self.pending += len(ordered) - i
+                    raise
         return len(due)
 
     def _deliver(self, unit: TimerUnit) -> None:
