@@ -878,11 +878,6 @@ class RaftNode:
                 )
             pr.snap = None
             self._advance_commit()
-            if self.role is Role.LEADER and 0 < self.config_index <= ack.match_index:
-                # The snapshot holds the newest membership entry but not its data: the
-                # same members again, as an entry it is sent, give it the configuration.
-                members = self.members_history.latest()[1]
-                self._propose_config(members, f"{ack.follower} installed a snapshot")
             if self.role is Role.LEADER:
                 self._send_appends(ack.follower, heartbeat=False)
             return
