@@ -1119,7 +1119,12 @@ class RaftNode:
         ]
         for index, term, members in changes:
             self.members_history.record(index, term, members)
-        self.log.append(entries)
+        try:
+            self.log.append(entries)
+        except BaseException:  # (a full disk): the history holds no change the log lacks
+            if changes:
+                self.members_history.truncate_after(self.log.last_index())
+            raise
         if changes:
             self._use_config()
             log.info(
@@ -1132,7 +1137,11 @@ class RaftNode:
     def _propose_config(self, members: Members, why: str) -> int:
         index = self.log.last_index() + 1
         self.members_history.record(index, self.term, members)
-        self.log.append([Entry(self.term, members.encode())])
+        try:
+            self.log.append([Entry(self.term, members.encode())])
+        except BaseException:
+            self.members_history.truncate_after(self.log.last_index())
+            raise
         log.info(
             "%s: %s; group members now %s (entry %d)", self.node_id, why, members.to_doc(), index
         )

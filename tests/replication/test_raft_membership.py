@@ -464,3 +464,38 @@ async def test_a_member_rebuilt_from_a_snapshot_gets_the_membership_again(
     assert rebuilt.voters == {"n0", "n1"} and rebuilt.config_index == changed
     assert rebuilt.members_history.latest() == leader.members_history.latest()
     assert leader.config_index == changed  # no change entry beyond the one made
+
+
+def test_a_change_the_log_could_not_take_is_not_kept() -> None:
+    """A follower whose store refuses the leader's entries (a full disk) keeps no change
+    its log lacks: the membership stays the one its log holds."""
+    from rocketq.common.exceptions import ServiceNotAvailableError
+
+    class FullLog(MemoryLog):
+        full = True
+
+        def append(self, entries: list[Entry]) -> None:
+            if self.full:
+                raise ServiceNotAvailableError("the disk is full")
+            super().append(entries)
+
+    members = Members.bootstrap({m: addr(m) for m in ("n0", "n1", "n2")})
+    history = MemberHistory(members)
+    sent: list[object] = []
+    log_ = FullLog()
+    node = RaftNode(
+        "n1",
+        ["n0", "n2"],
+        log_,
+        MemoryHardState(),
+        type("T", (), {"send": lambda self, to, msg: sent.append(msg)})(),
+        clock=lambda: 0.0,
+        history=history,
+    )
+    change = members.with_learner("n3", addr("n3"))
+    request = AppendRequest(1, "n0", 0, 0, (Entry(1, b""), Entry(1, change.encode())), 0)
+    node.receive(request)
+    assert history.latest() == (0, members) and node.learners == set() and not sent
+    log_.full = False
+    node.receive(request)
+    assert history.latest() == (2, change) and node.learners == {"n3"}
