@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from rocketq.common.exceptions import RocketqError
 from rocketq.console.pages import admin_of, error_response, render
 from rocketq.sdk.admin import Admin, BrokerInfo
+from rocketq.sdk.broker_state import raft_follower_lags, raft_lag, store_state
 
 
 def _int(runtime: dict[str, str], key: str) -> int | None:
@@ -88,15 +89,23 @@ def broker_row(b: BrokerInfo) -> dict[str, Any]:
         "dispatch_behind": _int(rt, "dispatchBehindBytes"),
         "grpc_port": _int(rt, "grpcListenPort"),
         "grpc_endpoint": grpc_endpoint(b.addr, rt),
+        # As cluster-list's store column: ok, "disk-full 0.93" (sends refused until space
+        # is freed), failed (a write or fsync failed: sends refused until a restart).
+        "store": None if "error" in rt else store_state(rt),
+        "store_refusal": rt.get("storeWriteRefusal"),
         "error": rt.get("error"),
     }
 
 
-def raft_row(b: BrokerInfo) -> dict[str, Any] | None:
+def raft_row(b: BrokerInfo, follower_lags: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """A Raft member's row; ``follower_lags`` are its group's, as the leader reports them
+    (``raft_follower_lags``), for the lag column cluster-list shows too."""
     rt = b.runtime
     if "raftSelfId" not in rt:
         return None
     return {
+        "lag": raft_lag(rt, follower_lags or {}),
+        "rebuilding": rt.get("raftRebuilding") == "true",
         "group": rt.get("raftGroup", b.broker_name),
         "member": rt["raftSelfId"],
         "addr": b.addr,
@@ -169,7 +178,8 @@ async def cluster_data(admin: Admin) -> dict[str, Any]:
             "error": f"nameserver: {exc}",
         }
     rows = [broker_row(b) for b in brokers]
-    raft = [r for r in map(raft_row, brokers) if r is not None]
+    lags = raft_follower_lags(brokers)
+    raft = [r for b in brokers if (r := raft_row(b, lags.get(b.broker_name))) is not None]
     down = [f"{r['broker_name']}/{r['broker_id']} ({r['addr']})" for r in rows if r["error"]]
     auth = await auth_states(admin, rows)
     return {"brokers": rows, "down": down, "raft": raft, "auth": auth, "error": None}

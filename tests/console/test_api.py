@@ -98,6 +98,9 @@ def test_the_cluster_page_lists_every_broker(client: TestClient) -> None:
     assert page.status_code == 200
     assert "broker-a" in page.text and "broker-b" in page.text and "Raft" not in page.text
     assert 'Authentication: <strong class="auth-off">off</strong>' in page.text
+    # Both stores take writes (the Store column, as cluster-list's).
+    assert [b["store"] for b in data["brokers"]] == ["ok", "ok"]
+    assert page.text.count('<td class="store store-ok">ok</td>') == 2
     for path in ("/static/console.css", "/static/console.js"):
         assert client.get(path).status_code == 200
 
