@@ -25,7 +25,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from rocketq.broker.metrics import BrokerCounters
-from rocketq.common.exceptions import MessageIllegalError, NoPermissionError, RocketqSystemError
+from rocketq.common.exceptions import (
+    MessageIllegalError,
+    NoPermissionError,
+    RocketqSystemError,
+    ServiceNotAvailableError,
+)
 from rocketq.common.message import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
     PROPERTY_PRODUCER_GROUP,
@@ -260,6 +265,8 @@ class TransactionalMessageService:
             await asyncio.sleep(self.config.transaction_check_interval / 1000)
             try:
                 self.check()
+            except ServiceNotAvailableError as exc:  # the store refuses writes (a full disk)
+                log.debug("transaction check waits: %s", exc)
             except Exception:
                 log.exception("transaction check failed; trying again next round")
 
