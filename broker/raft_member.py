@@ -170,6 +170,7 @@ class RaftMember:
         """After the store has loaded: make the raft index and the CommitLog agree, then
         join the group as a follower."""
         await asyncio.to_thread(self.log.reconcile)
+        self.node.reload_members()  # none the reconciled log lacks
         await self.server.start(self.b.raft_socket)
         self.sync.start()
         self._tasks = [asyncio.ensure_future(self._watch())]

@@ -1082,6 +1082,12 @@ class RaftNode:
                 self.transferring_to = None
         self._announce_members()
 
+    def reload_members(self) -> None:
+        """The log was cut outside the node (a restart's reconcile of the raft index with
+        the CommitLog): the changes past its end go, and the newest left is used."""
+        if self.members_history.truncate_after(self.log.last_index()):
+            self._use_config()
+
     def member_addresses(self) -> dict[str, str]:
         """The addresses the transport needs: every member of the newest configuration,
         and of the one before while the newest is not committed (a leader that removed

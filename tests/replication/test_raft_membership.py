@@ -499,3 +499,27 @@ def test_a_change_the_log_could_not_take_is_not_kept() -> None:
     log_.full = False
     node.receive(request)
     assert history.latest() == (2, change) and node.learners == {"n3"}
+
+
+def test_changes_past_a_log_cut_outside_the_node_are_dropped() -> None:
+    """A restart's reconcile may cut the log's tail after the node was made: the changes
+    there go, and the node uses the newest membership left."""
+    members = Members.bootstrap({m: addr(m) for m in ("n0", "n1", "n2")})
+    history = MemberHistory(members)
+    log_ = MemoryLog()
+    change = members.without("n2")
+    log_.append([Entry(1, b""), Entry(1, change.encode())])
+    history.record(2, 1, change)
+    node = RaftNode(
+        "n0",
+        ["n1", "n2"],
+        log_,
+        MemoryHardState(),
+        type("T", (), {"send": lambda self, to, msg: None})(),
+        clock=lambda: 0.0,
+        history=history,
+    )
+    assert node.voters == {"n0", "n1"}
+    log_.truncate_after(1)
+    node.reload_members()
+    assert node.voters == {"n0", "n1", "n2"} and history.latest() == (0, members)
