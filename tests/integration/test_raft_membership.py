@@ -132,3 +132,23 @@ async def test_a_member_is_replaced_at_run_time(make_cluster: MakeCluster) -> No
     assert len(acked) == 300
     got = await consume_all(ns, "cg-members", TOPIC, acked)
     assert acked <= got
+
+    # The old leader comes back: its stored membership wins over its dledger_peers (which
+    # still name the removed member), and it follows the new leader.
+    assert json.loads((leader.store / "dledger" / "members.json").read_text())["configs"]
+    await asyncio.to_thread(cluster.restart, leader.name)
+
+    async def rejoined() -> bool:
+        info = await members(ns)
+        back, lead = info.get(leader.addr, {}), info.get(second.addr, {})
+        return (
+            back.get("raftMembership") == "voter"
+            and back.get("raftRole") == "FOLLOWER"
+            and back.get("commitLogMaxOffset") == lead.get("commitLogMaxOffset")
+        )
+
+    await wait_until(rejoined, "the old leader to follow with the new membership", timeout=15)
+    async with Admin(ns) as admin:  # its own view, not the leader's
+        answer = await ask(admin, leader.addr, RemotingCommand(RocketqRequestCode.RAFT_MEMBERS))
+    view = json.loads(bytes(answer.body or b""))
+    assert {r["id"] for r in view["members"]} == set(survivors), view
