@@ -268,4 +268,6 @@ class ReplaceMember:
         old = self.pick(followers)
         self.membership.remove(self.group, old)
         self.detail["removed"] = old.name
-        self.detail["members_after"] = [n.name for n in c.group_members(self.group)]
+        self.detail["members_after"] = [
+            n.name for n in c.group_members(self.group) if n.name not in self.membership.removed
+        ]
