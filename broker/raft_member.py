@@ -51,7 +51,8 @@ from rocketq.remoting.codes import RequestCode
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.route_data import RouteBodyError, parse_cluster_info
 from rocketq.remoting.transport import request_once
-from rocketq.replication.raft.membership import MemberHistory, Members, describe
+from rocketq.replication.raft.members_view import describe
+from rocketq.replication.raft.membership import MemberHistory, Members
 from rocketq.replication.raft.node import CompactedError, RaftConfig, Role
 from rocketq.replication.raft.server import RaftServer
 from rocketq.replication.raft.snapshot import CommitLogSnapshots

@@ -34,16 +34,12 @@ import json
 import logging
 import os
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from rocketq.common.exceptions import RocketqSystemError, StoreCorruptError
 from rocketq.common.json_file import read_json, write_json_atomic
-
-if TYPE_CHECKING:
-    from rocketq.replication.raft.node import RaftNode
 
 log = logging.getLogger(__name__)
 
@@ -319,49 +315,3 @@ class MemberHistory:
     def _drop_from(self, index: int) -> None:
         while self.configs and self.configs[-1][0] >= index:
             self._payloads.pop(self.configs.pop()[0], None)
-
-
-def describe(node: RaftNode, end_of: Callable[[int], int] | None = None) -> dict[str, Any]:
-    """The group's membership as ``node`` sees it, for admins: the configuration and, on
-    the leader, each member's match index and lag in entries (and in CommitLog bytes,
-    given ``end_of``: the CommitLog end after an entry)."""
-    from rocketq.replication.raft.node import Role  # (the node module imports this one)
-
-    index, members = node.members_history.latest()
-    last = node.log.last_index()
-    leading = node.role is Role.LEADER
-
-    def lag_bytes(match: int) -> int | None:
-        if end_of is None:
-            return None
-        try:
-            return max(0, end_of(last) - end_of(max(match, 0)))
-        except (LookupError, ValueError, OSError):
-            return None  # entries compacted below it: a snapshot tells it
-
-    rows = []
-    for member, address in sorted(members.addresses.items()):
-        row: dict[str, Any] = {"id": member, "address": address, "state": members.role_of(member)}
-        if member == node.node_id:
-            row["role"] = node.role.value
-            row["matchIndex"] = last
-        elif leading and member in node.progress:
-            pr = node.progress[member]
-            row["role"] = "LEARNER" if member in node.learners else "FOLLOWER"
-            row["matchIndex"] = pr.match_index
-            row["lagEntries"] = max(0, last - pr.match_index)
-            row["lagBytes"] = lag_bytes(pr.match_index)
-            row["lastAckSecondsAgo"] = round(max(0.0, node.clock() - pr.last_ack), 1)
-        rows.append(row)
-    return {
-        "self": node.node_id,
-        "selfState": members.role_of(node.node_id),
-        "role": node.role.value,
-        "term": node.term,
-        "leader": node.leader or "",
-        "commitIndex": node.commit_index,
-        "lastIndex": last,
-        "configIndex": index,
-        "changeCommitted": index <= node.commit_index,
-        "members": rows,
-    }
