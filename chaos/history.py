@@ -21,7 +21,8 @@ float) and ``type``; the other fields by type:
 ``fault_start``  ``fault`` (its kind), ``target`` (a node or consumer name), ``group`` (the
                  broker group it hits, null for a nameserver or consumer).
 ``fault_end``    the same three fields: healed.
-``fault_end``    may add ``detail``: what the heal reports (the hostile traffic's counts).
+``fault_end``    may add ``detail``: what the heal reports (the hostile traffic's counts,
+                 a full disk's refusal, a wiped or new member's catch-up).
 ``server_memory`` ``node``, ``pid``, ``rss_kib`` (largest VmRSS sampled), ``hwm_kib`` (its
                  VmHWM, the peak resident set), ``samples``: one per server process, at the
                  end of the run.
