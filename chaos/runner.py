@@ -587,7 +587,7 @@ class ChaosRun:
         status = cluster.status()
         if status.registered is None:
             return False
-        if not all(n.alive and not n.paused for n in status.nodes if n.name not in removed):
+        if not all(n.alive for n in status.nodes if n.name not in removed):
             return False
         groups = {b.broker_name for b in cluster.brokers}
         return all(0 in status.registered.get(g, {}) for g in groups)
