@@ -773,6 +773,8 @@ class LocalCluster:
             try:
                 return listen_on(node.host, port)
             except OSError as exc:
+                if exc.errno == errno.EADDRNOTAVAIL:
+                    raise  # a node in a namespace of its own: it binds its own ports
                 if exc.errno != errno.EADDRINUSE or time.monotonic() >= deadline:
                     raise LauncherError(
                         f"{node.role} {node.name} cannot listen on its {name} port "

@@ -227,3 +227,19 @@ def test_a_port_taken_first_gives_way_to_a_free_one(held_port: int) -> None:
     sock, fallback = launcher.hold_port("127.0.0.1", got, "the test's port")
     with sock:
         assert sock.getsockname()[1] == got and fallback is None
+
+
+def test_a_node_on_an_address_of_another_namespace_binds_its_own_ports_on_restart_too(
+    tmp_path: Path,
+) -> None:
+    """A broker run in a network namespace of its own (chaos/netns.py) has an address this
+    process cannot bind: at its first start and at a restart (the ports cluster.json
+    records) the launcher leaves its ports to it, instead of failing on the address."""
+    spec = launcher.ClusterSpec(data_dir=tmp_path, replication="raft", metrics=False)
+    cluster = launcher.LocalCluster(spec)
+    node = cluster.brokers[0]
+    node.host = "192.0.2.7"  # TEST-NET-1: no address of this host
+    for recorded in (False, True):
+        node.port, node.raft_port = 41001, 41002
+        cluster._hold_ports(node, recorded=recorded)
+        assert node.binds_own_ports and not node.sockets
