@@ -111,12 +111,8 @@ def chaos_run(
         str,
         typer.Option(
             help="Comma list of kill-master, kill-random, pause, partition, kill-nameserver, "
-            "kill-consumer, restart, hostile (a neighbour sending every port of every node "
-            "mutated frames, zlib bombs, frames at the size limit, slow partial frames, connection "
-            "floods, garbage and slowloris HTTP for the fault's duration), disk-full (as root: "
-            "each broker on a small tmpfs; a group's disks filled, then freed), wipe-member (a "
-            "follower or slave stopped, its store deleted after retention, started again), "
-            "replace-member (raft: a new member joins on new ports, a follower is removed)."
+            "kill-consumer, restart, hostile, disk-full, wipe-member and replace-member (each "
+            "described above)."
         ),
     ] = "kill-master",
     in_turn: Annotated[
@@ -184,7 +180,15 @@ def chaos_run(
     """Launch a cluster, run producers and consumers as processes, inject faults on a seeded
     schedule, heal them, drain, check the history, report and tear everything down. Exits
     1 when the mode's promise is broken (a lost or unexpected message for SYNC_MASTER and
-    Raft; an order violation with --orderly)."""
+    Raft; an order violation with --orderly; a member not caught up at the end).
+
+    Besides kills, pauses, partitions and restarts: hostile is a neighbour sending every
+    port of every node mutated frames, zlib bombs, frames at the size limit, slow partial
+    frames, connection floods, garbage and slowloris HTTP for the fault's duration;
+    disk-full (as root) puts each broker on a small tmpfs and fills a group's disks, then
+    frees them; wipe-member stops a follower or slave, deletes its store once retention
+    has trimmed the log, and starts it again; replace-member (raft) adds a member on new
+    ports and removes a follower."""
     from rocketq.chaos.faults import parse_faults
     from rocketq.chaos.history import ChaosError
     from rocketq.chaos.runner import ChaosOptions, ChaosRun

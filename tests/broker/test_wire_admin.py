@@ -70,6 +70,7 @@ def test_the_handlers_and_rocketqs_own_codes() -> None:
         "GET_CONSUMER_CONNECTION_LIST", "QUERY_TOPIC_CONSUME_BY_WHO", "GET_BROKER_CONFIG",
         "GET_ALL_CONSUMER_OFFSET", "GET_ALL_DELAY_OFFSET", "TRANSFER_LEADER", "RESEND_MESSAGE",
         "GET_CONSUMER_RUNNING_INFO", "CONSUME_MESSAGE_DIRECTLY",
+        "RAFT_ADD_MEMBER", "RAFT_REMOVE_MEMBER", "RAFT_MEMBERS",
     }  # fmt: skip
     others = (SendRequests(nobody), PullRequests(nobody), ClientRequests(nobody))
     assert not admin & {code for o in others for code in o.handlers()}
@@ -78,6 +79,9 @@ def test_the_handlers_and_rocketqs_own_codes() -> None:
         30001: "RESEND_MESSAGE",
         30002: "GET_AUTH_METADATA",
         30003: "AUTH_SESSION",
+        30010: "RAFT_ADD_MEMBER",
+        30011: "RAFT_REMOVE_MEMBER",
+        30012: "RAFT_MEMBERS",
     }
     assert not set(RocketqRequestCode.NAMES) & set(RequestCode.NAMES)
     # int16 in the ROCKETMQ binary header

@@ -127,6 +127,7 @@ class FakeCluster:
         self.nodes: list[Any] = []
         self.namesrv_addr = node.addr
         self.secrets = None  # no --auth
+        self.port_fallbacks: list[Any] = []  # the brokers' and console's: none here
 
     def start(self) -> None:
         FakeCluster.started.append(self.spec)
