@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from rocketq.replication.ha.master import HAMaster, listen_socket
-from rocketq.replication.ha.slave import HASlave
 from rocketq.replication.ha.wire import (
     HELLO,
     TRANSFER,
@@ -26,6 +25,7 @@ from rocketq.replication.ha.wire import (
 from rocketq.storage.message_store import MessageStore
 from rocketq.storage.results import PutStatus
 from tests.integration.waiting import wait_until
+from tests.replication.ha_pair import master_on_loopback, slave_of
 from tests.storage.conftest import batch
 from tests.storage.test_replica import log_bytes
 
@@ -79,17 +79,8 @@ async def test_master_and_slave_over_loopback(
 ) -> None:
     master_store: MessageStore = await store_factory(tmp_path / "m")
     slave_store: MessageStore = await store_factory(tmp_path / "s")
-    master = HAMaster(master_store, max_gap=1 << 30)
-    sock = listen_socket("127.0.0.1", 0)
-    port = sock.getsockname()[1]
-    await master.start(sock)
-    slave = HASlave(
-        slave_store,
-        lambda: f"127.0.0.1:{port}",
-        broker_addr="127.0.0.1:1",
-        broker_id=1,
-        report_interval=0.2,
-    )
+    master, port = await master_on_loopback(master_store)
+    slave = slave_of(slave_store, port)
     try:
         # No slave yet: a SYNC wait answers at once.
         first = master_store.append(batch("T", [b"a" * 100]), "T", 0)

@@ -16,11 +16,10 @@ import pytest
 
 from rocketq.common.exceptions import ServiceNotAvailableError
 from rocketq.replication.ha import slave as slave_module
-from rocketq.replication.ha.master import HAMaster, listen_socket
-from rocketq.replication.ha.slave import HASlave
 from rocketq.storage.message_store import MessageStore
 from rocketq.storage.results import PutStatus
 from tests.integration.waiting import wait_until
+from tests.replication.ha_pair import replicating
 from tests.storage.conftest import batch
 from tests.storage.test_replica import log_bytes
 
@@ -63,20 +62,13 @@ async def test_a_full_slave_stops_acknowledging_and_resumes_by_itself(
     slave_store: MessageStore = await store_factory(tmp_path / "s")
     refusing = Refusing(slave_store, error)
     monkeypatch.setattr(slave_store, "append_raw", refusing)
-    master = HAMaster(master_store, max_gap=1 << 30)
-    sock = listen_socket("127.0.0.1", 0)
-    port = sock.getsockname()[1]
-    await master.start(sock)
-    slave = HASlave(
+    pair = replicating(
+        master_store,
         slave_store,
-        lambda: f"127.0.0.1:{port}",
-        broker_addr="127.0.0.1:1",
-        broker_id=1,
-        report_interval=0.2,
-        read_timeout=1.0,  # a stalled slave that stopped reading must not count this
+        # A stalled slave that stopped reading must not count the read timeout.
+        slave={"read_timeout": 1.0},
     )
-    slave.start()
-    try:
+    async with pair as (master, slave):
         first = master_store.append(batch("T", [b"before"]), "T", 0).end_offset
         await wait_until(lambda: master.best_ack >= first, "the slave to connect")
         (conn_id,) = master.slaves
@@ -112,9 +104,6 @@ async def test_a_full_slave_stops_acknowledging_and_resumes_by_itself(
         last = master_store.append(batch("T", [b"after"]), "T", 1).end_offset
         assert await master.wait_slave(last, 5.0) is PutStatus.PUT_OK
         said = [r.getMessage() for r in caplog.records if r.name.startswith("rocketq")]
-    finally:
-        await slave.stop()
-        await master.stop()
     assert sum("refuses the master's bytes" in m for m in said) == 1
     assert sum("takes the master's bytes again" in m for m in said) == 1
     assert sum("connected at CommitLog offset" in m for m in said) == 1  # no reconnect

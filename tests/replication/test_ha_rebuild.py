@@ -7,19 +7,17 @@ no longer holds says why it cannot go on, once."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rocketq.replication.ha import slave as slave_module
-from rocketq.replication.ha.master import HAMaster, listen_socket
-from rocketq.replication.ha.slave import HASlave
 from rocketq.storage.message_store import MessageStore
 from rocketq.storage.results import GetStatus, PutStatus
 from tests.integration.waiting import wait_until
+from tests.replication import ha_pair
 from tests.storage.conftest import batch
 from tests.storage.test_replica import log_bytes
 
@@ -47,29 +45,10 @@ async def retained_master(factory: Callable[..., Any], root: Path) -> MessageSto
     return store
 
 
-@asynccontextmanager
-async def replicating(
-    master_store: MessageStore, slave_store: MessageStore
-) -> AsyncIterator[tuple[HAMaster, HASlave]]:
-    # A window far below the master's min offset: it counts from where the transfers
-    # begin, not from the 0 a new slave reports.
-    master = HAMaster(master_store, max_gap=1 << 30, window=8192)
-    sock = listen_socket("127.0.0.1", 0)
-    port = sock.getsockname()[1]
-    await master.start(sock)
-    slave = HASlave(
-        slave_store,
-        lambda: f"127.0.0.1:{port}",
-        broker_addr="127.0.0.1:1",
-        broker_id=1,
-        report_interval=0.2,
-    )
-    slave.start()
-    try:
-        yield master, slave
-    finally:
-        await slave.stop()
-        await master.stop()
+def replicating(master_store: MessageStore, slave_store: MessageStore) -> Any:
+    """A master and its slave; the master's window far below its min offset: it counts
+    from where the transfers begin, not from the 0 a new slave reports."""
+    return ha_pair.replicating(master_store, slave_store, master={"window": 8192})
 
 
 async def caught_up(master: MessageStore, slave: MessageStore) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketq.common.config import ServerBoundsConfig
-from rocketq.replication.ha.master import HAMaster, listen_socket
+from rocketq.replication.ha.master import HAMaster
 from rocketq.replication.ha.slave import HASlave
 from rocketq.replication.ha.wire import Hello, encode_hello
 from rocketq.replication.raft.node import RaftConfig, Role
@@ -21,6 +21,7 @@ from rocketq.replication.raft.wire import FRAME, MAX_FRAME, PB
 from rocketq.storage.message_store import MessageStore
 from rocketq.storage.results import PutStatus
 from tests.integration.waiting import wait_until
+from tests.replication.ha_pair import master_on_loopback, slave_of
 from tests.replication.raft_sim import MemoryHardState, MemoryLog
 from tests.replication.test_raft_server import free_ports
 from tests.server_probe import Conn, close_all, closed_by_server, connect
@@ -48,17 +49,8 @@ async def ha_pair(
 ) -> HAPair:
     master_store: MessageStore = await store_factory(tmp_path / "m")
     slave_store: MessageStore = await store_factory(tmp_path / "s")
-    master = HAMaster(master_store, max_gap=1 << 30, bounds=bounds, **kw)
-    sock = listen_socket("127.0.0.1", 0)
-    port = sock.getsockname()[1]
-    await master.start(sock)
-    slave = HASlave(
-        slave_store,
-        lambda: f"127.0.0.1:{port}",
-        broker_addr="127.0.0.1:1",
-        broker_id=1,
-        report_interval=0.2,
-    )
+    master, port = await master_on_loopback(master_store, bounds=bounds, **kw)
+    slave = slave_of(slave_store, port)
     slave.start()
     await wait_until(lambda: len(master.slaves) == 1, "the slave to connect")
     return HAPair(master, slave, master_store, port)
