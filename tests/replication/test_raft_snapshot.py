@@ -112,6 +112,29 @@ def compact(group: Group, member: str, segments: int) -> None:
     group.logs[member].compact()
 
 
+async def trimmed_group(
+    store_factory: Callable[..., Any], tmp_path: Path, writes: int, segments: int
+) -> Group:
+    """A group whose leader n0 wrote ``writes`` entries and whose members all deleted
+    their oldest ``segments`` segments."""
+    g = await make_group(store_factory, tmp_path)
+    g.nodes["n0"]._start_election()
+    g.pump()
+    g.write("n0", writes)
+    for m in ("n0", "n1", "n2"):
+        compact(g, m, segments)
+    return g
+
+
+async def wipe(g: Group, store_factory: Callable[..., Any], tmp_path: Path) -> RaftNode:
+    """n2 loses its disk and starts again: a new store, index and hard state."""
+    await g.stores["n2"].shutdown()
+    g.stores["n2"] = await store_factory(tmp_path / "n2-new")
+    g.tmp = tmp_path / "new"
+    g.hard.pop("n2")
+    return g.start("n2")
+
+
 async def test_index_compacts_with_the_commitlog_and_answers_compacted(
     store_factory: Callable[..., Any], tmp_path: Path
 ) -> None:
@@ -141,20 +164,10 @@ async def test_index_compacts_with_the_commitlog_and_answers_compacted(
 async def test_leader_sends_a_snapshot_and_the_rebuilt_member_follows(
     store_factory: Callable[..., Any], tmp_path: Path
 ) -> None:
-    g = await make_group(store_factory, tmp_path)
-    g.nodes["n0"]._start_election()
-    g.pump()
-    g.write("n0", 60)
-    for m in ("n0", "n1", "n2"):
-        compact(g, m, 2)
+    g = await trimmed_group(store_factory, tmp_path, writes=60, segments=2)
     leader = g.nodes["n0"]
     assert g.logs["n0"].first_index() > 1
-    # n2 loses its disk: a new store, index and hard state.
-    await g.stores["n2"].shutdown()
-    g.stores["n2"] = await store_factory(tmp_path / "n2-new")
-    g.tmp = tmp_path / "new"
-    g.hard.pop("n2")
-    fresh = g.start("n2")
+    fresh = await wipe(g, store_factory, tmp_path)
     assert fresh.blank and not fresh.installing
     chunks: list[SnapshotChunk] = []
 
@@ -192,17 +205,8 @@ async def test_leader_sends_a_snapshot_and_the_rebuilt_member_follows(
 async def test_bad_chunks_are_refused_and_sent_again_and_a_restart_resumes(
     store_factory: Callable[..., Any], tmp_path: Path
 ) -> None:
-    g = await make_group(store_factory, tmp_path)
-    g.nodes["n0"]._start_election()
-    g.pump()
-    g.write("n0", 80)
-    for m in ("n0", "n1", "n2"):
-        compact(g, m, 3)
-    await g.stores["n2"].shutdown()
-    g.stores["n2"] = await store_factory(tmp_path / "n2-new")
-    g.tmp = tmp_path / "new"
-    g.hard.pop("n2")
-    g.start("n2")
+    g = await trimmed_group(store_factory, tmp_path, writes=80, segments=3)
+    await wipe(g, store_factory, tmp_path)
     acks: list[SnapshotAck] = []
     state = {"corrupted": 0, "delivered": 0}
 
@@ -260,18 +264,9 @@ async def test_quorum_counts_only_members_holding_the_entries(
 ) -> None:
     """A leader and one rebuilding follower (the third member down) commit nothing new
     until the follower has installed and holds the entries; afterwards they commit."""
-    g = await make_group(store_factory, tmp_path)
-    g.nodes["n0"]._start_election()
-    g.pump()
-    g.write("n0", 60)
-    for m in ("n0", "n1", "n2"):
-        compact(g, m, 2)
+    g = await trimmed_group(store_factory, tmp_path, writes=60, segments=2)
     del g.nodes["n1"]  # down
-    await g.stores["n2"].shutdown()
-    g.stores["n2"] = await store_factory(tmp_path / "n2-new")
-    g.tmp = tmp_path / "new"
-    g.hard.pop("n2")
-    g.start("n2")
+    await wipe(g, store_factory, tmp_path)
     leader = g.nodes["n0"]
     held = {"chunks": []}  # type: dict[str, list[tuple[str, Message]]]
 
@@ -341,17 +336,8 @@ async def test_a_leader_never_starts_counting_a_snapshot_it_cannot_read(
 ) -> None:
     """Retention on the leader mid-snapshot: the offer is dropped and another one made
     from the new min offset; the follower ends up with the leader's bytes."""
-    g = await make_group(store_factory, tmp_path)
-    g.nodes["n0"]._start_election()
-    g.pump()
-    g.write("n0", 80)
-    for m in ("n0", "n1", "n2"):
-        compact(g, m, 2)
-    await g.stores["n2"].shutdown()
-    g.stores["n2"] = await store_factory(tmp_path / "n2-new")
-    g.tmp = tmp_path / "new"
-    g.hard.pop("n2")
-    g.start("n2")
+    g = await trimmed_group(store_factory, tmp_path, writes=80, segments=2)
+    await wipe(g, store_factory, tmp_path)
     ids: set[int] = set()
     state = {"n": 0}
 
