@@ -3,8 +3,11 @@ virtual environment of its own."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import venv
@@ -51,6 +54,23 @@ class Installed:
             timeout=120,
             check=False,
         )
+
+    def cluster_down(self, data: Path, *, cwd: Path) -> subprocess.CompletedProcess[str]:
+        """``rocketq cluster down`` for the cluster kept in ``data``; then every node its
+        cluster.json names that still runs this environment's Python is killed by pid, so a
+        failed stop leaves no server behind."""
+        down = self.run("-m", "rocketq", "cluster", "down", "--data-dir", str(data), cwd=cwd)
+        try:
+            doc = json.loads((data / "cluster.json").read_text())
+        except (OSError, ValueError):
+            return down
+        for node in doc.get("nameservers", []) + doc.get("brokers", []):
+            pid = int(node.get("pid") or 0)
+            with contextlib.suppress(OSError):
+                argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+                if pid > 0 and argv0.decode() == str(self.python):
+                    os.kill(pid, signal.SIGKILL)
+        return down
 
 
 @pytest.fixture(scope="package")

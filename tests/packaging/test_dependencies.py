@@ -264,5 +264,5 @@ def test_the_wheel_alone_runs_a_cluster_a_send_and_a_consume(
         assert "pip install 'rocketq[console]'" in refused.stderr
         assert not (tmp_path / "other" / "cluster.json").exists()
     finally:
-        down = clean.run("-m", "rocketq", "cluster", "down", "--data-dir", str(data), cwd=tmp_path)
+        down = clean.cluster_down(data, cwd=tmp_path)
         assert down.returncode == 0, down.stdout + down.stderr

@@ -136,7 +136,5 @@ def test_the_installed_wheel_runs_a_local_cluster(installed: Installed, tmp_path
         assert status.returncode == 0, status.stderr
         assert "broker-a" in status.stdout
     finally:
-        down = installed.run(
-            "-m", "rocketq", "cluster", "down", "--data-dir", str(data), cwd=tmp_path
-        )
+        down = installed.cluster_down(data, cwd=tmp_path)
         assert down.returncode == 0, down.stdout + down.stderr
