@@ -58,8 +58,7 @@ def raft_lag(runtime: dict[str, str], follower_lags: dict[str, str]) -> str:
         got, size = runtime.get("raftSnapshotReceived", "?"), runtime.get("raftSnapshotSize", "?")
         return f"rebuilding {got}/{size}"
     if runtime.get("raftRole") == "LEADER":
-        lags = [p.replace("=", ":") for p in runtime.get("raftFollowerLagBytes", "").split(",")]
-        return " ".join(p for p in lags if p) or "0"
+        return " ".join(f"{member}:{lag}" for member, lag in follower_lags.items()) or "0"
     return follower_lags.get(runtime["raftSelfId"], "?")
 
 

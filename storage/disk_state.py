@@ -20,7 +20,6 @@ and told to the listeners (on the event loop).
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
 import math
 import os
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Final
 
 from rocketq.common.exceptions import DiskFullError, ServiceNotAvailableError, StoreFailedError
+from rocketq.storage.allocation import NO_SPACE
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,6 @@ REFUSAL_TEXT: Final = (
     "been shut down, etc."
 )
 
-_NO_SPACE: Final = frozenset({errno.ENOSPC, errno.EDQUOT})
 # After a write found no space, at least this much must be free again before writes are
 # taken (else the next write fails the same way at once).
 MIN_FREE_AFTER_NO_SPACE: Final = 4 * 1024 * 1024
@@ -83,7 +82,7 @@ def is_no_space(exc: BaseException) -> bool:
     blocks could not be allocated)."""
     if isinstance(exc, DiskFullError):
         return True
-    return isinstance(exc, OSError) and exc.errno in _NO_SPACE
+    return isinstance(exc, OSError) and exc.errno in NO_SPACE
 
 
 class DiskState:

@@ -385,11 +385,6 @@ class MessageStore:
         None when it takes them. Cheap: read it before every write if need be."""
         return self.disk.refusal()
 
-    def refusal_error(self) -> ServiceNotAvailableError | None:
-        """The error a write would raise now (:class:`DiskFullError`,
-        :class:`StoreFailedError`), or None when writes are taken."""
-        return self.disk.error()
-
     def add_refusal_listener(self, listener: Callable[[str | None], None]) -> None:
         """Call ``listener`` (on the event loop) with the new :meth:`write_refusal` each
         time the store starts or stops refusing writes."""

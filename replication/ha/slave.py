@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
 import socket
 from collections.abc import Callable
@@ -48,6 +47,7 @@ from rocketq.replication.ha.wire import (
     encode_hello,
     sign_hello,
 )
+from rocketq.storage.allocation import NO_SPACE
 from rocketq.storage.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,6 @@ UNKNOWN_MASTER_ASK_MAX = 30.0  # s: the longest wait between asks for an unknown
 # Bytes a refused append may hold in memory before the slave stops reading: more than the
 # master sends past the last report (its window, 32 MiB, and one transfer).
 STALLED_BUFFER = 48 * 1024 * 1024
-_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 class CommitLogGapError(RocketqError):
@@ -163,7 +162,7 @@ class HASlave:
         except ServiceNotAvailableError as exc:
             return self._refused(offset, str(exc))
         except OSError as exc:
-            if exc.errno not in _NO_SPACE:
+            if exc.errno not in NO_SPACE:
                 raise
             return self._refused(offset, f"writing the CommitLog failed: {exc}")
         if empty and offset:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +39,7 @@ from typing import Any, Final
 
 from rocketq.common.exceptions import RocketqSystemError, StoreCorruptError
 from rocketq.common.json_file import read_json, write_json_atomic
+from rocketq.storage.checkpoint import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -259,11 +259,7 @@ class MemberHistory:
             "configs": [{"index": i, "term": t, **m.to_doc()} for i, t, m in self.configs],
         }
         write_json_atomic(self.path, doc)
-        fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(self.path.parent)
 
     def latest(self) -> tuple[int, Members]:
         """The newest configuration and the index of its entry (0: the bootstrap one)."""
@@ -284,6 +280,8 @@ class MemberHistory:
 
     def between(self, first: int, last: int) -> dict[int, bytes]:
         """The data of the change entries at ``first``..``last``, by index."""
+        if not self.configs or self.configs[-1][0] < first:
+            return {}  # the common case: no change among the entries sent
         return {i: self._payloads[i] for i, _, _ in self.configs if first <= i <= last}
 
     def ever_member(self, member: str) -> bool:

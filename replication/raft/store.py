@@ -33,6 +33,7 @@ from rocketq.common.file_modes import PRIVATE_FILE, private_dir
 from rocketq.common.json_file import read_json, write_json_atomic
 from rocketq.replication.raft.membership import is_config
 from rocketq.replication.raft.node import CompactedError, Entry
+from rocketq.storage.checkpoint import fsync_dir
 from rocketq.storage.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -67,11 +68,7 @@ class HardStateFile:
 
     def save(self, term: int, voted_for: str | None) -> None:
         write_json_atomic(self.path, {"term": term, "voted_for": voted_for})
-        fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)  # the rename itself is durable before the vote is used
-        finally:
-            os.close(fd)
+        fsync_dir(self.path.parent)  # the rename itself is durable before the vote is used
 
 
 class RaftIndex:
@@ -174,17 +171,15 @@ class RaftIndex:
         body += [UNIT.pack(t, p, s, UNIT_MAGIC) for t, p, s in units]
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
         try:
-            os.write(fd, b"".join(body))
+            data = memoryview(b"".join(body))
+            while data:
+                data = data[os.write(fd, data) :]
             os.fsync(fd)
+            os.replace(tmp, self.path)
+            fsync_dir(self.path.parent)
         except BaseException:
             os.close(fd)
             raise
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
         if self._fd >= 0:
             os.close(self._fd)
         self._fd = fd

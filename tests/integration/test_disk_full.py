@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import os
 import re
-import subprocess
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,10 +16,12 @@ from pathlib import Path
 import pytest
 
 from rocketq import Admin, ConsumeFrom, Message, Producer, PullConsumer
+from rocketq.chaos.disk import SmallDisks, small_disks_unavailable_reason
 from rocketq.cli.cluster_list import HEADER, rows
 from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 from rocketq.common.exceptions import RocketqError
 from tests.integration.waiting import wait_until
+from tests.system_deps import unavailable
 
 DISK_MIB = 48
 FILLER_MIB = 20
@@ -40,20 +41,17 @@ SETTINGS = {
 
 @contextlib.contextmanager
 def small_disk(path: Path, mib: int) -> Iterator[Path]:
-    """A tmpfs of ``mib`` MiB mounted on ``path`` (root only), unmounted on the way out."""
-    if os.geteuid() != 0:
-        message = "mounting a tmpfs needs root"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    path.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={mib}m,mode=0700", "tmpfs", str(path)], check=True
-    )
+    """A tmpfs of ``mib`` MiB mounted on ``path`` (root only; the chaos harness's small
+    disks), unmounted on the way out."""
+    reason = small_disks_unavailable_reason()
+    if reason is not None:
+        unavailable(reason)
+    disks = SmallDisks(mib)
+    disks.mount(path)
     try:
         yield path
     finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
+        disks.close()
 
 
 def http_get(url: str) -> tuple[int, str]:
