@@ -121,7 +121,7 @@ def start_sidecar(
         chosen = port or launcher.free_ports(1)[0]
         try:
             side, offset, proc = _spawn(name, home, argv(chosen), chosen, marker, scheme, sock)
-            text = _await_answer(side, ready_path, ready_timeout, offset, context)
+            text = _await_answer(side, proc, ready_path, ready_timeout, offset, context)
         finally:
             if sock is not None:
                 sock.close()  # the sidecar has its own copy
@@ -191,6 +191,7 @@ def _spawn(
 
 def _await_answer(
     side: Sidecar,
+    proc: subprocess.Popen[bytes],
     ready_path: str,
     timeout: float,
     offset: int,
@@ -198,11 +199,13 @@ def _await_answer(
 ) -> str | None:
     """Wait until the sidecar answers 200 (None); if it exits first or the time runs out,
     stop it and return the end of its log. It must still run after the answer: an answer
-    from a process that took its port is not its own."""
+    from a process that took its port is not its own. Whether it runs is asked of its
+    Popen, not of /proc: until the child has exec'd, /proc shows this process's command
+    line, without the sidecar's marker."""
     deadline = time.monotonic() + timeout
     while True:
-        exited = not side.alive()
-        if not exited and _answers(side.url + ready_path, context) and side.alive():
+        exited = proc.poll() is not None
+        if not exited and _answers(side.url + ready_path, context) and proc.poll() is None:
             return None
         if exited or time.monotonic() >= deadline:
             side.stop()

@@ -142,6 +142,24 @@ def test_a_sidecar_whose_port_is_taken_starts_again_on_another(
             side.stop()
 
 
+def test_a_sidecar_is_waited_for_while_it_has_not_yet_become_itself(tmp_path: Path) -> None:
+    """Until the child execs, /proc shows another command line than the sidecar's (without
+    its marker): that is a process still starting, not one that exited. Here a shell
+    waits before it execs the server, and the marker is in no argument of the shell."""
+
+    def argv(port: int) -> list[str]:
+        script = 'sleep 1; exec "$0" -m http."$1" "$2" --bind 127.0.0.1'
+        return ["sh", "-c", script, sys.executable, "server", str(port)]
+
+    side = start_sidecar(
+        "late", tmp_path, argv, ready_path="/", marker=b"http.server", ready_timeout=20
+    )
+    try:
+        assert side.alive()
+    finally:
+        side.stop()
+
+
 def test_a_sidecar_that_never_gets_ready_does_not_outlive_its_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
