@@ -10,18 +10,23 @@ import contextlib
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from rocketq.bench.report import MB, json_line, rate, summarize_ns, tps_line
+from rocketq.bench.report import MB, BenchOptionError, json_line, rate, summarize_ns, tps_line
+from rocketq.common.exceptions import RocketqError
 from rocketq.common.message import Message
 
 if TYPE_CHECKING:
     from rocketq.cluster.launcher import LocalCluster
 
 EMBEDDED_SETTINGS = {"mapped_file_size_commit_log": str(1 << 30)}
+# Admin requests creating topics at once, and warm-up sends (one per topic) at once.
+CREATE_IN_FLIGHT = 16
+WARM_IN_FLIGHT = 64
+T = TypeVar("T")
 
 
 @contextlib.contextmanager
@@ -73,7 +78,9 @@ def embedded_cluster(
 
 
 @dataclass
-class _Counters:
+class SendCounters:
+    """What a load counted: messages sent and failed, and the calls' time (ns)."""
+
     sent: int = 0
     failed: int = 0
     max_ns: int = 0
@@ -93,6 +100,47 @@ async def ensure_topic(
         await admin.update_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
 
 
+def topic_names(topic: str, count: int) -> list[str]:
+    """The topics a run over ``count`` topics sends to: ``topic`` itself for one,
+    ``<topic>-0`` .. ``<topic>-<count - 1>`` for more."""
+    if count < 1:
+        raise BenchOptionError("--topics", f"at least one topic, got {count}")
+    return [topic] if count == 1 else [f"{topic}-{i}" for i in range(count)]
+
+
+async def ensure_topics(
+    namesrv: str,
+    names: Sequence[str],
+    queues: int,
+    client: Mapping[str, Any] | None = None,
+    *,
+    in_flight: int = CREATE_IN_FLIGHT,
+) -> None:
+    """Create (or update) every topic of ``names`` with ``queues`` queues on every master
+    of the cluster, ``in_flight`` admin requests at a time, then wait until the brokers
+    have made the new queues' files, so that sends timed afterwards pay neither."""
+    from rocketq.bench.topics_bench import queues_ready
+    from rocketq.sdk.admin import Admin
+
+    if not names:
+        return
+    async with Admin(namesrv, **(client or {})) as admin:
+        masters = sorted({b.addr for b in await admin.cluster_list() if b.broker_id == 0})
+        if not masters:
+            raise RocketqError("no broker master is registered with the nameserver")
+        pending = iter(names)
+
+        async def creator() -> None:
+            for name in pending:  # one iterator shared by the creators: each name once
+                for addr in masters:
+                    await admin.update_topic(
+                        name, read_queue_nums=queues, write_queue_nums=queues, broker_addr=addr
+                    )
+
+        await asyncio.gather(*(creator() for _ in range(min(in_flight, len(names)))))
+    await queues_ready(namesrv, client=client)
+
+
 async def produce(
     namesrv: str,
     *,
@@ -107,63 +155,55 @@ async def produce(
     client: Mapping[str, Any] | None = None,
     cpu_seconds: Callable[[], float] | None = None,
     producer_settings: Mapping[str, Any] | None = None,
+    topics: int = 1,
 ) -> dict[str, object]:
-    """Send ``size``-byte messages to ``topic`` from ``concurrency`` senders for
-    ``duration`` seconds (or ``messages`` in all); ``client`` holds the SDK settings the
-    producer and the admin calls take besides the nameserver (credentials, TLS);
-    ``producer_settings`` more settings of the producer alone (``auto_batch``). With
-    ``cpu_seconds`` (a clock of CPU time spent), the result adds ``cpu_us_per_msg``: its
-    advance over the timed region per message sent."""
+    """Send ``size``-byte messages from ``concurrency`` senders for ``duration`` seconds
+    (or ``messages`` in all), round robin over ``topics`` topics (see
+    :func:`topic_names`), all created and each sent one warm-up message before the clock
+    starts; ``client`` holds the SDK settings the producer and the admin calls take
+    besides the nameserver (credentials, TLS); ``producer_settings`` more settings of the
+    producer alone (``auto_batch``). With ``cpu_seconds`` (a clock of CPU time spent), the
+    result adds ``cpu_us_per_msg``: its advance over the timed region per message sent."""
     from rocketq import Producer
+    from rocketq.bench.topics_bench import send_one_each
 
     client = dict(client or {})
-    await ensure_topic(namesrv, topic, queues, client)
-    body = os.urandom(size // 2).hex().encode()[:size].ljust(size, b"x")
+    names = topic_names(topic, topics)
+    if topics == 1:
+        await ensure_topic(namesrv, topic, queues, client)
+    else:
+        t0 = time.monotonic()
+        await ensure_topics(namesrv, names, queues, client)
+        echo(f"created {topics:,} topics of {queues} queues in {time.monotonic() - t0:.2f} s")
+    body = make_body(size)
     lat: list[int] = []
-    c = _Counters()
-    stop_at = time.monotonic() + duration
-    budget = messages if messages > 0 else None
+    c = SendCounters()
 
     lags: list[int] = []
     settings = {**client, **(producer_settings or {})}
     async with Producer(group="benchmark_producer", namesrv=namesrv, **settings) as producer:
-        # One warm-up send opens the route and the broker stream outside the timed region.
-        await producer.send(Message(topic, body))
+        # One warm-up send per topic opens its route and the broker stream outside the
+        # timed region.
+        await send_one_each(producer, names, body, in_flight=WARM_IN_FLIGHT)
         await _wait_slaves_attached(namesrv, echo, client=client)
         sampler = asyncio.ensure_future(_sample_lag(namesrv, lags, client))
-
-        async def worker() -> None:
-            nonlocal budget
-            while time.monotonic() < stop_at:
-                if budget is not None:
-                    if budget <= 0:
-                        return
-                    budget -= batch
-                t0 = time.perf_counter_ns()
-                try:
-                    if batch > 1:
-                        await producer.send_batch([Message(topic, body) for _ in range(batch)])
-                    else:
-                        await producer.send(Message(topic, body))
-                except Exception:
-                    c.failed += batch
-                    continue
-                dt = time.perf_counter_ns() - t0
-                lat.append(dt)
-                c.sent += batch
-                c.calls += 1
-                c.total_ns += dt
-                c.max_ns = max(c.max_ns, dt)
-
         cpu_start = cpu_seconds() if cpu_seconds is not None else 0.0
-        start = time.monotonic()
         progress = asyncio.ensure_future(_progress(c, "Send", echo))
         try:
-            await asyncio.gather(*(worker() for _ in range(concurrency)))
+            elapsed = await send_load(
+                producer,
+                names,
+                body,
+                c,
+                concurrency=concurrency,
+                duration=duration,
+                batch=batch,
+                messages=messages,
+                lat=lat,
+            )
         finally:
             progress.cancel()
             sampler.cancel()
-        elapsed = time.monotonic() - start
         cpu = cpu_seconds() - cpu_start if cpu_seconds is not None else 0.0
         batcher = producer.batcher
         batches = batcher.batches_sent if batcher is not None else 0
@@ -189,6 +229,7 @@ async def produce(
     return {
         "bench": "produce",
         "topic": topic,
+        "topics": topics,
         "size": size,
         "concurrency": concurrency,
         "batch": batch,
@@ -208,6 +249,66 @@ async def produce(
         "mean_replication_lag_bytes": round(mean_lag),
         **extra,
     }
+
+
+def make_body(size: int) -> bytes:
+    """A body of ``size`` bytes that does not compress to nothing."""
+    return os.urandom(size // 2).hex().encode()[:size].ljust(size, b"x")
+
+
+async def send_load(
+    producer: Any,
+    names: Sequence[str],
+    body: bytes,
+    c: SendCounters,
+    *,
+    concurrency: int,
+    duration: float,
+    batch: int = 1,
+    messages: int = 0,
+    lat: list[int] | None = None,
+) -> float:
+    """``concurrency`` senders on ``producer``, each sending ``body`` (``batch`` messages
+    a call: one ``send``, or one ``send_batch`` of one topic) and the next once its last
+    returned, taking the topics of ``names`` in turn, for ``duration`` seconds or until
+    ``messages`` (0: no budget); counts into ``c`` and, given ``lat``, appends each call's
+    latency (ns). -> the seconds from the start until the last call under way returned."""
+    from rocketq import Message
+
+    stop_at = time.monotonic() + duration
+    budget = messages if messages > 0 else None
+    topics = len(names)
+    turn = 0
+
+    async def worker() -> None:
+        nonlocal budget, turn
+        while time.monotonic() < stop_at:
+            if budget is not None:
+                if budget <= 0:
+                    return
+                budget -= batch
+            topic = names[turn % topics]
+            turn += 1
+            t0 = time.perf_counter_ns()
+            try:
+                if batch > 1:
+                    await producer.send_batch([Message(topic, body) for _ in range(batch)])
+                else:
+                    await producer.send(Message(topic, body))
+            except Exception:
+                c.failed += batch
+                continue
+            dt = time.perf_counter_ns() - t0
+            if lat is not None:
+                lat.append(dt)
+            c.sent += batch
+            c.calls += 1
+            c.total_ns += dt
+            c.max_ns = max(c.max_ns, dt)
+
+    start = time.monotonic()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return time.monotonic() - start
 
 
 async def _wait_slaves_attached(
@@ -260,7 +361,7 @@ async def _sample_lag(
             await asyncio.sleep(0.2)
 
 
-async def _progress(c: _Counters, label: str, echo: Callable[[str], None]) -> None:
+async def _progress(c: SendCounters, label: str, echo: Callable[[str], None]) -> None:
     last = c.snapshot()
     while True:
         await asyncio.sleep(1.0)
@@ -306,7 +407,7 @@ async def consume(
                     await producer.send_batch([Message(topic, body) for _ in range(n)])
 
             await asyncio.gather(*(writer() for _ in range(16)))
-    c = _Counters()
+    c = SendCounters()
     done = asyncio.Event()
     target = expect or backlog or None
 
@@ -357,7 +458,9 @@ async def consume(
     }
 
 
-def run(coro_factory: Callable[[], object]) -> dict[str, object]:
+def run(coro_factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run the coroutine ``coro_factory()`` makes in a new event loop (uvloop's when it is
+    installed) and return its result."""
     try:
         import uvloop
 
@@ -365,7 +468,7 @@ def run(coro_factory: Callable[[], object]) -> dict[str, object]:
     except ImportError:  # pragma: no cover
         runner = asyncio.Runner()
     with runner:
-        return runner.run(coro_factory())  # type: ignore[arg-type]
+        return runner.run(coro_factory())
 
 
-__all__ = ["consume", "json_line", "produce", "run", "target_cluster"]
+__all__ = ["consume", "json_line", "produce", "run", "send_load", "target_cluster", "topic_names"]

@@ -257,6 +257,67 @@ def _v5_run(bench: Callable[[], dict[str, Any]], *, echo_json: bool) -> None:
         typer.echo(json_line(result))
 
 
+def _produce_sweep(
+    namesrv: str | None,
+    embedded: bool,
+    data_dir: Path | None,
+    replication: Replication,
+    role: MasterRole,
+    *,
+    topic: str,
+    queues: int,
+    duration: float | None,
+    rounds: int | None,
+    lists: tuple[str | None, str | None, str | None],
+    batch_in_flight: int,
+    echo_json: bool,
+) -> None:
+    """``bench produce --sweep``: auto_batch on and off over the grid
+    (bench/auto_batch_sweep.py)."""
+    from rocketq.bench import auto_batch_sweep as ab
+    from rocketq.bench.client_bench import run
+    from rocketq.common.exceptions import RocketqError
+
+    try:
+        grid = ab.SweepGrid.parse(
+            lists[0] or ab.SWEEP_TOPICS, lists[1] or ab.SWEEP_THREADS, lists[2] or ab.SWEEP_SIZES
+        )
+    except BenchOptionError as exc:
+        raise typer.BadParameter(str(exc), param_hint=f"'{exc.flag}'") from None
+    run_s = ab.SWEEP_DURATION if duration is None else duration
+    rounds = 1 if rounds is None else rounds
+    typer.echo(
+        f"sweep: {grid.cells} combinations x {rounds} round(s) x 2 modes x {run_s:g} s; "
+        f"topics {','.join(map(str, grid.topics))}, in flight "
+        f"{','.join(map(str, grid.threads))}, sizes {','.join(map(str, grid.sizes))} bytes"
+    )
+    try:
+        with _bench_target(namesrv, embedded, data_dir, replication.value, role.value) as ns:
+            rows = run(
+                lambda: ab.sweep(
+                    ns,
+                    grid,
+                    topic=topic,
+                    queues=queues,
+                    duration=run_s,
+                    rounds=rounds,
+                    echo=typer.echo,
+                    client=security_settings(),
+                    producer_settings={"batch_max_in_flight": batch_in_flight},
+                )
+            )
+    except (RocketqError, OSError, RuntimeError) as exc:
+        raise fail(str(exc)) from None
+    typer.echo("--- auto_batch on against off ---")
+    for line in ab.table(rows):
+        typer.echo(line)
+    typer.echo(ab.summary_line(rows))
+    if echo_json:
+        typer.echo(
+            ab.json_report(ab.report(rows, grid, duration=run_s, rounds=rounds, queues=queues))
+        )
+
+
 @bench_app.command("produce")
 @secured
 def bench_produce(
@@ -264,14 +325,32 @@ def bench_produce(
     embedded: Annotated[bool, typer.Option(help="Start a local cluster for the run.")] = False,
     data_dir: Annotated[Path | None, typer.Option(help="Where --embedded keeps its data.")] = None,
     topic: Annotated[str, typer.Option("--topic", "-t")] = "BenchmarkTest",
+    topics: Annotated[
+        int,
+        typer.Option(
+            "--topics",
+            min=1,
+            max=100_000,
+            help="Send round robin over this many topics (TOPIC-0 .. TOPIC-<N-1>; TOPIC itself "
+            "for 1), all created, and each sent one warm-up message, before the clock starts.",
+        ),
+    ] = 1,
     size: Annotated[int, typer.Option("--size", "-s", min=1)] = 1024,
     concurrency: Annotated[
         int, typer.Option("--threads", "-c", min=1, help="Sends in flight.")
     ] = 1,
     batch: Annotated[int, typer.Option("--batch", "-b", min=1, max=1024)] = 1,
-    duration: Annotated[float, typer.Option("--duration", "-d", min=0.1)] = 10.0,
+    duration: Annotated[
+        float | None,
+        typer.Option(
+            "--duration",
+            "-d",
+            min=0.1,
+            help="Seconds of sending (per run with --sweep).  [default: 10; 2 with --sweep]",
+        ),
+    ] = None,
     messages: Annotated[int, typer.Option(min=0, help="Stop after N messages (0: duration).")] = 0,
-    queues: Annotated[int, typer.Option(min=1)] = 8,
+    queues: Annotated[int, typer.Option(min=1, max=1024, help="Queues per topic.")] = 8,
     auto_batch: Annotated[
         bool,
         typer.Option(
@@ -302,13 +381,14 @@ def bench_produce(
         ),
     ] = False,
     rounds: Annotated[
-        int,
+        int | None,
         typer.Option(
             min=1,
             help="--metrics-compare: clusters of each kind; --compare-security: rounds over "
-            "the four clusters (medians); --protocol v5: rounds of both protocols.",
+            "the four clusters (medians); --protocol v5: rounds of both protocols; --sweep: "
+            "runs of each mode per combination (medians).  [default: 4; 1 with --sweep]",
         ),
-    ] = 4,
+    ] = None,
     scrape_interval: Annotated[
         float, typer.Option(min=0.1, help="--metrics-compare: seconds between scrapes.")
     ] = 1.0,
@@ -324,9 +404,45 @@ def bench_produce(
     processes: _ProcessesOption = 0,
     v5_endpoint: _V5EndpointOption = None,
     profile: _V5ProfileOption = None,
+    sweep: Annotated[
+        bool,
+        typer.Option(
+            "--sweep",
+            help="auto_batch on against off on one cluster: every combination of "
+            "--sweep-topics, --sweep-threads and --sweep-sizes, a --duration run of each mode "
+            "per round, alternating; a table of both rates and their ratio.",
+        ),
+    ] = False,
+    sweep_topics: Annotated[
+        str | None,
+        typer.Option(
+            "--sweep-topics",
+            help="--sweep: topic counts, a comma list.  [default: 1,10,100,1000,10000]",
+        ),
+    ] = None,
+    sweep_threads: Annotated[
+        str | None,
+        typer.Option(
+            "--sweep-threads", help="--sweep: sends in flight, a comma list.  [default: 1,4,32,256]"
+        ),
+    ] = None,
+    sweep_sizes: Annotated[
+        str | None,
+        typer.Option(
+            "--sweep-sizes",
+            help="--sweep: message sizes in bytes, a comma list.  [default: 128,1024,65536]",
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Send messages as fast as the given concurrency allows; TPS, RT, p50/p99/p999.
+
+    With --sweep, the producer's natural batching (auto_batch) on and off on one cluster
+    (--embedded or -n) over a grid: every topic count of --sweep-topics with every number
+    of sends in flight of --sweep-threads and every size of --sweep-sizes, a --duration
+    run of each mode per --rounds, alternating. Each topic count's topics are created
+    once, before its runs. Prints both rates and their ratio (on/off) per combination,
+    then the worst ratio.
 
     With --protocol v5, the SDK and RocketMQ 5's official client send to the same broker
     in one run (the official client over the broker's apache.rocketmq.v2 endpoint, from
@@ -344,6 +460,43 @@ def bench_produce(
 
     if (why := _v5_refusal(protocol, processes, v5_endpoint, profile)) is not None:
         raise fail(why, 2)
+    sweep_lists = {"--sweep-topics": sweep_topics, "--sweep-threads": sweep_threads,
+                   "--sweep-sizes": sweep_sizes}  # fmt: skip
+    if not sweep and (given := [flag for flag, value in sweep_lists.items() if value]):
+        raise fail(f"{', '.join(given)}: only with --sweep", 2)
+    if sweep:
+        others = {
+            "--compare-security": compare_security,
+            "--metrics-compare": metrics_compare,
+            "--protocol v5": protocol is ClientProtocol.V5,
+            "--topics (use --sweep-topics)": topics != 1,
+            "-c (use --sweep-threads)": concurrency != 1,
+            "-s (use --sweep-sizes)": size != 1024,
+            "-b (the sweep measures single sends)": batch != 1,
+            "--messages (the sweep's runs last --duration)": messages != 0,
+            "--no-auto-batch (the sweep runs both)": not auto_batch,
+        }
+        if given := [flag for flag, value in others.items() if value]:
+            raise fail(f"--sweep: leave out {', '.join(given)}", 2)
+        _produce_sweep(
+            namesrv,
+            embedded,
+            data_dir,
+            replication,
+            role,
+            topic=topic,
+            queues=queues,
+            duration=duration,
+            rounds=rounds,
+            lists=(sweep_topics, sweep_threads, sweep_sizes),
+            batch_in_flight=batch_in_flight,
+            echo_json=json_out,
+        )
+        return
+    if topics != 1 and (compare_security or metrics_compare or protocol is ClientProtocol.V5):
+        raise fail("--topics: only with a plain run or --sweep (as --sweep-topics)", 2)
+    run_s = 10.0 if duration is None else duration
+    rounds = 4 if rounds is None else rounds
     if protocol is ClientProtocol.V5:
         if compare_security or metrics_compare:
             raise fail("--protocol v5: leave out --compare-security and --metrics-compare", 2)
@@ -362,7 +515,7 @@ def bench_produce(
                     topic=topic,
                     size=size,
                     concurrency=concurrency,
-                    duration=duration,
+                    duration=run_s,
                     messages=messages,
                     queues=queues,
                     rounds=rounds,
@@ -397,7 +550,7 @@ def bench_produce(
                 size=size,
                 concurrency=concurrency if concurrency > 1 else 32,
                 batch=batch,
-                duration=duration,
+                duration=run_s,
                 queues=queues,
                 data_dir=str(data_dir) if data_dir else None,
                 echo=typer.echo,
@@ -421,7 +574,7 @@ def bench_produce(
                 size=size,
                 concurrency=concurrency,
                 batch=batch,
-                duration=duration,
+                duration=run_s,
                 queues=queues,
                 rounds=rounds,
                 scrape_interval=scrape_interval,
@@ -442,7 +595,7 @@ def bench_produce(
                     size=size,
                     concurrency=concurrency,
                     batch=batch,
-                    duration=duration,
+                    duration=run_s,
                     messages=messages,
                     queues=queues,
                     echo=typer.echo,
@@ -451,6 +604,7 @@ def bench_produce(
                         "auto_batch": auto_batch,
                         "batch_max_in_flight": batch_in_flight,
                     },
+                    topics=topics,
                 )
             )
     except (RocketqError, OSError) as exc:
