@@ -30,6 +30,9 @@ Broker, messages (POLICY):
   sender cannot fill another group's retry topic by naming its own group). A send to a
   topic the broker does not have would auto-create it: the handler then also asks Create on
   it (:func:`create_requirement`; RocketMQ creates it for anyone who may Pub).
+- SEND_TOPICS_BATCH (rocketq's: many topics' messages in one request, the body's segments,
+  ``common/topics_batch.py``): Pub on every topic a segment names, as for a send to each
+  (the handler asks Create on each one it would auto-create).
 - PULL_MESSAGE: Sub on the topic and Sub on the group (``consumerGroup``). RocketMQ skips
   the topic when it is a retry topic; rocketq asks Sub on that retry topic's group, so a
   group cannot read another group's retries.
@@ -120,7 +123,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from rocketq.auth.model import Action, Gate, Requirement, Resource
+from rocketq.common.exceptions import MessageIllegalError
 from rocketq.common.pop_body import decode_batch_acks
+from rocketq.common.topics_batch import segment_topics
 from rocketq.remoting import fastjson
 from rocketq.remoting.codes import RequestCode, RocketqRequestCode
 from rocketq.remoting.command import RemotingCommand
@@ -250,6 +255,14 @@ def _on_topic_and_group(action: Action, group_key: str, topic_key: str = "topic"
 def _send(ext: Mapping[str, str], cmd: RemotingCommand, cluster: str) -> Requirement:
     key = "topic" if cmd.code == RequestCode.SEND_MESSAGE else "b"
     return Requirement(Gate.POLICY, (_topic(_field(ext, key), Action.PUB),))
+
+
+def _send_topics(ext: Mapping[str, str], cmd: RemotingCommand, cluster: str) -> Requirement:
+    try:
+        topics = segment_topics(cmd.body or b"")
+    except MessageIllegalError:
+        raise _UnreadableError from None
+    return _policy([_topic(_name(topic), Action.PUB) for topic in dict.fromkeys(topics)])
 
 
 def _heartbeat(ext: Mapping[str, str], cmd: RemotingCommand, cluster: str) -> Requirement:
@@ -395,6 +408,7 @@ _BROKER_RULES: Final[dict[int, _Rule]] = {
     RequestCode.SEND_MESSAGE: _send,
     RequestCode.SEND_MESSAGE_V2: _send,
     RequestCode.SEND_BATCH_MESSAGE: _send,
+    RocketqRequestCode.SEND_TOPICS_BATCH: _send_topics,
     RequestCode.PULL_MESSAGE: _on_topic_and_group(Action.SUB, "consumerGroup"),
     RequestCode.POP_MESSAGE: _on_topic_and_group(Action.SUB, "consumerGroup"),
     RequestCode.ACK_MESSAGE: _on_topic_and_group(Action.SUB, "consumerGroup"),

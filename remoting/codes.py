@@ -205,6 +205,14 @@ class RocketqRequestCode:
     # Header ``group`` (optional). -> resp body: JSON, the group's members as this broker
     # sees them (on the leader with each member's match index and lag).
     RAFT_MEMBERS: Final = 30012
+    # Messages of many topics to one broker in one request (rocketq's SDK, natural
+    # batching, only to a broker whose HEART_BEAT answer has ``topicsBatch``). Header
+    # as SEND_MESSAGE_V2's: ``a`` (producer group), ``c`` and ``d`` (the topic and queue
+    # count a topic is auto-created from), ``g`` (born timestamp);
+    # body: segments of (topic, queue id, RocketMQ batch entries), common/topics_batch.py.
+    # -> resp: SUCCESS, body: each segment's result (stored: its offset message ids and
+    # queue offset; refused: the error's code and remark).
+    SEND_TOPICS_BATCH: Final = 30020
 
     NAMES: ClassVar[dict[int, str]]
 

@@ -21,6 +21,7 @@ from typing import Final
 
 from rocketq.common.exceptions import RocketqError, TopicNotExistError
 from rocketq.common.message import MASTER_ID, PERM_READ, PERM_WRITE, MessageQueue
+from rocketq.common.topics_batch import TOPICS_BATCH_FIELD, TOPICS_BATCH_VERSION
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.route_data import TopicRouteData
 from rocketq.remoting.tls import ClientSecurity
@@ -163,6 +164,8 @@ class ClientInstance:
         self.heartbeat_interval = heartbeat_interval
         self.routes: dict[str, TopicRouteData] = {}
         self.broker_addrs: dict[str, dict[int, str]] = {}
+        # Brokers whose latest HEART_BEAT answer says they take SEND_TOPICS_BATCH.
+        self.topics_batch: set[str] = set()
         # This client's HEART_BEAT request (a new one each time: a request is sent once).
         self.heartbeat: Callable[[], RemotingCommand] | None = None
         # What brokers tell the client: (the notice, the broker's address).
@@ -276,7 +279,11 @@ class ClientInstance:
 
     async def _heartbeat_one(self, addr: str) -> None:
         if self.heartbeat is not None:
-            await self.broker(addr).request(self.heartbeat(), self.timeout)
+            answer = await self.broker(addr).request(self.heartbeat(), self.timeout)
+            if (answer.ext or {}).get(TOPICS_BATCH_FIELD) == TOPICS_BATCH_VERSION:
+                self.topics_batch.add(addr)
+            else:
+                self.topics_batch.discard(addr)
 
     async def heartbeat_all(self) -> None:
         """Send the heartbeat to every broker known (failures are logged at debug)."""

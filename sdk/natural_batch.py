@@ -1,13 +1,17 @@
 """Natural batching: concurrent sends of one topic leave together as one batch request.
 
-A send goes to a *lane*: its topic and the broker its queue is on (for a send to a given
-queue, through a selector or with a sharding key: its topic and that queue). A send to a
+A send goes to a *lane*: the broker its queue is on, whatever the topic, when that broker
+takes SEND_TOPICS_BATCH (a rocketq broker says so in its HEART_BEAT answer), else its topic
+and that broker; a send to a given queue, through a selector or with a sharding key, goes
+to the lane of its topic and that queue. A send to a
 lane with fewer than ``batch_max_in_flight`` requests in flight (2) leaves at once, alone,
 exactly as it would without batching: a lone send waits for nothing. Sends that arrive
 while the lane has that many in flight wait; when one returns they leave together as one
 ``SEND_BATCH_MESSAGE``, or sooner when they fill ``batch_max_bytes`` or ``batch_max_count``
 (an ordered lane never has two requests in flight: its messages are stored in the order
-they were sent). Two in flight keep the broker busy while the client reads an answer and
+they were sent). A batch of one topic leaves as SEND_BATCH_MESSAGE; one of several topics
+(a broker's lane) as SEND_TOPICS_BATCH, each (topic, queue) a segment the broker stores
+whole or not at all. Two in flight keep the broker busy while the client reads an answer and
 the next batch gathers (figures in docs/performance.md, "Natural batching"). With
 ``batch_max_delay``, a send to an idle lane also waits that long for others to join it.
 Waiting messages of every lane together hold at most ``total_batch_max_bytes``; past it a
@@ -47,10 +51,13 @@ _ENTRY_OVERHEAD: Final = 22  # a batch entry's fixed fields
 class _Item(Generic[R]):
     """A send waiting in its lane (or in a batch that left)."""
 
-    __slots__ = ("deadline", "enc", "entry_size", "future")
+    __slots__ = ("deadline", "enc", "entry_size", "future", "mq")
 
-    def __init__(self, enc: Encoded, future: asyncio.Future[R], deadline: float) -> None:
+    def __init__(
+        self, enc: Encoded, mq: MessageQueue, future: asyncio.Future[R], deadline: float
+    ) -> None:
         self.enc = enc
+        self.mq = mq  # the queue picked for it
         props = enc.properties or ""
         self.entry_size = _ENTRY_OVERHEAD + len(enc.body) + len(props)
         self.future = future
@@ -60,11 +67,12 @@ class _Item(Generic[R]):
 class _Lane(Generic[R]):
     """One topic's sends to one broker (unordered) or to one queue (ordered)."""
 
-    __slots__ = ("bytes", "in_flight", "linger", "mq", "ordered", "timer", "waiting")
+    __slots__ = ("bytes", "in_flight", "linger", "mixed", "mq", "ordered", "timer", "waiting")
 
-    def __init__(self, mq: MessageQueue, ordered: bool) -> None:
+    def __init__(self, mq: MessageQueue, ordered: bool, mixed: bool = False) -> None:
         self.mq = mq  # the queue of the lane's latest send: where a batch goes first
         self.ordered = ordered
+        self.mixed = mixed  # a broker's lane: its sends' topics differ
         self.in_flight = 0
         self.waiting: deque[_Item[R]] = deque()
         self.bytes = 0
@@ -80,6 +88,10 @@ class NaturalBatcher(Generic[R]):
         send: Sends an encoding (one message or a batch) with the producer's retries:
             ``send(enc, first_queue, ordered, seconds)``.
         split: A batch's result as one result per message, in order.
+        send_topics: Sends messages of several topics to one broker as one request
+            (``send_topics(sends, seconds)``, each send an encoding and its queue) -> each
+            message's result or exception, in order.
+        takes_topics: Whether the broker of that name takes such requests.
         max_delay: Seconds a send to an idle lane waits for company (0: none).
         max_bytes: A batch's largest size in bytes; a full batch leaves at once.
         max_count: A batch's most messages.
@@ -93,6 +105,11 @@ class NaturalBatcher(Generic[R]):
         send: Callable[[Encoded, MessageQueue, bool, float], Awaitable[R]],
         split: Callable[[R], list[R]],
         *,
+        send_topics: Callable[
+            [list[tuple[Encoded, MessageQueue]], float], Awaitable[list[R | BaseException]]
+        ]
+        | None = None,
+        takes_topics: Callable[[str], bool] | None = None,
         max_delay: float,
         max_bytes: int,
         max_count: int,
@@ -101,6 +118,8 @@ class NaturalBatcher(Generic[R]):
     ) -> None:
         self._send = send
         self._split = split
+        self._send_topics = send_topics
+        self._takes_topics = takes_topics
         self.max_delay = max_delay
         self.max_bytes = max_bytes
         self.max_count = max_count
@@ -111,6 +130,7 @@ class NaturalBatcher(Generic[R]):
         self._tasks: set[asyncio.Task[None]] = set()
         self.batches_sent = 0  # requests of more than one message
         self.batched_messages = 0  # messages that left in those
+        self.topics_batches_sent = 0  # of those, requests of several topics
 
     def joins(self, enc: Encoded) -> bool:
         """Whether this (single, checked) send may wait in a lane now: it fits a batch and
@@ -121,12 +141,18 @@ class NaturalBatcher(Generic[R]):
     async def send(self, enc: Encoded, mq: MessageQueue, ordered: bool, timeout: float) -> R:
         """Send one message through its lane: alone at once when the lane is idle, else
         with the messages that wait beside it."""
-        key: tuple[Any, ...] = (
-            (enc.topic, mq.broker_name, mq.queue_id) if ordered else (enc.topic, mq.broker_name)
-        )
+        mixed = False
+        key: tuple[Any, ...]
+        if ordered:
+            key = (enc.topic, mq.broker_name, mq.queue_id)
+        elif self._takes_topics is not None and self._takes_topics(mq.broker_name):
+            key = ("", mq.broker_name)
+            mixed = True
+        else:
+            key = (enc.topic, mq.broker_name)
         lane = self._lanes.get(key)
         if lane is None:
-            lane = self._lanes[key] = _Lane(mq, ordered)
+            lane = self._lanes[key] = _Lane(mq, ordered, mixed)
         if (
             not lane.waiting
             and self.max_delay <= 0
@@ -139,7 +165,7 @@ class NaturalBatcher(Generic[R]):
                 self._done(lane)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
-        item: _Item[R] = _Item(enc, future, loop.time() + timeout)
+        item: _Item[R] = _Item(enc, mq, future, loop.time() + timeout)
         if lane.timer is None:
             lane.timer = loop.call_at(item.deadline, self._expire_waiting, lane)
         if not ordered:
@@ -236,15 +262,23 @@ class NaturalBatcher(Generic[R]):
         loop = asyncio.get_running_loop()
         watch = _SentWatch(items)
         try:
-            budget = max(item.deadline for item in items) - loop.time()
+            budget = max(max(item.deadline for item in items) - loop.time(), 0.001)
+            mq = lane.mq
             if len(items) == 1:
                 enc = items[0].enc
+                mq = items[0].mq if lane.mixed else mq
             else:
-                enc = _batch(items)
                 self.batches_sent += 1
                 self.batched_messages += len(items)
+                if lane.mixed:
+                    topic = items[0].enc.topic
+                    if any(item.enc.topic != topic for item in items):
+                        await self._leave_topics(items, budget)
+                        return
+                    mq = items[-1].mq
+                enc = _batch(items)
             try:
-                result = await self._send(enc, lane.mq, lane.ordered, max(budget, 0.001))
+                result = await self._send(enc, mq, lane.ordered, budget)
             except BaseException as exc:
                 for item in items:
                     _settle(item, exc=exc)
@@ -259,6 +293,25 @@ class NaturalBatcher(Generic[R]):
         finally:
             watch.cancel()
             self._done(lane)
+
+    async def _leave_topics(self, items: list[_Item[R]], budget: float) -> None:
+        """A broker's lane's batch of several topics, as one request; each message gets its
+        own result."""
+        assert self._send_topics is not None
+        self.topics_batches_sent += 1
+        try:
+            outcomes = await self._send_topics([(item.enc, item.mq) for item in items], budget)
+        except BaseException as exc:
+            for item in items:
+                _settle(item, exc=exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for item, outcome in zip(items, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                _settle(item, exc=outcome)
+            else:
+                _settle(item, result=outcome)
 
     async def close(self) -> None:
         """Send what waits (a lingering lane leaves now) and wait until every message has

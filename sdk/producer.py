@@ -41,6 +41,7 @@ from rocketq.common.message import (
 )
 from rocketq.common.message_id import UniqIdGenerator
 from rocketq.common.names import check_group_name
+from rocketq.remoting.codes import ResponseCode
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.route_data import TopicRouteData
 from rocketq.sdk.client import ClientInstance, local_ip, producer_heartbeat, publish_queues
@@ -53,7 +54,13 @@ from rocketq.sdk.security import client_security, security_settings
 from rocketq.sdk.send_encoding import BATCH_LIMIT, Encoded, encode, estimated_size, split_batches
 from rocketq.sdk.settings import make_config, resolve_namesrv
 from rocketq.sdk.trace import TraceDispatcher, publish_event
-from rocketq.sdk.wire import send_request
+from rocketq.sdk.wire import (
+    STORED_CODES,
+    batch_entry,
+    parse_topics_batch,
+    send_request,
+    topics_batch_request,
+)
 
 __all__ = [
     "BATCH_LIMIT",
@@ -139,6 +146,11 @@ class SendResult:
     def ok(self) -> bool:
         """Whether the status is SEND_OK."""
         return self.status is SendStatus.SEND_OK
+
+
+def _entry(enc: Encoded) -> bytes:
+    """A single message's encoding as one entry of a batch body."""
+    return batch_entry(enc.body, (enc.properties or "").encode(), enc.flag)
 
 
 def split_result(result: SendResult) -> list[SendResult]:
@@ -249,6 +261,8 @@ class Producer:
                 max_count=self.config.batch_max_count,
                 total_max_bytes=self.config.total_batch_max_bytes,
                 max_in_flight=self.config.batch_max_in_flight,
+                send_topics=self._send_topics,
+                takes_topics=self._takes_topics,
             )
 
     async def start(self) -> None:
@@ -460,6 +474,91 @@ class Producer:
         if ordered:
             return self._send_with_retries(enc, None, None, None, mq, timeout)
         return self._send_with_retries(enc, None, None, None, None, timeout, first=mq)
+
+    def _takes_topics(self, broker_name: str) -> bool:
+        """Whether the master of ``broker_name`` said it takes SEND_TOPICS_BATCH."""
+        addr = self.client.master_addr(broker_name)
+        return addr is not None and addr in self.client.topics_batch
+
+    async def _send_topics(
+        self, sends: list[tuple[Encoded, MessageQueue]], timeout: float
+    ) -> list[SendResult | BaseException]:
+        """Single messages of several topics, each with the queue picked for it on one
+        broker, as one SEND_TOPICS_BATCH (a segment per topic and queue) -> each one's
+        result or error. A segment the broker refused with an error a retry may mend, or
+        the whole request failing, sends its messages again one by one with the retries a
+        single send has (to another broker), within what is left of ``timeout``; a
+        segment's error no retry can mend (no permission, an illegal message) is its
+        messages' answer."""
+        deadline = time.monotonic() + timeout
+        segments: dict[tuple[str, int], list[int]] = {}
+        for i, (enc, mq) in enumerate(sends):
+            segments.setdefault((enc.topic, mq.queue_id), []).append(i)
+        request = topics_batch_request(
+            [
+                (topic, queue_id, b"".join(_entry(sends[i][0]) for i in members))
+                for (topic, queue_id), members in segments.items()
+            ],
+            group=self.group,
+            born_timestamp=int(time.time() * 1000),
+            default_topic=self.config.create_topic_key,
+            default_queue_nums=self.config.default_topic_queue_nums,
+        )
+        outcomes: list[SendResult | BaseException | None] = [None] * len(sends)
+        again: list[int] = []
+        broker = sends[0][1].broker_name
+        started = time.monotonic()
+        addr: str | None = None
+        try:
+            addr = await self._master(sends[0][1])
+            answer = await self.client.broker(addr).invoke(request, timeout)
+            results = parse_topics_batch(answer, len(segments))
+        except RocketqError as exc:
+            latency = (time.monotonic() - started) * 1000
+            self.fault.update_fault_item(broker, latency, isolation=True)
+            if exc.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and addr is not None:
+                self.client.topics_batch.discard(addr)  # an older broker on that address
+            # Even an error no retry mends (no permission for one of its topics) may be
+            # one segment's: each message gets its own answer.
+            log.info("topics batch to %s failed, sending its messages again: %s", broker, exc)
+            again = list(range(len(sends)))
+        else:
+            latency = (time.monotonic() - started) * 1000
+            self.fault.update_fault_item(broker, latency, isolation=False)
+            for members, result in zip(segments.values(), results, strict=True):
+                if result.code not in STORED_CODES:
+                    error = for_code(result.code)(result.text or f"response code {result.code}")
+                    if error.retriable or isinstance(error, RocketqSystemError):
+                        again.extend(members)
+                    else:
+                        for i in members:
+                            outcomes[i] = error
+                    continue
+                ids = result.text.split(",") if result.text else []
+                for j, i in enumerate(members):
+                    enc, mq = sends[i]
+                    offset_id = ids[j] if j < len(ids) else ""
+                    outcomes[i] = SendResult(
+                        status=SendStatus(result.code),
+                        msg_id=enc.ids[0],
+                        offset_msg_id=offset_id,
+                        queue=mq,
+                        queue_offset=result.queue_offset + j,
+                        msg_ids=(enc.ids[0],),
+                        offset_msg_ids=(offset_id,) if offset_id else (),
+                    )
+        if again:
+            left = deadline - time.monotonic()
+            redone = await asyncio.gather(
+                *(
+                    self._send_with_retries(sends[i][0], None, None, None, None, left)
+                    for i in again
+                ),
+                return_exceptions=True,
+            )
+            for i, outcome in zip(again, redone, strict=True):
+                outcomes[i] = outcome
+        return [o if o is not None else RocketqSystemError("no answer") for o in outcomes]
 
     async def _traced(self, msgs: Sequence[Message], sending: Awaitable[SendResult]) -> SendResult:
         """Await a send and record a Pub trace event per message, whatever the outcome."""

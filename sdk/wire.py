@@ -16,11 +16,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from rocketq.common.exceptions import for_code
+from rocketq.common.exceptions import MessageIllegalError, for_code
 from rocketq.common.record import tags_hash_code
+from rocketq.common.topics_batch import SegmentResult, decode_results, encode_segment
 from rocketq.remoting import fastjson
-from rocketq.remoting.answer import check
-from rocketq.remoting.codes import PullSysFlag, RequestCode, ResponseCode
+from rocketq.remoting.answer import check, malformed
+from rocketq.remoting.codes import PullSysFlag, RequestCode, ResponseCode, RocketqRequestCode
 from rocketq.remoting.command import RemotingCommand
 
 _BATCH_HEAD: Final = struct.Struct(">iiiii")
@@ -93,6 +94,38 @@ def batch_entry(body: bytes, properties: bytes, flag: int = 0) -> bytes:
 def batch_body(entries: Iterable[tuple[bytes, bytes, int]]) -> bytes:
     """(body, properties, flag) of each message -> the batch body."""
     return b"".join(batch_entry(body, props, flag) for body, props, flag in entries)
+
+
+def topics_batch_request(
+    segments: Iterable[tuple[str, int, bytes]],
+    *,
+    group: str,
+    born_timestamp: int,
+    default_topic: str = "TBW102",
+    default_queue_nums: int = 4,
+) -> RemotingCommand:
+    """SEND_TOPICS_BATCH: (topic, queue id, batch entries) of each segment, in order."""
+    body = b"".join(encode_segment(t.encode(), q, entries) for t, q, entries in segments)
+    ext = {
+        "a": group,
+        "c": default_topic,
+        "d": str(default_queue_nums),
+        "g": str(born_timestamp),
+    }
+    return RemotingCommand(RocketqRequestCode.SEND_TOPICS_BATCH, ext, body)
+
+
+def parse_topics_batch(answer: RemotingCommand, segments: int) -> list[SegmentResult]:
+    """Each segment's result; the error class of an answer that is not SUCCESS, and a
+    SYSTEM_ERROR for a body that does not hold one result per segment."""
+    check(answer)
+    try:
+        results = decode_results(answer.body or b"")
+    except MessageIllegalError as exc:
+        raise malformed("topics batch", f"is not results: {exc}") from None
+    if len(results) != segments:
+        raise malformed("topics batch", f"holds {len(results)} results for {segments} segments")
+    return results
 
 
 @dataclass(frozen=True, slots=True)

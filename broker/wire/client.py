@@ -36,6 +36,7 @@ from rocketq.common.exceptions import (
 from rocketq.common.message import PERM_READ, PERM_WRITE, retry_topic
 from rocketq.common.metrics import response_code_name
 from rocketq.common.names import check_group_name, check_topic_name
+from rocketq.common.topics_batch import TOPICS_BATCH_FIELD, TOPICS_BATCH_VERSION
 from rocketq.remoting import fastjson
 from rocketq.remoting.codes import MessageSysFlag, RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand
@@ -227,7 +228,9 @@ class ClientRequests:
                 consume_from_where=str(c.get("consumeFromWhere") or ""),
                 subscriptions=subs,
             )
-        return cmd.response(ResponseCode.SUCCESS)
+        # Stock clients ignore the field; rocketq's SDK sends this broker its natural
+        # batches of many topics as one SEND_TOPICS_BATCH from now on.
+        return cmd.response(ResponseCode.SUCCESS, {TOPICS_BATCH_FIELD: TOPICS_BATCH_VERSION})
 
     def connection_closed(self, conn: Connection) -> None:
         """A client's connection closed: it leaves its groups at once."""

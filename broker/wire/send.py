@@ -41,7 +41,8 @@ from rocketq.common.record import (
     encode_host,
     encode_record,
 )
-from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.common.topics_batch import SegmentResult, decode_segments, encode_results
+from rocketq.remoting.codes import RequestCode, ResponseCode, RocketqRequestCode
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.transport import Connection, Handler, error_response
 from rocketq.storage.commitlog import AppendResult
@@ -284,6 +285,7 @@ class SendRequests:
             RequestCode.SEND_MESSAGE: self.send,
             RequestCode.SEND_MESSAGE_V2: self.send,
             RequestCode.SEND_BATCH_MESSAGE: self.send,
+            RocketqRequestCode.SEND_TOPICS_BATCH: self.send_topics,
         }
 
     def send(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
@@ -369,6 +371,119 @@ class SendRequests:
 
         self.b.send.wait_stored_then(result.end_offset, stored)
         return None
+
+    def send_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        """SEND_TOPICS_BATCH: each segment (a topic's messages for one queue) is checked
+        and stored as SEND_BATCH_MESSAGE's body would be, whole or not at all; one
+        segment's refusal leaves the others stored. The answer, once the stored ones have
+        had their waits (flush, slave, quorum), holds each segment's result."""
+        started = time.perf_counter()
+        h = SendHeader(cmd)
+        stored: list[tuple[int, AppendResult, list[int]]] = []  # result index, append, sizes
+        results: list[SegmentResult] = []
+        end_offset = 0
+        try:
+            body = cmd.body if cmd.body is not None else b""
+            self._check_body_size(len(body), batch=True)
+            segments = list(decode_segments(body))
+            born = born_host(conn)
+            born_ts = h.int("bornTimestamp", 0)
+            default_topic = h.get("defaultTopic") or ""
+            default_queue_nums = h.int("defaultTopicQueueNums", 0)
+            producer_group = h.get("producerGroup") or ""
+        except Exception as exc:
+            answer = error_response(cmd, exc)
+            self._count(batch=True, code=answer.code, started=started)
+            return answer
+        for segment in segments:
+            topic = segment.topic
+            queue_id = segment.queue_id
+            try:
+                topic_bytes = check_topic(topic)
+                if queue_id < 0:  # the broker picks, as for a send
+                    config = self.b.topics.get(topic)
+                    queue_id = random.randrange(config.write_queue_nums) if config else 0
+                try:
+                    records, sizes = batch_records(
+                        segment.entries,
+                        topic_bytes,
+                        queue_id=queue_id,
+                        born_timestamp=born_ts,
+                        born=born,
+                        sys_flag=0,
+                        reconsume_times=0,
+                        batch_properties=self.cluster_property,
+                    )
+                except PropertiesSizeExceededError:
+                    raise
+                except MessageIllegalError as exc:
+                    raise MessageIllegalError(
+                        f"the messages of topic {topic!r} in the topics batch are not "
+                        f"RocketMQ's batch encoding: {exc}"
+                    ) from None
+                if self.b.topics.get(topic) is None:
+                    refused = self.b.security.creation_refused(conn, cmd, topic)
+                    if refused is not None:
+                        raise NoPermissionError(
+                            f"{refused}; topic {topic!r} does not exist and sending would create it"
+                        )
+                result = self.b.send.append(
+                    records,
+                    topic,
+                    queue_id,
+                    default_topic=default_topic,
+                    default_queue_nums=default_queue_nums,
+                    producer_group=producer_group,
+                    batch=True,
+                )
+            except Exception as exc:
+                refusal = error_response(cmd, exc)
+                results.append(SegmentResult(refusal.code, queue_id, -1, refusal.remark or ""))
+                continue
+            stored.append((len(results), result, sizes))
+            results.append(SegmentResult(ResponseCode.SUCCESS, queue_id, result.queue_offset, ""))
+            end_offset = max(end_offset, result.end_offset)
+        if not stored or not self.b.send.waits:
+            return self._topics_answer(cmd, results, stored, PutStatus.PUT_OK, started)
+
+        def done(status: PutStatus | BaseException) -> None:
+            answer = self._topics_answer(cmd, results, stored, status, started)
+            if conn.is_open:
+                conn.send(answer)
+
+        self.b.send.wait_stored_then(end_offset, done)
+        return None
+
+    def _topics_answer(
+        self,
+        cmd: RemotingCommand,
+        results: list[SegmentResult],
+        stored: list[tuple[int, AppendResult, list[int]]],
+        status: PutStatus | BaseException,
+        started: float,
+    ) -> RemotingCommand:
+        """SEND_TOPICS_BATCH's answer: the stored segments get the wait's outcome (their
+        offset message ids), or the error that ended the wait (a Raft leader stepping
+        down), the refused ones their error."""
+        host = self.b.store.commitlog.store_host
+        if isinstance(status, BaseException):
+            failed = error_response(cmd, status)
+            code, text = failed.code, failed.remark or ""
+            for index, _result, _sizes in stored:
+                r = results[index]
+                results[index] = SegmentResult(code, r.queue_id, -1, text)
+        else:
+            code = PUT_CODES[status]
+            for index, result, sizes in stored:
+                offset = result.wrote_offset
+                ids = []
+                for size in sizes:
+                    ids.append(encode_offset_msg_id(host, offset))
+                    offset += size
+                r = results[index]
+                results[index] = SegmentResult(code, r.queue_id, r.queue_offset, ",".join(ids))
+        self._count(batch=True, code=ResponseCode.SUCCESS, started=started)
+        return cmd.response(ResponseCode.SUCCESS, None, encode_results(results))
 
     def _answer(
         self,

@@ -51,9 +51,11 @@ from rocketq.sdk.wire import (
     ConsumerData,
     SubscriptionData,
     batch_body,
+    batch_entry,
     heartbeat_request,
     pull_request,
     send_request,
+    topics_batch_request,
 )
 from tests.integration.waiting import wait_until
 
@@ -189,6 +191,14 @@ BROKER_TABLE: Final[dict[int, tuple[RemotingCommand, Requirement]]] = {
     RequestCode.SEND_MESSAGE: (_v1_send(TOPIC), policy((topic(), PUB))),
     RequestCode.SEND_MESSAGE_V2: (_v2_send(TOPIC), policy((topic(), PUB))),
     RequestCode.SEND_BATCH_MESSAGE: (_v2_send(TOPIC, batch=True), policy((topic(), PUB))),
+    RocketqRequestCode.SEND_TOPICS_BATCH: (
+        topics_batch_request(
+            [(TOPIC, 0, batch_entry(b"a", b"")), (f"%RETRY%{GROUP}", 0, batch_entry(b"b", b""))],
+            group=PRODUCER,
+            born_timestamp=0,
+        ),
+        policy((topic(), PUB), (group(), SUB)),
+    ),
     RequestCode.PULL_MESSAGE: (
         pull_request(group=GROUP, topic=TOPIC, queue_id=0, offset=0),
         policy((topic(), SUB), (group(), SUB)),
@@ -795,3 +805,17 @@ def test_batch_entries_are_not_read() -> None:
     good = _v2_send(TOPIC, batch=True)
     bad = RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, good.ext, b"\x00" * 3)
     assert required(good) == required(bad) == policy((topic(), PUB))
+
+
+def test_a_topics_batch_needs_pub_on_every_topic_its_body_names_or_a_super_user() -> None:
+    """The resources are in the body: a retry topic among them stands for its group, and
+    a body that names no topic it can be held to needs a super user."""
+    cmd = topics_batch_request(
+        [(TOPIC, 0, batch_entry(b"a", b"")), ("%RETRY%" + GROUP, 0, batch_entry(b"b", b""))],
+        group=PRODUCER,
+        born_timestamp=0,
+    )
+    assert required(cmd) == policy((topic(), PUB), (group(), SUB))
+    for body in (b"", b"\x00\x05Topic", cmd.body[:-1] if cmd.body else b""):
+        cut = RemotingCommand(RocketqRequestCode.SEND_TOPICS_BATCH, cmd.ext, body)
+        assert required(cut) == SUPER

@@ -138,6 +138,83 @@ async def test_metrics_and_traces_count_every_message(cluster: LocalCluster) -> 
             assert getattr(pub, "status", None) == "SEND_OK"
 
 
+async def _announced(producer: Producer) -> None:
+    """The broker said in its HEART_BEAT answer that it takes SEND_TOPICS_BATCH (the
+    producer's first heartbeat goes with its first connection)."""
+
+    async def said() -> bool:
+        return bool(producer.client.topics_batch)
+
+    await wait_until(said, "the broker to announce topics batches")
+
+
+async def test_sends_to_many_topics_leave_together_each_in_its_own_topic(
+    cluster: LocalCluster,
+) -> None:
+    ns = cluster.namesrv_addr
+    topics = [f"Mixed{i}" for i in range(12)]
+    for t in topics:
+        await _topic(ns, t, 4)
+    n = 600
+    async with Producer("pg-mixed", ns) as producer:
+        await producer.send(Message(topics[0], b"first"))
+        await _announced(producer)
+        results: list[SendResult] = await asyncio.gather(
+            *(
+                producer.send(Message(topics[i % 12], b"body-%d" % i, keys=[f"k{i}"]))
+                for i in range(n)
+            )
+        )
+        assert producer.batcher is not None and producer.batcher.topics_batches_sent > 0
+    assert all(r.status is SendStatus.SEND_OK for r in results)
+    assert len({r.msg_id for r in results}) == n
+    assert len({r.offset_msg_id for r in results}) == n
+    assert len({(r.queue.topic, r.queue.queue_id, r.queue_offset) for r in results}) == n
+    assert all(r.queue.topic == topics[i % 12] for i, r in enumerate(results))
+    async with Admin(ns) as admin:
+        for i in (0, 1, 13, 250, n - 1):
+            stored = await admin.query_msg_by_id(results[i].offset_msg_id)
+            assert (stored.topic, stored.body, stored.msg_id) == (
+                topics[i % 12],
+                b"body-%d" % i,
+                results[i].msg_id,
+            )
+            assert (stored.queue_id, stored.queue_offset) == (
+                results[i].queue.queue_id,
+                results[i].queue_offset,
+            )
+        for k, t in enumerate(topics):
+            total = sum(q.max_offset for q in await admin.topic_status(t))
+            assert total == n // 12 + (k == 0), t
+
+
+async def test_a_segment_the_broker_refuses_is_sent_again_alone(cluster: LocalCluster) -> None:
+    """The producer's route still lists 8 queues of a topic the broker now writes 2 of:
+    the segments for the other queues are refused (SYSTEM_ERROR, as RocketMQ answers an
+    illegal queue), the others stored, and the refused messages are sent again one by
+    one, with a fresh route, and stored."""
+    ns = cluster.namesrv_addr
+    await _topic(ns, "Shrunk", 8)
+    await _topic(ns, "Steady", 4)
+    async with Producer("pg-shrunk", ns) as producer:
+        await producer.send(Message("Shrunk", b"first"))
+        await producer.send(Message("Steady", b"first"))
+        await _announced(producer)
+        async with Admin(ns) as admin:
+            await admin.update_topic("Shrunk", read_queue_nums=8, write_queue_nums=2)
+        assert len(producer.publish["Shrunk"].message_queues) == 8
+        results: list[SendResult] = await asyncio.gather(
+            *(
+                producer.send(Message("Shrunk" if i % 2 else "Steady", b"m-%d" % i))
+                for i in range(200)
+            )
+        )
+        assert producer.batcher is not None and producer.batcher.topics_batches_sent > 0
+    assert all(r.status is SendStatus.SEND_OK for r in results)
+    assert all(r.queue.queue_id < 2 for r in results if r.queue.topic == "Shrunk")
+    assert len({r.offset_msg_id for r in results}) == 200
+
+
 async def test_sends_to_a_dead_broker_move_to_the_other_one(make_cluster: MakeCluster) -> None:
     c = make_cluster(brokers=2)
     ns = c.namesrv_addr

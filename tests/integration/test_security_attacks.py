@@ -52,9 +52,12 @@ from rocketq.sdk.transaction import TransactionProducer, TransactionState
 from rocketq.sdk.wire import (
     ConsumerData,
     SubscriptionData,
+    batch_entry,
     heartbeat_request,
+    parse_topics_batch,
     pull_request,
     send_request,
+    topics_batch_request,
 )
 from tests.integration.security_helpers import (
     CLUSTER_NAME,
@@ -353,6 +356,9 @@ async def test_broker_attacks_without_credentials_are_refused(victims: Victims) 
                 "send into the topic": send_request(
                     b"forged", "", group="forgers", topic=LEDGER, queue_id=0, born_timestamp=0
                 ),
+                "send into the topic in a topics batch": topics_batch_request(
+                    [(LEDGER, 0, batch_entry(b"forged", b""))], group="forgers", born_timestamp=0
+                ),
                 "join the victims' group": heartbeat_request(
                     "forger@1",
                     [],
@@ -461,6 +467,68 @@ async def test_a_user_with_the_acl_may_do_them(victims: Victims) -> None:
     assert answer.code == NO_PERMISSION, answer.remark
     await as_alice("delete a topic", aw.delete_topic_request(topic))
     assert f'"{topic}"'.encode() not in await broker_topics(cluster, broker)
+
+
+async def test_a_topics_batch_reaches_only_the_topics_its_sender_may_publish_to(
+    victims: Victims,
+) -> None:
+    """Alice may publish to her topics only: a topics batch naming the victims' topic
+    beside hers is refused whole (nothing stored), one of hers alone is stored, and her
+    producer's concurrent sends to both get their own answers (hers stored, the others
+    refused one by one)."""
+    cluster, broker = victims.cluster, victims.broker
+    addr = broker.addr
+    topic = "AliceMixed"
+    async with Admin(cluster.namesrv_addr, **settings_for(cluster, ALICE)) as admin:
+        await admin.update_topic(topic, read_queue_nums=4, write_queue_nums=4)
+
+    async def routed() -> bool:
+        return await route_addrs(cluster, topic) is not None
+
+    await wait_until(routed, "alice's topic to be routed")
+    before = await runtime(cluster, broker)
+    mixed = topics_batch_request(
+        [(topic, 0, batch_entry(b"mine", b"")), (LEDGER, 0, batch_entry(b"forged", b""))],
+        group="alice-writers",
+        born_timestamp=0,
+    )
+    answer = await ask(cluster, addr, mixed, ALICE)
+    assert answer.code == NO_PERMISSION, answer.remark
+    assert (await runtime(cluster, broker))["commitLogMaxOffset"] == before["commitLogMaxOffset"]
+    own = topics_batch_request(
+        [(topic, 0, batch_entry(b"mine", b"")), (topic, 1, batch_entry(b"mine too", b""))],
+        group="alice-writers",
+        born_timestamp=0,
+    )
+    answer = await ask(cluster, addr, own, ALICE)
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    assert [r.code for r in parse_topics_batch(answer, 2)] == [ResponseCode.SUCCESS] * 2
+    async with Producer("alice-writers", cluster.namesrv_addr, **settings_for(cluster, ALICE)) as p:
+        await p.send(Message(topic, b"first"))
+        with pytest.raises(NoPermissionError):  # and both routes are known from now on
+            await p.send(Message(LEDGER, b"refused"))
+
+        async def announced() -> bool:
+            return bool(p.client.topics_batch)
+
+        await wait_until(announced, "the broker to announce topics batches")
+        outcomes = await asyncio.gather(
+            *(p.send(Message(topic if i % 2 else LEDGER, b"m-%d" % i)) for i in range(64)),
+            return_exceptions=True,
+        )
+        assert p.batcher is not None and p.batcher.topics_batches_sent > 0
+    for i, outcome in enumerate(outcomes):
+        if i % 2:
+            assert not isinstance(outcome, BaseException), outcome
+            assert outcome.status is SendStatus.SEND_OK and outcome.queue.topic == topic
+        else:
+            assert isinstance(outcome, NoPermissionError), outcome
+    for queue_id in range(4):
+        pulled = await ask_super(
+            cluster, addr, pull_request(group="g", topic=LEDGER, queue_id=queue_id, offset=0)
+        )
+        body = bytes(pulled.body or b"")
+        assert not any(part in body for part in (b"forged", b"refused", b"m-0")), queue_id
 
 
 async def _offset_is(

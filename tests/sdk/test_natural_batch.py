@@ -330,3 +330,72 @@ async def test_closing_waits_for_what_leaves_behind_a_lone_send() -> None:
     await asyncio.wait_for(closing, 2.0)
     assert (await first).ok and all(t.done() and t.result().ok for t in behind)
     assert [ids for ids, _, _ in broker.requests] == [["id0"], ["id1", "id2"]]
+
+
+async def test_a_broker_that_takes_topics_batches_has_one_lane_for_every_topic() -> None:
+    """Sends of several topics waiting behind one in flight leave as one topics batch, each
+    with its own queue and result; a batch of one topic in that lane leaves as a plain
+    batch to that topic's queue; a broker that does not take them keeps a lane per topic."""
+    broker = FakeBroker()
+    topics_requests: list[list[tuple[str, str, MessageQueue]]] = []
+
+    async def send_topics(
+        sends: list[tuple[Encoded, MessageQueue]], timeout: float
+    ) -> list[SendResult | BaseException]:
+        topics_requests.append([(enc.topic, enc.ids[0], mq) for enc, mq in sends])
+        return [
+            SendResult(SendStatus.SEND_OK, enc.ids[0], f"off-{enc.ids[0]}", mq, 7)
+            if enc.topic != "Refused"
+            else SystemBusyError("busy")
+            for enc, mq in sends
+        ]
+
+    b = NaturalBatcher(
+        broker.send,
+        split_result,
+        max_delay=0.0,
+        max_bytes=32 * 1024,
+        max_count=128,
+        total_max_bytes=1 << 20,
+        send_topics=send_topics,
+        takes_topics=lambda name: name == "broker-a",
+    )
+    qs = {t: MessageQueue(t, "broker-a", 3) for t in ("T", "U", "Refused")}
+    first = asyncio.ensure_future(b.send(_enc(0, "T"), qs["T"], False, 5.0))
+    await _settled()
+    mixed = [
+        asyncio.ensure_future(b.send(_enc(i, t), qs[t], False, 5.0))
+        for i, t in enumerate(("U", "T", "Refused", "U"), start=1)
+    ]
+    await _settled()
+    await broker.release()
+    await _settled()
+    assert topics_requests == [
+        [("U", "id1", qs["U"]), ("T", "id2", qs["T"]), ("Refused", "id3", qs["Refused"]),
+         ("U", "id4", qs["U"])]
+    ]  # fmt: skip
+    assert (await first).queue == qs["T"]
+    results = await asyncio.gather(*mixed, return_exceptions=True)
+    assert [getattr(r, "msg_id", None) for r in results] == ["id1", "id2", None, "id4"]
+    assert isinstance(results[2], SystemBusyError)
+    assert b.topics_batches_sent == 1
+    # One topic behind one in flight in the broker's lane: a plain batch, its topic's queue.
+    lone = asyncio.ensure_future(b.send(_enc(5, "U"), qs["U"], False, 5.0))
+    await _settled()
+    same = [asyncio.ensure_future(b.send(_enc(i, "T"), qs["T"], False, 5.0)) for i in (6, 7)]
+    await _settled()
+    await broker.release()
+    await _settled()
+    assert broker.requests[-1][0] == ["id6", "id7"] and broker.requests[-1][1] == qs["T"]
+    await broker.release()
+    assert [r.queue for r in await asyncio.gather(lone, *same)] == [qs["U"], qs["T"], qs["T"]]
+    # Another broker: a lane per topic, as before.
+    other = MessageQueue("T", "broker-b", 0)
+    one = asyncio.ensure_future(b.send(_enc(8, "T"), other, False, 5.0))
+    await _settled()
+    two = asyncio.ensure_future(b.send(_enc(9, "U"), MessageQueue("U", "broker-b", 0), False, 5.0))
+    await _settled()
+    assert [r[0] for r in broker.requests[-2:]] == [["id8"], ["id9"]]  # both left at once
+    await broker.release(2)
+    await asyncio.gather(one, two)
+    assert b.topics_batches_sent == 1

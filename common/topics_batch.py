@@ -1,0 +1,172 @@
+"""The body of rocketq's SEND_TOPICS_BATCH (``RocketqRequestCode``): messages of many topics
+to one broker in one request, and the body of its answer. Only rocketq's SDK sends it, and
+only to a broker that announces it (its HEART_BEAT answer carries ``topicsBatch``); stock
+clients never see it.
+
+Request body, one *segment* per (topic, queue), in the order the client sends them::
+
+    u16 topic length | topic (UTF-8) | i32 queue id | i32 entries length | entries
+
+where the entries are RocketMQ's batch encoding (MessageDecoder.encodeMessages, as in
+SEND_BATCH_MESSAGE's body). Each segment is stored as SEND_BATCH_MESSAGE stores its body:
+whole or not at all, with the same checks; segments succeed or fail one by one.
+
+Answer body, one result per segment, in the request's order::
+
+    i16 code | i32 queue id | i64 queue offset | u32 text length | text (UTF-8)
+
+``code`` is a send's answer code: SUCCESS or a wait outcome (FLUSH_DISK_TIMEOUT, ...) when
+the segment was stored, and then ``text`` is the comma-joined offset message id of each of
+its messages and ``queue offset`` the first one's; any other code is the error that
+refused the segment, ``text`` its remark.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from rocketq.common.exceptions import MessageIllegalError
+
+_TOPIC_LEN: Final = struct.Struct(">H")
+_SEGMENT_TAIL: Final = struct.Struct(">ii")  # queue id, entries length
+_RESULT_HEAD: Final = struct.Struct(">hiqI")  # code, queue id, queue offset, text length
+# What a broker's HEART_BEAT answer says (ext) when it takes SEND_TOPICS_BATCH.
+TOPICS_BATCH_FIELD: Final = "topicsBatch"
+TOPICS_BATCH_VERSION: Final = "1"
+# Longest topic name a segment may carry (RocketMQ's topic length limit).
+MAX_TOPIC_BYTES: Final = 127
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One (topic, queue)'s messages inside a SEND_TOPICS_BATCH body."""
+
+    topic: str
+    queue_id: int
+    entries: memoryview  # RocketMQ's batch encoding, not checked here
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentResult:
+    """What became of one segment."""
+
+    code: int
+    queue_id: int
+    queue_offset: int
+    text: str  # the offset message ids (stored) or the error's remark
+
+
+def encode_segment(topic: bytes, queue_id: int, entries: bytes) -> bytes:
+    """One segment: a topic's (UTF-8) batch entries for one queue."""
+    return b"".join(
+        (_TOPIC_LEN.pack(len(topic)), topic, _SEGMENT_TAIL.pack(queue_id, len(entries)), entries)
+    )
+
+
+def decode_segments(body: bytes | memoryview) -> Iterator[Segment]:
+    """A SEND_TOPICS_BATCH body, segment by segment. Total: bytes that are not segments
+    raise MessageIllegalError naming the segment and byte where they stop making sense;
+    a body with no segment is refused too."""
+    view = memoryview(body)
+    end = len(view)
+    pos = 0
+    count = 0
+    while pos < end:
+        if end - pos < _TOPIC_LEN.size:
+            raise MessageIllegalError(
+                f"the topics batch is cut short: segment {count} at byte {pos} of {end}"
+            )
+        (topic_len,) = _TOPIC_LEN.unpack_from(view, pos)
+        if not 0 < topic_len <= MAX_TOPIC_BYTES:
+            raise MessageIllegalError(
+                f"segment {count} of the topics batch (at byte {pos} of {end}) names a topic "
+                f"of {topic_len} bytes; a topic has 1 to {MAX_TOPIC_BYTES}"
+            )
+        at = pos + _TOPIC_LEN.size
+        tail = at + topic_len
+        if tail + _SEGMENT_TAIL.size > end:
+            raise MessageIllegalError(
+                f"segment {count} of the topics batch (at byte {pos} of {end}) is cut short"
+            )
+        try:
+            topic = bytes(view[at:tail]).decode()
+        except UnicodeDecodeError:
+            raise MessageIllegalError(
+                f"segment {count} of the topics batch (at byte {pos} of {end}) names a "
+                "topic that is not UTF-8"
+            ) from None
+        queue_id, entries_len = _SEGMENT_TAIL.unpack_from(view, tail)
+        start = tail + _SEGMENT_TAIL.size
+        if entries_len <= 0 or start + entries_len > end:
+            raise MessageIllegalError(
+                f"segment {count} of the topics batch (topic {topic!r}, at byte {pos} of "
+                f"{end}) has {entries_len} bytes of messages, which is none or past the end"
+            )
+        yield Segment(topic, queue_id, view[start : start + entries_len])
+        count += 1
+        pos = start + entries_len
+    if not count:
+        raise MessageIllegalError("the topics batch has no segment")
+
+
+def segment_topics(body: bytes | memoryview) -> list[str]:
+    """Every topic a SEND_TOPICS_BATCH body names, in order (what authorization checks);
+    raises as :func:`decode_segments`."""
+    return [segment.topic for segment in decode_segments(body)]
+
+
+def encode_results(results: list[SegmentResult]) -> bytes:
+    """The answer's body."""
+    parts = []
+    for r in results:
+        text = r.text.encode()
+        parts.append(_RESULT_HEAD.pack(r.code, r.queue_id, r.queue_offset, len(text)))
+        parts.append(text)
+    return b"".join(parts)
+
+
+def decode_results(body: bytes | memoryview) -> list[SegmentResult]:
+    """An answer's body -> each segment's result; MessageIllegalError when the bytes are
+    not results."""
+    view = memoryview(body)
+    end = len(view)
+    pos = 0
+    out: list[SegmentResult] = []
+    while pos < end:
+        if end - pos < _RESULT_HEAD.size:
+            raise MessageIllegalError(
+                f"the topics batch answer is cut short at result {len(out)} (byte {pos} of {end})"
+            )
+        code, queue_id, queue_offset, text_len = _RESULT_HEAD.unpack_from(view, pos)
+        start = pos + _RESULT_HEAD.size
+        if start + text_len > end:
+            raise MessageIllegalError(
+                f"result {len(out)} of the topics batch answer has {text_len} bytes of text, "
+                "past the end"
+            )
+        try:
+            text = bytes(view[start : start + text_len]).decode()
+        except UnicodeDecodeError:
+            raise MessageIllegalError(
+                f"result {len(out)} of the topics batch answer is not UTF-8"
+            ) from None
+        out.append(SegmentResult(code, queue_id, queue_offset, text))
+        pos = start + text_len
+    return out
+
+
+__all__ = [
+    "MAX_TOPIC_BYTES",
+    "TOPICS_BATCH_FIELD",
+    "TOPICS_BATCH_VERSION",
+    "Segment",
+    "SegmentResult",
+    "decode_results",
+    "decode_segments",
+    "encode_results",
+    "encode_segment",
+    "segment_topics",
+]
