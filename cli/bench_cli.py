@@ -931,13 +931,22 @@ def bench_peers(
         Path | None,
         typer.Option(help="py-spy profiles (raw) of rocketq's broker and client per scenario."),
     ] = None,
+    compare_auto_batch: Annotated[
+        bool,
+        typer.Option(
+            "--compare-auto-batch",
+            help="Run rocketq's scenarios a second time with the producer's natural batching "
+            "(auto_batch) off, as the system rocketq-no-auto-batch, and print on / off.",
+        ),
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """rocketq side by side with Redis Streams, NATS JetStream and RabbitMQ on this
-    machine: the same workload for each, a table, and rocketq's ratio to the best peer."""
+    machine: the same workload for each, a table, and rocketq's ratio to the best peer
+    (with --compare-auto-batch also rocketq's natural batching on against off)."""
     from rocketq.bench.peers.chart import ChartUnavailableError, write_chart
     from rocketq.bench.peers.runner import PeerRunOptions, run_peers
-    from rocketq.bench.peers.systems import make_systems
+    from rocketq.bench.peers.systems import make_systems, with_auto_batch_off
     from rocketq.bench.peers.workload import Durability, Scenario, Workload, WorkloadError
 
     try:
@@ -954,6 +963,8 @@ def bench_peers(
             e2e_rate=rate,
         )
         chosen = make_systems([s.strip() for s in systems.split(",") if s.strip()])
+        if compare_auto_batch:
+            chosen = with_auto_batch_off(chosen)
     except (WorkloadError, ValueError) as exc:
         raise fail(str(exc), 2) from None
     typer.echo(f"workload: {workload.describe()}")

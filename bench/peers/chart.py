@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Final
 
-from rocketq.bench.peers.results import Report
+from rocketq.bench.peers.results import ROCKETQ, ROCKETQ_NO_AUTO_BATCH, Report
 
 CHART_EXTRA: Final = "pip install 'rocketq[chart]'"
 # (scenario, field, axis label)
@@ -18,6 +18,9 @@ PANELS: Final = (
     ("concurrent", "msgs_per_s", "one producer, single sends in flight: msgs/s (higher is better)"),
     ("e2e", "p99_ms", "end to end p99 ms at a fixed rate (lower is better)"),
 )
+
+# rocketq red (natural batching off a lighter red), the peers grey.
+_COLORS: Final = {ROCKETQ: "#d62728", ROCKETQ_NO_AUTO_BATCH: "#ff9896"}
 
 
 class ChartUnavailableError(RuntimeError):
@@ -49,7 +52,7 @@ def write_chart(report: Report, path: Path) -> Path:
     for ax, (scenario, field, label) in zip(axes.flat, PANELS, strict=False):
         values = panel_values(report, scenario, field)
         names = [name for name, _ in values]
-        colors = ["#d62728" if name == "rocketq" else "#7f7f7f" for name in names]
+        colors = [_COLORS.get(name, "#7f7f7f") for name in names]
         bars = ax.bar(names, [v for _, v in values], color=colors)
         ax.bar_label(bars, fmt="{:,.0f}" if field == "msgs_per_s" else "{:.2f}")
         ax.set_title(label, fontsize=10)

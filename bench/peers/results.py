@@ -1,5 +1,6 @@
 """Results of a peer benchmark: one row per system and scenario, the ratios of rocketq to
-the best peer, a Markdown table for people and one JSON line for scripts."""
+the best peer (and, when rocketq also ran with its producer's natural batching off, of
+rocketq with it on to off), a Markdown table for people and one JSON line for scripts."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ from typing import Final
 from rocketq.bench.peers.workload import Scenario
 
 ROCKETQ: Final = "rocketq"
+# rocketq with the producer's natural batching (auto_batch) off: not a peer, the other side
+# of the on / off ratios.
+ROCKETQ_NO_AUTO_BATCH: Final = "rocketq-no-auto-batch"
+ROCKETQ_SYSTEMS: Final = frozenset({ROCKETQ, ROCKETQ_NO_AUTO_BATCH})
 OK: Final = "ok"
 MISSING: Final = "missing"  # could not run here (not installed, unavailable)
 FAILED: Final = "failed"  # started but the scenario raised
@@ -63,6 +68,17 @@ class Ratio:
     peer: float | None
 
 
+@dataclass(frozen=True)
+class AutoBatchRatio:
+    """rocketq with natural batching on against off for one scenario (>= 1.0: on is no
+    worse). Throughput: on / off; e2e p99: off / on."""
+
+    name: str
+    value: float | None  # None: either side missing, failed or zero
+    on: float | None
+    off: float | None
+
+
 @dataclass
 class Report:
     durability: str
@@ -76,9 +92,13 @@ class Report:
     def ratios(self) -> list[Ratio]:
         return compute_ratios(self.results)
 
+    def auto_batch_ratios(self) -> list[AutoBatchRatio]:
+        """On / off per scenario; empty when rocketq did not also run with it off."""
+        return compute_auto_batch_ratios(self.results)
+
     def to_json(self) -> dict[str, object]:
         ratios = self.ratios()
-        return {
+        doc: dict[str, object] = {
             "bench": "peers",
             "durability": self.durability,
             "workload": self.workload,
@@ -87,12 +107,20 @@ class Report:
             "best_peers": {r.name: r.best_peer for r in ratios},
             "missing": dict(self.missing),
         }
+        if on_off := self.auto_batch_ratios():
+            doc["auto_batch_ratios"] = {
+                r.name: None if r.value is None else round(r.value, 3) for r in on_off
+            }
+        return doc
 
     def json_line(self) -> str:
         return json.dumps(self.to_json(), separators=(", ", ": "))
 
     def markdown(self) -> str:
-        return "\n".join([*markdown_table(self.results), "", *markdown_ratios(self.ratios())])
+        lines = [*markdown_table(self.results), "", *markdown_ratios(self.ratios())]
+        if on_off := self.auto_batch_ratios():
+            lines += ["", *markdown_auto_batch(on_off)]
+        return "\n".join(lines)
 
 
 def compute_ratios(results: Iterable[ScenarioResult]) -> list[Ratio]:
@@ -105,7 +133,8 @@ def compute_ratios(results: Iterable[ScenarioResult]) -> list[Ratio]:
         peers = {
             r.system: v
             for r in rows
-            if r.system != ROCKETQ and r.scenario == scenario and r.ok and r.matches_class
+            if r.system not in ROCKETQ_SYSTEMS and r.scenario == scenario and r.ok
+            if r.matches_class
             if (v := _value(r, key)) is not None and v > 0
         }
         if not peers:
@@ -117,6 +146,26 @@ def compute_ratios(results: Iterable[ScenarioResult]) -> list[Ratio]:
             out.append(Ratio(name, None, best, ours, peer))
             continue
         out.append(Ratio(name, ours / peer if higher else peer / ours, best, ours, peer))
+    return out
+
+
+def compute_auto_batch_ratios(results: Iterable[ScenarioResult]) -> list[AutoBatchRatio]:
+    """For each ratio whose scenario rocketq ran both ways: natural batching on against
+    off (throughput: on / off; p99: off / on, so >= 1.0 always means on is no worse).
+    Empty when rocketq did not run with it off."""
+    rows = list(results)
+    if not any(r.system == ROCKETQ_NO_AUTO_BATCH for r in rows):
+        return []
+    out: list[AutoBatchRatio] = []
+    for name, (scenario, key, higher) in RATIOS.items():
+        if not any(r.scenario == scenario for r in rows if r.system in ROCKETQ_SYSTEMS):
+            continue
+        on = _figure(rows, ROCKETQ, scenario, key)
+        off = _figure(rows, ROCKETQ_NO_AUTO_BATCH, scenario, key)
+        value = None
+        if on is not None and off is not None and on > 0 and off > 0:
+            value = on / off if higher else off / on
+        out.append(AutoBatchRatio(name, value, on, off))
     return out
 
 
@@ -164,4 +213,19 @@ def markdown_ratios(ratios: Sequence[Ratio]) -> list[str]:
         value = "-" if r.value is None else f"{r.value:.2f}x"
         label = "best peer / rocketq p99" if r.name == "e2e_p99" else f"rocketq / best ({r.name})"
         lines.append(f"| {label} | {ours} | {peer} | {value} |")
+    return lines
+
+
+def markdown_auto_batch(ratios: Sequence[AutoBatchRatio]) -> list[str]:
+    lines = [
+        "| rocketq, natural batching | on | off | on against off |",
+        "|---|---:|---:|---:|",
+    ]
+    for r in ratios:
+        unit = " ms" if r.name == "e2e_p99" else " msgs/s"
+        on = "-" if r.on is None else f"{r.on:,.2f}{unit}"
+        off = "-" if r.off is None else f"{r.off:,.2f}{unit}"
+        value = "-" if r.value is None else f"{r.value:.2f}x"
+        label = "off / on p99" if r.name == "e2e_p99" else f"on / off ({r.name})"
+        lines.append(f"| {label} | {on} | {off} | {value} |")
     return lines

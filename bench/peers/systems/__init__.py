@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
+from rocketq.bench.peers.results import ROCKETQ
 from rocketq.bench.peers.systems.base import PeerSystem
 
 
@@ -33,7 +34,7 @@ def _rabbitmq() -> PeerSystem:
 
 
 SYSTEMS: Final[dict[str, Callable[[], PeerSystem]]] = {
-    "rocketq": _rocketq,
+    ROCKETQ: _rocketq,
     "redis": _redis,
     "nats": _nats,
     "rabbitmq": _rabbitmq,
@@ -49,3 +50,16 @@ def make_systems(names: list[str] | None = None) -> list[PeerSystem]:
             f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(SYSTEMS)}"
         )
     return [SYSTEMS[n]() for n in chosen]
+
+
+def with_auto_batch_off(systems: list[PeerSystem]) -> list[PeerSystem]:
+    """``systems`` with rocketq followed by rocketq whose producer's natural batching is
+    off (``rocketq-no-auto-batch``), for the on / off ratios; ValueError when rocketq is
+    not among them."""
+    from rocketq.bench.peers.systems.rocketq import RocketqSystem
+
+    names = [s.name for s in systems]
+    if ROCKETQ not in names:
+        raise ValueError("--compare-auto-batch compares rocketq with itself: add rocketq")
+    at = names.index(ROCKETQ) + 1
+    return [*systems[:at], RocketqSystem(auto_batch=False), *systems[at:]]

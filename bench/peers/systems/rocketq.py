@@ -6,8 +6,10 @@ commit), 1 GiB CommitLog segments, one topic of 8 queues per scenario. Producers
 one ``Producer`` as ``rocketq bench produce`` does (the SDK multiplexes sends over one
 stream per broker); a call of more than one message is one ``send_batch``, a call of one
 is one ``send`` (the concurrent scenario's sends in flight together leave in batches: the
-producer's natural batching, on by default, is left on). Each consumer is a
-``PushConsumer`` (from the first offset, up to 32 messages per handler call).
+producer's natural batching, on by default, is left on; the system
+``rocketq-no-auto-batch``, run with ``--compare-auto-batch``, is the same with it off).
+Each consumer is a ``PushConsumer`` (from the first offset, up to 32 messages per handler
+call).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from rocketq.bench.peers.install import Installer
 from rocketq.bench.peers.processes import ProcessGroup
+from rocketq.bench.peers.results import ROCKETQ, ROCKETQ_NO_AUTO_BATCH
 from rocketq.bench.peers.systems.base import Consumer, Driver, PeerSystem, Producer, ServerInfo
 from rocketq.bench.peers.workload import Durability
 
@@ -31,10 +34,15 @@ _FLUSH: Final = {Durability.PAGE_CACHE: "ASYNC_FLUSH", Durability.FSYNC: "SYNC_F
 
 
 class RocketqSystem(PeerSystem):
-    name = "rocketq"
+    """rocketq; ``auto_batch``: the producer's natural batching, on (the default, the
+    system ``rocketq``) or off (``rocketq-no-auto-batch``)."""
 
-    def __init__(self) -> None:
+    name = ROCKETQ
+
+    def __init__(self, *, auto_batch: bool = True) -> None:
         self._cluster: LocalCluster | None = None
+        self.auto_batch = auto_batch
+        self.name = ROCKETQ if auto_batch else ROCKETQ_NO_AUTO_BATCH
 
     def ensure_installed(self, installer: Installer) -> None:
         return None  # this package
@@ -62,12 +70,13 @@ class RocketqSystem(PeerSystem):
         return ServerInfo(
             address=cluster.namesrv_addr,
             durability=f"{durability} (flush_disk_type {flush})",
-            settings=f"1 nameserver + 1 broker, {flush}, topic of {QUEUES} queues",
+            settings=f"1 nameserver + 1 broker, {flush}, topic of {QUEUES} queues, "
+            f"producer auto_batch {'on' if self.auto_batch else 'off'}",
             pids=brokers,
         )
 
     def driver(self, server: ServerInfo, durability: Durability) -> Driver:
-        return RocketqDriver(server.address)
+        return RocketqDriver(server.address, auto_batch=self.auto_batch)
 
     def stop(self, procs: ProcessGroup) -> None:
         if self._cluster is not None:
@@ -114,8 +123,9 @@ class _PushConsumer(Consumer):
 
 
 class RocketqDriver(Driver):
-    def __init__(self, namesrv: str) -> None:
+    def __init__(self, namesrv: str, *, auto_batch: bool = True) -> None:
         self.namesrv = namesrv
+        self.auto_batch = auto_batch
         self._producer: Any = None
 
     async def prepare(self, stream: str) -> None:
@@ -128,7 +138,9 @@ class RocketqDriver(Driver):
         from rocketq import Producer as SdkProducer
 
         if self._producer is None:
-            self._producer = SdkProducer(group="bench_peers_producer", namesrv=self.namesrv)
+            self._producer = SdkProducer(
+                group="bench_peers_producer", namesrv=self.namesrv, auto_batch=self.auto_batch
+            )
             await self._producer.start()
         return _SharedProducer(self._producer, stream)
 
