@@ -399,7 +399,7 @@ class SendRequests:
             topic = segment.topic
             queue_id = segment.queue_id
             try:
-                topic_bytes = check_topic(topic)
+                topic_bytes = self.b.store.topic_bytes(topic)  # checked once per topic
                 if queue_id < 0:  # the broker picks, as for a send
                     config = self.b.topics.get(topic)
                     queue_id = random.randrange(config.write_queue_nums) if config else 0

@@ -249,3 +249,48 @@ def test_bench_produce_batches_unless_told_not_to(cluster: LocalCluster) -> None
     assert docs["--auto-batch"]["natural_batches"] > 0
     assert docs["--auto-batch"]["naturally_batched_msgs"] > docs["--auto-batch"]["natural_batches"]
     assert docs["--no-auto-batch"]["natural_batches"] == 0
+
+
+async def test_a_topics_batch_answers_each_segment_and_refuses_bytes_that_are_not_one(
+    cluster: LocalCluster,
+) -> None:
+    from rocketq.remoting.codes import ResponseCode, RocketqRequestCode
+    from rocketq.remoting.command import RemotingCommand
+    from rocketq.remoting.transport import connect
+    from rocketq.sdk.wire import batch_entry, parse_topics_batch, topics_batch_request
+
+    await _topic(cluster.namesrv_addr, "Segments", 4)
+    addr = cluster.brokers[0].addr
+    conn = await connect(addr, {}, timeout=5.0)
+    try:
+        good = batch_entry(b"kept", b"KEYS\x01k\x02")
+        request = topics_batch_request(
+            [
+                ("Segments", 1, good + batch_entry(b"kept too", b"")),
+                ("Segments", 2, b"\x00\x00\x00\x05 not entries"),
+                ("bad topic", 0, good),
+                ("Segments", 99, good),
+                ("Segments", 3, batch_entry(b"delayed", b"DELAY\x012\x02")),
+            ],
+            group="pg-segments",
+            born_timestamp=0,
+        )
+        answer = await conn.invoke(request, 5.0)
+        results = parse_topics_batch(answer, 5)
+        assert [r.code for r in results] == [
+            ResponseCode.SUCCESS,
+            ResponseCode.MESSAGE_ILLEGAL,
+            ResponseCode.MESSAGE_ILLEGAL,
+            ResponseCode.SYSTEM_ERROR,
+            ResponseCode.MESSAGE_ILLEGAL,
+        ], [r.text for r in results]
+        assert len(results[0].text.split(",")) == 2 and results[0].queue_id == 1
+        assert "batch encoding" in results[1].text and "delayed" in results[4].text
+        garbage = RemotingCommand(RocketqRequestCode.SEND_TOPICS_BATCH, {}, b"\x00\x05Seg")
+        refused = await conn.invoke(garbage, 5.0)
+        assert refused.code == ResponseCode.MESSAGE_ILLEGAL and not refused.body
+    finally:
+        conn.close()
+    async with Admin(cluster.namesrv_addr) as admin:
+        offsets = {q.queue_id: q.max_offset for q in await admin.topic_status("Segments")}
+    assert offsets == {0: 0, 1: 2, 2: 0, 3: 0}
