@@ -28,6 +28,9 @@ SWEEP_TOPICS: Final = "1,10,100,1000,10000"
 SWEEP_THREADS: Final = "1,4,32,256"
 SWEEP_SIZES: Final = "128,1024,65536"
 SWEEP_DURATION: Final = 2.0
+# Queues per topic: 10,000 topics of 4 queues fit in a broker's memory maps on a Linux
+# default (vm.max_map_count 65,530); of 8 they do not.
+SWEEP_QUEUES: Final = 4
 MAX_TOPICS: Final = 100_000
 MAX_THREADS: Final = 4096
 MAX_SIZE: Final = 4 * 1024 * 1024  # the broker's default max_message_size

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from rocketq.cluster.launcher import LocalCluster
 
 EMBEDDED_SETTINGS = {"mapped_file_size_commit_log": str(1 << 30)}
+# Where Linux says how many memory maps a process may have, and the maps a broker needs
+# besides its ConsumeQueue files (CommitLog segments, index files, libraries).
+MAX_MAP_COUNT = "/proc/sys/vm/max_map_count"
+MAP_MARGIN = 5_000
 # Admin requests creating topics at once, and warm-up sends (one per topic) at once.
 CREATE_IN_FLIGHT = 16
 WARM_IN_FLIGHT = 64
@@ -98,6 +102,25 @@ async def ensure_topic(
 
     async with Admin(namesrv, **(client or {})) as admin:
         await admin.update_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
+
+
+def check_memory_maps(topics: int, queues: int, *, flag: str = "--queues") -> None:
+    """Refuse (BenchOptionError naming ``flag``) a load whose queues would need more memory
+    maps than this machine lets one process have (``vm.max_map_count``): a broker maps
+    every ConsumeQueue file, and past the limit its CommitLog cannot map its next segment
+    (the send fails with ENOMEM). Checked for the clusters a benchmark starts here."""
+    try:
+        limit = int(Path(MAX_MAP_COUNT).read_text())
+    except (OSError, ValueError):
+        return  # not Linux, or not readable: nothing to check against
+    needed = topics * queues + MAP_MARGIN
+    if needed > limit:
+        raise BenchOptionError(
+            flag,
+            f"{topics:,} topics of {queues} queues need about {needed:,} memory maps in the "
+            f"broker, more than vm.max_map_count ({limit:,}) allows; use fewer queues per "
+            "topic (--queues) or raise vm.max_map_count",
+        )
 
 
 def topic_names(topic: str, count: int) -> list[str]:

@@ -265,7 +265,7 @@ def _produce_sweep(
     role: MasterRole,
     *,
     topic: str,
-    queues: int,
+    queues: int | None,
     duration: float | None,
     rounds: int | None,
     lists: tuple[str | None, str | None, str | None],
@@ -286,6 +286,14 @@ def _produce_sweep(
         raise typer.BadParameter(str(exc), param_hint=f"'{exc.flag}'") from None
     run_s = ab.SWEEP_DURATION if duration is None else duration
     rounds = 1 if rounds is None else rounds
+    queues = ab.SWEEP_QUEUES if queues is None else queues
+    if embedded:
+        from rocketq.bench.client_bench import check_memory_maps
+
+        try:
+            check_memory_maps(grid.topics[-1], queues)
+        except BenchOptionError as exc:
+            raise typer.BadParameter(str(exc), param_hint=f"'{exc.flag}'") from None
     typer.echo(
         f"sweep: {grid.cells} combinations x {rounds} round(s) x 2 modes x {run_s:g} s; "
         f"topics {','.join(map(str, grid.topics))}, in flight "
@@ -350,7 +358,10 @@ def bench_produce(
         ),
     ] = None,
     messages: Annotated[int, typer.Option(min=0, help="Stop after N messages (0: duration).")] = 0,
-    queues: Annotated[int, typer.Option(min=1, max=1024, help="Queues per topic.")] = 8,
+    queues: Annotated[
+        int | None,
+        typer.Option(min=1, max=1024, help="Queues per topic.  [default: 8; 4 with --sweep]"),
+    ] = None,
     auto_batch: Annotated[
         bool,
         typer.Option(
@@ -497,6 +508,14 @@ def bench_produce(
         raise fail("--topics: only with a plain run or --sweep (as --sweep-topics)", 2)
     run_s = 10.0 if duration is None else duration
     rounds = 4 if rounds is None else rounds
+    queues = 8 if queues is None else queues
+    if embedded:
+        from rocketq.bench.client_bench import check_memory_maps
+
+        try:
+            check_memory_maps(topics, queues)
+        except BenchOptionError as exc:
+            raise typer.BadParameter(str(exc), param_hint=f"'{exc.flag}'") from None
     if protocol is ClientProtocol.V5:
         if compare_security or metrics_compare:
             raise fail("--protocol v5: leave out --compare-security and --metrics-compare", 2)

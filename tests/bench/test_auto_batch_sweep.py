@@ -78,6 +78,27 @@ def test_bad_sweep_flags_fail_before_anything_starts(
     assert not any(tmp_path.iterdir())
 
 
+def test_queues_beyond_the_memory_maps_are_refused_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rocketq.bench.client_bench as client_bench
+
+    limit = tmp_path / "max_map_count"
+    limit.write_text("65530\n")
+    monkeypatch.setattr(client_bench, "MAX_MAP_COUNT", str(limit))
+    client_bench.check_memory_maps(10_000, 4)  # 40,000 ConsumeQueue files fit
+    with pytest.raises(BenchOptionError, match=r"vm\.max_map_count"):
+        client_bench.check_memory_maps(10_000, 8)
+    data = tmp_path / "data"
+    for args in (["--sweep", "--sweep-topics", "1,10000", "--queues", "8"],
+                 ["--topics", "10000", "--queues", "8"]):  # fmt: skip
+        code, lines = _invoke("--embedded", "--data-dir", str(data), *args)
+        assert code == 2 and "vm.max_map_count" in " ".join(lines), lines
+    assert not data.exists()
+    monkeypatch.setattr(client_bench, "MAX_MAP_COUNT", str(tmp_path / "absent"))
+    client_bench.check_memory_maps(1_000_000, 1024)  # nothing to check against
+
+
 def test_topic_names() -> None:
     assert topic_names("T", 1) == ["T"]
     assert topic_names("T", 3) == ["T-0", "T-1", "T-2"]
