@@ -182,6 +182,7 @@ async def sweep(
     from rocketq.bench.client_bench import (
         WARM_IN_FLIGHT,
         SendCounters,
+        _wait_slaves_attached,
         ensure_topics,
         make_body,
         send_load,
@@ -190,6 +191,7 @@ async def sweep(
     from rocketq.bench.topics_bench import send_one_each
 
     client = dict(client or {})
+    await _wait_slaves_attached(namesrv, echo, client=client)
     settings = {**client, **(producer_settings or {})}
     created: set[str] = set()
     rows: list[SweepRow] = []

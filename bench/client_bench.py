@@ -205,10 +205,10 @@ async def produce(
     lags: list[int] = []
     settings = {**client, **(producer_settings or {})}
     async with Producer(group="benchmark_producer", namesrv=namesrv, **settings) as producer:
+        await _wait_slaves_attached(namesrv, echo, client=client)
         # One warm-up send per topic opens its route and the broker stream outside the
         # timed region.
         await send_one_each(producer, names, body, in_flight=WARM_IN_FLIGHT)
-        await _wait_slaves_attached(namesrv, echo, client=client)
         sampler = asyncio.ensure_future(_sample_lag(namesrv, lags, client))
         cpu_start = cpu_seconds() if cpu_seconds is not None else 0.0
         progress = asyncio.ensure_future(_progress(c, "Send", echo))

@@ -626,7 +626,7 @@ def bench_produce(
                     topics=topics,
                 )
             )
-    except (RocketqError, OSError) as exc:
+    except (RocketqError, OSError, RuntimeError) as exc:
         raise fail(str(exc)) from None
     if json_out:
         typer.echo(json_line(result))
