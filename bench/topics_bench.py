@@ -138,7 +138,7 @@ async def send_one_each(
     outcomes = await asyncio.gather(
         *(sender() for _ in range(min(in_flight, len(names)))), return_exceptions=True
     )
-    for outcome in outcomes:  # every sender has stopped: the first error is the one raised
+    for outcome in outcomes:  # every sender has stopped: one's error is raised
         if isinstance(outcome, BaseException):
             raise outcome
 
