@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Sequence
+from typing import Final
 
 from rocketq.common.exceptions import MessageIllegalError, NoPermissionError
 from rocketq.common.message import Message, SysFlag, send_forbidden_reason
@@ -88,6 +89,12 @@ class Encoded:
         return self.properties is None
 
 
+# Topics checked already (a valid name any group may send to): a send's checks cost a
+# set lookup. Bounded, so names made up without end do not grow it.
+_SENDABLE: Final[set[str]] = set()
+_SENDABLE_MAX: Final = 100_000
+
+
 def encode(
     msgs: Sequence[Message],
     *,
@@ -112,10 +119,13 @@ def encode(
     if not msgs:
         raise MessageIllegalError("nothing to send: the batch is empty")
     topic = msgs[0].topic
-    forbidden = send_forbidden_reason(topic, group)
-    if forbidden is not None:
-        raise NoPermissionError(f"sending to topic {topic} is forbidden: it is {forbidden}")
-    check_topic(topic)
+    if topic not in _SENDABLE:
+        forbidden = send_forbidden_reason(topic, group)
+        if forbidden is not None:
+            raise NoPermissionError(f"sending to topic {topic} is forbidden: it is {forbidden}")
+        check_topic(topic)
+        if not send_forbidden_reason(topic, "") and len(_SENDABLE) < _SENDABLE_MAX:
+            _SENDABLE.add(topic)  # no group makes it forbidden: checked once
     max_size = max_message_size
     single = not batch
     parts, ids = [], []

@@ -49,6 +49,23 @@ def test_uniq_ids_are_unique_and_32_hex() -> None:
     int(one, 16)
 
 
+def test_a_uniq_id_holds_the_milliseconds_since_the_month_began_and_a_counter() -> None:
+    import time
+    from datetime import datetime
+
+    gen = UniqIdGenerator("10.0.0.1")
+    now = datetime.now()
+    start = int(datetime(now.year, now.month, 1).timestamp() * 1000)
+    before = int(time.time() * 1000) - start
+    ids = [gen.next_id() for _ in range(70000)]
+    after = int(time.time() * 1000) - start
+    times = [int(i[20:28], 16) for i in ids]
+    assert before <= times[0] <= times[-1] <= after
+    counters = [int(i[28:], 16) for i in ids]
+    assert counters[:3] == [0, 1, 2] and counters[0xFFFF] == 0xFFFF and counters[0x10000] == 0
+    assert {i[:20] for i in ids} == {ids[0][:20]}
+
+
 def test_tags_hash_code_is_java_string_hash_code() -> None:
     assert tags_hash_code("hello") == 99162322
     assert tags_hash_code("TagA") == 2598919
