@@ -5,18 +5,27 @@ One run, one phase after the other:
 
 1. a Spark session starts (``local[2]`` by default); its start is reported on its own and
    is in no rate;
-2. SDK write: ``produce`` (bench/client_bench.py) sends N messages into topic A in
+2. Spark warm-up: a write of :data:`WARMUP_MESSAGES` messages into a topic of their own, then
+   a batch and a streaming read of them. Spark starts a Python process per kind of planning
+   call and per task slot on first use, and imports the data source in each: seconds that a
+   session pays once. The warm-up is reported on its own and is in no rate, as the SDK
+   phases' own warm-up (their clients' start and first send);
+3. SDK write: ``produce`` (bench/client_bench.py) sends N messages into topic A in
    batches of 32, :data:`SDK_IN_FLIGHT` batches in flight (what one Spark write task has);
-3. Spark write: a DataFrame of N rows, one ``size``-byte body each, computed by Spark from
+4. Spark write: a DataFrame of N rows, one ``size``-byte body each, computed by Spark from
    ``range`` (the driver holds no row), split over the master's cores, saved into topic B
-   (same queue count) by the data source's writer (batchSize 32, maxInFlight 8);
-4. SDK read: ``consume`` of topic A's backlog with a new group;
-5. Spark read: topic A loaded by the data source and reduced to ``count(*)`` and
+   (same queue count) by the data source's writer with its default options;
+5. SDK read: ``consume`` of topic A's backlog with a new group;
+6. Spark read: topic A loaded by the data source and reduced to ``count(*)`` and
    ``sum(length(body))`` in the JVM, so every row and every body crosses from the Python
-   reader to the JVM; both numbers are checked against what topic A holds.
+   reader to the JVM; both numbers are checked against what topic A holds;
+7. Spark stream: topic A's backlog read by a streaming query of the data source
+   (``readStream``, trigger ``availableNow``, Spark's ``noop`` sink, a new checkpoint); the
+   rows its micro-batches report are checked against what topic A holds.
 
 Each rate is messages over the wall time of its phase (for Spark: from the start of the
-action to its end, planning included). The goal is spark/sdk >= :data:`GOAL` both ways.
+action to its end, planning included). The goal is spark/sdk >= :data:`GOAL` for the write
+and the read; the stream's rate is reported beside the read's, against the same SDK read.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -39,6 +49,7 @@ SDK_CONSUME_BATCH: Final = 32  # messages per handler call: one pull's worth
 DRIVER_MEMORY: Final = "2g"
 PHASE_TIMEOUT_S: Final = 3600.0  # an SDK phase gives up after this long
 GOAL: Final = 0.5
+WARMUP_MESSAGES: Final = 1000
 
 
 class SparkBenchError(RocketqError):
@@ -119,6 +130,54 @@ def spark_read(spark: Any, namesrv: str, topic: str) -> tuple[float, int, int]:
     return time.monotonic() - t0, int(row["n"]), int(row["bytes"])
 
 
+def spark_stream(spark: Any, namesrv: str, topic: str) -> tuple[float, int]:
+    """Seconds for a streaming query to read what ``topic`` holds now (trigger
+    ``availableNow`` into Spark's ``noop`` sink, with a checkpoint of its own), and the
+    rows its micro-batches read."""
+    with tempfile.TemporaryDirectory(prefix="rocketq-bench-stream-") as checkpoint:
+        t0 = time.monotonic()
+        query = (
+            spark.readStream.format("rocketq")
+            .option("namesrv", namesrv)
+            .option("topic", topic)
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+        try:
+            finished = query.awaitTermination(PHASE_TIMEOUT_S)
+        finally:
+            if query.isActive:
+                query.stop()
+        elapsed = time.monotonic() - t0
+        if query.exception() is not None:
+            raise SparkBenchError(f"the streaming read of {topic} failed: {query.exception()}")
+        if not finished:
+            raise SparkBenchError(
+                f"the streaming read of {topic} did not end in {PHASE_TIMEOUT_S:.0f} s"
+            )
+        rows = sum(int(p.numInputRows) for p in query.recentProgress)
+    return elapsed, rows
+
+
+def warm_up(spark: Any, namesrv: str, topic: str, queues: int) -> float:
+    """Seconds to write :data:`WARMUP_MESSAGES` messages into ``topic`` through the data
+    source and read them back, batch and streaming (see the module's docstring)."""
+    t0 = time.monotonic()
+    asyncio.run(ensure_topic(namesrv, topic, queues))
+    spark_write(spark, namesrv, topic, messages=WARMUP_MESSAGES, size=16)
+    _, rows, _ = spark_read(spark, namesrv, topic)
+    _, streamed = spark_stream(spark, namesrv, topic)
+    if rows != WARMUP_MESSAGES or streamed != WARMUP_MESSAGES:
+        raise SparkBenchError(
+            f"the warm-up wrote {WARMUP_MESSAGES:,} messages into {topic} and read back "
+            f"{rows:,} (batch) and {streamed:,} (streaming)"
+        )
+    return time.monotonic() - t0
+
+
 def _pair(
     sdk_msgs_per_s: float, spark_msgs_per_s: float, sdk_s: float, spark_s: float
 ) -> dict[str, float]:
@@ -147,11 +206,22 @@ def spark_bench(
     run_id = uuid.uuid4().hex[:8]
     sdk_topic = f"BenchSparkSdk-{run_id}"
     spark_topic = f"BenchSparkWrite-{run_id}"
+    warm_topic = f"BenchSparkWarm-{run_id}"
     echo(f"starting Spark ({master}, driver memory {DRIVER_MEMORY}) ...")
     spark, session_s = start_session(master)
     try:
         cores = int(spark.sparkContext.defaultParallelism)
         echo(f"Spark started in {session_s:.1f} s ({cores} cores)")
+
+        echo(
+            f"--- Spark warm-up: {WARMUP_MESSAGES:,} messages written into {warm_topic} and "
+            "read back, batch and streaming ---"
+        )
+        try:
+            warmup_s = warm_up(spark, namesrv, warm_topic, queues)
+        except Exception as exc:
+            raise SparkBenchError(f"the Spark warm-up failed: {exc}") from exc
+        echo(f"Spark warm-up took {warmup_s:.1f} s (in no rate)")
 
         echo(
             f"--- SDK write: {messages:,} x {size} bytes into {sdk_topic} ({queues} queues), "
@@ -234,6 +304,23 @@ def spark_bench(
             f"[Spark read] {spark_read_rate:,.0f} msgs/s | "
             f"{spark_read_rate * size / MB:,.1f} MB/s | {rows:,} in {spark_read_s:.3f} s"
         )
+
+        echo(f"--- Spark stream: the {backlog:,} messages of {sdk_topic}, availableNow ---")
+        try:
+            stream_s, streamed = spark_stream(spark, namesrv, sdk_topic)
+        except SparkBenchError:
+            raise
+        except Exception as exc:
+            raise SparkBenchError(f"the streaming read of {sdk_topic} failed: {exc}") from exc
+        if streamed != backlog:
+            raise SparkBenchError(
+                f"the streaming query read {streamed:,} rows of {sdk_topic}, not {backlog:,}"
+            )
+        stream_rate = rate(streamed, stream_s)
+        echo(
+            f"[Spark stream] {stream_rate:,.0f} msgs/s | {stream_rate * size / MB:,.1f} MB/s "
+            f"| {streamed:,} in {stream_s:.3f} s"
+        )
     finally:
         spark.stop()
     return {
@@ -248,25 +335,33 @@ def spark_bench(
         "sdk_consume_batch": SDK_CONSUME_BATCH,
         "write": _pair(sdk_write_rate, spark_write_rate, sdk_write_s, spark_write_s),
         "read": _pair(sdk_read_rate, spark_read_rate, sdk_read_s, spark_read_s),
+        "stream": _pair(sdk_read_rate, stream_rate, sdk_read_s, stream_s),
         "session_start_s": round(session_s, 3),
+        "warmup_s": round(warmup_s, 3),
+        "warmup_messages": WARMUP_MESSAGES,
         "goal_ratio": GOAL,
     }
 
 
 def table(result: dict[str, Any]) -> list[str]:
-    """The summary for people: msgs/s of each side, the ratio, and the session start."""
+    """The summary for people: msgs/s of each side, the ratio, the session start and the
+    warm-up. The stream's row compares it with the SDK's read; it has no goal."""
     lines = [f"{'':8}{'SDK msgs/s':>14}{'Spark msgs/s':>14}{'spark/sdk':>11}  goal >= {GOAL:.2f}"]
-    for name in ("write", "read"):
+    for name in ("write", "read", "stream"):
         p = result[name]
-        verdict = "ok" if p["ratio"] >= GOAL else "BELOW"
+        if name == "stream":
+            verdict = "(beside the read: the SDK's read rate)"
+        else:
+            verdict = "ok" if p["ratio"] >= GOAL else "BELOW"
         lines.append(
             f"{name:8}{p['sdk_msgs_per_s']:>14,.0f}{p['spark_msgs_per_s']:>14,.0f}"
             f"{p['ratio']:>11.3g}  {verdict}"
         )
     lines.append(
-        f"Spark session start: {result['session_start_s']:.1f} s ({result['master']}, "
-        f"{result['cores']} cores; in no rate); {result['messages']:,} messages of "
-        f"{result['size']} bytes, {result['queues']} queues"
+        f"Spark session start: {result['session_start_s']:.1f} s, warm-up: "
+        f"{result['warmup_s']:.1f} s ({result['master']}, {result['cores']} cores; in no "
+        f"rate); {result['messages']:,} messages of {result['size']} bytes, "
+        f"{result['queues']} queues"
     )
     return lines
 

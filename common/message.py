@@ -335,6 +335,13 @@ class MessageExt:
         self._properties = value
 
     @property
+    def properties_raw(self) -> bytes:
+        """The properties as the record holds them (``name\\x01value\\x02`` pairs), for
+        readers that decode many messages' properties at once (the Spark source, with
+        Arrow); what was assigned to ``properties`` since is not in it."""
+        return self._properties_raw
+
+    @property
     def born_host(self) -> str:
         """``ip:port`` of the producer that sent the message."""
         return decode_host(self._born_host)

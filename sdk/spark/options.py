@@ -237,6 +237,7 @@ class WriteOptions:
     batch_size: int
     in_flight: int
     send_timeout_ms: int
+    write_timeout: float  # seconds a task keeps sending a batch the brokers refuse
     security: SecurityConfig = field(default_factory=SecurityConfig)  # credentials and TLS
 
 
@@ -260,7 +261,9 @@ def parse_write_options(options: Mapping[str, str], columns: list[str]) -> Write
     batch_size = _positive(options, "batchSize", 32)
     in_flight = _positive(options, "maxInFlight", 8)
     timeout = _positive(options, "sendTimeoutMs", 10_000)
+    write_timeout = _positive(options, "writeTimeoutSeconds", 120)
     assert batch_size is not None and in_flight is not None and timeout is not None
+    assert write_timeout is not None
     return WriteOptions(
         namesrv=namesrv,
         topic=topic,
@@ -268,6 +271,7 @@ def parse_write_options(options: Mapping[str, str], columns: list[str]) -> Write
         batch_size=batch_size,
         in_flight=in_flight,
         send_timeout_ms=timeout,
+        write_timeout=float(write_timeout),
         security=parse_security_options(options),
     )
 

@@ -10,6 +10,7 @@ Python worker; each call here runs on the SDK's one background event loop
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import logging
@@ -39,6 +40,7 @@ from rocketq.sdk.client_wire import (
 from rocketq.sdk.message_body import MAX_BODY_INFLATE_RATIO, MAX_MESSAGE_SIZE, check_messages
 from rocketq.sdk.security import SecurityConfig, client_security
 from rocketq.sdk.spark.options import Offsets, QueueId, queue_label
+from rocketq.sdk.spark.record_batches import to_arrow
 from rocketq.sdk.wire import PullOutcome, PullReply, pull_request
 
 log = logging.getLogger(__name__)
@@ -48,25 +50,6 @@ T = TypeVar("T")
 PULL_BATCH = 32  # the broker answers at most 32 messages a pull
 PULLS_IN_FLIGHT = 8  # per queue, when no filter makes the next offsets unknown
 ROWS_PER_BATCH = 4096
-
-ARROW_SCHEMA = pa.schema(
-    [
-        ("topic", pa.string()),
-        ("broker", pa.string()),
-        ("queue_id", pa.int32()),
-        ("queue_offset", pa.int64()),
-        ("msg_id", pa.string()),
-        ("keys", pa.list_(pa.string())),
-        ("tags", pa.string()),
-        ("body", pa.binary()),
-        ("properties", pa.map_(pa.string(), pa.string())),
-        ("born_timestamp", pa.timestamp("us", tz="UTC")),
-        ("store_timestamp", pa.timestamp("us", tz="UTC")),
-        ("born_host", pa.string()),
-        ("store_host", pa.string()),
-        ("reconsume_times", pa.int32()),
-    ]
-)
 
 
 class DataLossError(RocketqError):
@@ -191,62 +174,16 @@ class QueueClient:
         return await self.client.broker(self._addr(q)).pull(req, self.timeout)
 
 
-def to_arrow(q: QueueId, msgs: list[MessageExt]) -> pa.RecordBatch:
-    """Messages of one queue -> one record batch of the data source's schema."""
-    n = len(msgs)
-    offsets: list[int] = []
-    ids: list[str] = []
-    keys: list[list[str]] = []
-    tags: list[str | None] = []
-    bodies: list[bytes] = []
-    props: list[list[tuple[str, str]]] = []
-    born: list[int] = []
-    stored: list[int] = []
-    born_hosts: list[str] = []
-    store_hosts: list[str] = []
-    times: list[int] = []
-    for m in msgs:
-        p = m.properties  # decoded once per message
-        offsets.append(m.queue_offset)
-        uniq = p.get("UNIQ_KEY")
-        ids.append(uniq if uniq is not None else m.offset_msg_id)
-        k = p.get("KEYS")
-        keys.append(k.split(" ") if k else [])
-        tags.append(p.get("TAGS"))
-        bodies.append(m.body)
-        props.append(list(p.items()))
-        born.append(m.born_timestamp * 1000)
-        stored.append(m.store_timestamp * 1000)
-        born_hosts.append(m.born_host)
-        store_hosts.append(m.store_host)
-        times.append(m.reconsume_times)
-    stamp = pa.timestamp("us", tz="UTC")
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array([q[0]] * n, pa.string()),
-            pa.array([q[1]] * n, pa.string()),
-            pa.array([q[2]] * n, pa.int32()),
-            pa.array(offsets, pa.int64()),
-            pa.array(ids, pa.string()),
-            pa.array(keys, pa.list_(pa.string())),
-            pa.array(tags, pa.string()),
-            pa.array(bodies, pa.binary()),
-            pa.array(props, pa.map_(pa.string(), pa.string())),
-            pa.array(born, stamp),
-            pa.array(stored, stamp),
-            pa.array(born_hosts, pa.string()),
-            pa.array(store_hosts, pa.string()),
-            pa.array(times, pa.int32()),
-        ],
-        schema=ARROW_SCHEMA,
-    )
-
-
 class RangeReader:
     """Reads offsets [start, end) of one queue, waiting out a broker that does not answer
     for up to ``timeout`` seconds. Removed offsets (the broker's min offset above where the
     read stands) raise DataLossError with ``fail_on_data_loss``, else are skipped with a
-    warning."""
+    warning.
+
+    Without a filter every offset is a message, so where the next pulls start is known
+    before their answers come: up to :data:`PULLS_IN_FLIGHT` pulls stay in flight, each
+    starting as many offsets after the one before as the last answer held. An answer that
+    moves the read elsewhere (a shorter answer, a gap) drops the pulls planned after it."""
 
     def __init__(
         self,
@@ -270,8 +207,10 @@ class RangeReader:
         self.expression_type = expression_type
         self.fail_on_data_loss = fail_on_data_loss
         self.timeout = timeout
-        # Without a filter every offset is a message, so the next windows are known.
         self.in_flight = PULLS_IN_FLIGHT if expression_type == "TAG" and expression == "*" else 1
+        self.step = PULL_BATCH  # offsets between planned pulls: the last answer's count
+        self._ahead: collections.deque[tuple[int, asyncio.Future[PullReply]]] = collections.deque()
+        self._overflow_deadline: float | None = None
 
     async def _pull(self, offset: int) -> PullReply:
         """A pull at ``offset``, retried until the deadline while the broker fails."""
@@ -296,49 +235,87 @@ class RangeReader:
                 with contextlib.suppress(RocketqError):
                     await self.client.client.update_route(self.q[0])
 
-    async def batches(self) -> list[MessageExt]:
+    def _plan(self) -> None:
+        """Keep up to ``in_flight`` pulls requested, the first at ``next``."""
+        ahead = self._ahead
+        planned = ahead[-1][0] + self.step if ahead else self.next
+        while len(ahead) < self.in_flight and planned < self.end:
+            ahead.append((planned, asyncio.ensure_future(self._pull(planned))))
+            planned += self.step
+
+    def _drop_planned(self) -> None:
+        """Cancel the pulls planned ahead (the read moved elsewhere, or stops)."""
+        for _, pending in self._ahead:
+            pending.cancel()
+        self._ahead.clear()
+
+    def _move(self, offset: int, to: int) -> None:
+        """The answer at ``offset`` moves the read to ``to``; the pulls planned ahead stay
+        if the first of them starts there."""
+        self.next = to
+        if to > offset:
+            self.step = min(PULL_BATCH, to - offset)
+        if self._ahead and self._ahead[0][0] != to:
+            self._drop_planned()
+
+    async def close(self) -> None:
+        """Cancel the pulls still in flight and wait for them to end."""
+        pending = [p for _, p in self._ahead]
+        self._drop_planned()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    async def messages(self) -> list[MessageExt]:
         """The next messages of the range ([] once it is read)."""
         if not self.client.client.broker_addrs:
             with contextlib.suppress(RocketqError):  # else the pull's retries fetch it
                 await self.client.client.update_route(self.q[0])
-        overflow_deadline: float | None = None
         while self.next < self.end:
-            windows = [
-                self.next + i * PULL_BATCH
-                for i in range(self.in_flight)
-                if self.next + i * PULL_BATCH < self.end
-            ]
-            answers = await asyncio.gather(*(self._pull(o) for o in windows))
-            got: list[MessageExt] = []
-            for offset, resp in zip(windows, answers, strict=True):
-                if offset != self.next:
-                    break  # an earlier answer moved elsewhere: ask again from there
-                status = resp.outcome
-                if status is PullOutcome.FOUND:
-                    msgs = [m for m in decode_records(resp.records) if m.queue_offset < self.end]
-                    got.extend(self._readable(msgs))
-                    self.next = max(self.next, min(resp.next_begin_offset, self.end))
-                elif status is PullOutcome.NO_MATCHED_MSG:
-                    self.next = max(self.next, min(resp.next_begin_offset, self.end))
-                elif status is PullOutcome.OFFSET_ILLEGAL and resp.next_begin_offset > offset:
-                    self._lost(offset, resp.next_begin_offset)
-                    self.next = min(resp.next_begin_offset, self.end)
-                else:
-                    # NO_NEW_MSG, or an offset past the queue's end: a replica behind, or a
-                    # broker whose queue is still being rebuilt; wait for it.
-                    now = time.monotonic()
-                    if overflow_deadline is None:
-                        overflow_deadline = now + self.timeout
-                    if now > overflow_deadline:
-                        raise RocketqError(
-                            f"{queue_label(self.q)} ends at {resp.max_offset} but offsets up to "
-                            f"{self.end} were planned, for {self.timeout:.0f} s"
-                        )
-                    await asyncio.sleep(0.2)
-                    break
-            if got:
-                return got
+            self._plan()
+            offset, pending = self._ahead.popleft()
+            try:
+                resp = await pending
+            except BaseException:
+                self._drop_planned()
+                raise
+            status = resp.outcome
+            moved = min(resp.next_begin_offset, self.end)
+            if status is PullOutcome.FOUND:
+                msgs = [m for m in decode_records(resp.records) if m.queue_offset < self.end]
+                got = self._readable(msgs)
+                self._move(offset, max(self.next, moved))
+                self._overflow_deadline = None
+                if got:
+                    return got
+            elif status is PullOutcome.NO_MATCHED_MSG:
+                self._move(offset, max(self.next, moved))
+            elif status is PullOutcome.OFFSET_ILLEGAL and resp.next_begin_offset > offset:
+                self._lost(offset, resp.next_begin_offset)
+                self._move(offset, moved)
+            else:
+                # NO_NEW_MSG, or an offset past the queue's end: a replica behind, or a
+                # broker whose queue is still being rebuilt; wait for it.
+                self._drop_planned()
+                now = time.monotonic()
+                if self._overflow_deadline is None:
+                    self._overflow_deadline = now + self.timeout
+                if now > self._overflow_deadline:
+                    raise RocketqError(
+                        f"{queue_label(self.q)} ends at {resp.max_offset} but offsets up to "
+                        f"{self.end} were planned, for {self.timeout:.0f} s"
+                    )
+                await asyncio.sleep(0.2)
         return []
+
+    async def next_batch(self, rows: int) -> pa.RecordBatch | None:
+        """The next messages of the range, at least ``rows`` of them unless the range ends
+        first, as one record batch; None once the range is read."""
+        pending: list[MessageExt] = []
+        while len(pending) < rows:
+            msgs = await self.messages()
+            if not msgs:
+                break
+            pending.extend(msgs)
+        return to_arrow(self.q, pending) if pending else None
 
     def _readable(self, msgs: list[MessageExt]) -> list[MessageExt]:
         """``msgs`` with compressed bodies inflated, as consumers read them (at most
@@ -378,29 +355,35 @@ def read_range(
     security: SecurityConfig | None = None,
     **settings: Any,
 ) -> Iterator[pa.RecordBatch]:
-    """A queue's offsets [start, end) as record batches (blocking; for a Spark task)."""
+    """A queue's offsets [start, end) as record batches (blocking; for a Spark task).
+
+    Batches are built on the SDK's loop: the next one (its pulls and its columns) while
+    Spark takes the one before, so the task's thread only waits for finished batches."""
 
     async def make() -> QueueClient:
         return QueueClient(namesrv, security=security)
 
     client = run_blocking(make())
     loop = background_loop()
-    ahead: concurrent.futures.Future[list[MessageExt]] | None = None
+    reader = RangeReader(client, q, start, end, **settings)
+    ahead: concurrent.futures.Future[pa.RecordBatch | None] | None = None
     try:
-        reader = RangeReader(client, q, start, end, **settings)
-        pending: list[MessageExt] = []
-        # The next pulls run while this batch is built and handed to Spark.
-        ahead = asyncio.run_coroutine_threadsafe(reader.batches(), loop)
-        while ahead is not None:
-            msgs = ahead.result()
-            ahead = asyncio.run_coroutine_threadsafe(reader.batches(), loop) if msgs else None
-            pending.extend(msgs)
-            if pending and (ahead is None or len(pending) >= ROWS_PER_BATCH):
-                yield to_arrow(q, pending)
-                pending = []
+        ahead = asyncio.run_coroutine_threadsafe(reader.next_batch(ROWS_PER_BATCH), loop)
+        while True:
+            batch = ahead.result()
+            if batch is None:
+                ahead = None
+                break
+            ahead = asyncio.run_coroutine_threadsafe(reader.next_batch(ROWS_PER_BATCH), loop)
+            yield batch
     finally:
         if ahead is not None:
             ahead.cancel()
             with contextlib.suppress(BaseException):
                 ahead.result()
-        run_blocking(client.close())
+
+        async def done() -> None:
+            await reader.close()
+            await client.close()
+
+        run_blocking(done())

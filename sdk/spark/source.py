@@ -26,6 +26,13 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+try:  # Spark 4.1 and later hand a stream writer Arrow record batches, as a batch writer
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamWriter
+except ImportError:  # Spark 4.0: rows
+    from pyspark.sql.datasource import (  # type: ignore[assignment, unused-ignore]
+        DataSourceStreamWriter as _StreamWriter,
+    )
+
 from rocketq.sdk.spark.options import (
     EARLIEST,
     LATEST,
@@ -346,9 +353,10 @@ def _sent(messages: list[WriterCommitMessage | None]) -> int:
 
 
 class RocketqWriter(_Sending, DataSourceArrowWriter):
-    """Each task sends its rows in batches through the SDK's producer and fails unless
-    every send is SEND_OK. A retried task sends its rows again: each message carries
-    ``SPARK_ROW_KEY`` (the same for a row's every attempt) for consumers to deduplicate on."""
+    """Each task sends its rows (Arrow record batches) in batches through the SDK's
+    producer and fails unless every send is SEND_OK. A retried task sends its rows again:
+    each message carries ``SPARK_ROW_KEY`` (the same for a row's every attempt) for
+    consumers to deduplicate on."""
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         return self._send(iterator, per_stage=False)
@@ -357,7 +365,7 @@ class RocketqWriter(_Sending, DataSourceArrowWriter):
         log.info("rocketq write %s: %d messages sent", self.write_id, _sent(messages))
 
 
-class RocketqStreamWriter(_Sending, DataSourceStreamWriter):
+class RocketqStreamWriter(_Sending, _StreamWriter):
     """As :class:`RocketqWriter`, per micro-batch (the row key names the batch's stage)."""
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:

@@ -1,5 +1,6 @@
 """``rocketq bench spark``: a run end to end on a tiny backlog, in a process of its own
-(an embedded cluster and a local Spark, both stopped by the command)."""
+(an embedded cluster and a local Spark, both stopped by the command): the write, the
+batch read and the streaming read, each against the SDK."""
 
 from __future__ import annotations
 
@@ -59,14 +60,18 @@ def test_a_tiny_run_reports_both_ratios(tmp_path: Path) -> None:
     assert result["messages"] == 2000 and result["size"] == 64 and result["queues"] == 4
     # The SDK writes whole batches of 32 (2,016) after one warm-up send.
     assert result["backlog"] == 2017
-    for side in ("write", "read"):
+    for side in ("write", "read", "stream"):
         pair = result[side]
         for field in ("sdk_msgs_per_s", "spark_msgs_per_s", "ratio"):
             assert isinstance(pair[field], (int, float)) and pair[field] > 0, (side, pair)
         assert pair["ratio"] == pytest.approx(
             pair["spark_msgs_per_s"] / pair["sdk_msgs_per_s"], rel=0.02
         )
-    assert result["session_start_s"] > 0
+    # The stream reads the SDK's backlog, against the SDK's read rate.
+    assert result["stream"]["sdk_msgs_per_s"] == result["read"]["sdk_msgs_per_s"]
+    assert result["session_start_s"] > 0 and result["warmup_s"] > 0
+    assert result["warmup_messages"] == 1000
     assert any(line.startswith("write ") for line in lines)  # the table
+    assert any(line.startswith("stream ") for line in lines)
     # The command stopped its cluster: its temporary data directory is gone.
     assert not any(p.name.startswith("bench-cluster-") for p in data.iterdir())

@@ -1,0 +1,148 @@
+"""Pulled messages as Arrow record batches of the data source's schema, a column at a time.
+
+A read task turns tens of thousands of messages a second into rows. Building them one
+message at a time in Python (each message's properties decoded into a dict, then each dict
+converted into a map entry) was the largest cost of a read, ahead of the pulls themselves.
+Here each column is one list comprehension over the messages or one Arrow compute call: the
+``properties`` map is split by Arrow from the records' raw properties (``name\\x01value\\x02``
+pairs), and ``msg_id``, ``tags`` and ``keys`` are looked up in that map.
+
+Arrow's split must give what the SDK's decoder (``common.message.decode_properties``)
+gives, and for every record a producer writes it does. Properties it cannot split alike (not
+UTF-8, an empty pair, a pair without its separator, a name twice) are decoded by the SDK's
+decoder instead, for that batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rocketq.common.message import (
+    KEY_SEPARATOR,
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_KEYS,
+    PROPERTY_SEPARATOR,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    MessageExt,
+    decode_properties,
+)
+
+QueueId = tuple[str, str, int]
+"""(topic, broker name, queue id), as :data:`rocketq.sdk.spark.options.QueueId`."""
+
+PROPERTIES_TYPE: Final = pa.map_(pa.string(), pa.string())
+KEYS_TYPE: Final = pa.list_(pa.string())
+STAMP_TYPE: Final = pa.timestamp("us", tz="UTC")
+
+ARROW_SCHEMA: Final = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("broker", pa.string()),
+        ("queue_id", pa.int32()),
+        ("queue_offset", pa.int64()),
+        ("msg_id", pa.string()),
+        ("keys", KEYS_TYPE),
+        ("tags", pa.string()),
+        ("body", pa.binary()),
+        ("properties", PROPERTIES_TYPE),
+        ("born_timestamp", STAMP_TYPE),
+        ("store_timestamp", STAMP_TYPE),
+        ("born_host", pa.string()),
+        ("store_host", pa.string()),
+        ("reconsume_times", pa.int32()),
+    ]
+)
+
+
+def split_properties(raw: Sequence[bytes]) -> pa.MapArray | None:
+    """Raw properties of each message -> the ``properties`` column, split by Arrow; None
+    when some message's properties are not what a producer writes (each pair
+    ``name\\x01value`` followed by ``\\x02``, names unique, UTF-8): the caller decodes that
+    batch with the SDK's decoder."""
+    text = pa.array(raw, pa.binary())
+    try:
+        text = text.cast(pa.string())
+    except pa.ArrowInvalid:  # not UTF-8: the SDK's decoder replaces what is not
+        return None
+    if len(text) == 0:
+        return pa.array([], PROPERTIES_TYPE)
+    if not pc.all(pc.ends_with(text, PROPERTY_SEPARATOR)).as_py():
+        return None  # no properties at all, or a last pair without its separator
+    pairs = pc.split_pattern(pc.utf8_slice_codeunits(text, 0, -1), PROPERTY_SEPARATOR)
+    name_value = pc.split_pattern(pairs.flatten(), NAME_VALUE_SEPARATOR, max_splits=1)
+    if pc.min(pc.list_value_length(name_value)).as_py() != 2:
+        return None  # an empty pair, or one without the name-value separator
+    names = pc.list_element(name_value, 0)
+    distinct = (
+        pa.table({"message": pc.list_parent_indices(pairs), "name": names})
+        .group_by(["message", "name"])
+        .aggregate([])
+    )
+    if distinct.num_rows != len(names):
+        return None  # a name twice in one message: the decoder keeps its last value
+    return pa.MapArray.from_arrays(pairs.offsets, names, pc.list_element(name_value, 1))
+
+
+def decoded_properties(msgs: Sequence[MessageExt]) -> pa.MapArray:
+    """The ``properties`` column by the SDK's decoder, one message at a time."""
+    return pa.array(
+        [list(decode_properties(m.properties_raw).items()) for m in msgs], PROPERTIES_TYPE
+    )
+
+
+def _lookup(props: pa.MapArray, name: str) -> pa.StringArray:
+    return pc.map_lookup(props, pa.scalar(name), "last")
+
+
+def _keys(raw: pa.StringArray) -> pa.ListArray:
+    """The KEYS property split at spaces; [] where it is missing or empty."""
+    present = pc.if_else(pc.equal(raw, ""), pa.scalar(None, pa.string()), raw)
+    split = pc.split_pattern(present, KEY_SEPARATOR)
+    return pc.fill_null(split, pa.scalar([], KEYS_TYPE))
+
+
+def _msg_ids(msgs: Sequence[MessageExt], uniq: pa.StringArray) -> pa.StringArray:
+    """UNIQ_KEY, else the broker's offset id (a message whose producer set none)."""
+    if uniq.null_count == 0:
+        return uniq
+    ids = uniq.to_pylist()
+    return pa.array(
+        [i if i is not None else m.offset_msg_id for i, m in zip(ids, msgs, strict=True)],
+        pa.string(),
+    )
+
+
+def _stamps(millis: list[int]) -> pa.Array:
+    return pc.multiply(pa.array(millis, pa.int64()), 1000).cast(STAMP_TYPE)
+
+
+def to_arrow(q: QueueId, msgs: Sequence[MessageExt]) -> pa.RecordBatch:
+    """Messages of one queue -> one record batch of :data:`ARROW_SCHEMA`."""
+    n = len(msgs)
+    props = split_properties([m.properties_raw for m in msgs])
+    if props is None:
+        props = decoded_properties(msgs)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.repeat(pa.scalar(q[0], pa.string()), n),
+            pa.repeat(pa.scalar(q[1], pa.string()), n),
+            pa.repeat(pa.scalar(q[2], pa.int32()), n),
+            pa.array([m.queue_offset for m in msgs], pa.int64()),
+            _msg_ids(msgs, _lookup(props, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)),
+            _keys(_lookup(props, PROPERTY_KEYS)),
+            _lookup(props, PROPERTY_TAGS),
+            pa.array([m.body for m in msgs], pa.binary()),
+            props,
+            _stamps([m.born_timestamp for m in msgs]),
+            _stamps([m.store_timestamp for m in msgs]),
+            pa.array([m.born_host for m in msgs], pa.string()),
+            pa.array([m.store_host for m in msgs], pa.string()),
+            pa.array([m.reconsume_times for m in msgs], pa.int32()),
+        ],
+        schema=ARROW_SCHEMA,
+    )
