@@ -82,6 +82,7 @@ def _batcher(broker: FakeBroker, **caps: float) -> NaturalBatcher:
         max_count=int(settings["max_count"]),
         total_max_bytes=int(settings["total_max_bytes"]),
         max_in_flight=int(caps.get("max_in_flight", 1)),
+        alone_below=int(caps.get("alone_below", 0)),
     )
 
 
@@ -359,6 +360,7 @@ async def test_a_broker_that_takes_topics_batches_has_one_lane_for_every_topic()
         total_max_bytes=1 << 20,
         send_topics=send_topics,
         takes_topics=lambda name: name == "broker-a",
+        alone_below=0,
     )
     qs = {t: MessageQueue(t, "broker-a", 3) for t in ("T", "U", "Refused")}
     first = asyncio.ensure_future(b.send(_enc(0, "T"), qs["T"], False, 5.0))
@@ -399,3 +401,25 @@ async def test_a_broker_that_takes_topics_batches_has_one_lane_for_every_topic()
     await broker.release(2)
     await asyncio.gather(one, two)
     assert b.topics_batches_sent == 1
+
+
+async def test_a_lane_carrying_few_messages_lets_sends_leave_alone() -> None:
+    """Fewer than alone_below messages in flight: a send leaves at once even past
+    max_in_flight requests (batches of two or three cost more than they save); once the
+    lane carries that many, sends wait and leave together."""
+    broker = FakeBroker()
+    b = _batcher(broker, max_in_flight=2, alone_below=4)
+    sends = [asyncio.ensure_future(b.send(_enc(i), QA, False, 5.0)) for i in range(4)]
+    await _settled()
+    assert [r[0] for r in broker.requests] == [["id0"], ["id1"], ["id2"], ["id3"]]
+    more = [asyncio.ensure_future(b.send(_enc(i), QA, False, 5.0)) for i in range(4, 9)]
+    await _settled()
+    assert len(broker.requests) == 4  # four carried: the rest wait
+    await broker.release()
+    assert [r[0] for r in broker.requests][4:] == [["id4", "id5", "id6", "id7", "id8"]]
+    # Ordered lanes keep one request in flight whatever they carry.
+    ordered = [asyncio.ensure_future(b.send(_enc(i), QB, True, 5.0)) for i in range(9, 11)]
+    await _settled()
+    assert [r[0] for r in broker.requests][5:] == [["id9"]]
+    await broker.release(6)
+    await asyncio.gather(*sends, *more, *ordered)
