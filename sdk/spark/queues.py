@@ -62,20 +62,33 @@ def _transient(exc: RocketqError) -> bool:
     return exc.retriable or isinstance(exc, (ConnectBrokerError, RequestTimeoutError))
 
 
+# This process's clients by (nameservers, security), on the SDK's background loop. A Spark
+# worker runs task after task and the driver plans batch after batch: each reuses the
+# client's connections and routes instead of connecting and looking up anew (as a Kafka
+# source keeps its consumers). They live as long as the process.
+_clients: dict[tuple[str, SecurityConfig | None], QueueClient] = {}
+
+
+async def shared_client(namesrv: str, security: SecurityConfig | None = None) -> QueueClient:
+    """This process's client of ``namesrv`` (signing and TLS as ``security`` says), made on
+    first use; call on the SDK's background loop."""
+    key = (namesrv, security)
+    client = _clients.get(key)
+    if client is None:
+        client = _clients[key] = QueueClient(namesrv, security=security)
+    return client
+
+
 def blocking(
     namesrv: str,
     fn: Callable[[QueueClient], Awaitable[T]],
     security: SecurityConfig | None = None,
 ) -> T:
-    """Run ``fn`` with a client of its own (signing and TLS as ``security`` says), on the
-    SDK's background event loop."""
+    """Run ``fn`` with this process's client (:func:`shared_client`), on the SDK's
+    background event loop."""
 
     async def main() -> T:
-        client = QueueClient(namesrv, security=security)
-        try:
-            return await fn(client)
-        finally:
-            await client.close()
+        return await fn(await shared_client(namesrv, security))
 
     return run_blocking(main())
 
@@ -360,10 +373,7 @@ def read_range(
     Batches are built on the SDK's loop: the next one (its pulls and its columns) while
     Spark takes the one before, so the task's thread only waits for finished batches."""
 
-    async def make() -> QueueClient:
-        return QueueClient(namesrv, security=security)
-
-    client = run_blocking(make())
+    client = run_blocking(shared_client(namesrv, security))
     loop = background_loop()
     reader = RangeReader(client, q, start, end, **settings)
     ahead: concurrent.futures.Future[pa.RecordBatch | None] | None = None
@@ -382,8 +392,4 @@ def read_range(
             with contextlib.suppress(BaseException):
                 ahead.result()
 
-        async def done() -> None:
-            await reader.close()
-            await client.close()
-
-        run_blocking(done())
+        run_blocking(reader.close())

@@ -38,6 +38,7 @@ QueueId = tuple[str, str, int]
 PROPERTIES_TYPE: Final = pa.map_(pa.string(), pa.string())
 KEYS_TYPE: Final = pa.list_(pa.string())
 STAMP_TYPE: Final = pa.timestamp("us", tz="UTC")
+_ZERO: Final = pa.scalar(0, pa.int32())
 
 ARROW_SCHEMA: Final = pa.schema(
     [
@@ -101,9 +102,16 @@ def _lookup(props: pa.MapArray, name: str) -> pa.StringArray:
 
 def _keys(raw: pa.StringArray) -> pa.ListArray:
     """The KEYS property split at spaces; [] where it is missing or empty."""
+    n = len(raw)
+    if raw.null_count == n:  # no message has keys: n empty lists
+        return pa.ListArray.from_arrays(pa.repeat(_ZERO, n + 1), pa.array([], pa.string()))
     present = pc.if_else(pc.equal(raw, ""), pa.scalar(None, pa.string()), raw)
     split = pc.split_pattern(present, KEY_SEPARATOR)
-    return pc.fill_null(split, pa.scalar([], KEYS_TYPE))
+    # Null lists become empty ones: offsets from the lengths, nulls counted as 0 (a list
+    # array's fill_null costs more than the split).
+    lengths = pc.fill_null(pc.list_value_length(split), 0)
+    offsets = pa.concat_arrays([pa.array([0], pa.int32()), pc.cumulative_sum(lengths)])
+    return pa.ListArray.from_arrays(offsets.cast(pa.int32()), split.flatten())
 
 
 def _msg_ids(msgs: Sequence[MessageExt], uniq: pa.StringArray) -> pa.StringArray:
