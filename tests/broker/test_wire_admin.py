@@ -82,7 +82,9 @@ def test_the_handlers_and_rocketqs_own_codes() -> None:
         30010: "RAFT_ADD_MEMBER",
         30011: "RAFT_REMOVE_MEMBER",
         30012: "RAFT_MEMBERS",
+        30020: "SEND_TOPICS_BATCH",
     }
+    assert RocketqRequestCode.SEND_TOPICS_BATCH in SendRequests(nobody).handlers()
     assert not set(RocketqRequestCode.NAMES) & set(RequestCode.NAMES)
     # int16 in the ROCKETMQ binary header
     assert all(code < 32768 for code in RocketqRequestCode.NAMES)
