@@ -173,18 +173,35 @@ class Batcher:
         return ready
 
     def _plain(self, bodies: list[Any], first: int) -> list[Batch]:
-        """Rows with a body only, into option topic: messages built in one comprehension."""
+        """Rows with a body only, into option topic: messages built in one comprehension,
+        and cut into batches by count alone when ``batch_size`` of the longest fit in
+        :data:`BATCH_BYTES`."""
         topic = self.topic
         assert topic is not None
         prefix = self.prefix
+        if not all(type(b) is bytes for b in bodies):
+            bodies = [_body(b) for b in bodies]
         msgs = [
-            Message(topic, _body(b), properties={ROW_KEY: f"{prefix}{first + i}"})
-            for i, b in enumerate(bodies)
+            Message(topic, b, properties={ROW_KEY: f"{prefix}{n}"})
+            for n, b in enumerate(bodies, first)
         ]
         ready: list[Batch] = []
         extra = _RECORD_BYTES + len(ROW_KEY) + len(prefix) + 12
-        for msg in msgs:
-            self._put(msg, None, len(msg.body) + extra, ready)
+        if not msgs or (max(map(len, bodies)) + extra) * self.batch_size > BATCH_BYTES:
+            for msg in msgs:
+                self._put(msg, None, len(msg.body) + extra, ready)
+            return ready
+        key = (topic, None)
+        batch, _ = self.open.pop(key, ([], 0))
+        take = self.batch_size - len(batch)
+        batch.extend(msgs[:take])
+        ready.append((batch, None))
+        size = self.batch_size
+        for i in range(take, len(msgs), size):
+            ready.append((msgs[i : i + size], None))
+        if len(ready[-1][0]) < size:  # the last batch stays open for the next rows
+            last, _ = ready.pop()
+            self.open[key] = (last, sum(len(m.body) + extra for m in last))
         return ready
 
     def _put(self, msg: Message, sharding: str | None, size: int, ready: list[Batch]) -> None:
