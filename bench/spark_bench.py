@@ -31,12 +31,14 @@ and the read; the stream's rate is reported beside the read's, against the same 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, Final
 
 from rocketq.bench.client_bench import consume, ensure_topic, produce, run
@@ -54,6 +56,146 @@ WARMUP_MESSAGES: Final = 1000
 
 class SparkBenchError(RocketqError):
     """The benchmark cannot run here, or a phase did not move what it should have."""
+
+
+# -- where the CPU goes -------------------------------------------------------------------
+
+ROLES: Final = (
+    "bench process",
+    "broker",
+    "nameserver",
+    "Spark JVM",
+    "Spark Python workers",
+    "Spark Python planners",
+)
+"""The processes of a run, by what they do: the bench process is the SDK's client in the
+SDK phases and Spark's driver in the Spark phases; the Python workers run the data source's
+tasks; the planners are the Python processes Spark starts for the data source's calls on
+the driver (options, partitions, offsets, commits)."""
+
+_CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _role(cmdline: str) -> str | None:
+    argv0 = cmdline.split(" ", 1)[0]
+    if argv0.endswith("java"):
+        return "Spark JVM"
+    if "pyspark.daemon pyspark.worker" in cmdline:
+        return "Spark Python workers"
+    if "pyspark" in cmdline and "python" in argv0:
+        return "Spark Python planners"
+    if " broker " in cmdline and "rocketq" in cmdline:
+        return "broker"
+    if " nameserver " in cmdline and "rocketq" in cmdline:
+        return "nameserver"
+    return None
+
+
+def _processes() -> dict[int, tuple[str, int, float]]:
+    """pid -> (command line, parent pid, CPU seconds), from /proc; {} where there is none.
+    A process's CPU includes its reaped children's (the tasks' workers Spark's daemons fork
+    and reap), except for the bench process and the JVM, whose children have roles of
+    their own (py-spy, Spark's Python processes)."""
+    out: dict[int, tuple[str, int, float]] = {}
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return out
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        own_only = pid == os.getpid() or cmdline.split(" ", 1)[0].endswith("java")
+        ticks = sum(int(x) for x in fields[11 : 13 if own_only else 15])  # u/stime, cu/cstime
+        out[pid] = (cmdline, int(fields[1]), ticks / _CLOCK_TICKS)
+    return out
+
+
+def process_cpu() -> dict[int, tuple[str, float]]:
+    """CPU seconds so far of this process and every process under it, by pid, with its
+    role (see :data:`ROLES`)."""
+    procs = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, (_, parent, _) in procs.items():
+        children.setdefault(parent, []).append(pid)
+    me = os.getpid()
+    out: dict[int, tuple[str, float]] = {}
+    todo = [me]
+    while todo:
+        pid = todo.pop()
+        if pid in out or pid not in procs:
+            continue
+        cmdline, _, cpu = procs[pid]
+        role = "bench process" if pid == me else _role(cmdline)
+        if role is not None:
+            out[pid] = (role, cpu)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def cpu_between(
+    before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]
+) -> dict[str, float]:
+    """CPU seconds each role spent between two :func:`process_cpu` readings (a process
+    started between them counts from zero)."""
+    out: dict[str, float] = {}
+    for pid, (role, cpu) in after.items():
+        earlier = before.get(pid)
+        spent = cpu - (earlier[1] if earlier is not None and earlier[0] == role else 0.0)
+        out[role] = out.get(role, 0.0) + spent
+    return out
+
+
+def spark_worker_pids() -> list[int]:
+    """The Python processes that run the data source's tasks now: the workers Spark's
+    worker daemon forked (it keeps them for the tasks after)."""
+    procs = _processes()
+    daemons = {
+        pid
+        for pid, (cmdline, _, _) in procs.items()
+        if "pyspark.daemon pyspark.worker" in cmdline
+        and "pyspark.daemon" not in procs.get(procs[pid][1], ("", 0, 0.0))[0]
+    }
+    return sorted(pid for pid, (_, parent, _) in procs.items() if parent in daemons)
+
+
+class Meter:
+    """Each phase's CPU by role (:func:`process_cpu`), and with ``profile_dir`` py-spy
+    profiles of the Spark Python workers during the Spark phases (one file per worker,
+    ``<phase>-worker-<n>.txt``, for ``rocketq bench profile``)."""
+
+    def __init__(self, profile_dir: Path | None, echo: Callable[[str], None]) -> None:
+        self.profile_dir = profile_dir
+        self.echo = echo
+        self.cpu_s: dict[str, dict[str, float]] = {}
+
+    @contextlib.contextmanager
+    def phase(self, name: str, *, spark: bool) -> Iterator[None]:
+        from rocketq.bench.profiling import recording
+
+        before = process_cpu()
+        targets: list[tuple[str, int]] = []
+        if self.profile_dir is not None and spark:
+            targets = [(f"{name}-worker-{i}", pid) for i, pid in enumerate(spark_worker_pids())]
+        with contextlib.ExitStack() as stack:
+            if targets and self.profile_dir is not None:
+                stack.enter_context(recording(targets, self.profile_dir, self.echo))
+            yield
+        self.cpu_s[name] = cpu_between(before, process_cpu())
+
+    def per_message(self, name: str, messages: int) -> dict[str, float]:
+        """The phase's CPU microseconds per message by role (roles that spent none left
+        out)."""
+        spent = self.cpu_s.get(name, {})
+        return {
+            role: round(spent[role] / messages * 1e6, 2)
+            for role in ROLES
+            if spent.get(role, 0.0) > 0 and messages > 0
+        }
 
 
 def check_runtime() -> None:
@@ -203,10 +345,14 @@ def spark_bench(
     queues: int,
     master: str,
     echo: Callable[[str], None],
+    profile_dir: Path | None = None,
 ) -> dict[str, object]:
-    """The four phases against the cluster of ``namesrv``; the summary as a JSON-ready dict
-    (see :func:`table` for the people's version)."""
+    """The phases against the cluster of ``namesrv``; the summary as a JSON-ready dict
+    (see :func:`table` for the people's version). Each phase's CPU is counted by process
+    (:class:`Meter`); with ``profile_dir``, the Spark phases' Python workers are profiled
+    with py-spy into it."""
     check_runtime()
+    meter = Meter(profile_dir, echo)
     run_id = uuid.uuid4().hex[:8]
     sdk_topic = f"BenchSparkSdk-{run_id}"
     spark_topic = f"BenchSparkWrite-{run_id}"
@@ -231,19 +377,20 @@ def spark_bench(
             f"--- SDK write: {messages:,} x {size} bytes into {sdk_topic} ({queues} queues), "
             f"batches of {SDK_BATCH}, {SDK_IN_FLIGHT} in flight ---"
         )
-        produced = run(
-            lambda: produce(
-                namesrv,
-                topic=sdk_topic,
-                size=size,
-                concurrency=SDK_IN_FLIGHT,
-                batch=SDK_BATCH,
-                duration=PHASE_TIMEOUT_S,
-                messages=messages,
-                queues=queues,
-                echo=echo,
+        with meter.phase("sdk_write", spark=False):
+            produced = run(
+                lambda: produce(
+                    namesrv,
+                    topic=sdk_topic,
+                    size=size,
+                    concurrency=SDK_IN_FLIGHT,
+                    batch=SDK_BATCH,
+                    duration=PHASE_TIMEOUT_S,
+                    messages=messages,
+                    queues=queues,
+                    echo=echo,
+                )
             )
-        )
         sdk_write_s = float(produced["elapsed_s"])  # type: ignore[arg-type]
         sdk_write_rate = float(produced["msgs_per_s"])  # type: ignore[arg-type]
         backlog = asyncio.run(stored(namesrv, sdk_topic))
@@ -256,7 +403,10 @@ def spark_bench(
         echo(f"--- Spark write: {messages:,} x {size} bytes into {spark_topic}, {cores} tasks ---")
         asyncio.run(ensure_topic(namesrv, spark_topic, queues))
         try:
-            spark_write_s = spark_write(spark, namesrv, spark_topic, messages=messages, size=size)
+            with meter.phase("spark_write", spark=True):
+                spark_write_s = spark_write(
+                    spark, namesrv, spark_topic, messages=messages, size=size
+                )
         except Exception as exc:  # a Spark job's failure: Py4J and PySpark errors
             raise SparkBenchError(f"the Spark write into {spark_topic} failed: {exc}") from exc
         written = asyncio.run(stored(namesrv, spark_topic))
@@ -271,20 +421,21 @@ def spark_bench(
         )
 
         echo(f"--- SDK read: the {backlog:,} messages of {sdk_topic}, a new group ---")
-        consumed = run(
-            lambda: consume(
-                namesrv,
-                topic=sdk_topic,
-                group=f"bench_spark_{run_id}",
-                size=size,
-                backlog=0,
-                expect=backlog,
-                duration=PHASE_TIMEOUT_S,
-                queues=queues,
-                consume_batch=SDK_CONSUME_BATCH,
-                echo=echo,
+        with meter.phase("sdk_read", spark=False):
+            consumed = run(
+                lambda: consume(
+                    namesrv,
+                    topic=sdk_topic,
+                    group=f"bench_spark_{run_id}",
+                    size=size,
+                    backlog=0,
+                    expect=backlog,
+                    duration=PHASE_TIMEOUT_S,
+                    queues=queues,
+                    consume_batch=SDK_CONSUME_BATCH,
+                    echo=echo,
+                )
             )
-        )
         if int(consumed["msgs"]) < backlog:  # type: ignore[call-overload]
             raise SparkBenchError(
                 f"the SDK consumed {consumed['msgs']:,} of {backlog:,} messages in "
@@ -295,7 +446,8 @@ def spark_bench(
 
         echo(f"--- Spark read: the {backlog:,} messages of {sdk_topic} ---")
         try:
-            spark_read_s, rows, body_bytes = spark_read(spark, namesrv, sdk_topic)
+            with meter.phase("spark_read", spark=True):
+                spark_read_s, rows, body_bytes = spark_read(spark, namesrv, sdk_topic)
         except Exception as exc:
             raise SparkBenchError(f"the Spark read of {sdk_topic} failed: {exc}") from exc
         if (rows, body_bytes) != (backlog, backlog * size):
@@ -311,7 +463,8 @@ def spark_bench(
 
         echo(f"--- Spark stream: the {backlog:,} messages of {sdk_topic}, availableNow ---")
         try:
-            stream_s, streamed = spark_stream(spark, namesrv, sdk_topic)
+            with meter.phase("spark_stream", spark=True):
+                stream_s, streamed = spark_stream(spark, namesrv, sdk_topic)
         except SparkBenchError:
             raise
         except Exception as exc:
@@ -344,6 +497,14 @@ def spark_bench(
         "warmup_s": round(warmup_s, 3),
         "warmup_messages": WARMUP_MESSAGES,
         "goal_ratio": GOAL,
+        "cpu_us_per_msg": {
+            "sdk_write": meter.per_message("sdk_write", messages),
+            "spark_write": meter.per_message("spark_write", messages),
+            "sdk_read": meter.per_message("sdk_read", backlog),
+            "spark_read": meter.per_message("spark_read", backlog),
+            "spark_stream": meter.per_message("spark_stream", backlog),
+        },
+        **({"profile_dir": str(profile_dir)} if profile_dir is not None else {}),
     }
 
 
@@ -361,6 +522,19 @@ def table(result: dict[str, Any]) -> list[str]:
             f"{name:8}{p['sdk_msgs_per_s']:>14,.0f}{p['spark_msgs_per_s']:>14,.0f}"
             f"{p['ratio']:>11.3g}  {verdict}"
         )
+    cpu = result.get("cpu_us_per_msg") or {}
+    if any(cpu.values()):
+        phases = ("sdk_write", "spark_write", "sdk_read", "spark_read", "spark_stream")
+        lines.append(
+            f"{'CPU us per message':24}" + "".join(f"{p.replace('_', ' '):>14}" for p in phases)
+        )
+        for role in ROLES:
+            if any(role in cpu.get(p, {}) for p in phases):
+                cells = "".join(
+                    f"{cpu[p][role]:>14.1f}" if role in cpu.get(p, {}) else f"{'-':>14}"
+                    for p in phases
+                )
+                lines.append(f"  {role:22}{cells}")
     lines.append(
         f"Spark session start: {result['session_start_s']:.1f} s, warm-up: "
         f"{result['warmup_s']:.1f} s ({result['master']}, {result['cores']} cores; in no "
@@ -370,4 +544,4 @@ def table(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-__all__ = ["SparkBenchError", "check_runtime", "spark_bench", "table"]
+__all__ = ["ROLES", "Meter", "SparkBenchError", "check_runtime", "spark_bench", "table"]

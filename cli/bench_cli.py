@@ -872,12 +872,21 @@ def bench_spark(
     master: Annotated[
         str, typer.Option(help="Spark master; the write uses one task per core.")
     ] = "local[2]",
+    profile: Annotated[
+        Path | None,
+        typer.Option(
+            help="py-spy profiles (raw) of the Spark Python workers in each Spark phase, "
+            "written here (`rocketq bench profile`)."
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """The Spark data source against the plain SDK on one cluster in one run: writes of N
     messages (SDK batches of 32 / a DataFrame saved), then reads of the same backlog (a new
-    push consumer group / a DataFrame loaded); msgs/s of each, the ratios spark/sdk (goal
-    >= 0.50) and the Spark session's start time (in no rate). Needs rocketq[spark]."""
+    push consumer group / a DataFrame loaded / a streaming query); msgs/s of each, the
+    ratios spark/sdk (goal >= 0.50 for the write and the read), each phase's CPU per
+    message by process, and the Spark session's start and warm-up (in no rate). Needs
+    rocketq[spark]."""
     from rocketq.bench.client_bench import json_line
     from rocketq.bench.spark_bench import SparkBenchError, check_runtime, spark_bench, table
     from rocketq.common.exceptions import RocketqError
@@ -889,7 +898,13 @@ def bench_spark(
     try:
         with _bench_target(namesrv, embedded or namesrv is None, data_dir) as ns:
             result = spark_bench(
-                ns, messages=messages, size=size, queues=queues, master=master, echo=typer.echo
+                ns,
+                messages=messages,
+                size=size,
+                queues=queues,
+                master=master,
+                echo=typer.echo,
+                profile_dir=profile,
             )
     except (RocketqError, OSError) as exc:
         raise fail(str(exc)) from None

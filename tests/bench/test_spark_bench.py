@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from rocketq.bench.profiling import summarize
+
 RUN_TIMEOUT_S = 540.0
 
 
@@ -34,6 +36,8 @@ def test_a_tiny_run_reports_both_ratios(tmp_path: Path) -> None:
         "64",
         "--queues",
         "4",
+        "--profile",
+        str(tmp_path / "profiles"),
         "--json",
     ]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
@@ -73,5 +77,21 @@ def test_a_tiny_run_reports_both_ratios(tmp_path: Path) -> None:
     assert result["warmup_messages"] == 1000
     assert any(line.startswith("write ") for line in lines)  # the table
     assert any(line.startswith("stream ") for line in lines)
+    # Each phase's CPU per message by process: the SDK's client is the bench process, the
+    # Spark phases run in the JVM and its Python workers; the embedded broker does both.
+    cpu = result["cpu_us_per_msg"]
+    assert set(cpu) == {"sdk_write", "spark_write", "sdk_read", "spark_read", "spark_stream"}
+    for phase in ("sdk_write", "sdk_read"):
+        assert cpu[phase]["bench process"] > 0 and cpu[phase]["broker"] > 0, cpu
+    for phase in ("spark_write", "spark_read", "spark_stream"):
+        assert cpu[phase]["Spark JVM"] > 0 and cpu[phase]["Spark Python workers"] > 0, cpu
+    assert any(line.startswith("  Spark Python workers") for line in lines)
+    # --profile: py-spy recorded the data source's Python workers in each Spark phase, and
+    # the SDK's event loop thread there is in the profile (the tasks' pulls and sends).
+    assert result["profile_dir"] == str(tmp_path / "profiles")
+    for phase in ("spark_write", "spark_read", "spark_stream"):
+        files = sorted((tmp_path / "profiles").glob(f"{phase}-worker-*.txt"))
+        assert files, phase
+        assert any("rocketq-sdk" in summarize(f).threads for f in files), phase
     # The command stopped its cluster: its temporary data directory is gone.
     assert not any(p.name.startswith("bench-cluster-") for p in data.iterdir())
