@@ -26,7 +26,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from rocketq.common.exceptions import MessageIllegalError
 
@@ -49,9 +49,8 @@ class Segment:
     entries: memoryview  # RocketMQ's batch encoding, not checked here
 
 
-@dataclass(frozen=True, slots=True)
-class SegmentResult:
-    """What became of one segment."""
+class SegmentResult(NamedTuple):
+    """What became of one segment (a tuple: the broker makes one per segment)."""
 
     code: int
     queue_id: int
