@@ -40,7 +40,7 @@ from rocketq.sdk.client_wire import (
 from rocketq.sdk.message_body import MAX_BODY_INFLATE_RATIO, MAX_MESSAGE_SIZE, check_messages
 from rocketq.sdk.security import SecurityConfig, client_security
 from rocketq.sdk.spark.options import Offsets, QueueId, queue_label
-from rocketq.sdk.spark.record_batches import to_arrow
+from rocketq.sdk.spark.record_batches import BatchBuilder
 from rocketq.sdk.wire import PullOutcome, PullReply, pull_request
 
 log = logging.getLogger(__name__)
@@ -322,13 +322,13 @@ class RangeReader:
     async def next_batch(self, rows: int) -> pa.RecordBatch | None:
         """The next messages of the range, at least ``rows`` of them unless the range ends
         first, as one record batch; None once the range is read."""
-        pending: list[MessageExt] = []
-        while len(pending) < rows:
+        batch = BatchBuilder(self.q)
+        while len(batch) < rows:
             msgs = await self.messages()
             if not msgs:
                 break
-            pending.extend(msgs)
-        return to_arrow(self.q, pending) if pending else None
+            batch.add(msgs)
+        return batch.build() if len(batch) else None
 
     def _readable(self, msgs: list[MessageExt]) -> list[MessageExt]:
         """``msgs`` with compressed bodies inflated, as consumers read them (at most

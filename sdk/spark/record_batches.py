@@ -89,11 +89,9 @@ def split_properties(raw: Sequence[bytes]) -> pa.MapArray | None:
     return pa.MapArray.from_arrays(pairs.offsets, names, pc.list_element(name_value, 1))
 
 
-def decoded_properties(msgs: Sequence[MessageExt]) -> pa.MapArray:
+def decoded_properties(raw: Sequence[bytes]) -> pa.MapArray:
     """The ``properties`` column by the SDK's decoder, one message at a time."""
-    return pa.array(
-        [list(decode_properties(m.properties_raw).items()) for m in msgs], PROPERTIES_TYPE
-    )
+    return pa.array([list(decode_properties(r).items()) for r in raw], PROPERTIES_TYPE)
 
 
 def _lookup(props: pa.MapArray, name: str) -> pa.StringArray:
@@ -114,43 +112,110 @@ def _keys(raw: pa.StringArray) -> pa.ListArray:
     return pa.ListArray.from_arrays(offsets.cast(pa.int32()), split.flatten())
 
 
-def _msg_ids(msgs: Sequence[MessageExt], uniq: pa.StringArray) -> pa.StringArray:
-    """UNIQ_KEY, else the broker's offset id (a message whose producer set none)."""
-    if uniq.null_count == 0:
-        return uniq
-    ids = uniq.to_pylist()
-    return pa.array(
-        [i if i is not None else m.offset_msg_id for i, m in zip(ids, msgs, strict=True)],
-        pa.string(),
-    )
-
-
 def _stamps(millis: list[int]) -> pa.Array:
     return pc.multiply(pa.array(millis, pa.int64()), 1000).cast(STAMP_TYPE)
 
 
+_UNIQ_FIRST: Final = f"{PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX}{NAME_VALUE_SEPARATOR}".encode()
+_UNIQ_PAIR: Final = PROPERTY_SEPARATOR.encode() + _UNIQ_FIRST
+
+
+def _offset_id(m: MessageExt) -> str | None:
+    """The broker's offset id of a message without a UNIQ_KEY pair, for its ``msg_id``;
+    None for one with it (decoded later, with the other properties)."""
+    raw = m.properties_raw
+    if raw.startswith(_UNIQ_FIRST) or _UNIQ_PAIR in raw:
+        return None
+    return m.offset_msg_id
+
+
+class BatchBuilder:
+    """The columns of one queue's messages, gathered answer by answer, as a record batch
+    of :data:`ARROW_SCHEMA`. Only plain values are kept (bytes, numbers, strings): a
+    pulled message's object is dropped as soon as its pull answer is done with, so
+    thousands of them do not outlive the garbage collector's young generation."""
+
+    __slots__ = (
+        "bodies",
+        "born",
+        "born_hosts",
+        "offset_ids",
+        "offsets",
+        "props",
+        "q",
+        "reconsume",
+        "store_hosts",
+        "stored",
+    )
+
+    def __init__(self, q: QueueId) -> None:
+        self.q = q
+        self.offsets: list[int] = []
+        self.bodies: list[bytes] = []
+        self.props: list[bytes] = []
+        self.offset_ids: list[str | None] = []
+        self.born: list[int] = []
+        self.stored: list[int] = []
+        self.born_hosts: list[str] = []
+        self.store_hosts: list[str] = []
+        self.reconsume: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def add(self, msgs: Sequence[MessageExt]) -> None:
+        """Take the columns of ``msgs`` (the next messages of the queue)."""
+        self.offsets += [m.queue_offset for m in msgs]
+        self.bodies += [m.body for m in msgs]
+        self.props += [m.properties_raw for m in msgs]
+        self.offset_ids += [_offset_id(m) for m in msgs]
+        self.born += [m.born_timestamp for m in msgs]
+        self.stored += [m.store_timestamp for m in msgs]
+        self.born_hosts += [m.born_host for m in msgs]
+        self.store_hosts += [m.store_host for m in msgs]
+        self.reconsume += [m.reconsume_times for m in msgs]
+
+    def _msg_ids(self, uniq: pa.StringArray) -> pa.StringArray:
+        """UNIQ_KEY, else the broker's offset id (a message whose producer set none)."""
+        if uniq.null_count == 0:
+            return uniq
+        return pa.array(
+            [
+                u if u is not None else o
+                for u, o in zip(uniq.to_pylist(), self.offset_ids, strict=True)
+            ],
+            pa.string(),
+        )
+
+    def build(self) -> pa.RecordBatch:
+        """The messages taken so far as one record batch."""
+        q, n = self.q, len(self.offsets)
+        props = split_properties(self.props)
+        if props is None:
+            props = decoded_properties(self.props)
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.repeat(pa.scalar(q[0], pa.string()), n),
+                pa.repeat(pa.scalar(q[1], pa.string()), n),
+                pa.repeat(pa.scalar(q[2], pa.int32()), n),
+                pa.array(self.offsets, pa.int64()),
+                self._msg_ids(_lookup(props, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)),
+                _keys(_lookup(props, PROPERTY_KEYS)),
+                _lookup(props, PROPERTY_TAGS),
+                pa.array(self.bodies, pa.binary()),
+                props,
+                _stamps(self.born),
+                _stamps(self.stored),
+                pa.array(self.born_hosts, pa.string()),
+                pa.array(self.store_hosts, pa.string()),
+                pa.array(self.reconsume, pa.int32()),
+            ],
+            schema=ARROW_SCHEMA,
+        )
+
+
 def to_arrow(q: QueueId, msgs: Sequence[MessageExt]) -> pa.RecordBatch:
     """Messages of one queue -> one record batch of :data:`ARROW_SCHEMA`."""
-    n = len(msgs)
-    props = split_properties([m.properties_raw for m in msgs])
-    if props is None:
-        props = decoded_properties(msgs)
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.repeat(pa.scalar(q[0], pa.string()), n),
-            pa.repeat(pa.scalar(q[1], pa.string()), n),
-            pa.repeat(pa.scalar(q[2], pa.int32()), n),
-            pa.array([m.queue_offset for m in msgs], pa.int64()),
-            _msg_ids(msgs, _lookup(props, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)),
-            _keys(_lookup(props, PROPERTY_KEYS)),
-            _lookup(props, PROPERTY_TAGS),
-            pa.array([m.body for m in msgs], pa.binary()),
-            props,
-            _stamps([m.born_timestamp for m in msgs]),
-            _stamps([m.store_timestamp for m in msgs]),
-            pa.array([m.born_host for m in msgs], pa.string()),
-            pa.array([m.store_host for m in msgs], pa.string()),
-            pa.array([m.reconsume_times for m in msgs], pa.int32()),
-        ],
-        schema=ARROW_SCHEMA,
-    )
+    builder = BatchBuilder(q)
+    builder.add(msgs)
+    return builder.build()
