@@ -293,7 +293,9 @@ class RangeReader:
             status = resp.outcome
             moved = min(resp.next_begin_offset, self.end)
             if status is PullOutcome.FOUND:
-                msgs = [m for m in decode_records(resp.records) if m.queue_offset < self.end]
+                msgs = decode_records(resp.records)
+                if resp.next_begin_offset > self.end:  # the answer runs past the range
+                    msgs = [m for m in msgs if m.queue_offset < self.end]
                 got = self._readable(msgs)
                 self._move(offset, max(self.next, moved))
                 self._overflow_deadline = None
