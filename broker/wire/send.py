@@ -338,13 +338,7 @@ class SendRequests:
                     reconsume_times=reconsume,
                 )
                 sizes = [len(records)]
-            if self.b.topics.get(topic) is None:
-                # Auto-creating a topic needs Create on it (with authorization on).
-                refused = self.b.security.creation_refused(conn, cmd, topic)
-                if refused is not None:
-                    raise NoPermissionError(
-                        f"{refused}; topic {topic!r} does not exist and sending would create it"
-                    )
+            self._check_creation(conn, cmd, topic)
             result = self.b.send.append(
                 records,
                 topic,
@@ -371,6 +365,16 @@ class SendRequests:
 
         self.b.send.wait_stored_then(result.end_offset, stored)
         return None
+
+    def _check_creation(self, conn: Connection, cmd: RemotingCommand, topic: str) -> None:
+        """A send to a topic the broker does not have would auto-create it: that needs
+        Create on it (with authorization on)."""
+        if self.b.topics.get(topic) is None:
+            refused = self.b.security.creation_refused(conn, cmd, topic)
+            if refused is not None:
+                raise NoPermissionError(
+                    f"{refused}; topic {topic!r} does not exist and sending would create it"
+                )
 
     def send_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         """SEND_TOPICS_BATCH: each segment (a topic's messages for one queue) is checked
@@ -421,12 +425,7 @@ class SendRequests:
                         f"the messages of topic {topic!r} in the topics batch are not "
                         f"RocketMQ's batch encoding: {exc}"
                     ) from None
-                if self.b.topics.get(topic) is None:
-                    refused = self.b.security.creation_refused(conn, cmd, topic)
-                    if refused is not None:
-                        raise NoPermissionError(
-                            f"{refused}; topic {topic!r} does not exist and sending would create it"
-                        )
+                self._check_creation(conn, cmd, topic)
                 result = self.b.send.append(
                     records,
                     topic,
