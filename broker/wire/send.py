@@ -474,13 +474,9 @@ class SendRequests:
         else:
             code = PUT_CODES[status]
             for index, result, sizes in stored:
-                offset = result.wrote_offset
-                ids = []
-                for size in sizes:
-                    ids.append(encode_offset_msg_id(host, offset))
-                    offset += size
                 r = results[index]
-                results[index] = SegmentResult(code, r.queue_id, r.queue_offset, ",".join(ids))
+                ids = _offset_ids(host, result, sizes)
+                results[index] = SegmentResult(code, r.queue_id, r.queue_offset, ids)
         self._count(batch=True, code=ResponseCode.SUCCESS, started=started)
         return cmd.response(ResponseCode.SUCCESS, None, encode_results(results))
 
@@ -494,18 +490,13 @@ class SendRequests:
         started: float,
         batch: bool,
     ) -> RemotingCommand:
-        host = self.b.store.commitlog.store_host
-        offset = result.wrote_offset
-        ids = []
-        for size in sizes:
-            ids.append(encode_offset_msg_id(host, offset))
-            offset += size
+        ids = _offset_ids(self.b.store.commitlog.store_host, result, sizes)
         code = PUT_CODES[status]
         self._count(batch=batch, code=code, started=started)
         return cmd.response(
             code,
             {
-                "msgId": ",".join(ids),
+                "msgId": ids,
                 "queueId": str(queue_id),
                 "queueOffset": str(result.queue_offset),
                 "MSG_REGION": "DefaultRegion",
@@ -541,6 +532,16 @@ class SendRequests:
                 started,
                 protocol=REMOTING,
             )
+
+
+def _offset_ids(host: bytes, result: AppendResult, sizes: list[int]) -> str:
+    """The comma-joined offset message id of each record an append wrote, in order."""
+    offset = result.wrote_offset
+    ids = []
+    for size in sizes:
+        ids.append(encode_offset_msg_id(host, offset))
+        offset += size
+    return ",".join(ids)
 
 
 def _not_a_batch(cmd: RemotingCommand, h: SendHeader, exc: MessageIllegalError) -> str:
