@@ -67,10 +67,12 @@ async def test_timed_messages_survive_restart_and_sigkill(cluster: LocalCluster)
     await make_topic(ns, "AtLater")
     broker = cluster.brokers[0].name
     async with Producer("pg", ns) as producer:
-        at = now_ms() + 3000
+        at = now_ms() + 6000  # after the graceful restart, even on a loaded machine
         await producer.send(Message("AtLater", b"graceful", deliver_at=at))
         await producer.send(Message("AtLater", b"killed", deliver_at=at + 500))
     cluster.restart(broker)  # graceful: checkpoint and timer log saved
+    restarted = now_ms()
+    assert restarted < at, f"the restart took {restarted - at + 6000} ms"
     assert await stored(ns, "AtLater") == 0
     cluster.kill(broker, signal.SIGKILL)  # no checkpoint this time
     cluster.restart(broker)

@@ -418,7 +418,7 @@ async def test_metrics_over_https(certs: Certs) -> None:
     Counter("rocketq_test_scrapes", "A counter the scrape must show.", registry=registry).inc()
     tls = ServerTls("enforcing", certs.server.cert, certs.server.key, reload_interval=0.05)
     server = MetricsServer(
-        "127.0.0.1", 0, registry, lambda: (True, ""), what="test", workers=2, timeout=2.0, tls=tls
+        "127.0.0.1", 0, registry, lambda: (True, ""), what="test", workers=2, timeout=10.0, tls=tls
     )
     await server.start()
     context = client_context(certs.ca)
@@ -437,7 +437,7 @@ async def test_metrics_over_https(certs: Certs) -> None:
 
     def serial_or_none() -> str | None:
         """The served certificate's serial; None when the handshake did not finish (the
-        server gives up on one after its 2 s timeout, as it may on a loaded machine)."""
+        server gives up on one after its 10 s timeout, as it may on a loaded machine)."""
         try:
             return peer_serial()
         except (ssl.SSLError, ConnectionError, TimeoutError):
