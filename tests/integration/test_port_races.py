@@ -55,11 +55,12 @@ while True:
 """
 
 
-def taken_within(port: int, seconds: float) -> bool:
-    """Whether another process binds ``port`` (free now, not held) within ``seconds``."""
+def one_taken_within(ports: list[int], seconds: float) -> bool:
+    """Whether another process binds one of ``ports`` (free now, not held) within
+    ``seconds``."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if not port_free(port):
+        if not all(port_free(port) for port in ports):
             return True
         time.sleep(0.005)
     return False
@@ -76,8 +77,10 @@ def race(data_dir: Path, starts: int) -> list[float]:
         assert contender.stdout.readline().startswith("holding"), "the contender did not start"
         # The contention is real: a port chosen free and left unbound, as the launcher once
         # left the ports it chose for a node until the node bound them, is soon taken.
-        chosen = free_ports(8)
-        assert sum(taken_within(port, 0.5) for port in chosen) >= 1, "no chosen port was taken"
+        # (The contender binds 1,500 of ~28,000 ports a cycle: 64 chosen ports watched
+        # together are taken within a few cycles.)
+        chosen = free_ports(64)
+        assert one_taken_within(chosen, 10.0), "no chosen port was taken in 10 s"
         times = []
         for i in range(starts):
             spec = ClusterSpec(
