@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
+import os
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -230,6 +232,7 @@ async def _run_steps(
     duration: float,
     size: int,
     echo: Callable[[str], None],
+    profile_dir: Path | None = None,
 ) -> list[StepResult]:
     from rocketq import Producer
 
@@ -256,7 +259,8 @@ async def _run_steps(
                 f"{step.create_s:.2f} s ({create_total:.2f} s for all {count:,}); their queues' "
                 f"files ready after {step.ready_s:.2f} s; sending for {duration:g} s"
             )
-            await _load(producer, count, concurrency, duration, body, step)
+            with _profiled(profile_dir, count, broker_pid, echo):
+                await _load(producer, count, concurrency, duration, body, step)
             step.register_full_bytes, sent = await _registration(namesrv)
             step.register_sent_bytes = sent - sent_before
             sent_before = sent
@@ -272,6 +276,29 @@ async def _run_steps(
                 f"broker RSS {step.broker_rss_mb:,.0f} MiB"
             )
     return steps
+
+
+@contextlib.contextmanager
+def _profiled(
+    profile_dir: Path | None, count: int, broker_pid: int, echo: Callable[[str], None]
+) -> Iterator[None]:
+    """With ``profile_dir``: py-spy records the broker and this process (the producer)
+    while one count's sends run (``topics-<count>-broker.txt``, ``...-client.txt``), and
+    their summaries are printed after it."""
+    if profile_dir is None:
+        yield
+        return
+    from rocketq.bench.profiling import ProfileError, format_summary, recording, summarize
+
+    targets = [(f"topics-{count}-broker", broker_pid), (f"topics-{count}-client", os.getpid())]
+    with recording(targets, profile_dir, echo) as files:
+        yield
+    for out in files.values():
+        try:
+            for line in format_summary(summarize(out), top=12):
+                echo(line)
+        except ProfileError as exc:
+            echo(f"no profile summary: {exc}")
 
 
 def _errors_text(errors: dict[str, int]) -> str:
@@ -306,8 +333,10 @@ def run_topics_bench(
     size: int = 1024,
     data_dir: str | None = None,
     echo: Callable[[str], None] = print,
+    profile_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Start one nameserver and one ASYNC_FLUSH broker, run every step, stop them."""
+    """Start one nameserver and one ASYNC_FLUSH broker, run every step, stop them (with
+    ``profile_dir``, py-spy profiles of the broker and the producer per step)."""
     from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 
     if concurrency < 1:
@@ -342,6 +371,7 @@ def run_topics_bench(
                     duration=duration,
                     size=size,
                     echo=echo,
+                    profile_dir=profile_dir,
                 )
             )
     for line in table(steps):

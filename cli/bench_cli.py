@@ -137,6 +137,13 @@ def bench_topics(
     size: Annotated[int, typer.Option("--size", "-s", min=1)] = 1024,
     data_dir: Annotated[Path | None, typer.Option(help="Where the broker keeps its data.")] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
+    profile: Annotated[
+        Path | None,
+        typer.Option(
+            help="py-spy profiles (raw) of the broker and this client while each count's "
+            "sends run, written here and summarized after each (`rocketq bench profile`)."
+        ),
+    ] = None,
 ) -> None:
     """One broker as its topics grow: for each count the topics are auto-created one by one,
     then single sends go round-robin over all of them. Prints msgs/s and the ratio to one
@@ -162,6 +169,7 @@ def bench_topics(
             size=size,
             data_dir=str(data_dir) if data_dir else None,
             echo=typer.echo,
+            profile_dir=profile,
         )
     except (RocketqError, OSError, RuntimeError) as exc:
         raise fail(str(exc)) from None

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from rocketq.bench.profiling import summarize
 from rocketq.bench.report import BenchOptionError
 from rocketq.bench.topics_bench import parse_counts, run_topics_bench
 from rocketq.cli.main import app
@@ -32,8 +33,15 @@ def test_bad_flags_fail_before_anything_starts(tmp_path: Path) -> None:
 
 def test_a_short_run_reports_every_count(tmp_path: Path) -> None:
     lines: list[str] = []
+    profiles = tmp_path / "profiles"
     result = run_topics_bench(
-        [1, 6], queues=2, concurrency=4, duration=0.5, data_dir=str(tmp_path), echo=lines.append
+        [1, 6],
+        queues=2,
+        concurrency=4,
+        duration=0.5,
+        data_dir=str(tmp_path / "data"),
+        echo=lines.append,
+        profile_dir=profiles,
     )
     steps = result["steps"]
     assert [s["topics"] for s in steps] == [1, 6]
@@ -47,4 +55,12 @@ def test_a_short_run_reports_every_count(tmp_path: Path) -> None:
     assert steps[0]["ratio_to_one_topic"] == 1.0
     assert any(line.lstrip().startswith("6 ") for line in lines)  # the table's last row
     json.dumps(result)  # one JSON line
-    assert not any(p.name.startswith("bench-topics-") for p in tmp_path.iterdir())
+    assert not any(p.name.startswith("bench-topics-") for p in (tmp_path / "data").iterdir())
+    # --profile: the broker and the producer, per count, each summarized after its step.
+    for count in (1, 6):
+        for side in ("broker", "client"):
+            profile = summarize(profiles / f"topics-{count}-{side}.txt")
+            assert "MainThread" in profile.threads and profile.seconds is not None
+            assert any(
+                line.startswith(f"{profiles / f'topics-{count}-{side}.txt'}: ") for line in lines
+            )
