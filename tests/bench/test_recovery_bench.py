@@ -319,10 +319,13 @@ def test_a_small_topics_run_end_to_end(tmp_path: Path) -> None:
             assert 1 <= r["topics_verified"] <= min(c["topics"], 10)
             assert r["log_steps_s"]["store_loaded"] <= r["restart_to_ready_s"]
         assert graceful["recovery"] == "fast" and graceful["redispatch_bytes"] == -1
-        # The crash came after the second fill: its recovery checked and re-dispatched it.
+        # The crash came after the second fill: its recovery checked and re-dispatched
+        # what the checkpoint did not cover. How much that is depends on when the
+        # ConsumeQueues were last flushed (a queue is flushed once it has two dirty pages,
+        # as one topic's four queues may during the fill), so only that there was some.
         assert crash["recovery"] == "checked"
-        assert crash["scanned_bytes"] >= 2000 * 1024
-        assert crash["redispatch_bytes"] >= 2000 * 1024
+        assert 0 < crash["scanned_bytes"] <= crash["commitlog_bytes"]
+        assert crash["redispatch_bytes"] > 0
         assert crash["redispatch_caught_up_s"] >= 0
     assert set(report["ratios"]) == {"graceful", "crash"}
     assert any("to SEND_OK s" in line for line in lines)  # the table
