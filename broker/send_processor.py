@@ -39,6 +39,7 @@ from rocketq.common.message import (
     PROPERTY_RETRY_TOPIC,
     PROPERTY_SHARDING_KEY,
     RETRY_GROUP_TOPIC_PREFIX,
+    TRACE_TOPIC,
     dlq_topic,
     retry_topic,
     send_forbidden_reason,
@@ -60,6 +61,8 @@ log = logging.getLogger(__name__)
 
 # A message with a sharding key is a FIFO message (RocketMQ 5's TopicMessageType).
 _SHARDING_KEY = PROPERTY_SHARDING_KEY.encode() + b"\x01"
+# The place of a part's result before append_parts has it (never left in the answer).
+_NOT_STORED = RocketqSystemError("the batch was not stored")
 # What a batch may not hold: a delay level, a delivery time (checked on the bytes first).
 _DELAY = b"DELAY\x01"
 _TIMER_DELIVER_MS = b"TIMER_DELIVER_MS\x01"
@@ -109,6 +112,8 @@ class SendProcessor:
         # What sends store, for the metrics (None: metrics off, nothing counted).
         self.metrics: BrokerCounters | None = None
         self.stats = BrokerStats()  # the broker's own, set by the broker
+        # Topics whose name a batch may use (see sendable_topic) -> their bytes.
+        self.sendable: dict[str, bytes] = {}
 
     @property
     def waits(self) -> bool:
@@ -145,21 +150,7 @@ class SendProcessor:
         holds a delayed, timed or transactional message."""
         self._check_writable()
         self.flow.check()
-        if batch and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            # RocketMQ's SendMessageProcessor: MESSAGE_ILLEGAL with this remark.
-            raise MessageIllegalError(
-                f"batch request does not support retry group {topic}; a consumer gives a "
-                "message back to its group's retry topic one by one (RECONSUME_LATER)"
-            )
-        forbidden = send_forbidden_reason(topic, producer_group)
-        if forbidden is not None:
-            raise NoPermissionError(f"sending to topic {topic} is forbidden: it is {forbidden}")
-        if topic == AUTO_CREATE_TOPIC_KEY_TOPIC:
-            raise MessageIllegalError(
-                f"the topic[{topic}] is conflict with AUTO_CREATE_TOPIC_KEY_TOPIC; "
-                "send to a topic of your own"
-            )
-        self.store.topic_bytes(topic)  # length and characters, with a clear error
+        self._check_name(topic, producer_group, batch)
         config = self.topics.create_in_send(topic, default_topic, default_queue_nums)
         if not config.writable():
             raise NoPermissionError(f"the topic[{topic}] sending message is forbidden")
@@ -180,6 +171,91 @@ class SendProcessor:
         if self.metrics is not None:
             self.metrics.stored(topic, kind, result.msg_count, len(records))
         return result
+
+    def append_parts(
+        self,
+        parts: list[tuple[bytes, str, int]],
+        *,
+        default_topic: str = "",
+        default_queue_nums: int = 0,
+        producer_group: str = "",
+    ) -> list[AppendResult | Exception]:
+        """:meth:`append` of several batches, each ``(records, topic, queue id)``, checked
+        one by one as a batch is and stored together (one CommitLog write) -> each one's
+        result, or the error that refused it; the others are stored all the same. Raises
+        when the broker takes no writes now (each would be refused alike)."""
+        self._check_writable()
+        self.flow.check()
+        out: list[AppendResult | Exception] = []
+        ready: list[tuple[bytes, bytes, int]] = []
+        at: list[int] = []  # where each ready part's result goes in out
+        topics = self.topics
+        sendable = self.sendable
+        configs = topics.topics
+        for records, topic, queue_id in parts:
+            try:
+                raw = sendable.get(topic)
+                if raw is None:
+                    raw = self.sendable_topic(topic, producer_group)
+                config = configs.get(topic)
+                if config is None:
+                    config = topics.create_in_send(topic, default_topic, default_queue_nums)
+                if not config.writable():
+                    raise NoPermissionError(f"the topic[{topic}] sending message is forbidden")
+                if not 0 <= queue_id < config.write_queue_nums:
+                    raise RocketqSystemError(
+                        f"queue id {queue_id} is illegal: topic {topic} has "
+                        f"{config.write_queue_nums} write queues on this broker (refresh the "
+                        "route)"
+                    )
+                check_batch(records)
+            except Exception as exc:
+                out.append(exc)
+                continue
+            at.append(len(out))
+            out.append(_NOT_STORED)
+            ready.append((records, raw, queue_id))
+        if not ready:
+            return out
+        metrics = self.metrics
+        stored = self.store.append_parts(ready)
+        for i, result, part in zip(at, stored, ready, strict=True):
+            out[i] = result
+            if isinstance(result, AppendResult):
+                self.stats.puts += result.msg_count
+                if metrics is not None:
+                    records = part[0]
+                    kind = FIFO if _SHARDING_KEY in records else NORMAL
+                    metrics.stored(parts[i][1], kind, result.msg_count, len(records))
+        return out
+
+    def sendable_topic(self, topic: str, producer_group: str) -> bytes:
+        """The checks of a batch's topic that depend on its name alone (and the producer
+        group, for the trace topic) -> its bytes; a name that passes is remembered in
+        :attr:`sendable` (the trace topic, allowed for one group only, is not)."""
+        raw = self._check_name(topic, producer_group, True)
+        if topic != TRACE_TOPIC and len(self.sendable) < 100_000:
+            self.sendable[topic] = raw
+        return raw
+
+    def _check_name(self, topic: str, producer_group: str, batch: bool) -> bytes:
+        """Whether a client may send to a topic of that name -> its bytes (length and
+        characters checked, with a clear error)."""
+        if batch and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            # RocketMQ's SendMessageProcessor: MESSAGE_ILLEGAL with this remark.
+            raise MessageIllegalError(
+                f"batch request does not support retry group {topic}; a consumer gives a "
+                "message back to its group's retry topic one by one (RECONSUME_LATER)"
+            )
+        forbidden = send_forbidden_reason(topic, producer_group)
+        if forbidden is not None:
+            raise NoPermissionError(f"sending to topic {topic} is forbidden: it is {forbidden}")
+        if topic == AUTO_CREATE_TOPIC_KEY_TOPIC:
+            raise MessageIllegalError(
+                f"the topic[{topic}] is conflict with AUTO_CREATE_TOPIC_KEY_TOPIC; "
+                "send to a topic of your own"
+            )
+        return self.store.topic_bytes(topic)
 
     def _append(self, records: bytes, topic: str, queue_id: int) -> tuple[AppendResult, str]:
         """Store records; a delayed message goes to its level's queue of SCHEDULE_TOPIC_XXXX,

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 from rocketq.common.exceptions import MessageIllegalError
@@ -40,13 +39,18 @@ TOPICS_BATCH_VERSION: Final = "1"
 MAX_TOPIC_BYTES: Final = 127
 
 
-@dataclass(frozen=True, slots=True)
 class Segment:
     """One (topic, queue)'s messages inside a SEND_TOPICS_BATCH body."""
 
-    topic: str
-    queue_id: int
-    entries: memoryview  # RocketMQ's batch encoding, not checked here
+    __slots__ = ("entries", "queue_id", "topic")
+
+    def __init__(self, topic: str, queue_id: int, entries: memoryview) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.entries = entries  # RocketMQ's batch encoding, not checked here
+
+    def __repr__(self) -> str:
+        return f"Segment({self.topic!r}, {self.queue_id}, {len(self.entries)} bytes)"
 
 
 class SegmentResult(NamedTuple):

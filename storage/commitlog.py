@@ -19,7 +19,7 @@ import logging
 import mmap
 import re
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -54,11 +54,15 @@ QueueKey = tuple[bytes, int]
 
 # Transaction types that get queue offset 0 and do not advance the queue (prepared, rollback).
 _NO_QUEUE_OFFSET: Final = frozenset({0x4, 0xC})
+# A part append_parts gave no result (never: each is stored or refused).
+_NOT_STORED: Final = MessageIllegalError("the batch was not stored")
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)
 class AppendResult:
-    """Where a batch landed: its first record's physical and queue offsets."""
+    """Where a batch landed: its first record's physical and queue offsets. (Not frozen:
+    compiled, a frozen dataclass sets each field through ``object.__setattr__``; every
+    send makes one.)"""
 
     wrote_offset: int
     wrote_bytes: int
@@ -138,17 +142,36 @@ class CommitLog:
                 f"the batch is {n} bytes, larger than a CommitLog segment ({self.file_size}); "
                 "send fewer messages per batch"
             )
-        view = memoryview(buf)
+        store_stamp = STAMP_STORE.pack(ts, self.store_host)
+        return self.stamp_range(
+            buf, memoryview(buf), 0, n, topic, queue_id, base, first_qoff, store_stamp
+        )
+
+    def stamp_range(
+        self,
+        buf: bytearray,
+        view: memoryview,
+        start: int,
+        n: int,
+        topic: bytes,
+        queue_id: int,
+        base: int,
+        first_qoff: int,
+        store_stamp: bytes,
+    ) -> tuple[int, int]:
+        """:meth:`stamp` for the records in ``buf[start:n]`` (one topic and queue), where
+        ``buf`` (``view`` its memoryview) starts at physical offset ``base``; each record
+        gets ``store_stamp`` (store time and host). -> (records, next queue offset)."""
         unpack = SIZE_MAGIC_SYSFLAG_BODYLEN.unpack_from
         ushort = USHORT.unpack_from
         stamp_crc = STAMP_CRC_QUEUE_ID.pack_into
         stamp_offsets = STAMP_OFFSETS.pack_into
         crc32 = zlib.crc32
-        store_stamp = STAMP_STORE.pack(ts, self.store_host)
         tl = len(topic)
         max_body = self.max_message_size
         qoff = first_qoff
-        count = pos = 0
+        count = 0
+        pos = start
         while pos < n:
             if n - pos < FIXED_SIZE:
                 raise MessageIllegalError(f"record {count} of the batch is truncated")
@@ -196,6 +219,17 @@ class CommitLog:
             count += 1
         return count, qoff
 
+    def _place(self, n: int) -> tuple[MappedFile | None, bool, int]:
+        """Where ``n`` bytes appended now go: (the last segment, whether they start a new
+        one, their physical offset), after what is held."""
+        mf: MappedFile | None = self.files.last
+        if mf is None:
+            return None, True, 0
+        used = mf.wrote_position + self._held_bytes
+        if mf.is_full or n + END_FILE_MIN_BLANK_LENGTH > mf.file_size - used:
+            return mf, True, mf.end_offset
+        return mf, False, mf.file_from_offset + used
+
     def append(
         self, blob: bytes | bytearray | memoryview, topic: bytes, queue_id: int
     ) -> AppendResult:
@@ -208,15 +242,7 @@ class CommitLog:
         """
         buf = bytearray(blob)
         n = len(buf)
-        mf = self.files.last
-        used = mf.wrote_position + self._held_bytes if mf is not None else 0
-        roll = mf is None or mf.is_full or n + END_FILE_MIN_BLANK_LENGTH > mf.file_size - used
-        if mf is None:
-            base = 0
-        elif roll:
-            base = mf.end_offset
-        else:
-            base = mf.file_from_offset + used
+        mf, roll, base = self._place(n)
         ts = self.clock_ms()
         key = (topic, queue_id)
         before = self.queue_table.get(key)
@@ -239,6 +265,96 @@ class CommitLog:
         self.queue_table[key] = qoff
         return AppendResult(base, n, count, first_qoff, ts)
 
+    def append_parts(
+        self, parts: list[tuple[bytes, bytes, int]]
+    ) -> list[AppendResult | MessageIllegalError]:
+        """Validate, stamp and write several batches, each ``(records, topic, queue id)``,
+        one after the other in one go (one copy, one ``pwrite``): what :meth:`append` does
+        for each, at the cost of one. -> each part's result, or the error that refused
+        it (a refused part takes no place: the others are stored without it)."""
+        out: list[AppendResult | MessageIllegalError | None] = [None] * len(parts)
+        live = list(range(len(parts)))
+        while live:
+            n = 0
+            for i in live:
+                n += len(parts[i][0])
+            if n + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+                if len(live) == 1:  # append's error for a batch too large
+                    i = live[0]
+                    try:
+                        self.append(*parts[i])
+                    except MessageIllegalError as exc:
+                        out[i] = exc
+                    return [r if r is not None else _NOT_STORED for r in out]
+                # Too much for one segment: the first half, then the rest.
+                half = len(live) // 2
+                first = self.append_parts([parts[i] for i in live[:half]])
+                rest = self.append_parts([parts[i] for i in live[half:]])
+                for i, r in zip(live, first + rest, strict=True):
+                    out[i] = r
+                return [r if r is not None else _NOT_STORED for r in out]
+            buf = bytearray().join([parts[i][0] for i in live])
+            view = memoryview(buf)
+            mf, roll, base = self._place(n)
+            ts = self.clock_ms()
+            store_stamp = STAMP_STORE.pack(ts, self.store_host)
+            table = self.queue_table
+            taken: list[tuple[QueueKey, int | None]] = []  # each queue's offset before
+            stamped: list[tuple[int, AppendResult]] = []
+            pos = 0
+            refused = -1
+            for i in live:
+                records, topic, queue_id = parts[i]
+                size = len(records)
+                key = (topic, queue_id)
+                before = table.get(key)
+                first_qoff = before or 0
+                try:
+                    if size == 0:
+                        raise MessageIllegalError("the batch is empty")
+                    count, qoff = self.stamp_range(
+                        buf, view, pos, pos + size, topic, queue_id, base, first_qoff, store_stamp
+                    )
+                except MessageIllegalError as exc:
+                    out[i] = exc
+                    refused = i
+                    break
+                taken.append((key, before))
+                table[key] = qoff
+                stamped.append((i, AppendResult(base + pos, size, count, first_qoff, ts)))
+                pos += size
+            view.release()
+            if refused >= 0:
+                # Give back the queue offsets the parts before it took, and stamp again
+                # without it (its bytes would be a hole in the log).
+                _give_back(table, taken)
+                live.remove(refused)
+                continue
+            if roll:
+                self.write_held()  # what is held ends the segment, before its blank record
+                mf = self._roll(mf, ts)
+            assert mf is not None
+            if self.holding:
+                held_undo = self._held_undo
+                for key, before in taken:
+                    if key not in held_undo:
+                        held_undo[key] = before
+                self._held.append(buf)
+                self._held_bytes += n
+                self._held_ts = ts
+            else:
+                try:
+                    mf.append_bytes(buf)
+                except BaseException:
+                    _give_back(table, taken)
+                    raise
+                mf.last_modified_ms = ts
+                self.last_append = (base + n, ts)
+            for i, result in stamped:
+                out[i] = result
+            break
+        return [r if r is not None else _NOT_STORED for r in out]
+
     @property
     def held_bytes(self) -> int:
         """Bytes of stamped batches not written yet (see :attr:`holding`)."""
@@ -258,12 +374,7 @@ class CommitLog:
         try:
             mf.append_bytes(held[0] if len(held) == 1 else b"".join(held))
         except BaseException:
-            table = self.queue_table
-            for key, qoff in undo.items():
-                if qoff is None:
-                    table.pop(key, None)
-                else:
-                    table[key] = qoff
+            _give_back(self.queue_table, undo.items())
             raise
         mf.last_modified_ms = self._held_ts
         self.last_append = (mf.wrote_offset, self._held_ts)
@@ -305,13 +416,7 @@ class CommitLog:
     def next_position_for(self, size: int) -> int:
         """Where a batch of ``size`` bytes appended now would start (a batch that does not
         fit the current segment starts the next one)."""
-        mf = self.files.last
-        if mf is None:
-            return 0
-        used = mf.wrote_position + self._held_bytes
-        if mf.is_full or size + END_FILE_MIN_BLANK_LENGTH > mf.file_size - used:
-            return mf.end_offset
-        return mf.file_from_offset + used
+        return self._place(size)[2]
 
     def _roll(self, mf: MappedFile | None, ts: int) -> MappedFile:
         """END_OF_FILE: a blank record fills the rest of the segment; a new one starts."""
@@ -365,6 +470,17 @@ class CommitLog:
 
     def next_segment_offset(self, offset: int) -> int:
         return offset + self.file_size - offset % self.file_size
+
+
+def _give_back(table: dict[QueueKey, int], taken: Iterable[tuple[QueueKey, int | None]]) -> None:
+    """Put back in ``table`` the queue offsets that were taken, each ``(queue, offset
+    before)`` (None: the queue had no entry), in the order they were taken (the earliest
+    is put back last, so it stays)."""
+    for key, before in reversed(list(taken)):
+        if before is None:
+            table.pop(key, None)
+        else:
+            table[key] = before
 
 
 def check_record(

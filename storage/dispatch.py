@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 # size, magic, queue id, queue offset, sys flag, store timestamp, body length.
 _DISPATCH: Final = struct.Struct(">iI4xi4xq8xi16xq8x4x8xi")
+# How many checked topic names dispatch remembers (a broker has at most thousands).
+GOOD_TOPICS_KEPT: Final = 100_000
 assert _DISPATCH.size == POS_BODY
 
 TagsCodeFn = Callable[[bytes, bytes, int], int]
@@ -341,6 +343,8 @@ class Dispatcher:
         self.index = index
         self.tags_code_overrides = tags_code_overrides or {}
         self.tag_codes = TagsCodeCache()
+        # Topic names dispatch has checked already (records of many topics interleave).
+        self.good_topics: set[bytes] = set()
         self.listeners: list[ArrivalListener] = []
         self.reput_offset = 0
         self.committed_offset = 0
@@ -442,6 +446,7 @@ class Dispatcher:
         start_pos = pos
         file_size = len(buf)
         topic_ok = TOPIC_BYTES.fullmatch
+        good_topics = self.good_topics
         last_topic, last_qid = b"", -1
         checked_topic = b""
         entries: list[CQEntry] = []
@@ -487,8 +492,11 @@ class Dispatcher:
             if pp + 2 + plen != end:
                 return self._damaged(base, pos, start_pos, last_ts, done, "its lengths")
             if topic != checked_topic:
-                if not topic_ok(topic):
-                    return self._damaged(base, pos, start_pos, last_ts, done, "its topic")
+                if topic not in good_topics:
+                    if not topic_ok(topic):
+                        return self._damaged(base, pos, start_pos, last_ts, done, "its topic")
+                    if len(good_topics) < GOOD_TOPICS_KEPT:
+                        good_topics.add(topic)
                 checked_topic = topic
             props = buf[pp + 2 : pp + 2 + plen]
             tx = sys_flag & 0xC

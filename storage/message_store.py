@@ -29,7 +29,7 @@ from pathlib import Path
 
 from rocketq.common.aio import cancel_all, wait_done
 from rocketq.common.config import StoreConfig
-from rocketq.common.exceptions import DiskFullError, ServiceNotAvailableError
+from rocketq.common.exceptions import DiskFullError, MessageIllegalError, ServiceNotAvailableError
 from rocketq.common.file_modes import PRIVATE_FILE, private_dir, tighten
 from rocketq.common.message_id import decode_offset_msg_id
 from rocketq.common.record import INT, POS_BODY, POS_BODY_LENGTH, USHORT, check_topic, encode_host
@@ -455,6 +455,41 @@ class MessageStore:
             self.dispatcher.committed_offset = result.end_offset
             self._dispatch_wake.set()
         return result
+
+    def append_parts(
+        self, parts: list[tuple[bytes, bytes, int]]
+    ) -> list[AppendResult | MessageIllegalError]:
+        """:meth:`append` for several batches at once, each ``(records, topic bytes,
+        queue id)``, written one after the other (``CommitLog.append_parts``) -> each
+        one's result or the error that refused it. A write that fails refuses them all
+        (raised, as :meth:`append` raises it)."""
+        self._check_writable()
+        commitlog = self.commitlog
+        held = commitlog.held_bytes
+        try:
+            results = commitlog.append_parts(parts)
+        except (OSError, DiskFullError) as exc:
+            if exc is self._refused_segment:
+                raise
+            size = sum(len(p[0]) for p in parts)
+            refused = self.disk.write_error(exc, "appending to the CommitLog", size)
+            if held and not commitlog.held_bytes:
+                self._lost_held = refused
+            raise refused from exc
+        end = -1
+        for r in results:
+            if isinstance(r, AppendResult) and r.end_offset > end:
+                end = r.end_offset
+        if end < 0:
+            return results
+        for listener in self.append_listeners:
+            listener(end)
+        if (commitlog.holding or self.settle_listeners) and self._settle_handle is None:
+            self._settle_handle = asyncio.get_running_loop().call_soon(self.settle)
+        if self.auto_commit and not commitlog.holding:
+            self.dispatcher.committed_offset = end
+            self._dispatch_wake.set()
+        return results
 
     def hold_writes(self) -> None:
         """Hold the appends until :meth:`settle` and write them then in one ``pwrite`` (the

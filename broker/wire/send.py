@@ -399,13 +399,21 @@ class SendRequests:
             answer = error_response(cmd, exc)
             self._count(batch=True, code=answer.code, started=started)
             return answer
+        # Each segment's records, checked and built; then all of them stored in one go.
+        parts: list[tuple[bytes, str, int]] = []
+        built: list[tuple[int, list[int]]] = []  # result index and record sizes of each part
+        configs = self.b.topics.topics
+        processor = self.b.send
+        sendable = processor.sendable
         for segment in segments:
             topic = segment.topic
             queue_id = segment.queue_id
             try:
-                topic_bytes = self.b.store.topic_bytes(topic)  # checked once per topic
+                topic_bytes = sendable.get(topic)  # a name checked before
+                if topic_bytes is None:
+                    topic_bytes = processor.sendable_topic(topic, producer_group)
+                config = configs.get(topic)
                 if queue_id < 0:  # the broker picks, as for a send
-                    config = self.b.topics.get(topic)
                     queue_id = random.randrange(config.write_queue_nums) if config else 0
                 try:
                     records, sizes = batch_records(
@@ -425,23 +433,36 @@ class SendRequests:
                         f"the messages of topic {topic!r} in the topics batch are not "
                         f"RocketMQ's batch encoding: {exc}"
                     ) from None
-                self._check_creation(conn, cmd, topic)
-                result = self.b.send.append(
-                    records,
-                    topic,
-                    queue_id,
-                    default_topic=default_topic,
-                    default_queue_nums=default_queue_nums,
-                    producer_group=producer_group,
-                    batch=True,
-                )
+                if config is None:
+                    self._check_creation(conn, cmd, topic)
             except Exception as exc:
                 refusal = error_response(cmd, exc)
                 results.append(SegmentResult(refusal.code, queue_id, -1, refusal.remark or ""))
                 continue
-            stored.append((len(results), result, sizes))
-            results.append(SegmentResult(ResponseCode.SUCCESS, queue_id, result.queue_offset, ""))
-            end_offset = max(end_offset, result.end_offset)
+            built.append((len(results), sizes))
+            results.append(SegmentResult(ResponseCode.SUCCESS, queue_id, -1, ""))
+            parts.append((records, topic, queue_id))
+        if parts:
+            try:
+                appended = self.b.send.append_parts(
+                    parts,
+                    default_topic=default_topic,
+                    default_queue_nums=default_queue_nums,
+                    producer_group=producer_group,
+                )
+            except Exception as exc:  # no writes now (a slave, a full disk...): none stored
+                appended = [exc] * len(parts)
+            for (index, sizes), outcome in zip(built, appended, strict=True):
+                queue_id = results[index].queue_id
+                if isinstance(outcome, AppendResult):
+                    stored.append((index, outcome, sizes))
+                    results[index] = SegmentResult(
+                        ResponseCode.SUCCESS, queue_id, outcome.queue_offset, ""
+                    )
+                    end_offset = max(end_offset, outcome.end_offset)
+                else:
+                    refusal = error_response(cmd, outcome)
+                    results[index] = SegmentResult(refusal.code, queue_id, -1, refusal.remark or "")
         if not stored or not self.b.send.waits:
             return self._topics_answer(cmd, results, stored, PutStatus.PUT_OK, started)
 
