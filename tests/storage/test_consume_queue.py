@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from rocketq.storage import dispatch, mapped_file
+from rocketq.storage import consume_queue, dispatch, mapped_file
 from rocketq.storage.consume_queue import CQ_UNIT_SIZE, ENTRY, ConsumeQueue, CQEntry
 from rocketq.storage.dispatch import ConsumeQueueTable
 from rocketq.storage.mapped_file import MappedFileQueue, offset_name
+from tests.pure import compiled, rerun_pure
 
 UNITS = 4  # entries per file
 
@@ -250,11 +251,14 @@ def test_a_full_file_is_flushed_whatever_its_pages(tmp_path: Path) -> None:
 
 
 def test_a_round_visits_only_the_queues_written_since_the_last(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     """O(queues flushed): with 2,000 queues and 3 written, a thorough round flushes 3 and
     looks at no other; a periodic round with none due flushes and reads none, and still
     knows the oldest unflushed entry (from what the writes reported)."""
+    if compiled(consume_queue.__file__):
+        rerun_pure(request)  # compiled code calls ConsumeQueue's methods past any patch
+        return
     table = table_with(tmp_path, 2000)
     for q in (5, 700, 1999):
         table.get_or_create(b"T", q).put_many([(q * 10, 10, 0, 0)])
