@@ -713,16 +713,17 @@ class Producer:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            info = await self._publish_info(enc.topic, refresh=refresh)
-            if fixed is not None:
-                mq = fixed
-            elif selector is not None:
-                assert msg is not None
-                mq = selector(list(info.message_queues), msg, arg)
-            elif first is not None and attempt == 0:
-                mq = first  # picked when the message joined its lane
+            if first is not None and attempt == 0 and fixed is None and selector is None:
+                mq = first  # picked, with its route, when the message joined its lane
             else:
-                mq = self.fault.select_one_message_queue(info, state.last_broker)
+                info = await self._publish_info(enc.topic, refresh=refresh)
+                if fixed is not None:
+                    mq = fixed
+                elif selector is not None:
+                    assert msg is not None
+                    mq = selector(list(info.message_queues), msg, arg)
+                else:
+                    mq = self.fault.select_one_message_queue(info, state.last_broker)
             started = time.monotonic()
             try:
                 result = await self._send_to(enc, mq, left)
