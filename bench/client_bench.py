@@ -42,14 +42,66 @@ def target_cluster(
     *,
     replication: str = "none",
     role: str = "ASYNC_MASTER",
+    pin: bool = False,
 ) -> Iterator[str]:
     """The nameserver address to use: the given one, or a local cluster started for the
-    run (with ``replication`` "ha", each group a master of ``role`` and a slave)."""
+    run (with ``replication`` "ha", each group a master of ``role`` and a slave; with
+    ``pin``, its processes on one CPU and this one on the others: :func:`pin_apart`)."""
+    if pin:
+        check_pin(embedded)
     if not embedded:
         yield namesrv or os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876")
         return
     with embedded_cluster(data_dir, echo, replication=replication, role=role) as cluster:
-        yield cluster.namesrv_addr
+        if not pin:
+            yield cluster.namesrv_addr
+            return
+        mine = os.sched_getaffinity(0)
+        pin_apart([n.pid for n in cluster.nodes if n.pid], echo)
+        try:
+            yield cluster.namesrv_addr
+        finally:
+            _pin_threads(os.getpid(), mine)  # this process as it was
+
+
+def check_pin(embedded: bool) -> None:
+    """BenchOptionError when ``--pin`` cannot be done: without ``--embedded`` (no cluster
+    processes of the run's own) or with fewer than two CPUs to use."""
+    if not embedded:
+        raise BenchOptionError("--pin", "pinning needs --embedded (the cluster's processes)")
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise BenchOptionError("--pin", f"pinning needs two CPUs; this process may use {cpus}")
+
+
+def pin_apart(pids: list[int], echo: Callable[[str], None]) -> None:
+    """Every thread of the processes ``pids`` (the cluster's) on the last CPU this process
+    may use, and every thread of this process (the client) on the others: on a small
+    machine the scheduler then no longer moves the two sides between CPUs from one run to
+    the next, which at one send in flight changes a run's rate by more than what is
+    measured (:func:`check_pin` first)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    for pid in pids:
+        _pin_threads(pid, {cpus[-1]})
+    _pin_threads(os.getpid(), set(cpus[:-1]))
+    echo(
+        f"pinned: the cluster's {len(pids)} processes to CPU {cpus[-1]}, the client to "
+        f"CPU {','.join(map(str, cpus[:-1]))}"
+    )
+
+
+def _pin_threads(pid: int, cpus: set[int]) -> None:
+    """Every thread of ``pid`` (threads started later inherit the affinity of the thread
+    that starts them)."""
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        tids = [pid]
+    for tid in tids:
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except ProcessLookupError:  # a thread that ended meanwhile
+            continue
 
 
 @contextlib.contextmanager

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketq.bench.report import BenchOptionError, json_line, rate
+from rocketq.bench.security_bench import cpu_clock
 
 TOPIC_PREFIX = "BenchTopic-"
 MAX_TOPICS = 100_000
@@ -70,6 +71,10 @@ class StepResult:
     register_sent_bytes: int = -1
     broker_rss_mb: float = -1.0
     ratio: float = 0.0
+    # CPU time per message sent during the step's sends, in µs: the broker's process and
+    # this one (the producer).
+    broker_cpu_us: float = 0.0
+    client_cpu_us: float = 0.0
 
     @property
     def msgs_per_s(self) -> float:
@@ -91,6 +96,8 @@ class StepResult:
             "register_full_bytes": self.register_full_bytes,
             "register_sent_bytes": self.register_sent_bytes,
             "broker_rss_mb": round(self.broker_rss_mb, 1),
+            "broker_cpu_us_per_msg": round(self.broker_cpu_us, 1),
+            "client_cpu_us_per_msg": round(self.client_cpu_us, 1),
         }
 
 
@@ -259,8 +266,13 @@ async def _run_steps(
                 f"{step.create_s:.2f} s ({create_total:.2f} s for all {count:,}); their queues' "
                 f"files ready after {step.ready_s:.2f} s; sending for {duration:g} s"
             )
+            broker_cpu = cpu_clock([broker_pid], own=False)
+            cpu_before = (broker_cpu(), time.process_time())
             with _profiled(profile_dir, count, broker_pid, echo):
                 await _load(producer, count, concurrency, duration, body, step)
+            if step.msgs:
+                step.broker_cpu_us = (broker_cpu() - cpu_before[0]) / step.msgs * 1e6
+                step.client_cpu_us = (time.process_time() - cpu_before[1]) / step.msgs * 1e6
             step.register_full_bytes, sent = await _registration(namesrv)
             step.register_sent_bytes = sent - sent_before
             sent_before = sent
@@ -271,6 +283,8 @@ async def _run_steps(
             echo(
                 f"[Topics {count:,}] {step.msgs_per_s:,.0f} msgs/s"
                 + (f" ({step.ratio:.2f} of one topic)" if base else "")
+                + f", CPU per message: broker {step.broker_cpu_us:.1f} µs, producer "
+                f"{step.client_cpu_us:.1f} µs"
                 + f", failed {step.failed:,}{_errors_text(step.errors)}, registration body "
                 f"{step.register_full_bytes:,} bytes, {step.register_sent_bytes:,} bytes sent, "
                 f"broker RSS {step.broker_rss_mb:,.0f} MiB"
@@ -307,7 +321,8 @@ def _errors_text(errors: dict[str, int]) -> str:
 
 def table(steps: Sequence[StepResult]) -> list[str]:
     head = (
-        f"{'topics':>7} {'msgs/s':>9} {'of 1 topic':>10} {'failed':>7} {'create s':>9} "
+        f"{'topics':>7} {'msgs/s':>9} {'of 1 topic':>10} {'broker µs':>9} {'client µs':>9} "
+        f"{'failed':>7} {'create s':>9} "
         f"{'create all s':>12} {'ready s':>8} {'reg. body B':>11} {'reg. sent B':>11} "
         f"{'RSS MiB':>8}"
     )
@@ -315,7 +330,8 @@ def table(steps: Sequence[StepResult]) -> list[str]:
     for s in steps:
         ratio = f"{s.ratio:.2f}" if s.ratio else "-"
         lines.append(
-            f"{s.topics:>7,} {s.msgs_per_s:>9,.0f} {ratio:>10} {s.failed:>7,} "
+            f"{s.topics:>7,} {s.msgs_per_s:>9,.0f} {ratio:>10} {s.broker_cpu_us:>9.1f} "
+            f"{s.client_cpu_us:>9.1f} {s.failed:>7,} "
             f"{s.create_s:>9.2f} {s.create_total_s:>12.2f} {s.ready_s:>8.2f} "
             f"{s.register_full_bytes:>11,} "
             f"{s.register_sent_bytes:>11,} "

@@ -158,7 +158,8 @@ class ScheduleMessageService:
         self._saved = snapshot
 
     def start(self) -> None:
-        self.store.add_arrival_listener(self._on_arrival)  # once, if started again
+        # Once, if started again; called for its own topic only.
+        self.store.add_arrival_listener(self._on_arrival, topic=SCHEDULE_TOPIC_BYTES)
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._run_level(level)) for level in self.levels()]
         self._tasks.append(loop.create_task(self._persist_loop()))

@@ -257,7 +257,8 @@ class TimerMessageStore:
         )
 
     def start(self) -> None:
-        self.store.add_arrival_listener(self._on_arrival)  # once, if started again
+        # Once, if started again; called for its own topic only.
+        self.store.add_arrival_listener(self._on_arrival, topic=TIMER_TOPIC_BYTES)
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._enqueue_loop()),

@@ -186,6 +186,8 @@ def _bench_target(
     data_dir: Path | None,
     replication: str = "none",
     role: str = "ASYNC_MASTER",
+    *,
+    pin: bool = False,
 ) -> Any:
     from rocketq.bench.client_bench import target_cluster
 
@@ -196,6 +198,7 @@ def _bench_target(
         typer.echo,
         replication=replication,
         role=role,
+        pin=pin,
     )
 
 
@@ -279,6 +282,7 @@ def _produce_sweep(
     lists: tuple[str | None, str | None, str | None],
     batch_in_flight: int,
     echo_json: bool,
+    pin: bool = False,
 ) -> None:
     """``bench produce --sweep``: auto_batch on and off over the grid
     (bench/auto_batch_sweep.py)."""
@@ -308,7 +312,9 @@ def _produce_sweep(
         f"{','.join(map(str, grid.threads))}, sizes {','.join(map(str, grid.sizes))} bytes"
     )
     try:
-        with _bench_target(namesrv, embedded, data_dir, replication.value, role.value) as ns:
+        with _bench_target(
+            namesrv, embedded, data_dir, replication.value, role.value, pin=pin
+        ) as ns:
             rows = run(
                 lambda: ab.sweep(
                     ns,
@@ -385,6 +391,14 @@ def bench_produce(
             help="The producer's batch_max_in_flight: requests of a lane in flight at once.",
         ),
     ] = 2,
+    pin: Annotated[
+        bool,
+        typer.Option(
+            "--pin",
+            help="--embedded, a plain run or --sweep: the cluster's processes on one CPU and "
+            "this client on the others, so the scheduler does not move them between runs.",
+        ),
+    ] = False,
     replication: Annotated[
         Replication, typer.Option(help="--embedded: each broker group with a slave (ha).")
     ] = Replication.NONE,
@@ -483,6 +497,13 @@ def bench_produce(
                    "--sweep-sizes": sweep_sizes}  # fmt: skip
     if not sweep and (given := [flag for flag, value in sweep_lists.items() if value]):
         raise fail(f"{', '.join(given)}: only with --sweep", 2)
+    if pin:
+        from rocketq.bench.client_bench import check_pin
+
+        try:
+            check_pin(embedded)
+        except BenchOptionError as exc:
+            raise typer.BadParameter(str(exc), param_hint=f"'{exc.flag}'") from None
     if sweep:
         others = {
             "--compare-security": compare_security,
@@ -510,10 +531,13 @@ def bench_produce(
             lists=(sweep_topics, sweep_threads, sweep_sizes),
             batch_in_flight=batch_in_flight,
             echo_json=json_out,
+            pin=pin,
         )
         return
     if topics != 1 and (compare_security or metrics_compare or protocol is ClientProtocol.V5):
         raise fail("--topics: only with a plain run or --sweep (as --sweep-topics)", 2)
+    if pin and (compare_security or metrics_compare or protocol is ClientProtocol.V5):
+        raise fail("--pin: only with a plain run or --sweep", 2)
     run_s = 10.0 if duration is None else duration
     rounds = 4 if rounds is None else rounds
     queues = 8 if queues is None else queues
@@ -614,7 +638,9 @@ def bench_produce(
             typer.echo(json_line(summary))
         return
     try:
-        with _bench_target(namesrv, embedded, data_dir, replication.value, role.value) as ns:
+        with _bench_target(
+            namesrv, embedded, data_dir, replication.value, role.value, pin=pin
+        ) as ns:
             result = run(
                 lambda: produce(
                     ns,

@@ -537,11 +537,12 @@ class Producer:
                             outcomes[i] = error
                     continue
                 ids = result.text.split(",") if result.text else []
+                status = SendStatus(result.code)
                 for j, i in enumerate(members):
                     enc, mq = sends[i]
                     offset_id = ids[j] if j < len(ids) else ""
                     outcomes[i] = SendResult(
-                        status=SendStatus(result.code),
+                        status=status,
                         msg_id=enc.ids[0],
                         offset_msg_id=offset_id,
                         queue=mq,

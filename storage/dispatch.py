@@ -346,6 +346,9 @@ class Dispatcher:
         # Topic names dispatch has checked already (records of many topics interleave).
         self.good_topics: set[bytes] = set()
         self.listeners: list[ArrivalListener] = []
+        # Listeners of one topic's arrivals only (the timer's and the delay levels'), by
+        # topic: a run over many topics calls them only for theirs.
+        self.topic_listeners: dict[bytes, list[ArrivalListener]] = {}
         self.reput_offset = 0
         self.committed_offset = 0
         # (offset, store timestamp) of the newest dispatched record, for the checkpoint.
@@ -410,10 +413,14 @@ class Dispatcher:
             assert self.index is not None
             self.index.build_many(keys)  # one pass for the run, in CommitLog order
         self.built = (self.reput_offset, self.last_dispatched[1])
-        if arrivals and self.listeners:
+        if arrivals and (self.listeners or self.topic_listeners):
+            by_topic = self.topic_listeners
             for (topic, qid), (next_offset, code) in arrivals.items():
                 for listener in self.listeners:
                     listener(topic, qid, next_offset, code)
+                if by_topic:
+                    for listener in by_topic.get(topic, ()):
+                        listener(topic, qid, next_offset, code)
         self.busy_ns += time.perf_counter_ns() - started
         self.dispatched += done
         return done

@@ -634,11 +634,18 @@ class MessageStore:
             self.dispatcher.committed_offset = offset
             self._dispatch_wake.set()
 
-    def add_arrival_listener(self, listener: ArrivalListener) -> None:
-        """Tell ``listener`` of every dispatched record; adding one twice (a service
-        started again, as on a Raft leader change) keeps one."""
-        if listener not in self.dispatcher.listeners:
-            self.dispatcher.listeners.append(listener)
+    def add_arrival_listener(
+        self, listener: ArrivalListener, *, topic: bytes | None = None
+    ) -> None:
+        """Tell ``listener`` of every dispatched record (with ``topic``, of that topic's
+        only); adding one twice (a service started again, as on a Raft leader change)
+        keeps one."""
+        if topic is None:
+            listeners = self.dispatcher.listeners
+        else:
+            listeners = self.dispatcher.topic_listeners.setdefault(topic, [])
+        if listener not in listeners:
+            listeners.append(listener)
 
     # -- reading -------------------------------------------------------------------------
 

@@ -52,6 +52,8 @@ def test_a_short_run_reports_every_count(tmp_path: Path) -> None:
         assert step["create_total_s"] >= step["create_s"] > 0
         assert step["queues_ready_s"] >= step["create_s"]
         assert step["register_full_bytes"] > 0 and step["register_sent_bytes"] >= 0
+        # What each message cost the broker's process and the producer's, in CPU.
+        assert step["broker_cpu_us_per_msg"] > 0 and step["client_cpu_us_per_msg"] > 0
     assert steps[0]["ratio_to_one_topic"] == 1.0
     assert any(line.lstrip().startswith("6 ") for line in lines)  # the table's last row
     json.dumps(result)  # one JSON line
