@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -176,6 +176,17 @@ def _read_meta(path: Path) -> tuple[float | None, int | None]:
     if not isinstance(seconds, (int, float)) or not isinstance(rate, int) or rate <= 0:
         return None, None
     return float(seconds), rate
+
+
+def echo_summaries(paths: Iterable[Path], echo: Callable[[str], None], *, top: int) -> None:
+    """Print each profile's summary (:func:`format_summary`), or why it has none: what a
+    benchmark run with ``--profile`` prints after recording."""
+    for path in paths:
+        try:
+            for line in format_summary(summarize(path), top=top):
+                echo(line)
+        except ProfileError as exc:
+            echo(f"no profile summary: {exc}")
 
 
 def format_summary(

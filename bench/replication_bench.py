@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from rocketq.bench.client_bench import embedded_cluster, produce, run
-from rocketq.bench.profiling import ProfileError, format_summary, recording, summarize
+from rocketq.bench.profiling import echo_summaries, recording
 
 MODES: Final = {
     "async_master": ("ha", "ASYNC_MASTER"),
@@ -101,12 +101,7 @@ def replication_bench(
             "round_ratios": [round(x, 3) for x in ratios],
             "max_lag_bytes": lag,
         }
-    for path in profiles:
-        try:
-            for line in format_summary(summarize(path), top=10):
-                echo(line)
-        except ProfileError as exc:
-            echo(f"no profile summary: {exc}")
+    echo_summaries(profiles, echo, top=10)
     if profiles:
         summary["profiles"] = [str(p) for p in profiles]
     return summary

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 MB: Final = 1_000_000
@@ -92,3 +95,25 @@ class BenchOptionError(ValueError):
     def __init__(self, flag: str, message: str) -> None:
         super().__init__(message)
         self.flag = flag
+
+
+_TICKS: Final = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_clock(pids: list[int], *, own: bool = True) -> Callable[[], float]:
+    """A clock of the CPU seconds this process (unless ``own`` is False) and the processes
+    ``pids`` have spent (a process that is gone counts nothing): what a load costs in CPU,
+    whatever else runs on the machine."""
+
+    def seconds() -> float:
+        total = time.process_time() if own else 0.0
+        for pid in pids:
+            try:
+                raw = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                continue
+            fields = raw[raw.rfind(")") + 2 :].split()
+            total += (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
+        return total
+
+    return seconds

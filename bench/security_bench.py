@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from rocketq.bench.client_bench import EMBEDDED_SETTINGS, produce, run
+from rocketq.bench.report import cpu_clock
 from rocketq.common.exceptions import RocketqError
 
 VARIANTS: Final = {
@@ -94,28 +95,6 @@ class Sample:
     failed: int
     # CPU time of the client and every node of the cluster per message sent, in µs.
     cpu_us_per_msg: float = 0.0
-
-
-_TICKS: Final = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_clock(pids: list[int], *, own: bool = True) -> Callable[[], float]:
-    """A clock of the CPU seconds this process (unless ``own`` is False) and the processes
-    ``pids`` have spent (a process that is gone counts nothing): what a load costs in CPU,
-    whatever else runs on the machine."""
-
-    def seconds() -> float:
-        total = time.process_time() if own else 0.0
-        for pid in pids:
-            try:
-                raw = Path(f"/proc/{pid}/stat").read_text()
-            except OSError:
-                continue
-            fields = raw[raw.rfind(")") + 2 :].split()
-            total += (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
-        return total
-
-    return seconds
 
 
 @contextlib.contextmanager

@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocketq.bench.report import BenchOptionError, json_line, rate
-from rocketq.bench.security_bench import cpu_clock
+from rocketq.bench.report import BenchOptionError, cpu_clock, json_line, rate
 
 TOPIC_PREFIX = "BenchTopic-"
 MAX_TOPICS = 100_000
@@ -302,17 +301,12 @@ def _profiled(
     if profile_dir is None:
         yield
         return
-    from rocketq.bench.profiling import ProfileError, format_summary, recording, summarize
+    from rocketq.bench.profiling import echo_summaries, recording
 
     targets = [(f"topics-{count}-broker", broker_pid), (f"topics-{count}-client", os.getpid())]
     with recording(targets, profile_dir, echo) as files:
         yield
-    for out in files.values():
-        try:
-            for line in format_summary(summarize(out), top=12):
-                echo(line)
-        except ProfileError as exc:
-            echo(f"no profile summary: {exc}")
+    echo_summaries(files.values(), echo, top=12)
 
 
 def _errors_text(errors: dict[str, int]) -> str:

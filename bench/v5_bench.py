@@ -51,9 +51,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from rocketq.bench.client_bench import EMBEDDED_SETTINGS, consume, ensure_topic, produce, run
-from rocketq.bench.profiling import ProfileError, format_summary, recording, summarize
-from rocketq.bench.report import MB
-from rocketq.bench.security_bench import cpu_clock
+from rocketq.bench.profiling import echo_summaries, recording
+from rocketq.bench.report import MB, cpu_clock
 from rocketq.bench.v5_drivers import (
     V5BenchError,
     driver_argv,
@@ -436,12 +435,7 @@ def _summary(
         v5_limit = limit(busy_v5, sides["v5"]["clients_busy"], sides["v5"]["machine_busy"])
     if v5_limit is not None:
         echo(f"v5: {v5_limit}")
-    for path in profiles:
-        try:
-            for line in format_summary(summarize(path), top=12):
-                echo(line)
-        except ProfileError as exc:
-            echo(f"no profile summary: {exc}")
+    echo_summaries(profiles, echo, top=12)
     summary: dict[str, Any] = {
         "bench": bench,
         "protocol": "v5",

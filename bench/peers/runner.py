@@ -22,7 +22,7 @@ from rocketq.bench.peers.results import FAILED, MISSING, Report, ScenarioResult
 from rocketq.bench.peers.scenarios import run_scenario
 from rocketq.bench.peers.systems.base import PeerSystem, ServerInfo
 from rocketq.bench.peers.workload import Scenario, Workload
-from rocketq.bench.profiling import ProfileError, format_summary, recording, summarize
+from rocketq.bench.profiling import echo_summaries, recording
 
 Echo = Callable[[str], None]
 # A scenario is cut off after this many seconds on top of its own bounds.
@@ -166,12 +166,7 @@ def _profiled(
     targets = [(f"{prefix}-broker", server.pids[0]), (f"{prefix}-client", os.getpid())]
     with recording(targets, options.profile_dir, echo) as files:
         yield
-    for out in files.values():
-        try:
-            for line in format_summary(summarize(out), top=10):
-                echo(line)
-        except ProfileError as exc:
-            echo(f"no profile summary: {exc}")
+    echo_summaries(files.values(), echo, top=10)
 
 
 def _in_loop(factory: Callable[[], Any]) -> Any:
