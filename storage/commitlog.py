@@ -282,7 +282,7 @@ class CommitLog:
                 if len(live) == 1:  # append's error for a batch too large
                     i = live[0]
                     try:
-                        self.append(*parts[i])
+                        out[i] = self.append(*parts[i])
                     except MessageIllegalError as exc:
                         out[i] = exc
                     return [r if r is not None else _NOT_STORED for r in out]

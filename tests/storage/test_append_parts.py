@@ -128,6 +128,11 @@ async def test_parts_that_do_not_fit_roll_to_the_next_segment(store_factory: Any
         assert r.wrote_offset // size == (r.end_offset - 1) // size
     await _dispatched(store)
     assert [b for _, b in _stored(store, "C", 2)] == [b"w" * 6000]
+    # One part larger than a segment is refused, as append refuses it; the others stored.
+    results = store.append_parts([_part("D", 0, b"v" * 17000), _part("D", 1, b"ok")])
+    assert isinstance(results[0], MessageIllegalError)
+    assert "larger than a CommitLog segment" in str(results[0])
+    assert isinstance(results[1], AppendResult) and results[1].queue_offset == 0
 
 
 async def test_a_failed_write_refuses_every_part_and_gives_the_offsets_back(
