@@ -4,9 +4,7 @@ write, each with its own queue offsets, a refused one taking no place, the rest 
 
 from __future__ import annotations
 
-import errno
 import itertools
-import os
 from typing import Any
 
 import pytest
@@ -14,11 +12,10 @@ import pytest
 from rocketq.common.exceptions import DiskFullError, MessageIllegalError
 from rocketq.common.record import BLANK_MAGIC_CODE, SIZE_MAGIC, decode_records
 from rocketq.storage.commitlog import AppendResult
-from rocketq.storage.mapped_file import MappedFile
 from rocketq.storage.message_store import MessageStore
 from tests.storage.conftest import batch
 from tests.storage.test_commitlog import _dispatched
-from tests.storage.test_held_writes import _count_writes
+from tests.storage.test_held_writes import _count_writes, _fail_writes
 
 
 def _part(topic: str, queue_id: int, *bodies: bytes) -> tuple[bytes, bytes, int]:
@@ -142,10 +139,7 @@ async def test_a_failed_write_refuses_every_part_and_gives_the_offsets_back(
     store.append(batch("A", [b"kept"]), "A", 0)
     start = store.max_phy_offset
 
-    def broken(self: MappedFile, data: Any, *, fill: bool = False) -> None:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(MappedFile, "append_bytes", broken)
+    _fail_writes(monkeypatch)
     with pytest.raises(DiskFullError, match="No space left on device"):
         store.append_parts([_part("A", 0, b"lost"), _part("New", 1, b"lost")])
     assert store.max_phy_offset == start

@@ -31,6 +31,17 @@ def _count_writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return sizes
 
 
+def _fail_writes(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Every MappedFile write fails as a full disk does (ENOSPC); -> the real write."""
+
+    def broken(self: MappedFile, data: Any, *, fill: bool = False) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    real = MappedFile.append_bytes
+    monkeypatch.setattr(MappedFile, "append_bytes", broken)
+    return real
+
+
 async def test_held_sends_are_written_in_one_pwrite_at_settle(
     store_factory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -116,11 +127,7 @@ async def test_a_failed_write_stores_nothing_and_gives_the_queue_offsets_back(
     store.append(batch("T", [b"kept"]), "T", 0)
     start = store.max_phy_offset
 
-    def broken(self: MappedFile, data: Any, *, fill: bool = False) -> None:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    real = MappedFile.append_bytes
-    monkeypatch.setattr(MappedFile, "append_bytes", broken)
+    real = _fail_writes(monkeypatch)
     store.hold_writes()
     store.append(batch("T", [b"lost"]), "T", 0)
     store.append(batch("New", [b"lost"]), "New", 2)
