@@ -607,7 +607,13 @@ class Admin:
     async def trace(self, msg_id: str, *, topic: str = TRACE_TOPIC) -> list[TraceEvent]:
         """The trace events of a message (sent or consumed by traced clients), oldest first."""
         events = []
-        for m in await self.query_msg_by_key(topic, msg_id, max_num=64):
+        try:
+            found = await self.query_msg_by_key(topic, msg_id, max_num=64)
+        except TopicNotExistError:
+            # No trace written yet: the trace topic is made by the first trace writer's send,
+            # and reaches the nameservers with the broker's next registration.
+            return []
+        for m in found:
             events += [e for e in parse_events(m.body) if e.msg_id == msg_id]
         return sorted(events, key=lambda e: (e.timestamp, e.type != "Pub"))
 
