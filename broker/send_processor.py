@@ -46,7 +46,10 @@ from rocketq.common.message import (
     transaction_type,
 )
 from rocketq.common.record import (
+    FIXED_SIZE,
+    POS_BODY,
     POS_SYS_FLAG,
+    SIZE_MAGIC_SYSFLAG_BODYLEN,
     UINT,
     decode_record,
     iter_records,
@@ -66,6 +69,7 @@ _NOT_STORED = RocketqSystemError("the batch was not stored")
 # What a batch may not hold: a delay level, a delivery time (checked on the bytes first).
 _DELAY = b"DELAY\x01"
 _TIMER_DELIVER_MS = b"TIMER_DELIVER_MS\x01"
+_DEL = b"DEL"  # in both names
 
 
 class Quorum(Protocol):
@@ -163,7 +167,11 @@ class SendProcessor:
         if batch:
             check_batch(records)
             # Nothing to redirect (no delay, timer or transaction): stored as it came.
-            kind = FIFO if self.metrics is not None and _SHARDING_KEY in records else NORMAL
+            kind = (
+                FIFO
+                if self.metrics is not None and has_property(records, _SHARDING_KEY)
+                else NORMAL
+            )
             result = self.store.append(records, topic, queue_id)
         else:
             result, kind = self._append(records, topic, queue_id)
@@ -225,7 +233,7 @@ class SendProcessor:
                 self.stats.puts += result.msg_count
                 if metrics is not None:
                     records = part[0]
-                    kind = FIFO if _SHARDING_KEY in records else NORMAL
+                    kind = FIFO if has_property(records, _SHARDING_KEY) else NORMAL
                     metrics.stored(parts[i][1], kind, result.msg_count, len(records))
         return out
 
@@ -276,7 +284,7 @@ class SendProcessor:
             if delayed is not None:
                 return self.store.append(*delayed), DELAY
         # Only the metrics tell FIFO from normal: with them off, no scan of the records.
-        kind = FIFO if self.metrics is not None and _SHARDING_KEY in records else NORMAL
+        kind = FIFO if self.metrics is not None and has_property(records, _SHARDING_KEY) else NORMAL
         return self.store.append(records, topic, queue_id), kind
 
     def wait_stored_then(
@@ -451,25 +459,51 @@ class SendProcessor:
 def check_batch(records: bytes) -> None:
     """Refuse a batch's records (RocketMQ's CommitLog.asyncPutMessages refuses the batch as
     MESSAGE_ILLEGAL) if it is transactional or a record has a delay level or a delivery
-    time. The records are scanned as bytes; only a batch that names DELAY is decoded, to
-    read its levels."""
+    time. Only the records' properties are searched (not their bodies); only a record
+    whose properties name DELAY is decoded, to read its level."""
     if len(records) >= POS_SYS_FLAG + 4:  # every record has the header's sys flag
         (sys_flag,) = UINT.unpack_from(records, POS_SYS_FLAG)
         if transaction_type(sys_flag):
             raise MessageIllegalError(
                 "a transactional message cannot be sent in a batch; send it by itself"
             )
-    if _TIMER_DELIVER_MS in records:
+    if not has_property(records, _DEL):
+        return  # both names below hold it: one search over the properties, most batches
+    if has_property(records, _TIMER_DELIVER_MS):
         raise MessageIllegalError(
             "a batch cannot hold messages with a delivery time; send them one by one"
         )
-    if _DELAY in records:
+    if has_property(records, _DELAY):
         for pos, _size in iter_records(records):
             if delay_level_of(decode_record(records, pos)) > 0:
                 raise MessageIllegalError(
                     "a batch cannot hold delayed messages (TimeDelayLevel is not supported "
                     "for batching); send them one by one"
                 )
+
+
+def has_property(records: bytes, needle: bytes) -> bool:
+    """Whether ``needle`` (``NAME\x01``) occurs in the properties of any of the records,
+    searched in place, record by record, without their bodies. Where the bytes stop being
+    records the rest is searched whole (the answer may then be a false yes, never a false
+    no)."""
+    n = len(records)
+    pos = 0
+    while pos < n:
+        if n - pos < FIXED_SIZE:
+            break
+        size, _magic, _sys_flag, body_len = SIZE_MAGIC_SYSFLAG_BODYLEN.unpack_from(records, pos)
+        end = pos + size
+        topic_at = pos + POS_BODY + body_len
+        if size < FIXED_SIZE or end > n or body_len < 0 or topic_at + 3 > end:
+            break
+        props_at = topic_at + 1 + records[topic_at] + 2
+        if props_at > end:
+            break
+        if records.find(needle, props_at, end) >= 0:
+            return True
+        pos = end
+    return pos < n and records.find(needle, pos) >= 0
 
 
 def _origin_topic(topic: str, props: dict[str, str]) -> str:

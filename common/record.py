@@ -268,23 +268,25 @@ _ZERO_IP: Final = b"\0\0\0\0"
 
 def encode_send_record(
     topic_part: bytes,
-    body: bytes,
+    body: bytes | memoryview,
     properties: bytes,
     born_timestamp: int,
     born_ip: bytes,
     born_port: int,
     flag: int = 0,
     sys_flag: int = 0,
+    queue_id: int = 0,
+    reconsume_times: int = 0,
 ) -> bytes:
-    """A producer's record, the fast way: ``topic_part`` is the topic's length byte and
-    bytes; store-side fields and the body CRC stay zero (the broker stamps them)."""
+    """A record to be stamped, the fast way: ``topic_part`` is the topic's length byte
+    and bytes; store-side fields and the body CRC stay zero (the broker stamps them)."""
     return b"".join(
         (
             HEADER.pack(
                 FIXED_SIZE - 1 + len(body) + len(topic_part) + len(properties),
                 MESSAGE_MAGIC_CODE,
                 0,
-                0,
+                queue_id,
                 flag,
                 0,
                 0,
@@ -295,7 +297,7 @@ def encode_send_record(
                 0,
                 _ZERO_IP,
                 0,
-                0,
+                reconsume_times,
                 0,
                 len(body),
             ),

@@ -24,7 +24,6 @@ refused the segment, ``text`` its remark.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 from typing import Final, NamedTuple
 
 from rocketq.common.exceptions import MessageIllegalError
@@ -69,14 +68,15 @@ def encode_segment(topic: bytes, queue_id: int, entries: bytes) -> bytes:
     )
 
 
-def decode_segments(body: bytes | memoryview) -> Iterator[Segment]:
-    """A SEND_TOPICS_BATCH body, segment by segment. Total: bytes that are not segments
-    raise MessageIllegalError naming the segment and byte where they stop making sense;
-    a body with no segment is refused too."""
+def decode_segments(body: bytes | memoryview) -> list[Segment]:
+    """A SEND_TOPICS_BATCH body -> its segments, in order. Total: bytes that are not
+    segments raise MessageIllegalError naming the segment and byte where they stop making
+    sense; a body with no segment is refused too."""
     view = memoryview(body)
     end = len(view)
     pos = 0
     count = 0
+    out: list[Segment] = []
     while pos < end:
         if end - pos < _TOPIC_LEN.size:
             raise MessageIllegalError(
@@ -95,7 +95,7 @@ def decode_segments(body: bytes | memoryview) -> Iterator[Segment]:
                 f"segment {count} of the topics batch (at byte {pos} of {end}) is cut short"
             )
         try:
-            topic = bytes(view[at:tail]).decode()
+            topic = str(view[at:tail], "utf-8")
         except UnicodeDecodeError:
             raise MessageIllegalError(
                 f"segment {count} of the topics batch (at byte {pos} of {end}) names a "
@@ -108,11 +108,12 @@ def decode_segments(body: bytes | memoryview) -> Iterator[Segment]:
                 f"segment {count} of the topics batch (topic {topic!r}, at byte {pos} of "
                 f"{end}) has {entries_len} bytes of messages, which is none or past the end"
             )
-        yield Segment(topic, queue_id, view[start : start + entries_len])
+        out.append(Segment(topic, queue_id, view[start : start + entries_len]))
         count += 1
         pos = start + entries_len
     if not count:
         raise MessageIllegalError("the topics batch has no segment")
+    return out
 
 
 def segment_topics(body: bytes | memoryview) -> list[str]:
@@ -123,10 +124,24 @@ def segment_topics(body: bytes | memoryview) -> list[str]:
 
 def encode_results(results: list[SegmentResult]) -> bytes:
     """The answer's body."""
-    parts = []
-    for r in results:
-        text = r.text.encode()
-        parts.append(_RESULT_HEAD.pack(r.code, r.queue_id, r.queue_offset, len(text)))
+    return encode_result_columns(
+        [r.code for r in results],
+        [r.queue_id for r in results],
+        [r.queue_offset for r in results],
+        [r.text for r in results],
+    )
+
+
+def encode_result_columns(
+    codes: list[int], queue_ids: list[int], queue_offsets: list[int], texts: list[str]
+) -> bytes:
+    """The answer's body from each result's fields, one list per field (what the broker
+    keeps while it stores a batch, rather than a result object per segment)."""
+    parts: list[bytes] = []
+    pack = _RESULT_HEAD.pack
+    for i in range(len(codes)):
+        text = texts[i].encode()
+        parts.append(pack(codes[i], queue_ids[i], queue_offsets[i], len(text)))
         parts.append(text)
     return b"".join(parts)
 
@@ -169,6 +184,7 @@ __all__ = [
     "SegmentResult",
     "decode_results",
     "decode_segments",
+    "encode_result_columns",
     "encode_results",
     "encode_segment",
     "segment_topics",

@@ -56,6 +56,13 @@ QueueKey = tuple[bytes, int]
 _NO_QUEUE_OFFSET: Final = frozenset({0x4, 0xC})
 # A part append_parts gave no result (never: each is stored or refused).
 _NOT_STORED: Final = MessageIllegalError("the batch was not stored")
+# What stamping calls for every record, bound once (a batch of many topics stamps a few
+# records per call).
+_unpack_record_head: Final = SIZE_MAGIC_SYSFLAG_BODYLEN.unpack_from
+_unpack_ushort: Final = USHORT.unpack_from
+_pack_crc_queue_id: Final = STAMP_CRC_QUEUE_ID.pack_into
+_pack_offsets: Final = STAMP_OFFSETS.pack_into
+_crc32: Final = zlib.crc32
 
 
 @dataclass(unsafe_hash=True)
@@ -162,11 +169,11 @@ class CommitLog:
         """:meth:`stamp` for the records in ``buf[start:n]`` (one topic and queue), where
         ``buf`` (``view`` its memoryview) starts at physical offset ``base``; each record
         gets ``store_stamp`` (store time and host). -> (records, next queue offset)."""
-        unpack = SIZE_MAGIC_SYSFLAG_BODYLEN.unpack_from
-        ushort = USHORT.unpack_from
-        stamp_crc = STAMP_CRC_QUEUE_ID.pack_into
-        stamp_offsets = STAMP_OFFSETS.pack_into
-        crc32 = zlib.crc32
+        unpack = _unpack_record_head
+        ushort = _unpack_ushort
+        stamp_crc = _pack_crc_queue_id
+        stamp_offsets = _pack_offsets
+        crc32 = _crc32
         tl = len(topic)
         max_body = self.max_message_size
         qoff = first_qoff
@@ -188,7 +195,7 @@ class CommitLog:
             body_end = pos + POS_BODY + body_len
             if body_end + 3 + tl > pos + size:
                 raise MessageIllegalError(f"record {count} of the batch has a bad layout")
-            if buf[body_end] != tl or view[body_end + 1 : body_end + 1 + tl] != topic:
+            if buf[body_end] != tl or not buf.startswith(topic, body_end + 1):
                 raise MessageIllegalError(
                     "every message of a batch must have the batch's topic "
                     f"{topic.decode(errors='replace')!r}"

@@ -21,7 +21,6 @@ import functools
 import random
 import struct
 import time
-from collections.abc import Iterator
 from typing import Final
 
 from rocketq.broker.metrics import REMOTING, SEND_BATCH_MESSAGE, SEND_MESSAGE
@@ -40,8 +39,9 @@ from rocketq.common.record import (
     check_topic,
     encode_host,
     encode_record,
+    encode_send_record,
 )
-from rocketq.common.topics_batch import SegmentResult, decode_segments, encode_results
+from rocketq.common.topics_batch import decode_segments, encode_result_columns
 from rocketq.remoting.codes import RequestCode, ResponseCode, RocketqRequestCode
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.transport import Connection, Handler, error_response
@@ -180,17 +180,18 @@ def with_cluster(properties: str | None, cluster_property: bytes) -> bytes:
     return properties.encode() + cluster_property
 
 
-def _batch_entries(view: memoryview) -> Iterator[tuple[int, int, int, int]]:
-    """RocketMQ's batch body (MessageDecoder.encodeMessages), entry by entry -> each one's
-    flag, where its body starts, where its properties start and where it ends. Total: any
-    other bytes raise MessageIllegalError naming the entry and byte where they stop being
-    a batch; an entry's total size must be the bytes its fields take, as every RocketMQ
-    client writes it (magic and body CRC are not read: clients write zeros, the broker
-    computes the CRC); a body of no entry is no batch."""
+def _batch_entries(view: memoryview) -> list[tuple[int, int, int, int]]:
+    """RocketMQ's batch body (MessageDecoder.encodeMessages) -> each entry's flag, where its
+    body starts, where its properties start and where it ends. Total: any other bytes
+    raise MessageIllegalError naming the entry and byte where they stop being a batch; an
+    entry's total size must be the bytes its fields take, as every RocketMQ client writes
+    it (magic and body CRC are not read: clients write zeros, the broker computes the
+    CRC); a body of no entry is no batch."""
     end = len(view)
     pos = 0
-    count = 0
+    out: list[tuple[int, int, int, int]] = []
     while pos < end:
+        count = len(out)
         if end - pos < _BATCH_ENTRY_MIN:
             raise MessageIllegalError(
                 f"the batch body is cut short: message {count} at byte {pos} of {end} "
@@ -217,11 +218,11 @@ def _batch_entries(view: memoryview) -> Iterator[tuple[int, int, int, int]]:
                 f"message {count} of the batch (at byte {pos} of {end}) says it is "
                 f"{total} bytes, but its body and properties make it {entry_end - pos}"
             )
-        yield flag, start, props_start, entry_end
-        count += 1
+        out.append((flag, start, props_start, entry_end))
         pos = entry_end
-    if not count:
+    if not out:
         raise MessageIllegalError("the batch has no message")
+    return out
 
 
 def batch_records(
@@ -235,14 +236,18 @@ def batch_records(
     reconsume_times: int,
     batch_properties: bytes = b"",
 ) -> tuple[bytes, list[int]]:
-    """RocketMQ's batch body (MessageDecoder.encodeMessages) as CommitLog records -> the
-    records and each one's size. Each record gets its entry's properties followed by the
-    batch's own (the header's). Total: bytes that are not the batch encoding raise
-    MessageIllegalError (see _batch_entries), an entry whose properties with the batch's
-    do not fit a record PropertiesSizeExceededError."""
+    """RocketMQ's batch body (MessageDecoder.encodeMessages) as CommitLog records, their
+    body CRC left for the CommitLog's stamp -> the records and each one's size. Each
+    record gets its entry's properties followed by the batch's own (the header's). Total:
+    bytes that are not the batch encoding raise MessageIllegalError (see _batch_entries),
+    an entry whose properties with the batch's do not fit a record
+    PropertiesSizeExceededError."""
     view = memoryview(body)
     records: list[bytes] = []
     sizes: list[int] = []
+    topic_part = bytes((len(topic),)) + topic
+    born_ip = born[:4]
+    born_port = int.from_bytes(born[4:8], "big")
     for flag, start, props_start, entry_end in _batch_entries(view):
         props = bytes(view[props_start:entry_end])
         if batch_properties:
@@ -254,20 +259,42 @@ def batch_records(
                 f"message {len(records)} of the batch has {len(props)} bytes of properties "
                 f"with the batch's own; at most {MAX_PROPERTIES_LENGTH} fit in a record"
             )
-        record = encode_record(
-            topic=topic,
-            body=view[start : props_start - 2],
-            properties=props,
-            born_timestamp=born_timestamp,
-            born_host=born,
-            queue_id=queue_id,
-            flag=flag,
-            sys_flag=sys_flag,
-            reconsume_times=reconsume_times,
+        record = encode_send_record(
+            topic_part,
+            view[start : props_start - 2],
+            props,
+            born_timestamp,
+            born_ip,
+            born_port,
+            flag,
+            sys_flag,
+            queue_id,
+            reconsume_times,
         )
         records.append(record)
         sizes.append(len(record))
-    return b"".join(records), sizes
+    return records[0] if len(records) == 1 else b"".join(records), sizes
+
+
+class _TopicsResults:
+    """The results of a SEND_TOPICS_BATCH's segments while they wait for their answer: one
+    list per field, by segment, and the stored ones' appends."""
+
+    __slots__ = ("codes", "offsets", "queue_ids", "stored", "texts")
+
+    def __init__(
+        self,
+        codes: list[int],
+        queue_ids: list[int],
+        offsets: list[int],
+        texts: list[str],
+        stored: list[tuple[int, AppendResult, list[int]]],
+    ) -> None:
+        self.codes = codes
+        self.queue_ids = queue_ids
+        self.offsets = offsets
+        self.texts = texts
+        self.stored = stored  # (segment index, its append, its record sizes)
 
 
 class SendRequests:
@@ -336,6 +363,7 @@ class SendRequests:
                     flag=h.int("flag", 0),
                     sys_flag=sys_flag,
                     reconsume_times=reconsume,
+                    body_crc=0,  # the CommitLog's stamp computes it
                 )
                 sizes = [len(records)]
             self._check_creation(conn, cmd, topic)
@@ -383,13 +411,10 @@ class SendRequests:
         had their waits (flush, slave, quorum), holds each segment's result."""
         started = time.perf_counter()
         h = SendHeader(cmd)
-        stored: list[tuple[int, AppendResult, list[int]]] = []  # result index, append, sizes
-        results: list[SegmentResult] = []
-        end_offset = 0
         try:
             body = cmd.body if cmd.body is not None else b""
             self._check_body_size(len(body), batch=True)
-            segments = list(decode_segments(body))
+            segments = decode_segments(body)
             born = born_host(conn)
             born_ts = h.int("bornTimestamp", 0)
             default_topic = h.get("defaultTopic") or ""
@@ -399,13 +424,22 @@ class SendRequests:
             answer = error_response(cmd, exc)
             self._count(batch=True, code=answer.code, started=started)
             return answer
+        # Each segment's result, one list per field (no object per segment): its code,
+        # queue, first queue offset and text (offset message ids, or the refusal's remark).
+        n = len(segments)
+        codes = [int(ResponseCode.SUCCESS)] * n
+        queue_ids = [0] * n
+        offsets = [-1] * n
+        texts = [""] * n
         # Each segment's records, checked and built; then all of them stored in one go.
         parts: list[tuple[bytes, str, int]] = []
         built: list[tuple[int, list[int]]] = []  # result index and record sizes of each part
         configs = self.b.topics.topics
         processor = self.b.send
         sendable = processor.sendable
-        for segment in segments:
+        cluster_property = self.cluster_property
+        for index in range(n):
+            segment = segments[index]
             topic = segment.topic
             queue_id = segment.queue_id
             try:
@@ -424,7 +458,7 @@ class SendRequests:
                         born=born,
                         sys_flag=0,
                         reconsume_times=0,
-                        batch_properties=self.cluster_property,
+                        batch_properties=cluster_property,
                     )
                 except PropertiesSizeExceededError:
                     raise
@@ -437,14 +471,18 @@ class SendRequests:
                     self._check_creation(conn, cmd, topic)
             except Exception as exc:
                 refusal = error_response(cmd, exc)
-                results.append(SegmentResult(refusal.code, queue_id, -1, refusal.remark or ""))
+                codes[index] = refusal.code
+                queue_ids[index] = queue_id
+                texts[index] = refusal.remark or ""
                 continue
-            built.append((len(results), sizes))
-            results.append(SegmentResult(ResponseCode.SUCCESS, queue_id, -1, ""))
+            queue_ids[index] = queue_id
+            built.append((index, sizes))
             parts.append((records, topic, queue_id))
+        stored: list[tuple[int, AppendResult, list[int]]] = []  # result index, append, sizes
+        end_offset = 0
         if parts:
             try:
-                appended = self.b.send.append_parts(
+                appended = processor.append_parts(
                     parts,
                     default_topic=default_topic,
                     default_queue_nums=default_queue_nums,
@@ -452,54 +490,60 @@ class SendRequests:
                 )
             except Exception as exc:  # no writes now (a slave, a full disk...): none stored
                 appended = [exc] * len(parts)
-            for (index, sizes), outcome in zip(built, appended, strict=True):
-                queue_id = results[index].queue_id
+            for i in range(len(built)):
+                index, sizes = built[i]
+                outcome = appended[i]
                 if isinstance(outcome, AppendResult):
                     stored.append((index, outcome, sizes))
-                    results[index] = SegmentResult(
-                        ResponseCode.SUCCESS, queue_id, outcome.queue_offset, ""
-                    )
-                    end_offset = max(end_offset, outcome.end_offset)
+                    offsets[index] = outcome.queue_offset
+                    if outcome.end_offset > end_offset:
+                        end_offset = outcome.end_offset
                 else:
                     refusal = error_response(cmd, outcome)
-                    results[index] = SegmentResult(refusal.code, queue_id, -1, refusal.remark or "")
-        if not stored or not self.b.send.waits:
-            return self._topics_answer(cmd, results, stored, PutStatus.PUT_OK, started)
+                    codes[index] = refusal.code
+                    texts[index] = refusal.remark or ""
+        results = _TopicsResults(codes, queue_ids, offsets, texts, stored)
+        if not stored or not processor.waits:
+            return self._topics_answer(cmd, results, PutStatus.PUT_OK, started)
 
         def done(status: PutStatus | BaseException) -> None:
-            answer = self._topics_answer(cmd, results, stored, status, started)
+            answer = self._topics_answer(cmd, results, status, started)
             if conn.is_open:
                 conn.send(answer)
 
-        self.b.send.wait_stored_then(end_offset, done)
+        processor.wait_stored_then(end_offset, done)
         return None
 
     def _topics_answer(
         self,
         cmd: RemotingCommand,
-        results: list[SegmentResult],
-        stored: list[tuple[int, AppendResult, list[int]]],
+        results: _TopicsResults,
         status: PutStatus | BaseException,
         started: float,
     ) -> RemotingCommand:
         """SEND_TOPICS_BATCH's answer: the stored segments get the wait's outcome (their
         offset message ids), or the error that ended the wait (a Raft leader stepping
         down), the refused ones their error."""
-        host = self.b.store.commitlog.store_host
+        codes, offsets, texts = results.codes, results.offsets, results.texts
         if isinstance(status, BaseException):
             failed = error_response(cmd, status)
             code, text = failed.code, failed.remark or ""
-            for index, _result, _sizes in stored:
-                r = results[index]
-                results[index] = SegmentResult(code, r.queue_id, -1, text)
+            for index, _result, _sizes in results.stored:
+                codes[index] = code
+                offsets[index] = -1
+                texts[index] = text
         else:
             code = PUT_CODES[status]
-            for index, result, sizes in stored:
-                r = results[index]
-                ids = _offset_ids(host, result, sizes)
-                results[index] = SegmentResult(code, r.queue_id, r.queue_offset, ids)
+            host = self.b.store.commitlog.store_host
+            for index, result, sizes in results.stored:
+                codes[index] = code
+                texts[index] = _offset_ids(host, result, sizes)
         self._count(batch=True, code=ResponseCode.SUCCESS, started=started)
-        return cmd.response(ResponseCode.SUCCESS, None, encode_results(results))
+        return cmd.response(
+            ResponseCode.SUCCESS,
+            None,
+            encode_result_columns(codes, results.queue_ids, offsets, texts),
+        )
 
     def _answer(
         self,
