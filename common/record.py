@@ -264,6 +264,22 @@ def encode_record(
 
 
 _ZERO_IP: Final = b"\0\0\0\0"
+# A batch entry's head (RocketMQ's MessageDecoder.encodeMessage): total size, magic, body
+# CRC (clients write zeros), flag, body length.
+_BATCH_ENTRY_HEAD: Final = struct.Struct(">iiiii")
+
+
+def encode_batch_entry(body: bytes | memoryview, properties: bytes, flag: int = 0) -> bytes:
+    """One message of a batch body (RocketMQ's MessageDecoder.encodeMessage): its head,
+    body, properties' length and properties."""
+    return b"".join(
+        (
+            _BATCH_ENTRY_HEAD.pack(22 + len(body) + len(properties), 0, 0, flag, len(body)),
+            body,
+            USHORT.pack(len(properties)),
+            properties,
+        )
+    )
 
 
 def encode_send_record(

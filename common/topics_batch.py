@@ -24,7 +24,7 @@ refused the segment, ``text`` its remark.
 from __future__ import annotations
 
 import struct
-from typing import Final, NamedTuple
+from typing import Final
 
 from rocketq.common.exceptions import MessageIllegalError
 
@@ -52,13 +52,34 @@ class Segment:
         return f"Segment({self.topic!r}, {self.queue_id}, {len(self.entries)} bytes)"
 
 
-class SegmentResult(NamedTuple):
-    """What became of one segment (a tuple: the broker makes one per segment)."""
+class SegmentResult:
+    """What became of one segment (a plain class: the producer reads one per segment)."""
 
-    code: int
-    queue_id: int
-    queue_offset: int
-    text: str  # the offset message ids (stored) or the error's remark
+    __slots__ = ("code", "queue_id", "queue_offset", "text")
+
+    def __init__(self, code: int, queue_id: int, queue_offset: int, text: str) -> None:
+        self.code = code
+        self.queue_id = queue_id
+        self.queue_offset = queue_offset
+        self.text = text  # the offset message ids (stored) or the error's remark
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SegmentResult):
+            return NotImplemented
+        return (self.code, self.queue_id, self.queue_offset, self.text) == (
+            other.code,
+            other.queue_id,
+            other.queue_offset,
+            other.text,
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # compared by value, as the tuple it was
+
+    def __repr__(self) -> str:
+        return (
+            f"SegmentResult(code={self.code}, queue_id={self.queue_id}, "
+            f"queue_offset={self.queue_offset}, text={self.text!r})"
+        )
 
 
 def encode_segment(topic: bytes, queue_id: int, entries: bytes) -> bytes:

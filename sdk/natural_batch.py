@@ -42,8 +42,8 @@ from typing import Any, Final, Generic, TypeVar
 
 from rocketq.common.exceptions import RequestTimeoutError
 from rocketq.common.message import MessageQueue
+from rocketq.common.record import encode_batch_entry
 from rocketq.sdk.send_encoding import Encoded
-from rocketq.sdk.wire import batch_entry
 
 # A send's result (the producer's SendResult).
 R = TypeVar("R")
@@ -404,7 +404,11 @@ def _batch(items: list[_Item[R]]) -> Encoded:
     ids: list[str] = []
     for item in items:
         enc = item.enc
-        entries.append(batch_entry(enc.body, (enc.properties or "").encode(), enc.flag))
+        entries.append(
+            encode_batch_entry(
+                enc.body, enc.properties.encode() if enc.properties else b"", enc.flag
+            )
+        )
         ids.extend(enc.ids)
     return Encoded(items[0].enc.topic, b"".join(entries), None, ids, 0, 0)
 

@@ -41,6 +41,8 @@ from rocketq.common.message import (
 )
 from rocketq.common.message_id import UniqIdGenerator
 from rocketq.common.names import check_group_name
+from rocketq.common.record import encode_batch_entry
+from rocketq.common.topics_batch import encode_segment
 from rocketq.remoting.codes import ResponseCode
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.route_data import TopicRouteData
@@ -56,10 +58,9 @@ from rocketq.sdk.settings import make_config, resolve_namesrv
 from rocketq.sdk.trace import TraceDispatcher, publish_event
 from rocketq.sdk.wire import (
     STORED_CODES,
-    batch_entry,
     parse_topics_batch,
     send_request,
-    topics_batch_request,
+    topics_batch_command,
 )
 
 __all__ = [
@@ -150,9 +151,15 @@ class SendResult:
         return self.status is SendStatus.SEND_OK
 
 
+# SendStatus by a stored send's answer code (looked up per segment of a topics batch).
+_SEND_STATUS: Final[dict[int, SendStatus]] = {s.value: s for s in SendStatus}
+
+
 def _entry(enc: Encoded) -> bytes:
     """A single message's encoding as one entry of a batch body."""
-    return batch_entry(enc.body, (enc.properties or "").encode(), enc.flag)
+    return encode_batch_entry(
+        enc.body, enc.properties.encode() if enc.properties else b"", enc.flag
+    )
 
 
 def split_result(result: SendResult) -> list[SendResult]:
@@ -496,11 +503,15 @@ class Producer:
         segments: dict[tuple[str, int], list[int]] = {}
         for i, (enc, mq) in enumerate(sends):
             segments.setdefault((enc.topic, mq.queue_id), []).append(i)
-        request = topics_batch_request(
-            [
-                (topic, queue_id, b"".join(_entry(sends[i][0]) for i in members))
-                for (topic, queue_id), members in segments.items()
-            ],
+        body: list[bytes] = []
+        for (topic, queue_id), members in segments.items():
+            if len(members) == 1:
+                entries = _entry(sends[members[0]][0])
+            else:
+                entries = b"".join([_entry(sends[i][0]) for i in members])
+            body.append(encode_segment(topic.encode(), queue_id, entries))
+        request = topics_batch_command(
+            b"".join(body),
             group=self.group,
             born_timestamp=int(time.time() * 1000),
             default_topic=self.config.create_topic_key,
@@ -537,7 +548,7 @@ class Producer:
                             outcomes[i] = error
                     continue
                 ids = result.text.split(",") if result.text else []
-                status = SendStatus(result.code)
+                status = _SEND_STATUS[result.code]  # one of STORED_CODES
                 for j, i in enumerate(members):
                     enc, mq = sends[i]
                     offset_id = ids[j] if j < len(ids) else ""

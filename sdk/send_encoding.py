@@ -12,8 +12,13 @@ from typing import Final
 
 from rocketq.common.exceptions import MessageIllegalError, NoPermissionError
 from rocketq.common.message import Message, SysFlag, send_forbidden_reason
-from rocketq.common.record import FIXED_SIZE, check_topic, encode_properties, message_properties
-from rocketq.sdk.wire import batch_entry
+from rocketq.common.record import (
+    FIXED_SIZE,
+    check_topic,
+    encode_batch_entry,
+    encode_properties,
+    message_properties,
+)
 
 _COMPRESSED = int(SysFlag.COMPRESSED)
 
@@ -157,7 +162,7 @@ def encode(
             if len(body) > compress_over:
                 body, sys_flag = zlib.compress(body), _COMPRESSED
         else:
-            parts.append(batch_entry(bytes(body), props, msg.flag))
+            parts.append(encode_batch_entry(bytes(body), props, msg.flag))
     if single:
         return Encoded(
             topic, bytes(body), props.decode(), ids, msgs[0].flag, sys_flag | extra_sys_flag

@@ -11,21 +11,18 @@ body is the stored records, decoded by ``rocketq.common.record``.
 from __future__ import annotations
 
 import enum
-import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
 from rocketq.common.exceptions import MessageIllegalError, for_code
-from rocketq.common.record import tags_hash_code
+from rocketq.common.record import encode_batch_entry, tags_hash_code
 from rocketq.common.topics_batch import SegmentResult, decode_results, encode_segment
 from rocketq.remoting import fastjson
 from rocketq.remoting.answer import check, malformed
 from rocketq.remoting.codes import PullSysFlag, RequestCode, ResponseCode, RocketqRequestCode
 from rocketq.remoting.command import RemotingCommand
 
-_BATCH_HEAD: Final = struct.Struct(">iiiii")
-_U16: Final = struct.Struct(">H")
 # Send answers that mean "stored": SEND_OK and the three wait outcomes.
 STORED_CODES: Final = frozenset(
     {
@@ -81,14 +78,7 @@ def send_request(
 
 def batch_entry(body: bytes, properties: bytes, flag: int = 0) -> bytes:
     """One message of a batch body (RocketMQ's MessageDecoder.encodeMessage)."""
-    return b"".join(
-        (
-            _BATCH_HEAD.pack(22 + len(body) + len(properties), 0, 0, flag, len(body)),
-            body,
-            _U16.pack(len(properties)),
-            properties,
-        )
-    )
+    return encode_batch_entry(body, properties, flag)
 
 
 def batch_body(entries: Iterable[tuple[bytes, bytes, int]]) -> bytes:
@@ -106,6 +96,24 @@ def topics_batch_request(
 ) -> RemotingCommand:
     """SEND_TOPICS_BATCH: (topic, queue id, batch entries) of each segment, in order."""
     body = b"".join(encode_segment(t.encode(), q, entries) for t, q, entries in segments)
+    return topics_batch_command(
+        body,
+        group=group,
+        born_timestamp=born_timestamp,
+        default_topic=default_topic,
+        default_queue_nums=default_queue_nums,
+    )
+
+
+def topics_batch_command(
+    body: bytes,
+    *,
+    group: str,
+    born_timestamp: int,
+    default_topic: str = "TBW102",
+    default_queue_nums: int = 4,
+) -> RemotingCommand:
+    """SEND_TOPICS_BATCH with its body made already (segments, :func:`encode_segment`)."""
     ext = {
         "a": group,
         "c": default_topic,
