@@ -208,7 +208,7 @@ class SendProcessor:
                 config = configs.get(topic)
                 if config is None:
                     config = topics.create_in_send(topic, default_topic, default_queue_nums)
-                if not config.writable():
+                if not config.perm & PERM_WRITE:  # config.writable(), without the call
                     raise NoPermissionError(f"the topic[{topic}] sending message is forbidden")
                 if not 0 <= queue_id < config.write_queue_nums:
                     raise RocketqSystemError(

@@ -269,7 +269,8 @@ class ConsumeQueue:
         file are written in one pass; anything else goes through :meth:`put`."""
         offset, size, _, first = entries[0]
         n = len(entries)
-        mf = self.files.last
+        files = self.files.files
+        mf = files[-1] if files else None
         if (
             mf is not None
             and offset + size > self.max_physic_offset
@@ -278,7 +279,8 @@ class ConsumeQueue:
             and mf.wrote_position + n * CQ_UNIT_SIZE <= mf.file_size
         ):
             buf, pos, pack = mf.buf, mf.wrote_position, ENTRY.pack_into
-            mf.ensure_allocated(pos + n * CQ_UNIT_SIZE)
+            if pos + n * CQ_UNIT_SIZE > mf.allocated_position:  # else nothing to allocate
+                mf.ensure_allocated(pos + n * CQ_UNIT_SIZE)
             for offset, size, code, _ in entries:
                 pack(buf, pos, offset, size, code)
                 pos += CQ_UNIT_SIZE

@@ -476,10 +476,13 @@ class MessageStore:
             if held and not commitlog.held_bytes:
                 self._lost_held = refused
             raise refused from exc
+        # The stored parts lie one after the other in the order given: the last one
+        # stored ends them.
         end = -1
-        for r in results:
-            if isinstance(r, AppendResult) and r.end_offset > end:
+        for r in reversed(results):
+            if isinstance(r, AppendResult):
                 end = r.end_offset
+                break
         if end < 0:
             return results
         for listener in self.append_listeners:

@@ -10,13 +10,21 @@ from typing import Any
 import pytest
 
 from rocketq.broker.config import BrokerConfig
+from rocketq.broker.long_polling import PullRequestHoldService
 from rocketq.broker.pull_processor import PullProcessor, PullStatus
 from rocketq.storage.results import GetResult, GetStatus
 
 
 def processor(config: BrokerConfig, result: GetResult) -> PullProcessor:
     store: Any = SimpleNamespace(get_messages=lambda *_a, **_k: result, max_phy_offset=0)
-    return PullProcessor(config, store, None, None, None, None)  # type: ignore[arg-type]
+    return PullProcessor(
+        config,
+        store,
+        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        PullRequestHoldService(),  # a compiled PullProcessor takes no other
+    )
 
 
 CASES = [
