@@ -23,6 +23,7 @@ import asyncio
 import collections
 import contextlib
 import os
+import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -74,6 +75,10 @@ class StepResult:
     # this one (the producer).
     broker_cpu_us: float = 0.0
     client_cpu_us: float = 0.0
+    # With rounds: msgs/s of each round's sends at this count (the first is the step's own)
+    # and the ratio to one topic in each round; ``ratio`` is then their median.
+    round_msgs_per_s: list[float] = field(default_factory=list)
+    round_ratios: list[float] = field(default_factory=list)
 
     @property
     def msgs_per_s(self) -> float:
@@ -97,6 +102,8 @@ class StepResult:
             "broker_rss_mb": round(self.broker_rss_mb, 1),
             "broker_cpu_us_per_msg": round(self.broker_cpu_us, 1),
             "client_cpu_us_per_msg": round(self.client_cpu_us, 1),
+            "round_msgs_per_s": [round(r, 1) for r in self.round_msgs_per_s],
+            "round_ratios_to_one_topic": [round(r, 3) for r in self.round_ratios],
         }
 
 
@@ -239,6 +246,7 @@ async def _run_steps(
     size: int,
     echo: Callable[[str], None],
     profile_dir: Path | None = None,
+    rounds: int = 1,
 ) -> list[StepResult]:
     from rocketq import Producer
 
@@ -288,6 +296,28 @@ async def _run_steps(
                 f"{step.register_full_bytes:,} bytes, {step.register_sent_bytes:,} bytes sent, "
                 f"broker RSS {step.broker_rss_mb:,.0f} MiB"
             )
+        for step in steps:
+            step.round_msgs_per_s = [step.msgs_per_s]
+        for n in range(2, rounds + 1):
+            # The same sends again, every count in turn, on the topics made already: a
+            # machine whose speed drifts moves each round's counts alike.
+            for step in steps:
+                again = StepResult(step.topics)
+                await _load(producer, step.topics, concurrency, duration, body, again)
+                step.round_msgs_per_s.append(again.msgs_per_s)
+                step.failed += again.failed
+                echo(
+                    f"[Round {n}, topics {step.topics:,}] {again.msgs_per_s:,.0f} msgs/s, "
+                    f"failed {again.failed:,}"
+                )
+    if steps and steps[0].topics == 1:
+        ones = steps[0].round_msgs_per_s
+        for step in steps:
+            step.round_ratios = [
+                rate / one if one else 0.0
+                for rate, one in zip(step.round_msgs_per_s, ones, strict=True)
+            ]
+            step.ratio = statistics.median(step.round_ratios)
     return steps
 
 
@@ -344,9 +374,12 @@ def run_topics_bench(
     data_dir: str | None = None,
     echo: Callable[[str], None] = print,
     profile_dir: Path | None = None,
+    rounds: int = 1,
 ) -> dict[str, Any]:
     """Start one nameserver and one ASYNC_FLUSH broker, run every step, stop them (with
-    ``profile_dir``, py-spy profiles of the broker and the producer per step)."""
+    ``profile_dir``, py-spy profiles of the broker and the producer per step). With
+    ``rounds`` > 1 every count's sends run that many times, the counts in turn, and each
+    count's ratio to one topic is the median of the rounds' ratios."""
     from rocketq.cluster.launcher import ClusterSpec, LocalCluster
 
     if concurrency < 1:
@@ -355,6 +388,8 @@ def run_topics_bench(
         raise BenchOptionError("--duration", "the duration must be > 0 seconds")
     if not 1 <= queues <= 1024:
         raise BenchOptionError("--queues", "queues per topic must be 1-1024")
+    if rounds < 1:
+        raise BenchOptionError("--rounds", "at least one round")
     base = Path(data_dir or "data")
     base.mkdir(parents=True, exist_ok=True)
     settings = {
@@ -382,12 +417,21 @@ def run_topics_bench(
                     size=size,
                     echo=echo,
                     profile_dir=profile_dir,
+                    rounds=rounds,
                 )
             )
     for line in table(steps):
         echo(line)
+    if rounds > 1:
+        for step in steps[1:] if steps and steps[0].topics == 1 else ():
+            echo(
+                f"topics {step.topics:,}: ratio to one topic per round "
+                + ", ".join(f"{r:.2f}" for r in step.round_ratios)
+                + f"; median {step.ratio:.2f}"
+            )
     return {
         "bench": "topics",
+        "rounds": rounds,
         "queues": queues,
         "concurrency": concurrency,
         "duration_s": duration,

@@ -9,7 +9,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Final, Protocol
 
 from rocketq.broker.config import BrokerConfig
 from rocketq.broker.flow_control import FlowControl
@@ -70,6 +70,15 @@ _NOT_STORED = RocketqSystemError("the batch was not stored")
 _DELAY = b"DELAY\x01"
 _TIMER_DELIVER_MS = b"TIMER_DELIVER_MS\x01"
 _DEL = b"DEL"  # in both names
+# What the builder of a batch's records found in their properties (build_batch), so that
+# check_batch and the metrics need not search them again: a name holding "DEL" (a delay
+# level or a delivery time may be there), a sharding key (a FIFO message). UNKNOWN_TRAITS:
+# nothing was looked at; the records are searched.
+MAY_DELAY: Final = 1
+SHARDED: Final = 2
+UNKNOWN_TRAITS: Final = -1
+SHARDING_KEY_NAME: Final = _SHARDING_KEY
+DEL_NAMES: Final = _DEL
 
 
 class Quorum(Protocol):
@@ -147,6 +156,7 @@ class SendProcessor:
         default_queue_nums: int = 0,
         producer_group: str = "",
         batch: bool = False,
+        traits: int = UNKNOWN_TRAITS,
     ) -> AppendResult:
         """Check and store a single record or a batch a client sent for one topic and
         queue (no wait). A batch (``batch``: the request was one, however many records it
@@ -165,13 +175,9 @@ class SendProcessor:
                 "write queues on this broker (refresh the route)"
             )
         if batch:
-            check_batch(records)
+            check_batch(records, traits)
             # Nothing to redirect (no delay, timer or transaction): stored as it came.
-            kind = (
-                FIFO
-                if self.metrics is not None and has_property(records, _SHARDING_KEY)
-                else NORMAL
-            )
+            kind = FIFO if self.metrics is not None and _sharded(records, traits) else NORMAL
             result = self.store.append(records, topic, queue_id)
         else:
             result, kind = self._append(records, topic, queue_id)
@@ -182,13 +188,14 @@ class SendProcessor:
 
     def append_parts(
         self,
-        parts: list[tuple[bytes, str, int]],
+        parts: list[tuple[bytes, str, int, int]],
         *,
         default_topic: str = "",
         default_queue_nums: int = 0,
         producer_group: str = "",
     ) -> list[AppendResult | Exception]:
-        """:meth:`append` of several batches, each ``(records, topic, queue id)``, checked
+        """:meth:`append` of several batches, each ``(records, topic, queue id, traits)``
+        (traits: what build_batch found, or UNKNOWN_TRAITS), checked
         one by one as a batch is and stored together (one CommitLog write) -> each one's
         result, or the error that refused it; the others are stored all the same. Raises
         when the broker takes no writes now (each would be refused alike)."""
@@ -200,7 +207,7 @@ class SendProcessor:
         topics = self.topics
         sendable = self.sendable
         configs = topics.topics
-        for records, topic, queue_id in parts:
+        for records, topic, queue_id, traits in parts:
             try:
                 raw = sendable.get(topic)
                 if raw is None:
@@ -216,7 +223,7 @@ class SendProcessor:
                         f"{config.write_queue_nums} write queues on this broker (refresh the "
                         "route)"
                     )
-                check_batch(records)
+                check_batch(records, traits)
             except Exception as exc:
                 out.append(exc)
                 continue
@@ -233,7 +240,7 @@ class SendProcessor:
                 self.stats.puts += result.msg_count
                 if metrics is not None:
                     records = part[0]
-                    kind = FIFO if has_property(records, _SHARDING_KEY) else NORMAL
+                    kind = FIFO if _sharded(records, parts[i][3]) else NORMAL
                     metrics.stored(parts[i][1], kind, result.msg_count, len(records))
         return out
 
@@ -456,17 +463,20 @@ class SendProcessor:
         return result.append
 
 
-def check_batch(records: bytes) -> None:
+def check_batch(records: bytes, traits: int = UNKNOWN_TRAITS) -> None:
     """Refuse a batch's records (RocketMQ's CommitLog.asyncPutMessages refuses the batch as
     MESSAGE_ILLEGAL) if it is transactional or a record has a delay level or a delivery
-    time. Only the records' properties are searched (not their bodies); only a record
-    whose properties name DELAY is decoded, to read its level."""
+    time. Only the records' properties are searched (not their bodies), and not at all
+    when ``traits`` (build_batch's) says none holds "DEL"; only a record whose properties
+    name DELAY is decoded, to read its level."""
     if len(records) >= POS_SYS_FLAG + 4:  # every record has the header's sys flag
         (sys_flag,) = UINT.unpack_from(records, POS_SYS_FLAG)
         if transaction_type(sys_flag):
             raise MessageIllegalError(
                 "a transactional message cannot be sent in a batch; send it by itself"
             )
+    if traits >= 0 and not traits & MAY_DELAY:
+        return  # no property name holds "DEL" (build_batch looked)
     if not has_property(records, _DEL):
         return  # both names below hold it: one search over the properties, most batches
     if has_property(records, _TIMER_DELIVER_MS):
@@ -480,6 +490,13 @@ def check_batch(records: bytes) -> None:
                     "a batch cannot hold delayed messages (TimeDelayLevel is not supported "
                     "for batching); send them one by one"
                 )
+
+
+def _sharded(records: bytes, traits: int) -> bool:
+    """Whether a message of the records has a sharding key (a FIFO message)."""
+    if traits >= 0:
+        return bool(traits & SHARDED)
+    return has_property(records, _SHARDING_KEY)
 
 
 def has_property(records: bytes, needle: bytes) -> bool:

@@ -144,6 +144,14 @@ def bench_topics(
             "sends run, written here and summarized after each (`rocketq bench profile`)."
         ),
     ] = None,
+    rounds: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Run every count's sends this many times, the counts in turn; the ratio to "
+            "one topic is the median of the rounds' ratios.",
+        ),
+    ] = 1,
 ) -> None:
     """One broker as its topics grow: for each count the topics are auto-created one by one,
     then single sends go round-robin over all of them. Prints msgs/s and the ratio to one
@@ -170,6 +178,7 @@ def bench_topics(
             data_dir=str(data_dir) if data_dir else None,
             echo=typer.echo,
             profile_dir=profile,
+            rounds=rounds,
         )
     except (RocketqError, OSError, RuntimeError) as exc:
         raise fail(str(exc)) from None

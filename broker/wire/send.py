@@ -25,6 +25,13 @@ from typing import Final
 
 from rocketq.broker.metrics import REMOTING, SEND_BATCH_MESSAGE, SEND_MESSAGE
 from rocketq.broker.request_host import RequestHost
+from rocketq.broker.send_processor import (
+    DEL_NAMES,
+    MAY_DELAY,
+    SHARDED,
+    SHARDING_KEY_NAME,
+    UNKNOWN_TRAITS,
+)
 from rocketq.broker.wire.pull import LONG_MAX, LONG_MIN
 from rocketq.common.exceptions import (
     MessageIllegalError,
@@ -242,9 +249,37 @@ def batch_records(
     bytes that are not the batch encoding raise MessageIllegalError (see _batch_entries),
     an entry whose properties with the batch's do not fit a record
     PropertiesSizeExceededError."""
+    records, sizes, _traits = build_batch(
+        body,
+        topic,
+        queue_id=queue_id,
+        born_timestamp=born_timestamp,
+        born=born,
+        sys_flag=sys_flag,
+        reconsume_times=reconsume_times,
+        batch_properties=batch_properties,
+    )
+    return records, sizes
+
+
+def build_batch(
+    body: bytes | memoryview,
+    topic: bytes,
+    *,
+    queue_id: int,
+    born_timestamp: int,
+    born: bytes,
+    sys_flag: int,
+    reconsume_times: int,
+    batch_properties: bytes = b"",
+) -> tuple[bytes, list[int], int]:
+    """:func:`batch_records`, and what the messages' properties hold for the batch's
+    checks and metrics (send_processor's MAY_DELAY and SHARDED bits), looked up while
+    each message's properties are at hand."""
     view = memoryview(body)
     records: list[bytes] = []
     sizes: list[int] = []
+    traits = 0
     topic_part = bytes((len(topic),)) + topic
     born_ip = born[:4]
     born_port = int.from_bytes(born[4:8], "big")
@@ -259,6 +294,10 @@ def batch_records(
                 f"message {len(records)} of the batch has {len(props)} bytes of properties "
                 f"with the batch's own; at most {MAX_PROPERTIES_LENGTH} fit in a record"
             )
+        if DEL_NAMES in props:
+            traits |= MAY_DELAY
+        if SHARDING_KEY_NAME in props:
+            traits |= SHARDED
         record = encode_send_record(
             topic_part,
             view[start : props_start - 2],
@@ -273,7 +312,7 @@ def batch_records(
         )
         records.append(record)
         sizes.append(len(record))
-    return records[0] if len(records) == 1 else b"".join(records), sizes
+    return records[0] if len(records) == 1 else b"".join(records), sizes, traits
 
 
 class _TopicsResults:
@@ -336,9 +375,10 @@ class SendRequests:
             reconsume = h.int("reconsumeTimes", 0)
             if not batch and cpp_batch(flag, body, sys_flag):
                 batch = True  # stored and checked as SEND_BATCH_MESSAGE's body would be
+            traits = UNKNOWN_TRAITS
             if batch:
                 try:
-                    records, sizes = batch_records(
+                    records, sizes, traits = build_batch(
                         body,
                         topic_bytes,
                         queue_id=queue_id,
@@ -375,6 +415,7 @@ class SendRequests:
                 default_queue_nums=h.int("defaultTopicQueueNums", 0),
                 producer_group=h.get("producerGroup") or "",
                 batch=batch,
+                traits=traits,
             )
         except Exception as exc:
             answer = error_response(cmd, exc)
@@ -432,7 +473,7 @@ class SendRequests:
         offsets = [-1] * n
         texts = [""] * n
         # Each segment's records, checked and built; then all of them stored in one go.
-        parts: list[tuple[bytes, str, int]] = []
+        parts: list[tuple[bytes, str, int, int]] = []
         built: list[tuple[int, list[int]]] = []  # result index and record sizes of each part
         configs = self.b.topics.topics
         processor = self.b.send
@@ -450,7 +491,7 @@ class SendRequests:
                 if queue_id < 0:  # the broker picks, as for a send
                     queue_id = random.randrange(config.write_queue_nums) if config else 0
                 try:
-                    records, sizes = batch_records(
+                    records, sizes, traits = build_batch(
                         segment.entries,
                         topic_bytes,
                         queue_id=queue_id,
@@ -477,7 +518,7 @@ class SendRequests:
                 continue
             queue_ids[index] = queue_id
             built.append((index, sizes))
-            parts.append((records, topic, queue_id))
+            parts.append((records, topic, queue_id, traits))
         stored: list[tuple[int, AppendResult, list[int]]] = []  # result index, append, sizes
         end_offset = 0
         if parts:

@@ -28,6 +28,13 @@ def test_bad_flags_fail_before_anything_starts(tmp_path: Path) -> None:
         app, ["bench", "topics", "--topics", "x", "--data-dir", str(tmp_path)]
     )
     assert result.exit_code == 2 and "comma list" in result.output
+    result = CliRunner().invoke(
+        app, ["bench", "topics", "--rounds", "0", "--data-dir", str(tmp_path)]
+    )
+    assert result.exit_code == 2 and "--rounds" in result.output
+    with pytest.raises(BenchOptionError) as info:
+        run_topics_bench([1], rounds=0, data_dir=str(tmp_path))
+    assert info.value.flag == "--rounds"
     assert not any(tmp_path.iterdir())
 
 
@@ -42,6 +49,7 @@ def test_a_short_run_reports_every_count(tmp_path: Path) -> None:
         data_dir=str(tmp_path / "data"),
         echo=lines.append,
         profile_dir=profiles,
+        rounds=2,
     )
     steps = result["steps"]
     assert [s["topics"] for s in steps] == [1, 6]
@@ -55,6 +63,22 @@ def test_a_short_run_reports_every_count(tmp_path: Path) -> None:
         # What each message cost the broker's process and the producer's, in CPU.
         assert step["broker_cpu_us_per_msg"] > 0 and step["client_cpu_us_per_msg"] > 0
     assert steps[0]["ratio_to_one_topic"] == 1.0
+    # Two rounds: each count's sends ran twice, counts in turn; the ratio is the median
+    # of the rounds' ratios, each against the same round's one topic.
+    assert result["rounds"] == 2
+    for step in steps:
+        assert len(step["round_msgs_per_s"]) == 2 and all(r > 0 for r in step["round_msgs_per_s"])
+        assert step["round_msgs_per_s"][0] == step["msgs_per_s"]
+    assert steps[0]["round_ratios_to_one_topic"] == [1.0, 1.0]
+    six = steps[1]
+    expected = [
+        r / one
+        for r, one in zip(six["round_msgs_per_s"], steps[0]["round_msgs_per_s"], strict=True)
+    ]
+    assert six["round_ratios_to_one_topic"] == pytest.approx(expected, abs=0.002)
+    assert six["ratio_to_one_topic"] == pytest.approx(sum(expected) / 2, abs=0.002)
+    assert any(line.startswith("[Round 2, topics 6]") for line in lines)
+    assert any(line.startswith("topics 6: ratio to one topic per round ") for line in lines)
     assert any(line.lstrip().startswith("6 ") for line in lines)  # the table's last row
     json.dumps(result)  # one JSON line
     assert not any(p.name.startswith("bench-topics-") for p in (tmp_path / "data").iterdir())

@@ -8,9 +8,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketq.broker.send_processor import check_batch, has_property
+from rocketq.broker.send_processor import (
+    MAY_DELAY,
+    SHARDED,
+    UNKNOWN_TRAITS,
+    check_batch,
+    has_property,
+)
+from rocketq.broker.wire.send import build_batch
 from rocketq.common.exceptions import MessageIllegalError
-from rocketq.common.record import encode_properties, encode_record
+from rocketq.common.record import encode_batch_entry, encode_properties, encode_record
 
 NEEDLE = b"DELAY\x01"
 
@@ -78,3 +85,47 @@ def test_a_delay_or_delivery_time_in_any_record_refuses_the_batch(
 
 def test_a_delay_level_of_zero_is_no_delay() -> None:
     check_batch(record(b"a", {"DELAY": "0"}) + record(b"b", {}))
+
+
+# -- what build_batch finds while it builds the records -------------------------------------
+
+batch_names = st.sampled_from(
+    ["DELAY", "TIMER_DELIVER_MS", "KEYS", "TAGS", "__SHARDINGKEY", "MODEL", "WAIT"]
+)
+batch_values = st.text(alphabet="0123456789ab", min_size=1, max_size=6)
+
+
+@given(
+    st.lists(
+        st.tuples(st.binary(max_size=32), st.dictionaries(batch_names, batch_values, max_size=3)),
+        min_size=1,
+        max_size=5,
+    ),
+    st.sampled_from([b"", b"CLUSTER\x01DefaultCluster\x02", b"CLUSTER\x01DELTA\x02"]),
+)
+def test_the_builders_traits_agree_with_a_search_of_the_records(
+    msgs: list[tuple[bytes, dict[str, str]]], extra: bytes
+) -> None:
+    body = b"".join(encode_batch_entry(b, encode_properties(p)) for b, p in msgs)
+    records, sizes, traits = build_batch(
+        body,
+        b"T",
+        queue_id=0,
+        born_timestamp=1,
+        born=b"\x7f\0\0\x01\0\0\x30\x39",
+        sys_flag=0,
+        reconsume_times=0,
+        batch_properties=extra,
+    )
+    assert len(sizes) == len(msgs)
+    assert bool(traits & MAY_DELAY) is has_property(records, b"DEL")
+    assert bool(traits & SHARDED) is has_property(records, b"__SHARDINGKEY\x01")
+
+    def refusal(t: int) -> str | None:
+        try:
+            check_batch(records, t)
+        except MessageIllegalError as exc:
+            return str(exc)
+        return None
+
+    assert refusal(traits) == refusal(UNKNOWN_TRAITS)
