@@ -70,10 +70,10 @@ _NOT_STORED = RocketqSystemError("the batch was not stored")
 _DELAY = b"DELAY\x01"
 _TIMER_DELIVER_MS = b"TIMER_DELIVER_MS\x01"
 _DEL = b"DEL"  # in both names
-# What the builder of a batch's records found in their properties (build_batch), so that
-# check_batch and the metrics need not search them again: a name holding "DEL" (a delay
-# level or a delivery time may be there), a sharding key (a FIFO message). UNKNOWN_TRAITS:
-# nothing was looked at; the records are searched.
+# What the builder of a batch's records (wire.send.batch_records) noted in their
+# properties, so that check_batch and the metrics need not search them again: a name
+# holding "DEL" (a delay level or a delivery time may be there), a sharding key (a FIFO
+# message). UNKNOWN_TRAITS: nothing was looked at; the records are searched.
 MAY_DELAY: Final = 1
 SHARDED: Final = 2
 UNKNOWN_TRAITS: Final = -1
@@ -195,7 +195,7 @@ class SendProcessor:
         producer_group: str = "",
     ) -> list[AppendResult | Exception]:
         """:meth:`append` of several batches, each ``(records, topic, queue id, traits)``
-        (traits: what build_batch found, or UNKNOWN_TRAITS), checked
+        (traits: what batch_records noted, or UNKNOWN_TRAITS), checked
         one by one as a batch is and stored together (one CommitLog write) -> each one's
         result, or the error that refused it; the others are stored all the same. Raises
         when the broker takes no writes now (each would be refused alike)."""
@@ -467,7 +467,7 @@ def check_batch(records: bytes, traits: int = UNKNOWN_TRAITS) -> None:
     """Refuse a batch's records (RocketMQ's CommitLog.asyncPutMessages refuses the batch as
     MESSAGE_ILLEGAL) if it is transactional or a record has a delay level or a delivery
     time. Only the records' properties are searched (not their bodies), and not at all
-    when ``traits`` (build_batch's) says none holds "DEL"; only a record whose properties
+    when ``traits`` (batch_records') says none holds "DEL"; only a record whose properties
     name DELAY is decoded, to read its level."""
     if len(records) >= POS_SYS_FLAG + 4:  # every record has the header's sys flag
         (sys_flag,) = UINT.unpack_from(records, POS_SYS_FLAG)
@@ -476,7 +476,7 @@ def check_batch(records: bytes, traits: int = UNKNOWN_TRAITS) -> None:
                 "a transactional message cannot be sent in a batch; send it by itself"
             )
     if traits >= 0 and not traits & MAY_DELAY:
-        return  # no property name holds "DEL" (build_batch looked)
+        return  # no property name holds "DEL" (batch_records looked)
     if not has_property(records, _DEL):
         return  # both names below hold it: one search over the properties, most batches
     if has_property(records, _TIMER_DELIVER_MS):

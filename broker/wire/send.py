@@ -242,40 +242,15 @@ def batch_records(
     sys_flag: int,
     reconsume_times: int,
     batch_properties: bytes = b"",
-) -> tuple[bytes, list[int]]:
+) -> tuple[bytes, list[int], int]:
     """RocketMQ's batch body (MessageDecoder.encodeMessages) as CommitLog records, their
-    body CRC left for the CommitLog's stamp -> the records and each one's size. Each
+    body CRC left for the CommitLog's stamp -> the records, each one's size, and what the
+    messages' properties hold for the batch's checks and metrics (send_processor's
+    MAY_DELAY and SHARDED bits), noted while each message's properties are at hand. Each
     record gets its entry's properties followed by the batch's own (the header's). Total:
     bytes that are not the batch encoding raise MessageIllegalError (see _batch_entries),
     an entry whose properties with the batch's do not fit a record
     PropertiesSizeExceededError."""
-    records, sizes, _traits = build_batch(
-        body,
-        topic,
-        queue_id=queue_id,
-        born_timestamp=born_timestamp,
-        born=born,
-        sys_flag=sys_flag,
-        reconsume_times=reconsume_times,
-        batch_properties=batch_properties,
-    )
-    return records, sizes
-
-
-def build_batch(
-    body: bytes | memoryview,
-    topic: bytes,
-    *,
-    queue_id: int,
-    born_timestamp: int,
-    born: bytes,
-    sys_flag: int,
-    reconsume_times: int,
-    batch_properties: bytes = b"",
-) -> tuple[bytes, list[int], int]:
-    """:func:`batch_records`, and what the messages' properties hold for the batch's
-    checks and metrics (send_processor's MAY_DELAY and SHARDED bits), looked up while
-    each message's properties are at hand."""
     view = memoryview(body)
     records: list[bytes] = []
     sizes: list[int] = []
@@ -378,7 +353,7 @@ class SendRequests:
             traits = UNKNOWN_TRAITS
             if batch:
                 try:
-                    records, sizes, traits = build_batch(
+                    records, sizes, traits = batch_records(
                         body,
                         topic_bytes,
                         queue_id=queue_id,
@@ -491,7 +466,7 @@ class SendRequests:
                 if queue_id < 0:  # the broker picks, as for a send
                     queue_id = random.randrange(config.write_queue_nums) if config else 0
                 try:
-                    records, sizes, traits = build_batch(
+                    records, sizes, traits = batch_records(
                         segment.entries,
                         topic_bytes,
                         queue_id=queue_id,

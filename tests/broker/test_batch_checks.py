@@ -15,7 +15,7 @@ from rocketq.broker.send_processor import (
     check_batch,
     has_property,
 )
-from rocketq.broker.wire.send import build_batch
+from rocketq.broker.wire.send import batch_records
 from rocketq.common.exceptions import MessageIllegalError
 from rocketq.common.record import encode_batch_entry, encode_properties, encode_record
 
@@ -87,7 +87,7 @@ def test_a_delay_level_of_zero_is_no_delay() -> None:
     check_batch(record(b"a", {"DELAY": "0"}) + record(b"b", {}))
 
 
-# -- what build_batch finds while it builds the records -------------------------------------
+# -- what batch_records notes while it builds the records -------------------------------------
 
 batch_names = st.sampled_from(
     ["DELAY", "TIMER_DELIVER_MS", "KEYS", "TAGS", "__SHARDINGKEY", "MODEL", "WAIT"]
@@ -107,7 +107,7 @@ def test_the_builders_traits_agree_with_a_search_of_the_records(
     msgs: list[tuple[bytes, dict[str, str]]], extra: bytes
 ) -> None:
     body = b"".join(encode_batch_entry(b, encode_properties(p)) for b, p in msgs)
-    records, sizes, traits = build_batch(
+    records, sizes, traits = batch_records(
         body,
         b"T",
         queue_id=0,

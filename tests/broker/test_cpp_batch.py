@@ -417,7 +417,7 @@ async def test_a_refusal_is_the_one_send_batch_message_gets(
 # -- the decision: total over any bytes ----------------------------------------------------
 
 
-def _records(body: bytes) -> tuple[bytes, list[int]]:
+def _records(body: bytes) -> tuple[bytes, list[int], int]:
     return batch_records(
         body,
         b"T",

@@ -389,7 +389,7 @@ _entries = st.lists(
 )
 
 
-def _decode(body: bytes) -> tuple[bytes, list[int]]:
+def _decode(body: bytes) -> tuple[bytes, list[int], int]:
     return batch_records(
         body,
         b"T",
@@ -410,7 +410,7 @@ def test_a_valid_batch_body_decodes_to_its_messages(
     body = b"".join(
         java_entry(data, encode_properties(props), flag) for data, props, flag in entries
     )
-    records, sizes = _decode(body)
+    records, sizes, _traits = _decode(body)
     assert sum(sizes) == len(records) and [s for _, s in iter_records(records)] == sizes
     msgs = decode_records(records)
     assert [(m.body, m.flag, m.topic, m.queue_id) for m in msgs] == [
@@ -422,7 +422,7 @@ def test_a_valid_batch_body_decodes_to_its_messages(
 def _checked(body: bytes) -> None:
     """The decoder returns well-formed records or raises MessageIllegalError: nothing else."""
     try:
-        records, sizes = _decode(body)
+        records, sizes, _traits = _decode(body)
     except MessageIllegalError:
         return
     assert sum(sizes) == len(records) and [s for _, s in iter_records(records)] == sizes
