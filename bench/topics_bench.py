@@ -314,8 +314,7 @@ async def _run_steps(
         ones = steps[0].round_msgs_per_s
         for step in steps:
             step.round_ratios = [
-                rate / one if one else 0.0
-                for rate, one in zip(step.round_msgs_per_s, ones, strict=True)
+                r / one if one else 0.0 for r, one in zip(step.round_msgs_per_s, ones, strict=True)
             ]
             step.ratio = statistics.median(step.round_ratios)
     return steps

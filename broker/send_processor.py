@@ -63,13 +63,13 @@ from rocketq.storage.results import PutResult, PutStatus
 log = logging.getLogger(__name__)
 
 # A message with a sharding key is a FIFO message (RocketMQ 5's TopicMessageType).
-_SHARDING_KEY = PROPERTY_SHARDING_KEY.encode() + b"\x01"
+SHARDING_KEY_NAME: Final = PROPERTY_SHARDING_KEY.encode() + b"\x01"
 # The place of a part's result before append_parts has it (never left in the answer).
 _NOT_STORED = RocketqSystemError("the batch was not stored")
 # What a batch may not hold: a delay level, a delivery time (checked on the bytes first).
 _DELAY = b"DELAY\x01"
 _TIMER_DELIVER_MS = b"TIMER_DELIVER_MS\x01"
-_DEL = b"DEL"  # in both names
+DEL_NAMES: Final = b"DEL"  # in both names
 # What the builder of a batch's records (wire.send.batch_records) noted in their
 # properties, so that check_batch and the metrics need not search them again: a name
 # holding "DEL" (a delay level or a delivery time may be there), a sharding key (a FIFO
@@ -77,8 +77,6 @@ _DEL = b"DEL"  # in both names
 MAY_DELAY: Final = 1
 SHARDED: Final = 2
 UNKNOWN_TRAITS: Final = -1
-SHARDING_KEY_NAME: Final = _SHARDING_KEY
-DEL_NAMES: Final = _DEL
 
 
 class Quorum(Protocol):
@@ -291,7 +289,11 @@ class SendProcessor:
             if delayed is not None:
                 return self.store.append(*delayed), DELAY
         # Only the metrics tell FIFO from normal: with them off, no scan of the records.
-        kind = FIFO if self.metrics is not None and has_property(records, _SHARDING_KEY) else NORMAL
+        kind = (
+            FIFO
+            if self.metrics is not None and has_property(records, SHARDING_KEY_NAME)
+            else NORMAL
+        )
         return self.store.append(records, topic, queue_id), kind
 
     def wait_stored_then(
@@ -477,7 +479,7 @@ def check_batch(records: bytes, traits: int = UNKNOWN_TRAITS) -> None:
             )
     if traits >= 0 and not traits & MAY_DELAY:
         return  # no property name holds "DEL" (batch_records looked)
-    if not has_property(records, _DEL):
+    if not has_property(records, DEL_NAMES):
         return  # both names below hold it: one search over the properties, most batches
     if has_property(records, _TIMER_DELIVER_MS):
         raise MessageIllegalError(
@@ -496,7 +498,7 @@ def _sharded(records: bytes, traits: int) -> bool:
     """Whether a message of the records has a sharding key (a FIFO message)."""
     if traits >= 0:
         return bool(traits & SHARDED)
-    return has_property(records, _SHARDING_KEY)
+    return has_property(records, SHARDING_KEY_NAME)
 
 
 def has_property(records: bytes, needle: bytes) -> bool:

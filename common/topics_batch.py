@@ -96,9 +96,9 @@ def decode_segments(body: bytes | memoryview) -> list[Segment]:
     view = memoryview(body)
     end = len(view)
     pos = 0
-    count = 0
     out: list[Segment] = []
     while pos < end:
+        count = len(out)
         if end - pos < _TOPIC_LEN.size:
             raise MessageIllegalError(
                 f"the topics batch is cut short: segment {count} at byte {pos} of {end}"
@@ -130,9 +130,8 @@ def decode_segments(body: bytes | memoryview) -> list[Segment]:
                 f"{end}) has {entries_len} bytes of messages, which is none or past the end"
             )
         out.append(Segment(topic, queue_id, view[start : start + entries_len]))
-        count += 1
         pos = start + entries_len
-    if not count:
+    if not out:
         raise MessageIllegalError("the topics batch has no segment")
     return out
 

@@ -42,8 +42,7 @@ from typing import Any, Final, Generic, TypeVar
 
 from rocketq.common.exceptions import RequestTimeoutError
 from rocketq.common.message import MessageQueue
-from rocketq.common.record import encode_batch_entry
-from rocketq.sdk.send_encoding import Encoded
+from rocketq.sdk.send_encoding import Encoded, batch_entry_of
 
 # A send's result (the producer's SendResult).
 R = TypeVar("R")
@@ -404,11 +403,7 @@ def _batch(items: list[_Item[R]]) -> Encoded:
     ids: list[str] = []
     for item in items:
         enc = item.enc
-        entries.append(
-            encode_batch_entry(
-                enc.body, enc.properties.encode() if enc.properties else b"", enc.flag
-            )
-        )
+        entries.append(batch_entry_of(enc))
         ids.extend(enc.ids)
     return Encoded(items[0].enc.topic, b"".join(entries), None, ids, 0, 0)
 

@@ -41,7 +41,6 @@ from rocketq.common.message import (
 )
 from rocketq.common.message_id import UniqIdGenerator
 from rocketq.common.names import check_group_name
-from rocketq.common.record import encode_batch_entry
 from rocketq.common.topics_batch import encode_segment
 from rocketq.remoting.codes import ResponseCode
 from rocketq.remoting.command import RemotingCommand
@@ -53,7 +52,14 @@ from rocketq.sdk.natural_batch import NaturalBatcher
 from rocketq.sdk.producer_config import ProducerConfig, check_batching
 from rocketq.sdk.queue_selectors import MessageQueueSelector, java_string_hash, select_by_hash
 from rocketq.sdk.security import client_security, security_settings
-from rocketq.sdk.send_encoding import BATCH_LIMIT, Encoded, encode, estimated_size, split_batches
+from rocketq.sdk.send_encoding import (
+    BATCH_LIMIT,
+    Encoded,
+    batch_entry_of,
+    encode,
+    estimated_size,
+    split_batches,
+)
 from rocketq.sdk.settings import make_config, resolve_namesrv
 from rocketq.sdk.trace import TraceDispatcher, publish_event
 from rocketq.sdk.wire import (
@@ -153,13 +159,6 @@ class SendResult:
 
 # SendStatus by a stored send's answer code (looked up per segment of a topics batch).
 _SEND_STATUS: Final[dict[int, SendStatus]] = {s.value: s for s in SendStatus}
-
-
-def _entry(enc: Encoded) -> bytes:
-    """A single message's encoding as one entry of a batch body."""
-    return encode_batch_entry(
-        enc.body, enc.properties.encode() if enc.properties else b"", enc.flag
-    )
 
 
 def split_result(result: SendResult) -> list[SendResult]:
@@ -505,10 +504,7 @@ class Producer:
             segments.setdefault((enc.topic, mq.queue_id), []).append(i)
         body: list[bytes] = []
         for (topic, queue_id), members in segments.items():
-            if len(members) == 1:
-                entries = _entry(sends[members[0]][0])
-            else:
-                entries = b"".join([_entry(sends[i][0]) for i in members])
+            entries = b"".join([batch_entry_of(sends[i][0]) for i in members])
             body.append(encode_segment(topic.encode(), queue_id, entries))
         request = topics_batch_command(
             b"".join(body),

@@ -94,6 +94,14 @@ class Encoded:
         return self.properties is None
 
 
+def batch_entry_of(enc: Encoded) -> bytes:
+    """A single message's encoding as one entry of a batch body (natural batching's
+    batches and topics batches)."""
+    return encode_batch_entry(
+        enc.body, enc.properties.encode() if enc.properties else b"", enc.flag
+    )
+
+
 # Topics checked already (a valid name any group may send to): a send's checks cost a
 # set lookup. Bounded, so names made up without end do not grow it.
 _SENDABLE: Final[set[str]] = set()

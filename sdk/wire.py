@@ -76,14 +76,9 @@ def send_request(
     return RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext, body)
 
 
-def batch_entry(body: bytes, properties: bytes, flag: int = 0) -> bytes:
-    """One message of a batch body (RocketMQ's MessageDecoder.encodeMessage)."""
-    return encode_batch_entry(body, properties, flag)
-
-
 def batch_body(entries: Iterable[tuple[bytes, bytes, int]]) -> bytes:
     """(body, properties, flag) of each message -> the batch body."""
-    return b"".join(batch_entry(body, props, flag) for body, props, flag in entries)
+    return b"".join(encode_batch_entry(body, props, flag) for body, props, flag in entries)
 
 
 def topics_batch_request(

@@ -158,8 +158,7 @@ def is_batch_encoding(body: bytes | memoryview) -> bool:
     """Whether ``body`` is, from its first byte to its last, one or more entries of
     RocketMQ's batch encoding (the layout batch_records reads); nothing is copied."""
     try:
-        for _entry in _batch_entries(memoryview(body)):
-            pass
+        _batch_entries(memoryview(body))
     except MessageIllegalError:
         return False
     return True
@@ -287,7 +286,7 @@ def batch_records(
         )
         records.append(record)
         sizes.append(len(record))
-    return records[0] if len(records) == 1 else b"".join(records), sizes, traits
+    return b"".join(records), sizes, traits
 
 
 class _TopicsResults:

@@ -31,6 +31,7 @@ from rocketq.broker.config import BrokerConfig
 from rocketq.common.config import StoreConfig
 from rocketq.common.message import MessageQueue
 from rocketq.common.pop_body import BatchAck, encode_batch_acks
+from rocketq.common.record import encode_batch_entry as batch_entry
 from rocketq.nameserver.config import NameServerConfig
 from rocketq.nameserver.server import NameServer
 from rocketq.remoting import fastjson
@@ -51,7 +52,6 @@ from rocketq.sdk.wire import (
     ConsumerData,
     SubscriptionData,
     batch_body,
-    batch_entry,
     heartbeat_request,
     pull_request,
     send_request,

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketq.common.exceptions import MessageIllegalError
+from rocketq.common.record import encode_batch_entry as batch_entry
 from rocketq.common.topics_batch import (
     SegmentResult,
     decode_results,
@@ -19,7 +20,6 @@ from rocketq.common.topics_batch import (
     encode_segment,
     segment_topics,
 )
-from rocketq.sdk.wire import batch_entry
 from tests.fuzz_mutations import mutated, total
 
 TOPICS = st.text(string.ascii_letters + string.digits + "_-%|", min_size=1, max_size=127)

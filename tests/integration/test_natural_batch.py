@@ -254,10 +254,11 @@ def test_bench_produce_batches_unless_told_not_to(cluster: LocalCluster) -> None
 async def test_a_topics_batch_answers_each_segment_and_refuses_bytes_that_are_not_one(
     cluster: LocalCluster,
 ) -> None:
+    from rocketq.common.record import encode_batch_entry as batch_entry
     from rocketq.remoting.codes import ResponseCode, RocketqRequestCode
     from rocketq.remoting.command import RemotingCommand
     from rocketq.remoting.transport import connect
-    from rocketq.sdk.wire import batch_entry, parse_topics_batch, topics_batch_request
+    from rocketq.sdk.wire import parse_topics_batch, topics_batch_request
 
     await _topic(cluster.namesrv_addr, "Segments", 4)
     addr = cluster.brokers[0].addr

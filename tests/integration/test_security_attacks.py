@@ -37,6 +37,7 @@ from rocketq.cluster.launcher import LocalCluster, Node, raft_member_id
 from rocketq.common.exceptions import NoPermissionError
 from rocketq.common.message import MessageQueue
 from rocketq.common.message_id import decode_offset_msg_id
+from rocketq.common.record import encode_batch_entry as batch_entry
 from rocketq.remoting.broker_tables import SubscriptionGroupConfig, TopicConfigData
 from rocketq.remoting.codes import RequestCode, ResponseCode, RocketqRequestCode
 from rocketq.remoting.command import RemotingCommand
@@ -52,7 +53,6 @@ from rocketq.sdk.transaction import TransactionProducer, TransactionState
 from rocketq.sdk.wire import (
     ConsumerData,
     SubscriptionData,
-    batch_entry,
     heartbeat_request,
     parse_topics_batch,
     pull_request,

@@ -11,6 +11,7 @@ import pytest
 from rocketq.broker.broker import Broker
 from rocketq.common.exceptions import RocketqSystemError, TopicNotExistError
 from rocketq.common.record import decode_records, tags_hash_code
+from rocketq.common.record import encode_batch_entry as batch_entry
 from rocketq.remoting import fastjson
 from rocketq.remoting.codes import PullSysFlag, RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand
@@ -20,7 +21,6 @@ from rocketq.sdk.wire import (
     PullOutcome,
     SubscriptionData,
     batch_body,
-    batch_entry,
     heartbeat_request,
     parse_pull,
     parse_send,
