@@ -108,6 +108,19 @@ def extensions() -> list[Any]:
     return extensions
 
 
+def _drop_stale_extensions() -> None:
+    """Remove the extensions an earlier in-place build left beside the source of a module
+    no longer compiled: Python would import them instead of the source."""
+    keep = {source_of(m).with_suffix("") for m in compiled_modules()}
+    mapping: dict[str, str] = PYPROJECT["tool"]["setuptools"]["package-dir"]
+    for folder in mapping.values():
+        for path in (ROOT / folder).rglob("*.so"):
+            module = path.parent / path.name.split(".", 1)[0]
+            if module not in keep and not path.name.startswith("_hotpath__mypyc"):
+                print(f"rocketq: removing {path.relative_to(ROOT)} (no longer compiled)")
+                path.unlink()
+
+
 class BuildExt(build_ext):
     """An in-place build also writes ``rocketq/_compiled.json``: each compiled module's
     source and its modification time, which ``rocketq`` checks at import."""
@@ -120,6 +133,7 @@ class BuildExt(build_ext):
     def run(self) -> None:
         super().run()
         if self.inplace and self.extensions:
+            _drop_stale_extensions()
             stamps = {}
             for module in compiled_modules():
                 source = source_of(module)

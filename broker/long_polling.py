@@ -32,7 +32,10 @@ class PullRequestHoldService:
 
     def notify(self, topic: bytes, queue_id: int, max_offset: int, tags_code: int) -> None:
         """The dispatcher wrote entries up to ``max_offset`` (exclusive) for the queue."""
-        waiting = self._held.get((topic, queue_id))
+        held = self._held
+        if not held:  # nobody waits anywhere: no key to build
+            return
+        waiting = held.get((topic, queue_id))
         if not waiting:
             return
         for offset, fut in waiting:

@@ -8,6 +8,7 @@ follow from them (is_system, is_retry) are worked out at scrape time, once per k
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from typing import Final
 
 from rocketq.common.metrics import (
@@ -50,6 +51,9 @@ class BrokerCounters:
     def __init__(self) -> None:
         # (topic, message type) -> [messages, bytes, size bucket counts...]
         self.messages_in: dict[tuple[str, str], list[int]] = {}
+        # topic -> its normal messages' row of messages_in (the same list): a send of one
+        # topic's normal messages finds it without a (topic, type) key
+        self._normal_in: dict[str, list[int]] = {}
         # (topic, group) -> [messages, bytes]
         self.messages_out: dict[tuple[str, str], list[int]] = {}
         # (topic, group) -> messages moved to the group's DLQ
@@ -68,18 +72,22 @@ class BrokerCounters:
     def stored(self, topic: str, kind: str, count: int, size: int) -> None:
         """A send stored ``count`` messages of ``size`` bytes in all; a batch is counted at
         its mean message size."""
+        if kind == NORMAL:
+            row = self._normal_in.get(topic)
+            if row is None:
+                row = self._normal_in[topic] = self._row(topic, kind)
+        else:
+            row = self.messages_in.get((topic, kind)) or self._row(topic, kind)
+        row[0] += count
+        row[1] += size
+        # The first bucket whose bound is at least the mean (the last slot: past them all).
+        row[2 + bisect_left(MESSAGE_SIZE_BUCKETS, size // count if count else size)] += count
+
+    def _row(self, topic: str, kind: str) -> list[int]:
         row = self.messages_in.get((topic, kind))
         if row is None:
             row = self.messages_in[(topic, kind)] = [0] * (2 + _SIZE_SLOTS)
-        row[0] += count
-        row[1] += size
-        mean = size // count if count else size
-        slot = 0
-        for bound in MESSAGE_SIZE_BUCKETS:
-            if mean <= bound:
-                break
-            slot += 1
-        row[2 + slot] += count
+        return row
 
     def pulled_out(
         self, group: str, topic: str, queue_id: int, count: int, size: int, next_offset: int

@@ -40,17 +40,17 @@ from rocketq.common.message import (
     PROPERTY_SHARDING_KEY,
     RETRY_GROUP_TOPIC_PREFIX,
     TRACE_TOPIC,
+    TRANSACTION_TYPE_MASK,
+    TopicConfig,
     dlq_topic,
     retry_topic,
     send_forbidden_reason,
-    transaction_type,
 )
 from rocketq.common.record import (
     FIXED_SIZE,
     POS_BODY,
     POS_SYS_FLAG,
     SIZE_MAGIC_SYSFLAG_BODYLEN,
-    UINT,
     decode_record,
     iter_records,
     rewrite_record,
@@ -64,8 +64,6 @@ log = logging.getLogger(__name__)
 
 # A message with a sharding key is a FIFO message (RocketMQ 5's TopicMessageType).
 SHARDING_KEY_NAME: Final = PROPERTY_SHARDING_KEY.encode() + b"\x01"
-# The place of a part's result before append_parts has it (never left in the answer).
-_NOT_STORED = RocketqSystemError("the batch was not stored")
 # What a batch may not hold: a delay level, a delivery time (checked on the bytes first).
 _DELAY = b"DELAY\x01"
 _TIMER_DELIVER_MS = b"TIMER_DELIVER_MS\x01"
@@ -123,8 +121,9 @@ class SendProcessor:
         # What sends store, for the metrics (None: metrics off, nothing counted).
         self.metrics: BrokerCounters | None = None
         self.stats = BrokerStats()  # the broker's own, set by the broker
-        # Topics whose name a batch may use (see sendable_topic) -> their bytes.
-        self.sendable: dict[str, bytes] = {}
+        # Topics whose name a batch may use (see sendable_topic) -> their bytes, and their
+        # length byte and bytes (a record's topic field).
+        self.sendable: dict[str, tuple[bytes, bytes]] = {}
 
     @property
     def waits(self) -> bool:
@@ -184,72 +183,65 @@ class SendProcessor:
             self.metrics.stored(topic, kind, result.msg_count, len(records))
         return result
 
-    def append_parts(
-        self,
-        parts: list[tuple[bytes, str, int, int]],
-        *,
-        default_topic: str = "",
-        default_queue_nums: int = 0,
-        producer_group: str = "",
-    ) -> list[AppendResult | Exception]:
-        """:meth:`append` of several batches, each ``(records, topic, queue id, traits)``
-        (traits: what batch_records noted, or UNKNOWN_TRAITS), checked
-        one by one as a batch is and stored together (one CommitLog write) -> each one's
-        result, or the error that refused it; the others are stored all the same. Raises
-        when the broker takes no writes now (each would be refused alike)."""
+    def accepting(self) -> None:
+        """Raise when the broker takes no sends now (a slave, a full disk, flow control):
+        what refuses every part of a topics batch alike."""
         self._check_writable()
         self.flow.check()
-        out: list[AppendResult | Exception] = []
-        ready: list[tuple[bytes, bytes, int]] = []
-        at: list[int] = []  # where each ready part's result goes in out
-        topics = self.topics
-        sendable = self.sendable
-        configs = topics.topics
-        for records, topic, queue_id, traits in parts:
-            try:
-                raw = sendable.get(topic)
-                if raw is None:
-                    raw = self.sendable_topic(topic, producer_group)
-                config = configs.get(topic)
-                if config is None:
-                    config = topics.create_in_send(topic, default_topic, default_queue_nums)
-                if not config.perm & PERM_WRITE:  # config.writable(), without the call
-                    raise NoPermissionError(f"the topic[{topic}] sending message is forbidden")
-                if not 0 <= queue_id < config.write_queue_nums:
-                    raise RocketqSystemError(
-                        f"queue id {queue_id} is illegal: topic {topic} has "
-                        f"{config.write_queue_nums} write queues on this broker (refresh the "
-                        "route)"
-                    )
-                check_batch(records, traits)
-            except Exception as exc:
-                out.append(exc)
-                continue
-            at.append(len(out))
-            out.append(_NOT_STORED)
-            ready.append((records, raw, queue_id))
-        if not ready:
-            return out
-        metrics = self.metrics
-        stored = self.store.append_parts(ready)
-        for i, result, part in zip(at, stored, ready, strict=True):
-            out[i] = result
-            if isinstance(result, AppendResult):
-                self.stats.puts += result.msg_count
-                if metrics is not None:
-                    records = part[0]
-                    kind = FIFO if _sharded(records, parts[i][3]) else NORMAL
-                    metrics.stored(parts[i][1], kind, result.msg_count, len(records))
-        return out
 
-    def sendable_topic(self, topic: str, producer_group: str) -> bytes:
+    def part_config(
+        self,
+        topic: str,
+        queue_id: int,
+        config: TopicConfig | None,
+        default_topic: str,
+        default_queue_nums: int,
+    ) -> None:
+        """The checks of one part of a topics batch (a topic's batch for one queue) that
+        need its topic's config (``config``: the broker's, or None to create the topic as
+        a send does): writable, and the queue one of its write queues."""
+        if config is None:
+            config = self.topics.create_in_send(topic, default_topic, default_queue_nums)
+        if not config.perm & PERM_WRITE:  # config.writable(), without the call
+            raise NoPermissionError(f"the topic[{topic}] sending message is forbidden")
+        if not 0 <= queue_id < config.write_queue_nums:
+            raise RocketqSystemError(
+                f"queue id {queue_id} is illegal: topic {topic} has "
+                f"{config.write_queue_nums} write queues on this broker (refresh the route)"
+            )
+
+    def store_parts(
+        self, ready: list[tuple[bytes, bytes, int]], topics: list[str], traits: list[int]
+    ) -> list[AppendResult | MessageIllegalError]:
+        """Store parts of a topics batch that passed :meth:`accepting`,
+        :meth:`sendable_topic`, :meth:`part_config` and check_batch, each ``(records,
+        topic bytes, queue id)``, together (one CommitLog write) -> each one's result or
+        the error that refused it, and count what was stored. ``topics`` and ``traits``:
+        each part's topic and what batch_records noted (or UNKNOWN_TRAITS)."""
+        stored = self.store.append_parts(ready)
+        metrics = self.metrics
+        puts = 0
+        for i in range(len(stored)):
+            result = stored[i]
+            if isinstance(result, AppendResult):
+                puts += result.msg_count
+                if metrics is not None:
+                    records = ready[i][0]
+                    kind = FIFO if _sharded(records, traits[i]) else NORMAL
+                    metrics.stored(topics[i], kind, result.msg_count, len(records))
+        self.stats.puts += puts
+        return stored
+
+    def sendable_topic(self, topic: str, producer_group: str) -> tuple[bytes, bytes]:
         """The checks of a batch's topic that depend on its name alone (and the producer
-        group, for the trace topic) -> its bytes; a name that passes is remembered in
-        :attr:`sendable` (the trace topic, allowed for one group only, is not)."""
+        group, for the trace topic) -> its bytes, and its length byte and bytes (a
+        record's topic field); a name that passes is remembered in :attr:`sendable` (the
+        trace topic, allowed for one group only, is not)."""
         raw = self._check_name(topic, producer_group, True)
+        known = (raw, bytes((len(raw),)) + raw)
         if topic != TRACE_TOPIC and len(self.sendable) < 100_000:
-            self.sendable[topic] = raw
-        return raw
+            self.sendable[topic] = known
+        return known
 
     def _check_name(self, topic: str, producer_group: str, batch: bool) -> bytes:
         """Whether a client may send to a topic of that name -> its bytes (length and
@@ -471,12 +463,12 @@ def check_batch(records: bytes, traits: int = UNKNOWN_TRAITS) -> None:
     time. Only the records' properties are searched (not their bodies), and not at all
     when ``traits`` (batch_records') says none holds "DEL"; only a record whose properties
     name DELAY is decoded, to read its level."""
-    if len(records) >= POS_SYS_FLAG + 4:  # every record has the header's sys flag
-        (sys_flag,) = UINT.unpack_from(records, POS_SYS_FLAG)
-        if transaction_type(sys_flag):
-            raise MessageIllegalError(
-                "a transactional message cannot be sent in a batch; send it by itself"
-            )
+    # Every record has the header's sys flag; its transaction bits are in its last byte
+    # (read as a byte: no struct call, this runs once per stored batch).
+    if len(records) >= POS_SYS_FLAG + 4 and records[POS_SYS_FLAG + 3] & TRANSACTION_TYPE_MASK:
+        raise MessageIllegalError(
+            "a transactional message cannot be sent in a batch; send it by itself"
+        )
     if traits >= 0 and not traits & MAY_DELAY:
         return  # no property name holds "DEL" (batch_records looked)
     if not has_property(records, DEL_NAMES):

@@ -31,6 +31,10 @@ from rocketq.common.exceptions import MessageIllegalError
 _TOPIC_LEN: Final = struct.Struct(">H")
 _SEGMENT_TAIL: Final = struct.Struct(">ii")  # queue id, entries length
 _RESULT_HEAD: Final = struct.Struct(">hiqI")  # code, queue id, queue offset, text length
+# Their sizes, as plain constants (compiled, a struct's ``size`` is an attribute lookup).
+_TOPIC_LEN_SIZE: Final = 2
+_SEGMENT_TAIL_SIZE: Final = 8
+assert (_TOPIC_LEN.size, _SEGMENT_TAIL.size) == (_TOPIC_LEN_SIZE, _SEGMENT_TAIL_SIZE)
 # What a broker's HEART_BEAT answer says (ext) when it takes SEND_TOPICS_BATCH.
 TOPICS_BATCH_FIELD: Final = "topicsBatch"
 TOPICS_BATCH_VERSION: Final = "1"
@@ -93,47 +97,70 @@ def decode_segments(body: bytes | memoryview) -> list[Segment]:
     """A SEND_TOPICS_BATCH body -> its segments, in order. Total: bytes that are not
     segments raise MessageIllegalError naming the segment and byte where they stop making
     sense; a body with no segment is refused too."""
-    view = memoryview(body)
-    end = len(view)
+    data = body if isinstance(body, bytes) else bytes(body)
+    view = memoryview(data)
+    topics, queue_ids, starts, ends = decode_segment_columns(data)
+    return [Segment(topics[i], queue_ids[i], view[starts[i] : ends[i]]) for i in range(len(topics))]
+
+
+def decode_segment_columns(data: bytes) -> tuple[list[str], list[int], list[int], list[int]]:
+    """:func:`decode_segments` as one list per field: each segment's topic, queue id, and
+    where its entries start and end in ``data``; raises as :func:`decode_segments`.
+
+    Read byte by byte (no struct call, memoryview or object per segment): with many topics
+    each segment holds a message or two, so the broker runs this about once a message."""
+    end = len(data)
     pos = 0
-    out: list[Segment] = []
+    topics: list[str] = []
+    queue_ids: list[int] = []
+    starts: list[int] = []
+    ends: list[int] = []
     while pos < end:
-        count = len(out)
-        if end - pos < _TOPIC_LEN.size:
+        count = len(topics)
+        if end - pos < _TOPIC_LEN_SIZE:
             raise MessageIllegalError(
                 f"the topics batch is cut short: segment {count} at byte {pos} of {end}"
             )
-        (topic_len,) = _TOPIC_LEN.unpack_from(view, pos)
+        topic_len = (data[pos] << 8) | data[pos + 1]
         if not 0 < topic_len <= MAX_TOPIC_BYTES:
             raise MessageIllegalError(
                 f"segment {count} of the topics batch (at byte {pos} of {end}) names a topic "
                 f"of {topic_len} bytes; a topic has 1 to {MAX_TOPIC_BYTES}"
             )
-        at = pos + _TOPIC_LEN.size
+        at = pos + _TOPIC_LEN_SIZE
         tail = at + topic_len
-        if tail + _SEGMENT_TAIL.size > end:
+        if tail + _SEGMENT_TAIL_SIZE > end:
             raise MessageIllegalError(
                 f"segment {count} of the topics batch (at byte {pos} of {end}) is cut short"
             )
         try:
-            topic = str(view[at:tail], "utf-8")
+            topic = data[at:tail].decode()
         except UnicodeDecodeError:
             raise MessageIllegalError(
                 f"segment {count} of the topics batch (at byte {pos} of {end}) names a "
                 "topic that is not UTF-8"
             ) from None
-        queue_id, entries_len = _SEGMENT_TAIL.unpack_from(view, tail)
-        start = tail + _SEGMENT_TAIL.size
+        entries_len = _i32(data, tail + 4)
+        start = tail + _SEGMENT_TAIL_SIZE
         if entries_len <= 0 or start + entries_len > end:
             raise MessageIllegalError(
                 f"segment {count} of the topics batch (topic {topic!r}, at byte {pos} of "
                 f"{end}) has {entries_len} bytes of messages, which is none or past the end"
             )
-        out.append(Segment(topic, queue_id, view[start : start + entries_len]))
+        topics.append(topic)
+        queue_ids.append(_i32(data, tail))
+        starts.append(start)
         pos = start + entries_len
-    if not out:
+        ends.append(pos)
+    if not topics:
         raise MessageIllegalError("the topics batch has no segment")
-    return out
+    return topics, queue_ids, starts, ends
+
+
+def _i32(data: bytes, at: int) -> int:
+    """The big-endian signed 32-bit integer at ``at`` (four bytes there, checked before)."""
+    value = (data[at] << 24) | (data[at + 1] << 16) | (data[at + 2] << 8) | data[at + 3]
+    return value - (1 << 32) if value >= 1 << 31 else value
 
 
 def segment_topics(body: bytes | memoryview) -> list[str]:
@@ -203,6 +230,7 @@ __all__ = [
     "Segment",
     "SegmentResult",
     "decode_results",
+    "decode_segment_columns",
     "decode_segments",
     "encode_result_columns",
     "encode_results",

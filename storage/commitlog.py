@@ -65,21 +65,54 @@ _pack_offsets: Final = STAMP_OFFSETS.pack_into
 _crc32: Final = zlib.crc32
 
 
-@dataclass(unsafe_hash=True)
 class AppendResult:
-    """Where a batch landed: its first record's physical and queue offsets. (Not frozen:
-    compiled, a frozen dataclass sets each field through ``object.__setattr__``; every
-    send makes one.)"""
+    """Where a batch landed: its first record's physical and queue offsets. A plain class
+    with its own constructor: compiled, a dataclass's generated ``__init__`` runs as
+    Python, and every stored batch (every message, with many topics) makes one."""
 
-    wrote_offset: int
-    wrote_bytes: int
-    msg_count: int
-    queue_offset: int
-    store_timestamp: int
+    __slots__ = ("msg_count", "queue_offset", "store_timestamp", "wrote_bytes", "wrote_offset")
+
+    def __init__(
+        self,
+        wrote_offset: int,
+        wrote_bytes: int,
+        msg_count: int,
+        queue_offset: int,
+        store_timestamp: int,
+    ) -> None:
+        self.wrote_offset = wrote_offset
+        self.wrote_bytes = wrote_bytes
+        self.msg_count = msg_count
+        self.queue_offset = queue_offset
+        self.store_timestamp = store_timestamp
 
     @property
     def end_offset(self) -> int:
         return self.wrote_offset + self.wrote_bytes
+
+    def _fields(self) -> tuple[int, int, int, int, int]:
+        return (
+            self.wrote_offset,
+            self.wrote_bytes,
+            self.msg_count,
+            self.queue_offset,
+            self.store_timestamp,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, AppendResult):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (
+            f"AppendResult(wrote_offset={self.wrote_offset}, wrote_bytes={self.wrote_bytes}, "
+            f"msg_count={self.msg_count}, queue_offset={self.queue_offset}, "
+            f"store_timestamp={self.store_timestamp})"
+        )
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 CQ_UNIT_SIZE: Final = 20
 ENTRY: Final = struct.Struct(">qiq")
+_pack_entry: Final = ENTRY.pack_into  # bound once: a write of one entry is one call
 CQEntry = tuple[int, int, int, int]
 """An entry to write: CommitLog offset, size, tag code, queue offset."""
 DirtyListener = Callable[["ConsumeQueue", int, bool], None]
@@ -278,12 +279,16 @@ class ConsumeQueue:
             and mf.file_from_offset + mf.wrote_position == first * CQ_UNIT_SIZE
             and mf.wrote_position + n * CQ_UNIT_SIZE <= mf.file_size
         ):
-            buf, pos, pack = mf.buf, mf.wrote_position, ENTRY.pack_into
+            buf, pos = mf.buf, mf.wrote_position
             if pos + n * CQ_UNIT_SIZE > mf.allocated_position:  # else nothing to allocate
                 mf.ensure_allocated(pos + n * CQ_UNIT_SIZE)
-            for offset, size, code, _ in entries:
-                pack(buf, pos, offset, size, code)
+            if n == 1:  # one entry (a queue of one of many topics): no loop
+                _pack_entry(buf, pos, offset, size, entries[0][2])
                 pos += CQ_UNIT_SIZE
+            else:
+                for offset, size, code, _ in entries:
+                    _pack_entry(buf, pos, offset, size, code)
+                    pos += CQ_UNIT_SIZE
             mf.wrote_position = pos
             self.max_physic_offset = offset + size
             if self._on_dirty is not None:

@@ -404,19 +404,25 @@ class Dispatcher:
             self.reput_offset = mf.end_offset if end_of_file else base + pos
             if not end_of_file:
                 break  # the committed bytes end, or a record's rest is still to come
-        arrivals: dict[QueueKey, tuple[int, int]] = {}
-        for cq, topic, qid, entries in cq_entries:
+        # Each queue written -> its last run of entries in cq_entries (keyed by the queue
+        # itself: no key to build per queue when every record is another topic's).
+        arrivals: dict[ConsumeQueue, int] = {}
+        for i in range(len(cq_entries)):
+            cq, _topic, _qid, entries = cq_entries[i]
             if cq.put_many(entries):
-                _, _, code, queue_offset = entries[-1]
-                arrivals[(topic, qid)] = (queue_offset + 1, code)
+                arrivals[cq] = i
         if keys:
             assert self.index is not None
             self.index.build_many(keys)  # one pass for the run, in CommitLog order
         self.built = (self.reput_offset, self.last_dispatched[1])
         if arrivals and (self.listeners or self.topic_listeners):
             by_topic = self.topic_listeners
-            for (topic, qid), (next_offset, code) in arrivals.items():
-                for listener in self.listeners:
+            listeners = self.listeners
+            for i in arrivals.values():
+                _cq, topic, qid, entries = cq_entries[i]
+                _, _, code, queue_offset = entries[-1]
+                next_offset = queue_offset + 1
+                for listener in listeners:
                     listener(topic, qid, next_offset, code)
                 if by_topic:
                     for listener in by_topic.get(topic, ()):

@@ -31,6 +31,7 @@ from rocketq.broker.send_processor import (
     SHARDED,
     SHARDING_KEY_NAME,
     UNKNOWN_TRAITS,
+    check_batch,
 )
 from rocketq.broker.wire.pull import LONG_MAX, LONG_MIN
 from rocketq.common.exceptions import (
@@ -48,7 +49,7 @@ from rocketq.common.record import (
     encode_record,
     encode_send_record,
 )
-from rocketq.common.topics_batch import decode_segments, encode_result_columns
+from rocketq.common.topics_batch import decode_segment_columns, encode_result_columns
 from rocketq.remoting.codes import RequestCode, ResponseCode, RocketqRequestCode
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.transport import Connection, Handler, error_response
@@ -157,8 +158,9 @@ def cpp_batch(flag: str | None, body: bytes | memoryview, sys_flag: int) -> bool
 def is_batch_encoding(body: bytes | memoryview) -> bool:
     """Whether ``body`` is, from its first byte to its last, one or more entries of
     RocketMQ's batch encoding (the layout batch_records reads); nothing is copied."""
+    view = memoryview(body)
     try:
-        _batch_entries(memoryview(body))
+        _batch_entries(view, 0, len(view))
     except MessageIllegalError:
         return False
     return True
@@ -186,29 +188,29 @@ def with_cluster(properties: str | None, cluster_property: bytes) -> bytes:
     return properties.encode() + cluster_property
 
 
-def _batch_entries(view: memoryview) -> list[tuple[int, int, int, int]]:
+def _batch_entries(view: memoryview, pos: int, end: int) -> list[tuple[int, int, int, int]]:
     """RocketMQ's batch body (MessageDecoder.encodeMessages) -> each entry's flag, where its
     body starts, where its properties start and where it ends. Total: any other bytes
     raise MessageIllegalError naming the entry and byte where they stop being a batch; an
     entry's total size must be the bytes its fields take, as every RocketMQ client writes
     it (magic and body CRC are not read: clients write zeros, the broker computes the
-    CRC); a body of no entry is no batch."""
-    end = len(view)
-    pos = 0
+    CRC); a body of no entry is no batch. Reads ``view[pos:end]``; the bytes named in
+    errors count from ``pos``."""
+    first = pos
     out: list[tuple[int, int, int, int]] = []
     while pos < end:
         count = len(out)
         if end - pos < _BATCH_ENTRY_MIN:
             raise MessageIllegalError(
-                f"the batch body is cut short: message {count} at byte {pos} of {end} "
-                f"has {end - pos} bytes, fewer than an entry's {_BATCH_ENTRY_MIN}"
+                f"the batch body is cut short: message {count} at byte {pos - first} of "
+                f"{end - first} has {end - pos} bytes, fewer than an entry's {_BATCH_ENTRY_MIN}"
             )
         total, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(view, pos)
         start = pos + _BATCH_HEAD.size
         props_at = start + body_len
         if body_len < 0 or props_at + 2 > end:
             raise MessageIllegalError(
-                f"message {count} of the batch (at byte {pos} of {end}) has a body "
+                f"message {count} of the batch (at byte {pos - first} of {end - first}) has a body "
                 f"of {body_len} bytes, past the end of the batch"
             )
         (props_len,) = _U16.unpack_from(view, props_at)
@@ -216,12 +218,12 @@ def _batch_entries(view: memoryview) -> list[tuple[int, int, int, int]]:
         entry_end = props_start + props_len
         if entry_end > end:
             raise MessageIllegalError(
-                f"message {count} of the batch (at byte {pos} of {end}) has "
+                f"message {count} of the batch (at byte {pos - first} of {end - first}) has "
                 f"properties of {props_len} bytes, past the end of the batch"
             )
         if total != entry_end - pos:
             raise MessageIllegalError(
-                f"message {count} of the batch (at byte {pos} of {end}) says it is "
+                f"message {count} of the batch (at byte {pos - first} of {end - first}) says it is "
                 f"{total} bytes, but its body and properties make it {entry_end - pos}"
             )
         out.append((flag, start, props_start, entry_end))
@@ -251,13 +253,41 @@ def batch_records(
     an entry whose properties with the batch's do not fit a record
     PropertiesSizeExceededError."""
     view = memoryview(body)
+    return records_of(
+        view,
+        0,
+        len(view),
+        bytes((len(topic),)) + topic,
+        queue_id,
+        born_timestamp,
+        born[:4],
+        int.from_bytes(born[4:8], "big"),
+        sys_flag,
+        reconsume_times,
+        batch_properties,
+    )
+
+
+def records_of(
+    view: memoryview,
+    pos: int,
+    end: int,
+    topic_part: bytes,
+    queue_id: int,
+    born_timestamp: int,
+    born_ip: bytes,
+    born_port: int,
+    sys_flag: int,
+    reconsume_times: int,
+    batch_properties: bytes,
+) -> tuple[bytes, list[int], int]:
+    """:func:`batch_records` of the batch encoding in ``view[pos:end]``, with what is the
+    same for every batch of a request made once by the caller: the topic's length byte
+    and name (``topic_part``) and the born host's address and port."""
     records: list[bytes] = []
     sizes: list[int] = []
     traits = 0
-    topic_part = bytes((len(topic),)) + topic
-    born_ip = born[:4]
-    born_port = int.from_bytes(born[4:8], "big")
-    for flag, start, props_start, entry_end in _batch_entries(view):
+    for flag, start, props_start, entry_end in _batch_entries(view, pos, end):
         props = bytes(view[props_start:entry_end])
         if batch_properties:
             if props and not props.endswith(b"\x02"):
@@ -423,13 +453,19 @@ class SendRequests:
         """SEND_TOPICS_BATCH: each segment (a topic's messages for one queue) is checked
         and stored as SEND_BATCH_MESSAGE's body would be, whole or not at all; one
         segment's refusal leaves the others stored. The answer, once the stored ones have
-        had their waits (flush, slave, quorum), holds each segment's result."""
+        had their waits (flush, slave, quorum), holds each segment's result.
+
+        With many topics each segment holds a message or two, so what is done per segment
+        is done about once a message: the segments are read as columns (no object per
+        segment), each topic's checked name and record field come from one cache, and
+        its records are built from the body in place."""
         started = time.perf_counter()
         h = SendHeader(cmd)
         try:
             body = cmd.body if cmd.body is not None else b""
             self._check_body_size(len(body), batch=True)
-            segments = decode_segments(body)
+            data = body if isinstance(body, bytes) else bytes(body)
+            topics, queue_ids, starts, ends = decode_segment_columns(data)
             born = born_host(conn)
             born_ts = h.int("bornTimestamp", 0)
             default_topic = h.get("defaultTopic") or ""
@@ -439,41 +475,56 @@ class SendRequests:
             answer = error_response(cmd, exc)
             self._count(batch=True, code=answer.code, started=started)
             return answer
+        view = memoryview(data)
+        born_ip = born[:4]
+        born_port = int.from_bytes(born[4:8], "big")
         # Each segment's result, one list per field (no object per segment): its code,
-        # queue, first queue offset and text (offset message ids, or the refusal's remark).
-        n = len(segments)
+        # queue (queue_ids, as sent until the broker picks one), first queue offset and
+        # text (offset message ids, or the refusal's remark).
+        n = len(topics)
         codes = [int(ResponseCode.SUCCESS)] * n
-        queue_ids = [0] * n
         offsets = [-1] * n
         texts = [""] * n
         # Each segment's records, checked and built; then all of them stored in one go.
-        parts: list[tuple[bytes, str, int, int]] = []
-        built: list[tuple[int, list[int]]] = []  # result index and record sizes of each part
+        ready: list[tuple[bytes, bytes, int]] = []  # records, topic bytes, queue id
+        ready_at: list[int] = []  # the segment of each
+        ready_sizes: list[list[int]] = []  # its records' sizes
+        ready_topics: list[str] = []
+        ready_traits: list[int] = []
         configs = self.b.topics.topics
         processor = self.b.send
         sendable = processor.sendable
         cluster_property = self.cluster_property
+        try:
+            processor.accepting()
+            refused_all: Exception | None = None
+        except Exception as exc:  # no writes now (a slave, a full disk...): none stored
+            refused_all = exc
         for index in range(n):
-            segment = segments[index]
-            topic = segment.topic
-            queue_id = segment.queue_id
+            topic = topics[index]
+            queue_id = queue_ids[index]
             try:
-                topic_bytes = sendable.get(topic)  # a name checked before
-                if topic_bytes is None:
-                    topic_bytes = processor.sendable_topic(topic, producer_group)
+                known = sendable.get(topic)  # a name checked before
+                if known is None:
+                    known = processor.sendable_topic(topic, producer_group)
+                raw, topic_part = known
                 config = configs.get(topic)
                 if queue_id < 0:  # the broker picks, as for a send
                     queue_id = random.randrange(config.write_queue_nums) if config else 0
+                    queue_ids[index] = queue_id
                 try:
-                    records, sizes, traits = batch_records(
-                        segment.entries,
-                        topic_bytes,
-                        queue_id=queue_id,
-                        born_timestamp=born_ts,
-                        born=born,
-                        sys_flag=0,
-                        reconsume_times=0,
-                        batch_properties=cluster_property,
+                    records, sizes, traits = records_of(
+                        view,
+                        starts[index],
+                        ends[index],
+                        topic_part,
+                        queue_id,
+                        born_ts,
+                        born_ip,
+                        born_port,
+                        0,
+                        0,
+                        cluster_property,
                     )
                 except PropertiesSizeExceededError:
                     raise
@@ -484,32 +535,34 @@ class SendRequests:
                     ) from None
                 if config is None:
                     self._check_creation(conn, cmd, topic)
+                if refused_all is not None:
+                    raise refused_all
+                processor.part_config(topic, queue_id, config, default_topic, default_queue_nums)
+                check_batch(records, traits)
             except Exception as exc:
                 refusal = error_response(cmd, exc)
                 codes[index] = refusal.code
-                queue_ids[index] = queue_id
                 texts[index] = refusal.remark or ""
                 continue
-            queue_ids[index] = queue_id
-            built.append((index, sizes))
-            parts.append((records, topic, queue_id, traits))
+            ready.append((records, raw, queue_id))
+            ready_at.append(index)
+            ready_sizes.append(sizes)
+            ready_topics.append(topic)
+            ready_traits.append(traits)
         stored: list[tuple[int, AppendResult, list[int]]] = []  # result index, append, sizes
         end_offset = 0
-        if parts:
+        if ready:
             try:
-                appended = processor.append_parts(
-                    parts,
-                    default_topic=default_topic,
-                    default_queue_nums=default_queue_nums,
-                    producer_group=producer_group,
+                appended: list[AppendResult | Exception] = list(
+                    processor.store_parts(ready, ready_topics, ready_traits)
                 )
-            except Exception as exc:  # no writes now (a slave, a full disk...): none stored
-                appended = [exc] * len(parts)
-            for i in range(len(built)):
-                index, sizes = built[i]
+            except Exception as exc:  # the write failed (a full disk...): none stored
+                appended = [exc] * len(ready)
+            for i in range(len(ready)):
+                index = ready_at[i]
                 outcome = appended[i]
                 if isinstance(outcome, AppendResult):
-                    stored.append((index, outcome, sizes))
+                    stored.append((index, outcome, ready_sizes[i]))
                     offsets[index] = outcome.queue_offset
                     if outcome.end_offset > end_offset:
                         end_offset = outcome.end_offset
