@@ -504,7 +504,25 @@ class Dispatcher:
             (plen,) = ushort(buf, pp)
             if pp + 2 + plen != end:
                 return self._damaged(base, pos, start_pos, last_ts, done, "its lengths")
-            if topic != checked_topic:
+            tx = sys_flag & 0xC
+            to_queue = tx == 0 or tx == 0x8
+            if to_queue and (qid != last_qid or topic != last_topic):
+                # Records of one batch share their queue: look it up once per run of them,
+                # and write their entries together. A queue that exists names a topic
+                # checked before (with many topics, most records start a run: one lookup).
+                cq = queues.get((topic, qid))
+                if cq is None:
+                    if topic != checked_topic and topic not in good_topics:
+                        if not topic_ok(topic):
+                            return self._damaged(base, pos, start_pos, last_ts, done, "its topic")
+                        if len(good_topics) < GOOD_TOPICS_KEPT:
+                            good_topics.add(topic)
+                    cq = get_or_create(topic, qid)
+                checked_topic = topic
+                last_topic, last_qid = topic, qid
+                entries = []
+                cq_entries.append((cq, topic, qid, entries))
+            elif topic != checked_topic:
                 if topic not in good_topics:
                     if not topic_ok(topic):
                         return self._damaged(base, pos, start_pos, last_ts, done, "its topic")
@@ -512,15 +530,7 @@ class Dispatcher:
                         good_topics.add(topic)
                 checked_topic = topic
             props = buf[pp + 2 : pp + 2 + plen]
-            tx = sys_flag & 0xC
-            if tx == 0 or tx == 0x8:
-                if qid != last_qid or topic != last_topic:
-                    # Records of one batch share their queue: look it up once per run of
-                    # them, and write their entries together.
-                    last_topic, last_qid = topic, qid
-                    cq = queues.get((topic, qid)) or get_or_create(topic, qid)
-                    entries = []
-                    cq_entries.append((cq, topic, qid, entries))
+            if to_queue:
                 override = overrides.get(topic) if overrides else None
                 if override is not None:
                     code = override(topic, props, store_ts)
