@@ -389,7 +389,7 @@ class Broker:
             await self.metrics_server.start()
         await asyncio.to_thread(self._load_configs)
         await self.store.start()
-        self.store.add_arrival_listener(self.holds.notify)
+        self.store.add_arrival_listener(self.holds.notify, idle=self.holds.idle)
         if self.raft is not None:
             await self.raft.start()
         if self.config.broker_role != "SLAVE":

@@ -42,6 +42,10 @@ class PullRequestHoldService:
             if max_offset > offset and not fut.done():
                 fut.set_result(None)
 
+    def idle(self) -> bool:
+        """Whether no pull is held (the dispatcher then need not tell of arrivals)."""
+        return not self._held
+
     @property
     def held_count(self) -> int:
         return sum(len(v) for v in self._held.values())

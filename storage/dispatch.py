@@ -346,6 +346,9 @@ class Dispatcher:
         # Topic names dispatch has checked already (records of many topics interleave).
         self.good_topics: set[bytes] = set()
         self.listeners: list[ArrivalListener] = []
+        # Listeners that can say they wait for nothing (held pulls: none held) -> how; a
+        # run calls them only when they wait for something.
+        self.listener_idle: dict[ArrivalListener, Callable[[], bool]] = {}
         # Listeners of one topic's arrivals only (the timer's and the delay levels'), by
         # topic: a run over many topics calls them only for theirs.
         self.topic_listeners: dict[bytes, list[ArrivalListener]] = {}
@@ -404,32 +407,45 @@ class Dispatcher:
             self.reput_offset = mf.end_offset if end_of_file else base + pos
             if not end_of_file:
                 break  # the committed bytes end, or a record's rest is still to come
-        # Each queue written -> its last run of entries in cq_entries (keyed by the queue
-        # itself: no key to build per queue when every record is another topic's).
+        # Each queue written that someone listens to -> its last run of entries in
+        # cq_entries (keyed by the queue itself: no key to build per queue when every
+        # record is another topic's). With no pull held and no topic of a topic listener
+        # (the timer's, the delay levels') in the run, that is no queue at all.
+        listeners = self._waiting_listeners()
+        by_topic = self.topic_listeners
         arrivals: dict[ConsumeQueue, int] = {}
         for i in range(len(cq_entries)):
-            cq, _topic, _qid, entries = cq_entries[i]
-            if cq.put_many(entries):
+            cq, topic, _qid, entries = cq_entries[i]
+            if cq.put_many(entries) and (listeners or topic in by_topic):
                 arrivals[cq] = i
         if keys:
             assert self.index is not None
             self.index.build_many(keys)  # one pass for the run, in CommitLog order
         self.built = (self.reput_offset, self.last_dispatched[1])
-        if arrivals and (self.listeners or self.topic_listeners):
-            by_topic = self.topic_listeners
-            listeners = self.listeners
-            for i in arrivals.values():
-                _cq, topic, qid, entries = cq_entries[i]
-                _, _, code, queue_offset = entries[-1]
-                next_offset = queue_offset + 1
-                for listener in listeners:
+        for i in arrivals.values():
+            _cq, topic, qid, entries = cq_entries[i]
+            _, _, code, queue_offset = entries[-1]
+            next_offset = queue_offset + 1
+            for listener in listeners:
+                listener(topic, qid, next_offset, code)
+            if topic in by_topic:
+                for listener in by_topic[topic]:
                     listener(topic, qid, next_offset, code)
-                if by_topic:
-                    for listener in by_topic.get(topic, ()):
-                        listener(topic, qid, next_offset, code)
         self.busy_ns += time.perf_counter_ns() - started
         self.dispatched += done
         return done
+
+    def _waiting_listeners(self) -> list[ArrivalListener]:
+        """The arrival listeners (of every topic) not idle now."""
+        idle = self.listener_idle
+        if not idle:
+            return self.listeners
+        out: list[ArrivalListener] = []
+        for listener in self.listeners:
+            check = idle.get(listener)
+            if check is None or not check():
+                out.append(listener)
+        return out
 
     def _run_segment(
         self,

@@ -638,13 +638,20 @@ class MessageStore:
             self._dispatch_wake.set()
 
     def add_arrival_listener(
-        self, listener: ArrivalListener, *, topic: bytes | None = None
+        self,
+        listener: ArrivalListener,
+        *,
+        topic: bytes | None = None,
+        idle: Callable[[], bool] | None = None,
     ) -> None:
         """Tell ``listener`` of every dispatched record (with ``topic``, of that topic's
         only); adding one twice (a service started again, as on a Raft leader change)
-        keeps one."""
+        keeps one. ``idle`` (listeners of every topic): True when the listener waits for
+        nothing, and dispatch need not tell it (held pulls, while none is held)."""
         if topic is None:
             listeners = self.dispatcher.listeners
+            if idle is not None:
+                self.dispatcher.listener_idle[listener] = idle
         else:
             listeners = self.dispatcher.topic_listeners.setdefault(topic, [])
         if listener not in listeners:
