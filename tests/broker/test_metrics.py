@@ -14,13 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from rocketq import Message, Producer
 from rocketq.broker.broker import Broker
 from rocketq.broker.config import BrokerConfig
+from rocketq.broker.metrics import FIFO, NORMAL, BrokerCounters
 from rocketq.cluster.launcher import free_ports
 from rocketq.common.config import StoreConfig
+from rocketq.common.metrics import MESSAGE_SIZE_BUCKETS
 from rocketq.nameserver.config import NameServerConfig
 from rocketq.nameserver.server import NameServer
 from rocketq.remoting.codes import ResponseCode
@@ -321,3 +325,36 @@ async def test_queue_level_lag_has_a_series_per_queue(broker: tuple[str, Broker]
         )
         is None
     )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["A", "B"]),
+            st.sampled_from([NORMAL, FIFO]),
+            st.integers(min_value=0, max_value=64),
+            st.integers(min_value=0, max_value=9 * 1024**2),
+        ),
+        max_size=20,
+    )
+)
+def test_stored_counts_each_topic_and_type_in_its_size_bucket(
+    sends: list[tuple[str, str, int, int]],
+) -> None:
+    """Each (topic, message type) row holds its messages, bytes and, per size bucket (the
+    first bound at least the mean message size, else the last), its messages."""
+    counters = BrokerCounters()
+    expected: dict[tuple[str, str], list[int]] = {}
+    for topic, kind, count, size in sends:
+        counters.stored(topic, kind, count, size)
+        row = expected.setdefault((topic, kind), [0] * (3 + len(MESSAGE_SIZE_BUCKETS)))
+        row[0] += count
+        row[1] += size
+        mean = size // count if count else size
+        slot = next(
+            (i for i, bound in enumerate(MESSAGE_SIZE_BUCKETS) if mean <= bound),
+            len(MESSAGE_SIZE_BUCKETS),
+        )
+        row[2 + slot] += count
+    assert counters.messages_in == expected

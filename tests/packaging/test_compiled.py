@@ -93,6 +93,31 @@ def test_the_listed_modules_are_compiled_and_no_other() -> None:
     assert modules == (set(COMPILED) if MARKER.exists() else set())
 
 
+def test_a_build_in_place_removes_extensions_of_modules_no_longer_compiled(
+    tmp_path: Path,
+) -> None:
+    """What an earlier in-place build left beside the source of a module dropped from the
+    list would be imported instead of that source: the next build removes it, and keeps
+    the listed modules' extensions and their shared library."""
+    setup_py = ROOT / "setup.py"
+    namespace: dict[str, object] = {"__file__": str(setup_py), "__name__": "setup_parts"}
+    # setup.py's helpers, without its setup() call; pointed at a tree of our own.
+    exec(setup_py.read_text().split("\nclass BuildExt")[0], namespace)
+    namespace["ROOT"] = tmp_path
+    suffix = EXTENSIONS[0]
+    kept_module = (tmp_path / "storage" / "commitlog").with_suffix(suffix)
+    stale = (tmp_path / "storage" / "no_longer_compiled").with_suffix(suffix)
+    library = (tmp_path / "rocketq" / "_hotpath__mypyc").with_suffix(suffix)
+    for path in (kept_module, stale, library):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"")
+    drop = namespace["_drop_stale_extensions"]
+    assert callable(drop)
+    drop()
+    assert kept_module.exists() and library.exists()
+    assert not stale.exists()
+
+
 def test_the_pure_package_has_the_same_names(pure: Path) -> None:
     pure_names = _public_names(_pure_env(pure), cwd=pure)
     here = _public_names()

@@ -325,6 +325,40 @@ async def test_an_arrival_listener_added_twice_is_told_once(
     assert seen == [1]
 
 
+async def test_an_idle_arrival_listener_is_told_only_while_it_waits(
+    store_factory: Callable[..., Any],
+) -> None:
+    """A listener that says it waits for nothing (the held pulls, none held) is not told
+    of that run's arrivals; once it waits, it is told of each queue's, and a topic's own
+    listener of its topic's whatever the others do."""
+    store: MessageStore = await store_factory()
+    seen: list[tuple[bytes, int, int]] = []
+    timer_seen: list[tuple[bytes, int, int]] = []
+    waiting = False
+    store.add_arrival_listener(
+        lambda t, q, nxt, code: seen.append((t, q, nxt)), idle=lambda: not waiting
+    )
+    store.add_arrival_listener(lambda t, q, nxt, code: timer_seen.append((t, q, nxt)), topic=b"W")
+
+    def run() -> None:
+        while store.dispatcher.run(1 << 20):
+            pass
+
+    store.append(batch("T", [b"a"]), "T", 0)
+    store.append(batch("W", [b"w"]), "W", 1)
+    run()
+    assert seen == []  # idle: not told
+    assert timer_seen == [(b"W", 1, 1)]
+    waiting = True
+    store.append(batch("T", [b"b", b"c"]), "T", 0)
+    store.append(batch("U", [b"d"]), "U", 2)
+    store.append(batch("T", [b"e"]), "T", 0)
+    run()
+    # Each queue once, with its last offset, in the order the queues were first written.
+    assert seen == [(b"T", 0, 4), (b"U", 2, 1)]
+    assert timer_seen == [(b"W", 1, 1)]
+
+
 async def test_settle_runs_the_after_append_work_once_per_run_of_appends(
     store_factory: Callable[..., Any],
 ) -> None:
