@@ -34,6 +34,10 @@ def rerun_pure(request: pytest.FixtureRequest) -> None:
             "-q",
             "-p",
             "no:cacheprovider",
+            # Hypothesis's pytest plugin costs the child about a second to load; a test
+            # with @given runs without it all the same.
+            "-p",
+            "no:hypothesispytest",
             f"--basetemp={basetemp}",
             request.node.nodeid,
         ],
