@@ -282,13 +282,9 @@ class ConsumeQueue:
             buf, pos = mf.buf, mf.wrote_position
             if pos + n * CQ_UNIT_SIZE > mf.allocated_position:  # else nothing to allocate
                 mf.ensure_allocated(pos + n * CQ_UNIT_SIZE)
-            if n == 1:  # one entry (a queue of one of many topics): no loop
-                _pack_entry(buf, pos, offset, size, entries[0][2])
+            for offset, size, code, _ in entries:
+                _pack_entry(buf, pos, offset, size, code)
                 pos += CQ_UNIT_SIZE
-            else:
-                for offset, size, code, _ in entries:
-                    _pack_entry(buf, pos, offset, size, code)
-                    pos += CQ_UNIT_SIZE
             mf.wrote_position = pos
             self.max_physic_offset = offset + size
             if self._on_dirty is not None:

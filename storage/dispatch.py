@@ -522,22 +522,13 @@ class Dispatcher:
                 return self._damaged(base, pos, start_pos, last_ts, done, "its lengths")
             tx = sys_flag & 0xC
             to_queue = tx == 0 or tx == 0x8
-            if to_queue and (qid != last_qid or topic != last_topic):
-                # Records of one batch share their queue: look it up once per run of them,
-                # and write their entries together. A queue that exists names a topic
-                # checked before (with many topics, most records start a run: one lookup).
-                cq = queues.get((topic, qid))
-                if cq is None:
-                    if topic != checked_topic and topic not in good_topics:
-                        if not topic_ok(topic):
-                            return self._damaged(base, pos, start_pos, last_ts, done, "its topic")
-                        if len(good_topics) < GOOD_TOPICS_KEPT:
-                            good_topics.add(topic)
-                    cq = get_or_create(topic, qid)
+            # Records of one batch share their queue: look it up once per run of them, and
+            # write their entries together. A queue that exists names a topic checked
+            # before (with many topics most records start a run: one lookup, no check).
+            new_run = to_queue and (qid != last_qid or topic != last_topic)
+            cq = queues.get((topic, qid)) if new_run else None
+            if cq is not None:
                 checked_topic = topic
-                last_topic, last_qid = topic, qid
-                entries = []
-                cq_entries.append((cq, topic, qid, entries))
             elif topic != checked_topic:
                 if topic not in good_topics:
                     if not topic_ok(topic):
@@ -545,6 +536,12 @@ class Dispatcher:
                     if len(good_topics) < GOOD_TOPICS_KEPT:
                         good_topics.add(topic)
                 checked_topic = topic
+            if new_run:
+                if cq is None:
+                    cq = get_or_create(topic, qid)
+                last_topic, last_qid = topic, qid
+                entries = []
+                cq_entries.append((cq, topic, qid, entries))
             props = buf[pp + 2 : pp + 2 + plen]
             if to_queue:
                 override = overrides.get(topic) if overrides else None

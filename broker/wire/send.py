@@ -21,6 +21,7 @@ import functools
 import random
 import struct
 import time
+from collections.abc import Sequence
 from typing import Final
 
 from rocketq.broker.metrics import REMOTING, SEND_BATCH_MESSAGE, SEND_MESSAGE
@@ -553,8 +554,8 @@ class SendRequests:
         end_offset = 0
         if ready:
             try:
-                appended: list[AppendResult | Exception] = list(
-                    processor.store_parts(ready, ready_topics, ready_traits)
+                appended: Sequence[AppendResult | Exception] = processor.store_parts(
+                    ready, ready_topics, ready_traits
                 )
             except Exception as exc:  # the write failed (a full disk...): none stored
                 appended = [exc] * len(ready)

@@ -15,9 +15,9 @@ from rocketq.broker.send_processor import (
     check_batch,
     has_property,
 )
-from rocketq.broker.wire.send import batch_records
 from rocketq.common.exceptions import MessageIllegalError
 from rocketq.common.record import encode_batch_entry, encode_properties, encode_record
+from tests.broker.test_cpp_batch import _records
 
 NEEDLE = b"DELAY\x01"
 
@@ -107,16 +107,7 @@ def test_the_builders_traits_agree_with_a_search_of_the_records(
     msgs: list[tuple[bytes, dict[str, str]]], extra: bytes
 ) -> None:
     body = b"".join(encode_batch_entry(b, encode_properties(p)) for b, p in msgs)
-    records, sizes, traits = batch_records(
-        body,
-        b"T",
-        queue_id=0,
-        born_timestamp=1,
-        born=b"\x7f\0\0\x01\0\0\x30\x39",
-        sys_flag=0,
-        reconsume_times=0,
-        batch_properties=extra,
-    )
+    records, sizes, traits = _records(body, extra)
     assert len(sizes) == len(msgs)
     assert bool(traits & MAY_DELAY) is has_property(records, b"DEL")
     assert bool(traits & SHARDED) is has_property(records, b"__SHARDINGKEY\x01")

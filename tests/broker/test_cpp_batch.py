@@ -417,7 +417,8 @@ async def test_a_refusal_is_the_one_send_batch_message_gets(
 # -- the decision: total over any bytes ----------------------------------------------------
 
 
-def _records(body: bytes) -> tuple[bytes, list[int], int]:
+def _records(body: bytes, batch_properties: bytes = b"") -> tuple[bytes, list[int], int]:
+    """batch_records of a batch body sent to topic T, queue 0, from 127.0.0.1:12345."""
     return batch_records(
         body,
         b"T",
@@ -426,6 +427,7 @@ def _records(body: bytes) -> tuple[bytes, list[int], int]:
         born=b"\x7f\0\0\x01\0\0\x30\x39",
         sys_flag=0,
         reconsume_times=0,
+        batch_properties=batch_properties,
     )
 
 
