@@ -7,7 +7,11 @@ and :func:`format_summary` prints what ``rocketq bench profile`` shows: the samp
 thread (with the time it was recorded, kept beside the file, the share of that time each
 thread was busy: py-spy leaves idle samples out), and for the busiest thread (an event
 loop, usually) each function's share of its samples, by itself ("self") and with what it
-calls ("total").
+calls ("total"). :func:`compare` sets two profiles side by side (``rocketq bench profile
+BASE OTHER --compare``): each function's own samples in both, as microseconds of CPU per
+message when the benchmark noted how many messages went by while it recorded
+(:func:`note_messages`, ``rocketq bench topics --profile``), else as shares of all samples;
+the functions that grew most first.
 
 py-spy sees Python frames only: in the compiled build (mypyc) the time of a compiled
 function shows under the nearest Python frame that called it, so a profile that should name
@@ -119,6 +123,8 @@ class Profile:
     # How long it was recorded and at what rate, when :func:`recording` wrote it.
     seconds: float | None = None
     rate: int | None = None
+    # The messages the benchmark moved while it was recorded (:func:`note_messages`).
+    messages: int | None = None
 
     @property
     def busiest(self) -> ThreadProfile | None:
@@ -162,20 +168,110 @@ def summarize(path: Path) -> Profile:
             t.self_samples[functions[-1]] += count
         for f in set(functions):
             t.total_samples[f] += count
-    seconds, rate = _read_meta(path)
-    return Profile(path, total, threads, seconds, rate)
+    seconds, rate, messages = _read_meta(path)
+    return Profile(path, total, threads, seconds, rate, messages)
 
 
-def _read_meta(path: Path) -> tuple[float | None, int | None]:
-    """The recording's wall time and rate, when :func:`recording` wrote them beside it."""
+def _read_meta(path: Path) -> tuple[float | None, int | None, int | None]:
+    """The recording's wall time and rate, when :func:`recording` wrote them beside it,
+    and the messages of :func:`note_messages`."""
     try:
         meta = json.loads(_meta_path(path).read_text())
         seconds, rate = meta["seconds"], meta["rate"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None, None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None, None, None
     if not isinstance(seconds, (int, float)) or not isinstance(rate, int) or rate <= 0:
-        return None, None
-    return float(seconds), rate
+        return None, None, None
+    messages = meta.get("messages")
+    if not isinstance(messages, int) or isinstance(messages, bool) or messages <= 0:
+        messages = None
+    return float(seconds), rate, messages
+
+
+def note_messages(paths: Iterable[Path], messages: int) -> None:
+    """Record beside each profile (:func:`recording`'s) how many messages the benchmark
+    moved while it was recorded: :func:`compare` then shows CPU per message."""
+    for path in paths:
+        meta_path = _meta_path(path)
+        try:
+            meta = json.loads(meta_path.read_text())
+        except (OSError, ValueError):
+            continue  # not recorded (no py-spy): nothing to note
+        if isinstance(meta, dict):
+            meta["messages"] = messages
+            meta_path.write_text(json.dumps(meta) + "\n")
+
+
+@dataclass
+class Change:
+    """One function in two profiles: its own samples in each, as microseconds of CPU per
+    message or as percent of all samples (``unit``)."""
+
+    function: str
+    base: float
+    other: float
+
+    @property
+    def delta(self) -> float:
+        return self.other - self.base
+
+
+def _own(profile: Profile, per_message: bool, rate: int) -> dict[str, float]:
+    """Each function's own samples over every thread, per message (µs) or as % of all."""
+    out: dict[str, float] = {}
+    for t in profile.threads.values():
+        for func, n in t.self_samples.items():
+            out[func] = out.get(func, 0.0) + n
+    if per_message:
+        assert profile.messages
+        scale = 1e6 / rate / profile.messages
+    else:
+        scale = 100 / profile.samples if profile.samples else 0.0
+    return {func: n * scale for func, n in out.items()}
+
+
+def compare(base: Profile, other: Profile, *, rate: int | None = None) -> tuple[str, list[Change]]:
+    """Each function's own time in ``base`` and ``other`` -> (unit, changes, the largest
+    growth first). The unit is "µs/msg" (CPU per message) when both profiles noted their
+    messages, else "%" (share of all samples)."""
+    per_message = base.messages is not None and other.messages is not None
+    rate_base = rate or base.rate or SAMPLE_RATE
+    rate_other = rate or other.rate or SAMPLE_RATE
+    a = _own(base, per_message, rate_base)
+    b = _own(other, per_message, rate_other)
+    changes = [Change(f, a.get(f, 0.0), b.get(f, 0.0)) for f in a.keys() | b.keys()]
+    changes.sort(key=lambda c: (-c.delta, c.function))
+    return ("µs/msg" if per_message else "%"), changes
+
+
+def format_comparison(
+    base: Profile, other: Profile, *, top: int = 15, rate: int | None = None
+) -> list[str]:
+    """What ``rocketq bench profile BASE OTHER --compare`` prints: the totals, then the
+    ``top`` functions that grew most and the ``top`` that shrank most."""
+    unit, changes = compare(base, other, rate=rate)
+    lines = [f"{base.path} -> {other.path}"]
+    if unit == "µs/msg":
+        rb, ro = rate or base.rate or SAMPLE_RATE, rate or other.rate or SAMPLE_RATE
+        assert base.messages and other.messages
+        tb = base.samples / rb / base.messages * 1e6
+        to = other.samples / ro / other.messages * 1e6
+        lines.append(
+            f"  CPU per message (every thread): {tb:.1f} -> {to:.1f} µs ({to - tb:+.1f}); "
+            f"{base.messages:,} and {other.messages:,} messages"
+        )
+    else:
+        lines.append("  shares of all samples (no message counts beside the profiles)")
+    lines.append(f"  {unit:>8} {'':>8} {'change':>8}  function (own samples)")
+    grew = [c for c in changes if c.delta > 0][:top]
+    shrank = [c for c in reversed(changes) if c.delta < 0][:top]
+    for c in grew:
+        lines.append(f"  {c.base:8.2f} {c.other:8.2f} {c.delta:+8.2f}  {c.function}")
+    if shrank:
+        lines.append("  ...")
+        for c in reversed(shrank):
+            lines.append(f"  {c.base:8.2f} {c.other:8.2f} {c.delta:+8.2f}  {c.function}")
+    return lines
 
 
 def echo_summaries(paths: Iterable[Path], echo: Callable[[str], None], *, top: int) -> None:

@@ -275,7 +275,7 @@ async def _run_steps(
             )
             broker_cpu = cpu_clock([broker_pid], own=False)
             cpu_before = (broker_cpu(), time.process_time())
-            with _profiled(profile_dir, count, broker_pid, echo):
+            with _profiled(profile_dir, count, broker_pid, echo, step):
                 await _load(producer, count, concurrency, duration, body, step)
             if step.msgs:
                 step.broker_cpu_us = (broker_cpu() - cpu_before[0]) / step.msgs * 1e6
@@ -322,19 +322,26 @@ async def _run_steps(
 
 @contextlib.contextmanager
 def _profiled(
-    profile_dir: Path | None, count: int, broker_pid: int, echo: Callable[[str], None]
+    profile_dir: Path | None,
+    count: int,
+    broker_pid: int,
+    echo: Callable[[str], None],
+    step: StepResult,
 ) -> Iterator[None]:
     """With ``profile_dir``: py-spy records the broker and this process (the producer)
-    while one count's sends run (``topics-<count>-broker.txt``, ``...-client.txt``), and
-    their summaries are printed after it."""
+    while one count's sends run (``topics-<count>-broker.txt``, ``...-client.txt``, with
+    the messages sent noted beside them), and their summaries are printed after it.
+    ``rocketq bench profile topics-1-broker.txt topics-1000-broker.txt --compare`` shows
+    what each function costs per message at each count."""
     if profile_dir is None:
         yield
         return
-    from rocketq.bench.profiling import echo_summaries, recording
+    from rocketq.bench.profiling import echo_summaries, note_messages, recording
 
     targets = [(f"topics-{count}-broker", broker_pid), (f"topics-{count}-client", os.getpid())]
     with recording(targets, profile_dir, echo) as files:
         yield
+    note_messages(files.values(), step.msgs)
     echo_summaries(files.values(), echo, top=12)
 
 

@@ -1253,17 +1253,66 @@ def bench_profile(
             "(default 200).",
         ),
     ] = None,
+    side_by_side: Annotated[
+        bool,
+        typer.Option(
+            "--compare",
+            help="Two files, BASE then OTHER: each function's own time in both and how it "
+            "changed, as µs of CPU per message when the benchmark noted its messages "
+            "(rocketq bench topics --profile), else as shares of all samples.",
+        ),
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Where the time went in profiles taken by `rocketq bench peers --profile DIR` or
-    `rocketq bench replication --profile DIR`: each thread's samples, and for the busiest
-    thread (the event loop) each function's share of its samples, by itself and with what
-    it calls. Compiled functions show under their nearest Python caller: profile with
-    ROCKETQ_PURE=1 to see them by name."""
+    """Where the time went in profiles taken by `rocketq bench peers --profile DIR`,
+    `rocketq bench topics --profile DIR` or `rocketq bench replication --profile DIR`:
+    each thread's samples, and for the busiest thread (the event loop) each function's
+    share of its samples, by itself and with what it calls; with --compare, what changed
+    from one profile to another. Compiled functions show under their nearest Python
+    caller: profile with ROCKETQ_PURE=1 to see them by name."""
     import json
 
-    from rocketq.bench.profiling import ProfileError, format_summary, summarize, summary_json
+    from rocketq.bench.profiling import (
+        ProfileError,
+        compare,
+        format_comparison,
+        format_summary,
+        summarize,
+        summary_json,
+    )
 
+    if side_by_side:
+        if len(files) != 2:
+            raise typer.BadParameter(
+                f"--compare takes two profiles, BASE then OTHER; got {len(files)}",
+                param_hint="'--compare'",
+            )
+        try:
+            base, other = summarize(files[0]), summarize(files[1])
+        except ProfileError as exc:
+            raise fail(str(exc)) from None
+        if json_out:
+            unit, changes = compare(base, other, rate=rate)
+            doc = {
+                "base": str(base.path),
+                "other": str(other.path),
+                "unit": unit,
+                "functions": [
+                    {
+                        "function": c.function,
+                        "base": round(c.base, 3),
+                        "other": round(c.other, 3),
+                        "change": round(c.delta, 3),
+                    }
+                    for c in changes
+                    if c.delta
+                ],
+            }
+            typer.echo(json.dumps(doc))
+        else:
+            for line in format_comparison(base, other, top=top, rate=rate):
+                typer.echo(line)
+        return
     out: list[dict[str, object]] = []
     for path in files:
         try:

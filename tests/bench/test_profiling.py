@@ -15,8 +15,11 @@ from typer.testing import CliRunner
 
 from rocketq.bench.profiling import (
     ProfileError,
+    compare,
     find_py_spy,
+    format_comparison,
     format_summary,
+    note_messages,
     recording,
     summarize,
 )
@@ -89,6 +92,96 @@ def test_the_command_prints_and_emits_json(tmp_path: Path) -> None:
     doc = json.loads(as_json.output.strip().splitlines()[-1])
     top = doc[0]["threads"]["MainThread"]["top_self"]
     assert doc[0]["samples"] == 115 and top[1]["function"] == "append (storage/commitlog.py)"
+
+
+OTHER = "".join(
+    f"{stack} {count}\n"
+    for stack, count in [
+        (f"{_MAIN};handle (broker/send.py:10);append (storage/commitlog.py:200)", 20),
+        (f"{_MAIN};handle (broker/send.py:14)", 60),
+        (f"{_MAIN};handle (broker/send.py:14);segment (broker/send.py:30)", 40),
+        ("thread (0x7f02): commitlog-flush;flush (storage/flush.py:80)", 5),
+    ]
+)
+
+
+def _recorded(path: Path, raw: str, messages: int | None) -> Path:
+    """A profile as a benchmark leaves it: the stacks, the meta beside them (4 s at
+    200 Hz), and the messages noted when given."""
+    path.write_text(raw)
+    path.with_name(path.stem + ".meta.json").write_text(json.dumps({"seconds": 4, "rate": 200}))
+    if messages is not None:
+        note_messages([path], messages)
+    return path
+
+
+def test_two_profiles_side_by_side_per_message(tmp_path: Path) -> None:
+    base = summarize(_recorded(tmp_path / "one.txt", RAW, 1_000))
+    other = summarize(_recorded(tmp_path / "many.txt", OTHER, 500))
+    assert (base.messages, other.messages) == (1_000, 500)
+    unit, changes = compare(base, other)
+    assert unit == "µs/msg"
+    # Own samples / rate / messages: append 40 samples over 1,000 messages at 200 Hz is
+    # 200 µs per message; in the other, 20 over 500 is 200 as well.
+    by_name = {c.function: (c.base, c.other) for c in changes}
+    assert by_name["append (storage/commitlog.py)"] == pytest.approx((200.0, 200.0))
+    assert by_name["handle (broker/send.py)"] == pytest.approx((100.0, 600.0))
+    assert by_name["segment (broker/send.py)"] == pytest.approx((0.0, 400.0))
+    assert by_name["run (asyncio/runners.py)"] == pytest.approx((250.0, 0.0))
+    assert by_name["flush (storage/flush.py)"] == pytest.approx((25.0, 50.0))
+    # The largest growth first, the largest fall last.
+    assert [c.function for c in changes][:2] == [
+        "handle (broker/send.py)",
+        "segment (broker/send.py)",
+    ]
+    assert changes[-1].function == "run (asyncio/runners.py)"
+    lines = format_comparison(base, other, top=2)
+    assert lines[1] == (
+        "  CPU per message (every thread): 575.0 -> 1250.0 µs (+675.0); 1,000 and 500 messages"
+    )
+    assert lines[3] == "    100.00   600.00  +500.00  handle (broker/send.py)"
+    assert lines[-1] == "    250.00     0.00  -250.00  run (asyncio/runners.py)"
+
+
+def test_without_message_counts_profiles_compare_as_shares(tmp_path: Path) -> None:
+    base = summarize(_recorded(tmp_path / "one.txt", RAW, None))
+    other = summarize(_recorded(tmp_path / "many.txt", OTHER, 500))
+    unit, changes = compare(base, other)
+    assert unit == "%"
+    by_name = {c.function: (c.base, c.other) for c in changes}
+    assert by_name["handle (broker/send.py)"] == pytest.approx((100 * 20 / 115, 100 * 60 / 125))
+    assert "shares of all samples" in format_comparison(base, other)[1]
+    # A meta that is not the recorder's is left alone and read as none.
+    (tmp_path / "bad.meta.json").write_text("[1, 2]")
+    (tmp_path / "bad.txt").write_text(RAW)
+    note_messages([tmp_path / "bad.txt", tmp_path / "absent.txt"], 10)
+    assert (tmp_path / "bad.meta.json").read_text() == "[1, 2]"
+    assert summarize(tmp_path / "bad.txt").messages is None
+
+
+def test_the_command_compares_two_profiles(tmp_path: Path) -> None:
+    one = _recorded(tmp_path / "one.txt", RAW, 1_000)
+    many = _recorded(tmp_path / "many.txt", OTHER, 500)
+    shown = CliRunner().invoke(app, ["bench", "profile", str(one), str(many), "--compare"])
+    assert shown.exit_code == 0, shown.output
+    assert "+500.00  handle (broker/send.py)" in shown.output
+    as_json = CliRunner().invoke(
+        app, ["bench", "profile", str(one), str(many), "--compare", "--json"]
+    )
+    doc = json.loads(as_json.output.strip().splitlines()[-1])
+    assert doc["unit"] == "µs/msg"
+    assert doc["functions"][0] == {
+        "function": "handle (broker/send.py)",
+        "base": 100.0,
+        "other": 600.0,
+        "change": 500.0,
+    }
+    alone = CliRunner().invoke(app, ["bench", "profile", str(one), "--compare"])
+    assert alone.exit_code == 2 and "two profiles" in alone.output
+    bad = tmp_path / "bad.txt"
+    bad.write_text("not a profile\n")
+    broken = CliRunner().invoke(app, ["bench", "profile", str(one), str(bad), "--compare"])
+    assert broken.exit_code == 1 and "not a py-spy raw stack" in broken.output
 
 
 def test_a_real_process_is_recorded_and_py_spy_stopped(tmp_path: Path) -> None:

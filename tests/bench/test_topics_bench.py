@@ -87,6 +87,9 @@ def test_a_short_run_reports_every_count(tmp_path: Path) -> None:
         for side in ("broker", "client"):
             profile = summarize(profiles / f"topics-{count}-{side}.txt")
             assert "MainThread" in profile.threads and profile.seconds is not None
+            # The messages sent while it recorded (the first round's): --compare per message.
+            step = result["steps"][0 if count == 1 else 1]
+            assert profile.messages == step["msgs"] > 0, (profile.messages, step)
             assert any(
                 line.startswith(f"{profiles / f'topics-{count}-{side}.txt'}: ") for line in lines
             )
