@@ -9,8 +9,10 @@ routes, connections and topic creation stay outside the timed region). Then, for
 number of sends in flight and message size, both producers run single sends round robin
 over the topics for ``duration`` seconds, ``rounds`` times each, alternating (which of the
 two goes first alternates too, so neither always follows the other). A row reports each
-mode's rate (the median of its rounds) and their ratio, on / off; the summary names the
-worst ratio.
+mode's rate (the median of its rounds), their ratio, on / off, and the share of the
+messages sent with ``auto_batch`` on that left in batches of two or more; the summary names
+the worst ratio, and of the rows where on was slower, those where it batched nothing (it
+sent the same requests as off: the difference is the machine's, from one run to the next).
 """
 
 from __future__ import annotations
@@ -86,6 +88,14 @@ class SweepRow:
     size: int
     rates: dict[str, list[float]] = field(default_factory=lambda: {m: [] for m in MODES})
     failed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MODES, 0))
+    # Messages sent with auto_batch on, and how many of them left in batches (of 2+).
+    on_sent: int = 0
+    on_batched: int = 0
+
+    @property
+    def batched_share(self) -> float:
+        """The share of on's messages that left in batches (0 when it sent none)."""
+        return self.on_batched / self.on_sent if self.on_sent else 0.0
 
     def msgs_per_s(self, mode: str) -> float:
         """The median of the mode's rounds (0 before any)."""
@@ -112,6 +122,7 @@ class SweepRow:
             "off_rounds": [round(r, 1) for r in self.rates["off"]],
             "on_failed": self.failed["on"],
             "off_failed": self.failed["off"],
+            "on_batched_share": round(self.batched_share, 3),
         }
 
 
@@ -129,7 +140,8 @@ def size_text(size: int) -> str:
 
 
 TABLE_HEAD: Final = (
-    f"{'topics':>7} {'in flight':>9} {'size':>7} {'msgs/s on':>10} {'msgs/s off':>10} {'on/off':>6}"
+    f"{'topics':>7} {'in flight':>9} {'size':>7} {'msgs/s on':>10} {'msgs/s off':>10} "
+    f"{'on/off':>6} {'batched':>7}"
 )
 
 
@@ -139,7 +151,8 @@ def table(rows: Sequence[SweepRow]) -> list[str]:
     for r in rows:
         lines.append(
             f"{r.topics:>7,} {r.in_flight:>9,} {size_text(r.size):>7} "
-            f"{r.msgs_per_s('on'):>10,.0f} {r.msgs_per_s('off'):>10,.0f} {r.ratio:>6.2f}"
+            f"{r.msgs_per_s('on'):>10,.0f} {r.msgs_per_s('off'):>10,.0f} {r.ratio:>6.2f} "
+            f"{100 * r.batched_share:>6.0f}%"
         )
     return lines
 
@@ -150,16 +163,26 @@ def worst(rows: Sequence[SweepRow]) -> SweepRow | None:
 
 
 def summary_line(rows: Sequence[SweepRow]) -> str:
-    """The worst ratio and its row, and how many rows ran slower with batching on."""
+    """The worst ratio and its row, how many rows ran slower with batching on, and of
+    those how many batched nothing (the same requests as off), and the worst of the
+    others."""
     row = worst(rows)
     if row is None:
         return "no rows"
-    slower = sum(1 for r in rows if r.ratio < 1.0)
-    return (
+    slower = [r for r in rows if r.ratio < 1.0]
+    line = (
         f"worst on/off: {row.ratio:.2f} at {row.label()} (on {row.msgs_per_s('on'):,.0f}, "
-        f"off {row.msgs_per_s('off'):,.0f} msgs/s); on slower than off in {slower} of "
+        f"off {row.msgs_per_s('off'):,.0f} msgs/s); on slower than off in {len(slower)} of "
         f"{len(rows)} rows"
     )
+    if not slower:
+        return line
+    unbatched = sum(1 for r in slower if r.on_batched == 0)
+    line += f", {unbatched} of them with no message batched (the same requests as off)"
+    batched = worst([r for r in slower if r.on_batched > 0])
+    if batched is not None:
+        line += f"; worst where on batched: {batched.ratio:.2f} at {batched.label()}"
+    return line
 
 
 async def sweep(
@@ -231,6 +254,8 @@ async def sweep(
                         order = MODES if (cell + r) % 2 == 0 else MODES[::-1]
                         for mode in order:
                             c = SendCounters()
+                            batcher = producers[mode].batcher
+                            batched = batcher.batched_messages if batcher is not None else 0
                             elapsed = await send_load(
                                 producers[mode],
                                 names,
@@ -241,6 +266,10 @@ async def sweep(
                             )
                             row.rates[mode].append(rate(c.sent, elapsed))
                             row.failed[mode] += c.failed
+                            if mode == "on":
+                                row.on_sent += c.sent
+                                if batcher is not None:
+                                    row.on_batched += batcher.batched_messages - batched
                     cell += 1
                     rows.append(row)
                     failed = row.failed["on"] + row.failed["off"]
@@ -270,6 +299,7 @@ def report(
         "rows": [r.to_dict() for r in rows],
         "worst": row.to_dict() if row is not None else None,
         "slower_rows": sum(1 for r in rows if r.ratio < 1.0),
+        "slower_rows_unbatched": sum(1 for r in rows if r.ratio < 1.0 and r.on_batched == 0),
     }
 
 

@@ -26,7 +26,7 @@ from rocketq.bench.client_bench import embedded_cluster, topic_names
 from rocketq.bench.report import BenchOptionError
 from rocketq.cli.main import app
 
-COLUMNS = ["topics", "in flight", "size", "msgs/s on", "msgs/s off", "on/off"]
+COLUMNS = ["topics", "in flight", "size", "msgs/s on", "msgs/s off", "on/off", "batched"]
 
 
 @pytest.fixture(scope="module")
@@ -154,17 +154,26 @@ def test_topic_names() -> None:
 # -- the table ----------------------------------------------------------------------------------
 
 
-def _row(topics: int, in_flight: int, size: int, on: list[float], off: list[float]) -> SweepRow:
+def _row(
+    topics: int,
+    in_flight: int,
+    size: int,
+    on: list[float],
+    off: list[float],
+    sent: int = 1_000,
+    batched: int = 0,
+) -> SweepRow:
     row = SweepRow(topics, in_flight, size)
     row.rates["on"].extend(on)
     row.rates["off"].extend(off)
+    row.on_sent, row.on_batched = sent, batched
     return row
 
 
 def test_rows_take_the_median_of_their_rounds_and_the_worst_is_named() -> None:
     rows = [
-        _row(1, 32, 1024, [30_000, 36_000, 33_000], [20_000, 22_000, 21_000]),
-        _row(1000, 32, 1024, [21_000, 25_000, 20_000], [25_000, 26_000, 24_000]),
+        _row(1, 32, 1024, [30_000, 36_000, 33_000], [20_000, 22_000, 21_000], 99_000, 98_000),
+        _row(1000, 32, 1024, [21_000, 25_000, 20_000], [25_000, 26_000, 24_000], 66_000, 33_000),
         _row(10, 1, 65536, [1_000], [0]),  # off sent nothing: no ratio
     ]
     assert rows[0].msgs_per_s("on") == 33_000 and rows[0].msgs_per_s("off") == 21_000
@@ -175,17 +184,28 @@ def test_rows_take_the_median_of_their_rounds_and_the_worst_is_named() -> None:
     assert worst(rows[:2]) is rows[1]
     assert summary_line(rows[:2]) == (
         "worst on/off: 0.84 at 1,000 topics, 32 in flight, 1 KiB (on 21,000, off 25,000 "
-        "msgs/s); on slower than off in 1 of 2 rows"
+        "msgs/s); on slower than off in 1 of 2 rows, 0 of them with no message batched (the "
+        "same requests as off); worst where on batched: 0.84 at 1,000 topics, 32 in flight, "
+        "1 KiB"
     )
+    # Rows where on batched nothing sent what off sent: told apart from the others.
+    same = _row(1, 1, 128, [4_500], [5_000])
+    assert summary_line([rows[0], same]) == (
+        "worst on/off: 0.90 at 1 topic, 1 in flight, 128 B (on 4,500, off 5,000 msgs/s); on "
+        "slower than off in 1 of 2 rows, 1 of them with no message batched (the same "
+        "requests as off)"
+    )
+    assert summary_line(rows[:1]).endswith("on slower than off in 0 of 1 rows")
     lines = table(rows[:2])
     assert lines[0] == TABLE_HEAD
-    assert lines[1].split() == ["1", "32", "1", "KiB", "33,000", "21,000", "1.57"]
-    assert lines[2].split() == ["1,000", "32", "1", "KiB", "21,000", "25,000", "0.84"]
+    assert lines[1].split() == ["1", "32", "1", "KiB", "33,000", "21,000", "1.57", "99%"]
+    assert lines[2].split() == ["1,000", "32", "1", "KiB", "21,000", "25,000", "0.84", "50%"]
     assert [size_text(s) for s in (128, 1024, 1536, 65536, 1 << 20)] == [
         "128 B", "1 KiB", "1536 B", "64 KiB", "1 MiB"
     ]  # fmt: skip
     doc = rows[1].to_dict()
     assert doc["on_rounds"] == [21_000, 25_000, 20_000] and doc["ratio"] == 0.84
+    assert doc["on_batched_share"] == 0.5
 
 
 # -- runs on a real cluster --------------------------------------------------------------------
@@ -211,6 +231,9 @@ def test_a_tiny_sweep_prints_every_combination_and_their_ratios(namesrv: str) ->
     low = min(rows, key=lambda r: r["ratio"])
     assert doc["worst"] == low
     assert doc["slower_rows"] == sum(1 for r in rows if r["ratio"] < 1.0)
+    # One send in flight never waits for company: nothing batched, on sends what off sends.
+    assert [r["on_batched_share"] for r in rows if r["in_flight"] == 1] == [0.0, 0.0]
+    assert all(0.0 <= r["on_batched_share"] <= 1.0 for r in rows)
     # The table: its head, then one line per row with the same figures.
     head = lines.index(TABLE_HEAD)
     assert TABLE_HEAD.split() == " ".join(COLUMNS).split()
@@ -222,6 +245,7 @@ def test_a_tiny_sweep_prints_every_combination_and_their_ratios(namesrv: str) ->
         assert float(cells[6]) == pytest.approx(
             r["ratio"], abs=0.006
         )  # two decimals of the 3-decimal JSON figure
+        assert float(cells[7].rstrip("%")) == pytest.approx(100 * r["on_batched_share"], abs=0.6)
     summary = lines[head + 5]
     assert summary.startswith("worst on/off: ")
     # Two decimals of the unrounded ratio, against the JSON's three.
