@@ -103,6 +103,12 @@ class Listener:
         with self.lock:
             return sum(1 for c in self.conns if not c.closed)
 
+    def received(self) -> int:
+        """Bytes read so far over every connection (one still waiting to be accepted has
+        none yet: its sender may have closed it already)."""
+        with self.lock:
+            return sum(len(c.data) for c in self.conns)
+
     def close(self) -> None:
         self.sock.close()
 
@@ -255,6 +261,11 @@ def test_frames_send_mutated_frames_and_the_known_bad_frame(listener: Listener) 
     neighbour, _ = run_traffic(listener, "frames", ("remoting", "ha"), 1.5, "broker")
     stats = neighbour.stats["frames"]
     assert stats.connects >= 1 and stats.sends > 20
+    # A connection the neighbour made and closed last may still wait in the backlog.
+    assert wait_for(lambda: listener.received() == stats.bytes_sent), (
+        listener.received(),
+        stats.bytes_sent,
+    )
     sent = b"".join(bytes(c.data) for c in listener.conns)
     alone = [c for c in listener.conns if bytes(c.data) == KNOWN_BAD_FRAME]
     assert alone and len(alone) < len(listener.conns)
@@ -281,6 +292,11 @@ def test_big_frames_are_whole_frames_near_the_limit_sent_back_to_back(
 ) -> None:
     neighbour, summary = run_traffic(listener, "big", ("remoting", "ha"), 1.0, role)
     assert summary["peak_sockets"] <= SMALL.big_connections
+    big = neighbour.stats["big"]
+    assert wait_for(lambda: listener.received() == big.bytes_sent), (
+        listener.received(),
+        big.bytes_sent,
+    )
     per_conn = [frames_in(bytes(c.data)) for c in listener.conns]
     assert per_conn and all(len(frames) <= SMALL.big_in_flight for frames in per_conn)
     assert max(len(frames) for frames in per_conn) == SMALL.big_in_flight
