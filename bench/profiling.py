@@ -216,18 +216,22 @@ class Change:
         return self.other - self.base
 
 
-def _own(profile: Profile, per_message: bool, rate: int) -> dict[str, float]:
-    """Each function's own samples over every thread, per message (µs) or as % of all."""
+def _scale(profile: Profile, per_message: bool, rate: int | None) -> float:
+    """What one sample of ``profile`` is: µs of CPU per message (``rate``: the sampling
+    rate, if the profile does not say), or a percent of all its samples."""
+    if per_message:
+        assert profile.messages
+        return 1e6 / (rate or profile.rate or SAMPLE_RATE) / profile.messages
+    return 100 / profile.samples if profile.samples else 0.0
+
+
+def _own(profile: Profile, scale: float) -> dict[str, float]:
+    """Each function's own samples over every thread, times ``scale``."""
     out: dict[str, float] = {}
     for t in profile.threads.values():
         for func, n in t.self_samples.items():
-            out[func] = out.get(func, 0.0) + n
-    if per_message:
-        assert profile.messages
-        scale = 1e6 / rate / profile.messages
-    else:
-        scale = 100 / profile.samples if profile.samples else 0.0
-    return {func: n * scale for func, n in out.items()}
+            out[func] = out.get(func, 0.0) + n * scale
+    return out
 
 
 def compare(base: Profile, other: Profile, *, rate: int | None = None) -> tuple[str, list[Change]]:
@@ -235,13 +239,31 @@ def compare(base: Profile, other: Profile, *, rate: int | None = None) -> tuple[
     growth first). The unit is "µs/msg" (CPU per message) when both profiles noted their
     messages, else "%" (share of all samples)."""
     per_message = base.messages is not None and other.messages is not None
-    rate_base = rate or base.rate or SAMPLE_RATE
-    rate_other = rate or other.rate or SAMPLE_RATE
-    a = _own(base, per_message, rate_base)
-    b = _own(other, per_message, rate_other)
+    a = _own(base, _scale(base, per_message, rate))
+    b = _own(other, _scale(other, per_message, rate))
     changes = [Change(f, a.get(f, 0.0), b.get(f, 0.0)) for f in a.keys() | b.keys()]
     changes.sort(key=lambda c: (-c.delta, c.function))
     return ("µs/msg" if per_message else "%"), changes
+
+
+def comparison_json(base: Profile, other: Profile, *, rate: int | None = None) -> dict[str, object]:
+    """``rocketq bench profile BASE OTHER --compare --json``: every function that changed."""
+    unit, changes = compare(base, other, rate=rate)
+    return {
+        "base": str(base.path),
+        "other": str(other.path),
+        "unit": unit,
+        "functions": [
+            {
+                "function": c.function,
+                "base": round(c.base, 3),
+                "other": round(c.other, 3),
+                "change": round(c.delta, 3),
+            }
+            for c in changes
+            if c.delta
+        ],
+    }
 
 
 def format_comparison(
@@ -252,10 +274,9 @@ def format_comparison(
     unit, changes = compare(base, other, rate=rate)
     lines = [f"{base.path} -> {other.path}"]
     if unit == "µs/msg":
-        rb, ro = rate or base.rate or SAMPLE_RATE, rate or other.rate or SAMPLE_RATE
         assert base.messages and other.messages
-        tb = base.samples / rb / base.messages * 1e6
-        to = other.samples / ro / other.messages * 1e6
+        tb = base.samples * _scale(base, True, rate)
+        to = other.samples * _scale(other, True, rate)
         lines.append(
             f"  CPU per message (every thread): {tb:.1f} -> {to:.1f} µs ({to - tb:+.1f}); "
             f"{base.messages:,} and {other.messages:,} messages"

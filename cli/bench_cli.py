@@ -1274,7 +1274,7 @@ def bench_profile(
 
     from rocketq.bench.profiling import (
         ProfileError,
-        compare,
+        comparison_json,
         format_comparison,
         format_summary,
         summarize,
@@ -1292,23 +1292,7 @@ def bench_profile(
         except ProfileError as exc:
             raise fail(str(exc)) from None
         if json_out:
-            unit, changes = compare(base, other, rate=rate)
-            doc = {
-                "base": str(base.path),
-                "other": str(other.path),
-                "unit": unit,
-                "functions": [
-                    {
-                        "function": c.function,
-                        "base": round(c.base, 3),
-                        "other": round(c.other, 3),
-                        "change": round(c.delta, 3),
-                    }
-                    for c in changes
-                    if c.delta
-                ],
-            }
-            typer.echo(json.dumps(doc))
+            typer.echo(json.dumps(comparison_json(base, other, rate=rate)))
         else:
             for line in format_comparison(base, other, top=top, rate=rate):
                 typer.echo(line)

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -18,6 +19,16 @@ ROOT = Path(__file__).resolve().parents[1]
 def compiled(module_file: str | None) -> bool:
     """Whether a module was loaded from a compiled extension."""
     return not str(module_file or ".py").endswith(".py")
+
+
+def ran_pure(request: pytest.FixtureRequest, module: ModuleType) -> bool:
+    """When ``module`` is compiled (its code calls its own functions and classes directly,
+    past any patch), run the requesting test on the pure package instead -> True: the
+    caller returns. False: the module is the source, run the test here."""
+    if not compiled(module.__file__):
+        return False
+    rerun_pure(request)
+    return True
 
 
 def rerun_pure(request: pytest.FixtureRequest) -> None:

@@ -26,9 +26,15 @@ from rocketq.bench.profiling import (
 from rocketq.cli.main import app
 
 _MAIN = "thread (0x7f01): MainThread;run (asyncio/runners.py:118)"
-RAW = "".join(
-    f"{stack} {count}\n"
-    for stack, count in [
+
+
+def _stacks(counted: list[tuple[str, int]]) -> str:
+    """py-spy's raw format: a stack and its sample count per line."""
+    return "".join(f"{stack} {count}\n" for stack, count in counted)
+
+
+RAW = _stacks(
+    [
         (f"{_MAIN};handle (broker/send.py:10);append (storage/commitlog.py:200)", 30),
         (f"{_MAIN};handle (broker/send.py:12);append (storage/commitlog.py:210)", 10),
         (f"{_MAIN};handle (broker/send.py:14)", 20),
@@ -94,9 +100,8 @@ def test_the_command_prints_and_emits_json(tmp_path: Path) -> None:
     assert doc[0]["samples"] == 115 and top[1]["function"] == "append (storage/commitlog.py)"
 
 
-OTHER = "".join(
-    f"{stack} {count}\n"
-    for stack, count in [
+OTHER = _stacks(
+    [
         (f"{_MAIN};handle (broker/send.py:10);append (storage/commitlog.py:200)", 20),
         (f"{_MAIN};handle (broker/send.py:14)", 60),
         (f"{_MAIN};handle (broker/send.py:14);segment (broker/send.py:30)", 40),

@@ -16,7 +16,7 @@ from rocketq.remoting.transport import Connection
 from rocketq.storage import mapped_file
 from rocketq.storage.mapped_file import MappedFile
 from tests.broker.test_wire_batch import TOPIC, json_frame, pull, v2_fields
-from tests.pure import compiled, rerun_pure
+from tests.pure import ran_pure
 
 # A single message's SendMessageRequestHeaderV2 (m=false), as a stock client sends it.
 SINGLE = [(k, "false" if k == "m" else v) for k, v in v2_fields(TOPIC, 0, "")]
@@ -27,8 +27,7 @@ async def test_the_sends_of_one_read_are_one_commitlog_write(
     monkeypatch: pytest.MonkeyPatch,
     request: pytest.FixtureRequest,
 ) -> None:
-    if compiled(mapped_file.__file__):
-        rerun_pure(request)  # compiled code calls MappedFile and its module past any patch
+    if ran_pure(request, mapped_file):
         return
     b, conn = wire
     writes: list[tuple[int, int]] = []  # (bytes, answers read by then)

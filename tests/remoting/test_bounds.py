@@ -28,7 +28,7 @@ from rocketq.remoting import bounds, transport
 from rocketq.remoting.codes import ResponseCode
 from rocketq.remoting.command import RemotingCommand, decode, encode
 from rocketq.remoting.transport import SMALL_FRAME, Connection, RemotingServer, connect
-from tests.pure import compiled, rerun_pure
+from tests.pure import ran_pure
 from tests.server_probe import cut_off
 
 ECHO = 1000
@@ -281,8 +281,7 @@ async def test_a_frame_a_decoder_bug_fails_on_closes_that_connection_alone(
     caplog: pytest.LogCaptureFixture,
     request: pytest.FixtureRequest,
 ) -> None:
-    if compiled(transport.__file__):
-        rerun_pure(request)  # compiled code calls the decoder directly, past any patch
+    if ran_pure(request, transport):
         return
     h = await make_server()
     real_decode = transport.decode

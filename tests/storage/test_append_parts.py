@@ -14,7 +14,7 @@ from rocketq.common.record import BLANK_MAGIC_CODE, SIZE_MAGIC, decode_records
 from rocketq.storage import mapped_file
 from rocketq.storage.commitlog import AppendResult
 from rocketq.storage.message_store import MessageStore
-from tests.pure import compiled, rerun_pure
+from tests.pure import ran_pure
 from tests.storage.conftest import batch
 from tests.storage.test_commitlog import _dispatched
 from tests.storage.test_held_writes import _count_writes, _fail_writes
@@ -34,8 +34,7 @@ async def test_parts_are_stored_one_after_another_in_one_write(
     monkeypatch: pytest.MonkeyPatch,
     request: pytest.FixtureRequest,
 ) -> None:
-    if compiled(mapped_file.__file__):
-        rerun_pure(request)  # compiled code calls MappedFile and its module past any patch
+    if ran_pure(request, mapped_file):
         return
     store: MessageStore = await store_factory(mapped_file_size_commit_log=64 * 1024)
     store.append(batch("A", [b"before"]), "A", 0)
@@ -99,8 +98,7 @@ async def test_held_parts_are_written_at_settle(
     monkeypatch: pytest.MonkeyPatch,
     request: pytest.FixtureRequest,
 ) -> None:
-    if compiled(mapped_file.__file__):
-        rerun_pure(request)  # compiled code calls MappedFile and its module past any patch
+    if ran_pure(request, mapped_file):
         return
     store: MessageStore = await store_factory(mapped_file_size_commit_log=64 * 1024)
     writes = _count_writes(monkeypatch)
@@ -149,8 +147,7 @@ async def test_a_failed_write_refuses_every_part_and_gives_the_offsets_back(
     monkeypatch: pytest.MonkeyPatch,
     request: pytest.FixtureRequest,
 ) -> None:
-    if compiled(mapped_file.__file__):
-        rerun_pure(request)  # compiled code calls MappedFile and its module past any patch
+    if ran_pure(request, mapped_file):
         return
     store: MessageStore = await store_factory(mapped_file_size_commit_log=64 * 1024)
     store.append(batch("A", [b"kept"]), "A", 0)

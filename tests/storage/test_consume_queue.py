@@ -16,7 +16,7 @@ from rocketq.storage import consume_queue, dispatch, mapped_file
 from rocketq.storage.consume_queue import CQ_UNIT_SIZE, ENTRY, ConsumeQueue, CQEntry
 from rocketq.storage.dispatch import ConsumeQueueTable
 from rocketq.storage.mapped_file import MappedFileQueue, offset_name
-from tests.pure import compiled, rerun_pure
+from tests.pure import ran_pure
 
 UNITS = 4  # entries per file
 
@@ -256,8 +256,7 @@ def test_a_round_visits_only_the_queues_written_since_the_last(
     """O(queues flushed): with 2,000 queues and 3 written, a thorough round flushes 3 and
     looks at no other; a periodic round with none due flushes and reads none, and still
     knows the oldest unflushed entry (from what the writes reported)."""
-    if compiled(consume_queue.__file__):
-        rerun_pure(request)  # compiled code calls ConsumeQueue's methods past any patch
+    if ran_pure(request, consume_queue):
         return
     table = table_with(tmp_path, 2000)
     for q in (5, 700, 1999):
@@ -334,8 +333,7 @@ def test_a_thorough_round_of_many_queues_is_one_syncfs(
     """Past SYNCFS_MIN_QUEUES dirty queues a thorough round makes them durable with one
     syncfs, no msync; it claims what was written before it, as msync would. A periodic
     round (least pages) keeps one msync per queue that needs it."""
-    if compiled(mapped_file.__file__):
-        rerun_pure(request)  # compiled code calls MappedFile and its module past any patch
+    if ran_pure(request, mapped_file):
         return
     table = table_with(tmp_path, 8, units=4)
     queues = [table.get_or_create(b"T", q) for q in range(8)]
@@ -448,8 +446,7 @@ def test_entries_an_earlier_process_left_unflushed_are_msynced(
 ) -> None:
     """Loaded after a crash, a file is searched without being mapped; its entries past
     the durable offset are still written to disk by the next flush (mapped for it)."""
-    if compiled(mapped_file.__file__):
-        rerun_pure(request)  # compiled code calls MappedFile and its module past any patch
+    if ran_pure(request, mapped_file):
         return
     cq = queue(tmp_path / "q")
     cq.put_many(entries(0, 3))  # CommitLog offsets 0, 100, 200; never flushed

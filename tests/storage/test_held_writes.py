@@ -15,7 +15,7 @@ from rocketq.common.record import BLANK_MAGIC_CODE, SIZE_MAGIC, decode_records
 from rocketq.storage import mapped_file
 from rocketq.storage.mapped_file import MappedFile
 from rocketq.storage.message_store import MessageStore
-from tests.pure import compiled, rerun_pure
+from tests.pure import ran_pure
 from tests.storage.conftest import batch
 from tests.storage.test_commitlog import _dispatched
 
@@ -49,8 +49,7 @@ async def test_held_sends_are_written_in_one_pwrite_at_settle(
     monkeypatch: pytest.MonkeyPatch,
     request: pytest.FixtureRequest,
 ) -> None:
-    if compiled(mapped_file.__file__):
-        rerun_pure(request)  # compiled code calls MappedFile and its module past any patch
+    if ran_pure(request, mapped_file):
         return
     store: MessageStore = await store_factory(mapped_file_size_commit_log=64 * 1024)
     store.append(batch("T", [b"first"]), "T", 0)
@@ -132,8 +131,7 @@ async def test_a_failed_write_stores_nothing_and_gives_the_queue_offsets_back(
     monkeypatch: pytest.MonkeyPatch,
     request: pytest.FixtureRequest,
 ) -> None:
-    if compiled(mapped_file.__file__):
-        rerun_pure(request)  # compiled code calls MappedFile and its module past any patch
+    if ran_pure(request, mapped_file):
         return
     store: MessageStore = await store_factory(mapped_file_size_commit_log=64 * 1024)
     store.append(batch("T", [b"kept"]), "T", 0)
